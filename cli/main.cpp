@@ -1,0 +1,231 @@
+// mcprt: keeps a workspace's MCP servers in step with its settings files.
+// This file holds the command-line front end; the logic lives in core/.
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/approvals_store.hpp"
+#include "core/fingerprint.hpp"
+#include "core/workspace_view.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+using namespace mcprt;
+
+namespace {
+
+// Exit codes shared by the commands.
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+
+struct common_flags {
+  std::string workspace = ".";
+  std::string home;
+  std::string profile_name = "mcprt";
+  std::string mcp_config;
+  std::string allowed_names;
+  bool allowed_names_given = false;
+  bool untrusted = false;
+  bool json = false;
+};
+
+void add_workspace_flags(CLI::App* cmd, common_flags& f) {
+  cmd->add_option("--workspace,-w", f.workspace, "Workspace directory (default: current directory)");
+  cmd->add_option("--home", f.home, "Home directory holding user settings and approvals (default: $HOME)");
+  cmd->add_option("--profile", f.profile_name, "Settings layout: mcprt (.mcprt/), qwen (.qwen/), gemini (.gemini/)")
+    ->check(CLI::IsMember({"mcprt", "qwen", "gemini"}));
+  cmd->add_option("--mcp-config", f.mcp_config, "Extra servers file ({\"mcpServers\": ...}) above all settings");
+}
+
+std::optional<workspace_options> make_options(const common_flags& f) {
+  workspace_options o;
+  std::error_code ec;
+  o.workspace = fs::absolute(f.workspace, ec);
+  if (!fs::is_directory(o.workspace, ec)) {
+    std::cerr << "mcprt: workspace '" << f.workspace << "' is not a directory\n";
+    return std::nullopt;
+  }
+  if (!f.home.empty()) {
+    o.home = fs::absolute(f.home, ec);
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    o.home = h;
+  } else {
+    std::cerr << "mcprt: no home directory: set $HOME or pass --home\n";
+    return std::nullopt;
+  }
+  o.settings_profile = *profile::parse(f.profile_name);
+  if (!f.mcp_config.empty()) o.mcp_config = fs::absolute(f.mcp_config, ec);
+  if (f.allowed_names_given) o.launch_bound = split_name_list(f.allowed_names);
+  o.trusted = !f.untrusted;
+  return o;
+}
+
+approvals_store open_approvals(const workspace_options& o) {
+  return approvals_store(approvals_store::default_path(o.home));
+}
+
+ordered_json optional_list(const std::optional<std::vector<std::string>>& xs) {
+  return xs ? ordered_json(*xs) : ordered_json(nullptr);
+}
+
+ordered_json explain_json(const workspace_view& v, bool trusted) {
+  ordered_json out = ordered_json::object();
+  out["workspace"] = v.workspace;
+  out["trusted"] = trusted;
+  out["servers"] = ordered_json::array();
+  for (auto& [name, cfg] : v.merged.servers) {
+    auto& adm = v.gating.servers.at(name);
+    ordered_json s = ordered_json::object();
+    s["name"] = name;
+    s["scope"] = to_string(cfg.scope);
+    s["transport"] = to_string(cfg.transport());
+    s["fingerprint"] = connection_id(cfg);
+    s["admitted"] = adm.admitted;
+    s["reason"] = adm.reason ? ordered_json(to_string(*adm.reason)) : ordered_json(nullptr);
+    s["approval"] = adm.approval ? ordered_json(to_string(*adm.approval)) : ordered_json(nullptr);
+    out["servers"].push_back(std::move(s));
+  }
+  ordered_json g = ordered_json::object();
+  g["allowed"] = optional_list(v.gating.lists.allowed);
+  g["excluded"] = v.gating.lists.excluded;
+  g["pending"] = v.gating.lists.pending;
+  g["promptable"] = v.gating.promptable;
+  out["gating"] = std::move(g);
+  out["errors"] = ordered_json::array();
+  for (auto& e : v.errors)
+    out["errors"].push_back({{"path", e.path}, {"line", e.line}, {"column", e.column}, {"message", e.message}});
+  return out;
+}
+
+std::string pad(const std::string& s, std::size_t w) {
+  return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+}
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (auto& x : xs)
+    out += (out.empty() ? "" : ", ") + x;
+  return out.empty() ? "-" : out;
+}
+
+void explain_table(const workspace_view& v, bool trusted, std::ostream& os) {
+  os << "workspace " << v.workspace << (trusted ? "" : " (untrusted: nothing starts)") << "\n\n";
+  if (v.merged.servers.empty()) {
+    os << "no MCP servers configured\n";
+  } else {
+    std::size_t w = 6;
+    for (auto& [name, cfg] : v.merged.servers)
+      w = std::max(w, name.size() + 2);
+    os << pad("NAME", w) << pad("SCOPE", 11) << pad("TRANSPORT", 11) << pad("STATE", 10) << "WHY\n";
+    for (auto& [name, cfg] : v.merged.servers) {
+      auto& adm = v.gating.servers.at(name);
+      std::string why;
+      if (adm.reason) why = to_string(*adm.reason) + ": " + remedy(*adm.reason, name);
+      else if (adm.approval) why = "approved";
+      os << pad(name, w) << pad(to_string(cfg.scope), 11) << pad(to_string(cfg.transport()), 11)
+         << pad(adm.admitted ? "admitted" : "blocked", 10) << why << "\n";
+    }
+  }
+  os << "\nallowed:    " << (v.gating.lists.allowed ? join(*v.gating.lists.allowed) : "all") << "\n"
+     << "excluded:   " << join(v.gating.lists.excluded) << "\n"
+     << "pending:    " << join(v.gating.lists.pending) << "\n"
+     << "promptable: " << join(v.gating.promptable) << "\n";
+  if (!v.errors.empty()) {
+    os << "\nsettings errors (these files are ignored until fixed):\n";
+    for (auto& e : v.errors)
+      os << "  " << e.path << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
+  }
+}
+
+int run_explain(const common_flags& f) {
+  auto opts = make_options(f);
+  if (!opts) return exit_usage;
+  auto approvals = open_approvals(*opts);
+  auto view = load_workspace(*opts, approvals);
+  for (auto& w : approvals.take_warnings())
+    std::cerr << "mcprt: warning: " << w << "\n";
+  if (f.json) std::cout << explain_json(view, opts->trusted).dump(2) << "\n";
+  else explain_table(view, opts->trusted, std::cout);
+  return view.errors.empty() ? exit_ok : exit_usage;
+}
+
+int run_decision(const common_flags& f, const std::string& name, approval_state decision) {
+  auto opts = make_options(f);
+  if (!opts) return exit_usage;
+  auto approvals = open_approvals(*opts);
+  auto view = load_workspace(*opts, approvals);
+  for (auto& w : approvals.take_warnings())
+    std::cerr << "mcprt: warning: " << w << "\n";
+  for (auto& e : view.errors)
+    std::cerr << "mcprt: warning: " << e.path << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
+  auto it = view.merged.servers.find(name);
+  if (it == view.merged.servers.end()) {
+    std::vector<std::string> names;
+    for (auto& [n, c] : view.merged.servers)
+      names.push_back(n);
+    std::cerr << "mcprt: no server named '" << name << "' in " << view.workspace
+              << " (configured: " << join(names) << ")\n";
+    return exit_usage;
+  }
+  auto& cfg = it->second;
+  if (!is_gated(cfg.scope)) {
+    std::cerr << "mcprt: server '" << name << "' comes from " << to_string(cfg.scope)
+              << " settings, which are trusted; only servers from .mcp.json and workspace settings need approval\n";
+    return exit_usage;
+  }
+  auto hash = approval_hash(cfg);
+  try {
+    approvals.set(view.workspace, name, hash, decision);
+  } catch (const std::exception& e) {
+    std::cerr << "mcprt: " << e.what() << "\n";
+    return exit_failure;
+  }
+  std::cout << (decision == approval_state::approved ? "approved " : "rejected ") << name << " ("
+            << to_string(cfg.scope) << ", config " << hash.substr(0, 12) << ") for " << view.workspace << "\n";
+  return exit_ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mcprt — keeps a workspace's MCP server connections in step with its settings files"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mcprt 0.1.0");
+
+  common_flags explain_flags;
+  auto* explain = app.add_subcommand("explain", "Show which MCP servers would run in a workspace, and why the others would not. Starts no process.");
+  add_workspace_flags(explain, explain_flags);
+  explain->add_option("--allowed-mcp-server-names", explain_flags.allowed_names,
+                      "Comma-separated upper bound on admitted servers (names or globs)")
+    ->each([&](const std::string&) { explain_flags.allowed_names_given = true; });
+  explain->add_flag("--untrusted", explain_flags.untrusted, "Treat the workspace folder as untrusted");
+  explain->add_flag("--json", explain_flags.json, "Machine-readable output");
+
+  common_flags approve_flags;
+  std::string approve_name;
+  auto* approve = app.add_subcommand("approve", "Approve a server from .mcp.json or workspace settings for its current config");
+  approve->add_option("name", approve_name, "Server name")->required();
+  add_workspace_flags(approve, approve_flags);
+
+  common_flags reject_flags;
+  std::string reject_name;
+  auto* reject = app.add_subcommand("reject", "Reject a server from .mcp.json or workspace settings for its current config");
+  reject->add_option("name", reject_name, "Server name")->required();
+  add_workspace_flags(reject, reject_flags);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_usage;
+  }
+  if (*explain) return run_explain(explain_flags);
+  if (*approve) return run_decision(approve_flags, approve_name, approval_state::approved);
+  if (*reject) return run_decision(reject_flags, reject_name, approval_state::rejected);
+  return exit_usage;
+}

@@ -1,0 +1,130 @@
+#include "core/gating.hpp"
+
+#include <algorithm>
+
+#include "core/patterns.hpp"
+
+namespace mcprt {
+
+std::string to_string(unavailable_reason r) {
+  switch (r) {
+    case unavailable_reason::disabled: return "disabled";
+    case unavailable_reason::not_allowed: return "not_allowed";
+    case unavailable_reason::excluded: return "excluded";
+    case unavailable_reason::pending_approval: return "pending_approval";
+    case unavailable_reason::rejected: return "rejected";
+    case unavailable_reason::untrusted: return "untrusted";
+    case unavailable_reason::removed: return "removed";
+  }
+  return "unknown";
+}
+
+std::string remedy(unavailable_reason r, const std::string& server) {
+  switch (r) {
+    case unavailable_reason::disabled:
+      return "it is disabled in its settings (\"disabled\": true); remove that to enable it";
+    case unavailable_reason::not_allowed:
+      return "it is not in the allow-list (mcp.allowed or --allowed-mcp-server-names); add it there";
+    case unavailable_reason::excluded:
+      return "it matches mcp.excluded; remove it from that list";
+    case unavailable_reason::pending_approval:
+      return "pending approval — run `mcprt approve " + server + "`";
+    case unavailable_reason::rejected:
+      return "it was rejected — run `mcprt approve " + server
+             + "` to allow it, or change its config to be asked again";
+    case unavailable_reason::untrusted:
+      return "the workspace folder is not trusted; no MCP server starts there";
+    case unavailable_reason::removed:
+      return "it was removed from the settings during this session; add it back to use it";
+  }
+  return {};
+}
+
+namespace {
+
+std::vector<std::string> sorted_unique(std::vector<std::string> xs) {
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  return xs;
+}
+
+} // namespace
+
+bool gating_equal(const gating_lists& a, const gating_lists& b) {
+  if (a.allowed.has_value() != b.allowed.has_value()) return false;
+  if (a.allowed && sorted_unique(*a.allowed) != sorted_unique(*b.allowed)) return false;
+  return sorted_unique(a.excluded) == sorted_unique(b.excluded)
+         && sorted_unique(a.pending) == sorted_unique(b.pending);
+}
+
+std::optional<std::vector<std::string>>
+effective_allowed(const std::optional<std::vector<std::string>>& settings,
+                  const std::optional<std::vector<std::string>>& bound) {
+  if (!bound) return settings;
+  if (!settings) return sorted_unique(*bound);
+  std::vector<std::string> out;
+  for (auto& s : *settings)
+    if (matches_any(*bound, s)) out.push_back(s);
+  for (auto& b : *bound)
+    if (matches_any(*settings, b)) out.push_back(b);
+  return sorted_unique(std::move(out));
+}
+
+gating_result compute_gating(const gating_input& in) {
+  gating_result out;
+  out.lists.allowed = effective_allowed(in.settings_allowed, in.launch_bound);
+  out.lists.excluded = sorted_unique(in.settings_excluded);
+  static const server_map empty;
+  const server_map& servers = in.servers ? *in.servers : empty;
+  for (auto& [name, cfg] : servers) {
+    server_admission adm;
+    if (is_gated(cfg.scope)) {
+      adm.approval = in.approval ? in.approval(cfg) : approval_state::pending;
+      if (*adm.approval != approval_state::approved) out.lists.pending.push_back(name);
+      if (*adm.approval == approval_state::pending) out.promptable.push_back(name);
+    }
+    // First matching gate names the reason; the order puts the broadest
+    // gate first so the remedy addresses the real obstacle.
+    if (!in.trusted) adm.reason = unavailable_reason::untrusted;
+    else if (cfg.disabled) adm.reason = unavailable_reason::disabled;
+    else if (out.lists.allowed && !matches_any(*out.lists.allowed, name))
+      adm.reason = unavailable_reason::not_allowed;
+    else if (matches_any(out.lists.excluded, name)) adm.reason = unavailable_reason::excluded;
+    else if (adm.approval == approval_state::pending)
+      adm.reason = unavailable_reason::pending_approval;
+    else if (adm.approval == approval_state::rejected) adm.reason = unavailable_reason::rejected;
+    adm.admitted = !adm.reason;
+    out.servers.emplace(name, adm);
+  }
+  return out;
+}
+
+server_map gating_result::admitted(const server_map& all) const {
+  server_map out;
+  for (auto& [name, cfg] : all) {
+    auto i = servers.find(name);
+    if (i != servers.end() && i->second.admitted) out.emplace(name, cfg);
+  }
+  return out;
+}
+
+void removal_tracker::update(const server_map& merged) {
+  for (auto& name : current_)
+    if (!merged.count(name)) removed_.insert(name);
+  current_.clear();
+  for (auto& [name, cfg] : merged) {
+    current_.insert(name);
+    removed_.erase(name); // re-added: heals
+  }
+}
+
+std::optional<unavailable_reason> unavailable_reason_for(const gating_result& g,
+                                                         const removal_tracker& removals,
+                                                         const std::string& name) {
+  auto i = g.servers.find(name);
+  if (i == g.servers.end())
+    return removals.was_removed(name) ? std::optional{unavailable_reason::removed} : std::nullopt;
+  return i->second.reason;
+}
+
+} // namespace mcprt

@@ -1,0 +1,99 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/approvals_store.hpp"
+#include "core/server_config.hpp"
+
+namespace mcprt {
+
+/// Why a configured server is not connected.
+enum class unavailable_reason {
+  disabled,
+  not_allowed,
+  excluded,
+  pending_approval,
+  rejected,
+  untrusted,
+  removed,
+};
+
+std::string to_string(unavailable_reason r);
+
+/// What the user can do about it, phrased for a person at a terminal.
+std::string remedy(unavailable_reason r, const std::string& server);
+
+/// The three lists that decide admission, as pushed to the reconciler.
+struct gating_lists {
+  std::optional<std::vector<std::string>> allowed; // nullopt: allow all; []: deny all
+  std::vector<std::string> excluded;
+  std::vector<std::string> pending; // gated servers not approved (pending or rejected)
+};
+
+/// Compared as sets. For `excluded` and `pending` absent ≡ empty; for
+/// `allowed` absent (allow all) differs from [] (deny all).
+bool gating_equal(const gating_lists& a, const gating_lists& b);
+
+/// Combines the settings allow-list with the launch bound
+/// (--allowed-mcp-server-names), which settings may narrow but never widen:
+/// both → their intersection, bound only → the bound, neither → nullopt.
+/// Patterns on either side are honoured: an entry survives when it is
+/// matched by an entry of the other list.
+std::optional<std::vector<std::string>>
+effective_allowed(const std::optional<std::vector<std::string>>& settings_allowed,
+                  const std::optional<std::vector<std::string>>& launch_bound);
+
+struct gating_input {
+  const server_map* servers = nullptr; // merged, before any filtering
+  std::optional<std::vector<std::string>> settings_allowed;
+  std::vector<std::string> settings_excluded;
+  std::optional<std::vector<std::string>> launch_bound;
+  bool trusted = true;
+  /// Decision for a gated server's current config (hash-bound).
+  std::function<approval_state(const server_config&)> approval;
+};
+
+struct server_admission {
+  bool admitted = false;
+  std::optional<unavailable_reason> reason;
+  std::optional<approval_state> approval; // gated servers only
+};
+
+struct gating_result {
+  gating_lists lists;
+  std::vector<std::string> promptable; // gated servers strictly pending
+  std::map<std::string, server_admission> servers;
+
+  /// The servers that may connect now.
+  server_map admitted(const server_map& all) const;
+};
+
+gating_result compute_gating(const gating_input& in);
+
+/// Remembers which servers this process has seen configured, so that a
+/// server that left the config reads `removed` rather than "never heard of".
+class removal_tracker {
+ public:
+  /// Feed the merged map (before allow-list filtering) after every load.
+  void update(const server_map& merged);
+  bool was_removed(const std::string& name) const { return removed_.count(name) > 0; }
+  const std::set<std::string>& removed() const { return removed_; }
+
+ private:
+  std::set<std::string> current_;
+  std::set<std::string> removed_;
+};
+
+/// The reason a tool call to `name` cannot be served: `removed` for a server
+/// that left the config, nullopt for an admitted or never-configured one.
+std::optional<unavailable_reason> unavailable_reason_for(const gating_result& g,
+                                                         const removal_tracker& removals,
+                                                         const std::string& name);
+
+} // namespace mcprt

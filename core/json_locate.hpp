@@ -1,0 +1,25 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mcprt {
+
+/// 1-based line and column of a byte offset in `text`.
+struct text_position {
+  int line = 1;
+  int column = 1;
+};
+text_position position_of(std::string_view text, std::size_t offset);
+
+/// Byte offset of the value reached by following `path` (object keys and, in
+/// arrays, decimal indices) through the JSON (with comments) in `text`. The
+/// parser reports where text is malformed; this reports where a well-formed
+/// value has the wrong type. Returns nullopt when the path is not found.
+std::optional<std::size_t> locate_json_value(std::string_view text,
+                                             const std::vector<std::string>& path);
+
+} // namespace mcprt

@@ -1,0 +1,198 @@
+#include "core/server_config.hpp"
+
+namespace mcprt {
+
+using nlohmann::json;
+
+std::string to_string(config_scope s) {
+  switch (s) {
+    case config_scope::user: return "user";
+    case config_scope::project: return "project";
+    case config_scope::workspace: return "workspace";
+    case config_scope::session: return "session";
+  }
+  return "user";
+}
+
+std::optional<config_scope> parse_config_scope(std::string_view s) {
+  if (s == "user") return config_scope::user;
+  if (s == "project") return config_scope::project;
+  if (s == "workspace") return config_scope::workspace;
+  if (s == "session") return config_scope::session;
+  return std::nullopt;
+}
+
+bool is_gated(config_scope s) {
+  return s == config_scope::project || s == config_scope::workspace;
+}
+
+std::string to_string(transport_kind t) {
+  switch (t) {
+    case transport_kind::stdio: return "stdio";
+    case transport_kind::sse: return "sse";
+    case transport_kind::http: return "http";
+    case transport_kind::unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+transport_kind server_config::transport() const {
+  if (http_url) return transport_kind::http;
+  if (url) {
+    // Claude-style `.mcp.json` files spell streamable HTTP as
+    // {"type": "http", "url": ...}; without `type`, `url` means legacy SSE.
+    auto t = spec.find("type");
+    if (t != spec.end() && t->is_string()
+        && (*t == "http" || *t == "streamable-http" || *t == "streamableHttp"))
+      return transport_kind::http;
+    return transport_kind::sse;
+  }
+  if (command) return transport_kind::stdio;
+  return transport_kind::unknown;
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "a value";
+  }
+}
+
+struct validator {
+  std::optional<config_error> error;
+
+  using path_t = std::vector<std::string>;
+
+  static path_t child(path_t p, std::string key) {
+    p.push_back(std::move(key));
+    return p;
+  }
+
+  bool fail(const path_t& path, const std::string& expected, const json& got) {
+    if (!error) error = config_error{path, "expected " + expected + ", got " + type_name(got)};
+    return false;
+  }
+
+  bool string(const json& v, const path_t& path, std::optional<std::string>& out) {
+    if (!v.is_string()) return fail(path, "a string", v);
+    out = v.get<std::string>();
+    return true;
+  }
+
+  bool string_list(const json& v, const path_t& path, std::vector<std::string>& out) {
+    if (!v.is_array()) return fail(path, "an array of strings", v);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        fail(child(path, std::to_string(i)), "a string", v[i]);
+        error->index_last = true;
+        return false;
+      }
+      out.push_back(v[i].get<std::string>());
+    }
+    return true;
+  }
+
+  bool string_map(const json& v, const path_t& path, std::map<std::string, std::string>& out) {
+    if (!v.is_object()) return fail(path, "an object of strings", v);
+    for (auto& [k, x] : v.items()) {
+      if (!x.is_string()) return fail(child(path, k), "a string", x);
+      out.emplace(k, x.get<std::string>());
+    }
+    return true;
+  }
+
+  bool boolean(const json& v, const path_t& path, bool& out) {
+    if (!v.is_boolean()) return fail(path, "a boolean", v);
+    out = v.get<bool>();
+    return true;
+  }
+};
+
+json drop_nulls(const json& v) {
+  json out = json::object();
+  for (auto& [k, x] : v.items())
+    if (!x.is_null()) out[k] = x;
+  return out;
+}
+
+} // namespace
+
+server_parse_result parse_server_config(const std::string& name, const json& value,
+                                        config_scope scope,
+                                        const std::vector<std::string>& prefix) {
+  validator check;
+  if (!value.is_object()) {
+    check.fail(prefix, "an object", value);
+    return {std::nullopt, check.error};
+  }
+  server_config c;
+  c.name = name;
+  c.scope = scope;
+  // An explicit null means "not set", as an absent field does.
+  c.spec = drop_nulls(value);
+  auto field = [&](const char* key) { return validator::child(prefix, key); };
+  for (auto& [key, v] : c.spec.items()) {
+    if (key == "command") check.string(v, field("command"), c.command);
+    else if (key == "args") check.string_list(v, field("args"), c.args);
+    else if (key == "env") check.string_map(v, field("env"), c.env);
+    else if (key == "cwd") check.string(v, field("cwd"), c.cwd);
+    else if (key == "url") check.string(v, field("url"), c.url);
+    else if (key == "httpUrl") check.string(v, field("httpUrl"), c.http_url);
+    else if (key == "headers") check.string_map(v, field("headers"), c.headers);
+    else if (key == "description") check.string(v, field("description"), c.description);
+    else if (key == "timeout") {
+      if (!v.is_number_integer() || v.get<long long>() < 0)
+        check.fail(field("timeout"), "a non-negative integer (milliseconds)", v);
+      else c.timeout_ms = v.get<long long>();
+    } else if (key == "trust") {
+      bool b = false;
+      if (check.boolean(v, field("trust"), b)) c.trust = b;
+    } else if (key == "disabled") {
+      check.boolean(v, field("disabled"), c.disabled);
+    } else if (key == "includeTools") {
+      std::vector<std::string> xs;
+      if (check.string_list(v, field("includeTools"), xs)) c.include_tools = std::move(xs);
+    } else if (key == "excludeTools") {
+      std::vector<std::string> xs;
+      if (check.string_list(v, field("excludeTools"), xs)) c.exclude_tools = std::move(xs);
+    }
+    // Unknown fields stay in `spec`: they take part in equality and hashes.
+    if (check.error) return {std::nullopt, check.error};
+  }
+  return {std::move(c), std::nullopt};
+}
+
+std::string config_error::path_string() const {
+  std::string out;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (i + 1 == path.size() && index_last) {
+      out += "[" + path[i] + "]";
+    } else {
+      if (!out.empty()) out += ".";
+      out += path[i];
+    }
+  }
+  return out;
+}
+
+bool servers_equal(const server_config& a, const server_config& b) {
+  return a.scope == b.scope && a.spec == b.spec;
+}
+
+bool servers_equal(const server_map& a, const server_map& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+    if (i->first != j->first || !servers_equal(i->second, j->second)) return false;
+  return true;
+}
+
+} // namespace mcprt

@@ -1,0 +1,86 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mcprt {
+
+/// Where a server's definition came from, lowest to highest priority.
+enum class config_scope { user, project, workspace, session };
+
+std::string to_string(config_scope s);
+std::optional<config_scope> parse_config_scope(std::string_view s);
+
+/// Servers from these scopes need the user's approval before any process
+/// starts: they arrive with the workspace, not from the user.
+bool is_gated(config_scope s);
+
+enum class transport_kind { stdio, sse, http, unknown };
+
+std::string to_string(transport_kind t);
+
+/// One `mcpServers` entry. `spec` is the validated object as written (null
+/// fields dropped, unknown fields kept): equality and the approval hash are
+/// computed on it. The typed members are views of it for the runtime.
+struct server_config {
+  std::string name;
+  config_scope scope = config_scope::user;
+  std::string source; // file the entry came from ("" for host-provided)
+  nlohmann::json spec = nlohmann::json::object();
+
+  std::optional<std::string> command;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::optional<std::string> cwd;
+  std::optional<std::string> url;
+  std::optional<std::string> http_url;
+  std::map<std::string, std::string> headers;
+  std::optional<long long> timeout_ms;
+  std::optional<bool> trust;
+  std::optional<std::vector<std::string>> include_tools;
+  std::optional<std::vector<std::string>> exclude_tools;
+  bool disabled = false;
+  std::optional<std::string> description;
+
+  transport_kind transport() const;
+};
+
+/// A validation failure, with the path of the offending value (object keys
+/// and array indices) so its position in the source text can be found.
+struct config_error {
+  std::vector<std::string> path;
+  std::string message;
+  bool index_last = false; // whether path.back() is an array index
+
+  /// `mcpServers.fs.args[2]`, for messages.
+  std::string path_string() const;
+};
+
+/// Parses one `mcpServers` entry. Returns the config or the first error.
+/// Never throws.
+struct server_parse_result {
+  std::optional<server_config> config;
+  std::optional<config_error> error;
+};
+server_parse_result parse_server_config(const std::string& name, const nlohmann::json& value,
+                                        config_scope scope,
+                                        const std::vector<std::string>& path_prefix = {});
+
+/// The inverse of parse: the spec object (used for round trips and output).
+inline const nlohmann::json& to_json(const server_config& c) {
+  return c.spec;
+}
+
+/// Server maps are compared by their specs: key order ignored, array order
+/// kept, a missing map is the same as an empty one.
+using server_map = std::map<std::string, server_config>;
+
+bool servers_equal(const server_config& a, const server_config& b);
+bool servers_equal(const server_map& a, const server_map& b);
+
+} // namespace mcprt

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/approvals_store.hpp"
+#include "core/gating.hpp"
+#include "core/settings.hpp"
+
+namespace mcprt {
+
+/// Everything that decides which servers a workspace runs, as given at start.
+struct workspace_options {
+  std::filesystem::path workspace;
+  std::filesystem::path home;
+  profile settings_profile;
+  std::optional<std::filesystem::path> mcp_config;           // top tier
+  std::optional<std::vector<std::string>> launch_bound;      // --allowed-mcp-server-names
+  bool trusted = true;
+};
+
+/// Splits `a, b,,c` into names; empty entries are dropped.
+std::vector<std::string> split_name_list(const std::string& text);
+
+/// One consistent reading of a workspace's settings and decisions.
+struct workspace_view {
+  std::string workspace; // absolute, normalised: also the approvals' project root
+  std::vector<settings_document> documents; // user, project, workspace[, top tier]
+  assembled_settings merged;
+  gating_result gating;
+  std::vector<settings_error> errors;
+};
+
+/// Reads every settings file and computes gating. Files with errors are
+/// reported in `errors` and contribute nothing; the rest is still used.
+workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals);
+
+/// Gating for already-loaded documents (the watcher keeps last good ones).
+gating_result gate(const assembled_settings& merged, const workspace_options& opts,
+                   const std::string& project_root, approvals_store& approvals);
+
+} // namespace mcprt

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds mcprt. Usage: scripts/build.sh [BUILD_DIR] [extra cmake args...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+shift || true
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE="${MCPRT_BUILD_TYPE:-RelWithDebInfo}" "$@" >/dev/null
+cmake --build "$build" -j"${MCPRT_JOBS:-2}"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything mcprt needs to build and test on Debian 12: the Debian
+# packages (idempotent, silent when all are present) and the npm MCP servers
+# the tests talk to. Safe to run again and again.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+packages=(
+  g++ cmake make pkg-config ccache
+  libcaf-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libcpp-httplib-dev libssl-dev
+  procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Real MCP servers for the integration tests, pinned by the committed lock file.
+peers="$here/tests/peers"
+stamp="$peers/node_modules/.mcprt-installed"
+if [[ ! -f $stamp || $peers/package-lock.json -nt $stamp ]]; then
+  echo "setup: installing npm test peers into tests/peers/node_modules"
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  touch "$stamp"
+fi

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite. Exits non-zero on any failure.
+#   scripts/test.sh             plain build in build/
+#   scripts/test.sh --sanitize  ASan+UBSan build in build-asan/
+#   scripts/test.sh --tsan      TSan build in build-tsan/
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+mode=plain
+for a in "$@"; do
+  case $a in
+    --sanitize) mode=asan ;;
+    --tsan) mode=tsan ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+
+"$here/scripts/setup.sh"
+
+case $mode in
+  plain) build="$here/build"; args=() ;;
+  asan)  build="$here/build-asan"; args=(-DMCPRT_SANITIZE=address,undefined)
+         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
+  tsan)  build="$here/build-tsan"; args=(-DMCPRT_SANITIZE=thread)
+         export TSAN_OPTIONS=halt_on_error=1 ;;
+esac
+
+"$here/scripts/build.sh" "$build" "${args[@]}"
+cd "$build"
+ctest --output-on-failure -j2 --timeout 300
