@@ -1,0 +1,156 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace mcprt {
+
+/// `off` tracks nothing, `warn` tracks and warns but never refuses,
+/// `enforce` also refuses once the budget is full.
+enum class budget_mode { off, warn, enforce };
+
+std::string to_string(budget_mode m);
+std::optional<budget_mode> parse_budget_mode(std::string_view s);
+
+enum class reserve_result { reserved, already_held, refused };
+
+std::string to_string(reserve_result r);
+
+/// A budget read from a flag or `MCPRT_BUDGET`: exactly one of the two is set.
+struct budget_parse_result {
+  std::optional<std::size_t> value;
+  std::string error;
+};
+
+/// Accepts only plain positive decimal integers (surrounding whitespace is
+/// ignored). Hex, exponents, fractions, signs, 0 and overflow are errors,
+/// so a typo can never silently become "unlimited" or a tiny cap.
+budget_parse_result parse_budget_value(std::string_view text);
+
+/// Fraction of the budget at which `budget_warning` fires, and the fraction
+/// the reservations must fall below before it can fire again. The gap keeps
+/// one server flapping around the threshold from repeating the warning.
+inline constexpr double budget_warn_fraction = 0.75;
+inline constexpr double budget_rearm_fraction = 0.375;
+
+struct refused_server {
+  std::string name;
+  std::string transport;
+  std::string reason = "budget_exhausted";
+};
+
+bool operator==(const refused_server& a, const refused_server& b);
+
+struct budget_warning_event {
+  std::string scope;
+  std::size_t budget = 0;
+  budget_mode mode = budget_mode::warn;
+  std::size_t reserved_count = 0;
+  std::size_t live_count = 0;
+  double threshold_ratio = budget_warn_fraction;
+};
+
+struct refused_batch_event {
+  std::string scope;
+  std::size_t budget = 0;
+  budget_mode mode = budget_mode::enforce;
+  std::size_t reserved_count = 0;
+  std::size_t live_count = 0;
+  std::vector<refused_server> refused;
+};
+
+using budget_event = std::variant<budget_warning_event, refused_batch_event>;
+
+/// The workspace (or session) budget of server slots, keyed by server name.
+/// Pure state machine: operations append the events they cause to `out`
+/// instead of publishing them, so the owning actor decides delivery and the
+/// rules can be tested without an actor system. Budget and mode are fixed
+/// for the ledger's lifetime.
+class budget_ledger {
+public:
+  /// `budget` of none means unlimited, which behaves like `off`.
+  budget_ledger(std::optional<std::size_t> budget, budget_mode mode,
+                std::string scope = "workspace");
+
+  // -- slots ----------------------------------------------------------------
+
+  /// Order of checks: already held (no state change), untracked (`off` or
+  /// unlimited), refused (`enforce` and full; nothing is recorded, the
+  /// caller decides whether to `record_refusal`), else reserved. `warn` may
+  /// go past the budget. May append a `budget_warning_event`.
+  reserve_result reserve(const std::string& name, std::vector<budget_event>& out);
+
+  /// Returns true iff `name` was held. Releasing can only re-arm the
+  /// warning (it stayed armed only below the threshold), never fire it, so
+  /// there is nothing to emit.
+  bool release(const std::string& name);
+
+  // -- refusals -------------------------------------------------------------
+
+  /// No-op unless enforcing. Outside a bulk pass it appends a batch of one
+  /// at once; inside one it queues until the outermost pass ends. An empty
+  /// `transport` is reported as "unknown".
+  void record_refusal(const std::string& name, const std::string& transport,
+                      std::vector<budget_event>& out);
+
+  /// Passes nest. A pass that is not `preserve_refusals` (a full discovery)
+  /// forgets the previous refusals when it starts, not when they were
+  /// emitted, so a snapshot between passes still shows them. It does so at
+  /// any depth: a full discovery overlapping a partial recovery re-decides
+  /// every server.
+  void begin_bulk_pass(bool preserve_refusals = false);
+
+  /// Only the outermost end emits: one batch of the servers refused during
+  /// the pass, and only if there are any. At depth 0 it does nothing.
+  void end_bulk_pass(std::vector<budget_event>& out);
+
+  /// Forgets a refusal once the server got a slot after all. Emits nothing,
+  /// so clearing the last refusal never produces an empty batch.
+  void clear_refusal(const std::string& name);
+
+  // -- observers ------------------------------------------------------------
+
+  budget_mode mode() const { return mode_; }
+  std::optional<std::size_t> budget() const { return budget_; }
+  const std::string& scope() const { return scope_; }
+
+  /// Held names in reservation order.
+  const std::vector<std::string>& reserved() const { return reserved_; }
+  std::size_t reserved_count() const { return reserved_.size(); }
+  bool is_held(const std::string& name) const;
+
+  /// Names refused by the last emitted batches, in refusal order.
+  const std::vector<std::string>& last_refused() const { return last_refused_; }
+
+  std::size_t bulk_depth() const { return bulk_depth_; }
+
+  /// The `live_count` reported in events. A session budget sets its
+  /// connected count here; by default (none) it is the reserved count, as
+  /// the workspace budget reports.
+  void set_live_count(std::optional<std::size_t> n) { live_count_ = n; }
+  std::size_t live_count() const { return live_count_.value_or(reserved_.size()); }
+
+private:
+  bool tracking() const { return mode_ != budget_mode::off && budget_.has_value(); }
+  bool enforcing() const { return mode_ == budget_mode::enforce && budget_.has_value(); }
+  /// Advances the warning hysteresis; true when the warning fires.
+  bool update_warning();
+  void flush_refusals(std::vector<budget_event>& out);
+
+  std::optional<std::size_t> budget_;
+  budget_mode mode_;
+  std::string scope_;
+  std::vector<std::string> reserved_;
+  bool warning_armed_ = true;
+  std::size_t bulk_depth_ = 0;
+  std::optional<std::size_t> live_count_;
+  /// Refused in the current pass, not yet emitted.
+  std::vector<refused_server> pending_;
+  std::vector<std::string> last_refused_;
+};
+
+} // namespace mcprt

@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "core/fingerprint.hpp"
+#include "core/reconcile_plan.hpp"
+#include "test_support.hpp"
+
+using namespace mcprt;
+using mcprt::test::make_map;
+using nlohmann::json;
+using strings = std::vector<std::string>;
+
+namespace {
+
+std::map<std::string, live_connection> live_from(const server_map& m) {
+  std::map<std::string, live_connection> out;
+  for (auto& [name, cfg] : m)
+    out[name] = {connection_id(cfg), filter_key(cfg)};
+  return out;
+}
+
+} // namespace
+
+TEST(ReconcilePlan, IdenticalDesiredAndLiveKeepsEverything) {
+  auto m = make_map(json::parse(R"({"a": {"command": "x"}, "b": {"command": "y"}})"));
+  auto p = plan_reconcile(m, live_from(m));
+  EXPECT_EQ(p.kept, (strings{"a", "b"}));
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.touched(), 0u);
+}
+
+// Seed item 13: 0 → 1 and 1 → 0.
+TEST(ReconcilePlan, EmptyToOneAndBack) {
+  auto one = make_map(json::parse(R"({"a": {"command": "x"}})"));
+  auto up = plan_reconcile(one, {});
+  EXPECT_EQ(up.added, strings{"a"});
+  EXPECT_EQ(up.touched(), 1u);
+  auto down = plan_reconcile({}, live_from(one));
+  EXPECT_EQ(down.removed, strings{"a"});
+  EXPECT_TRUE(down.added.empty());
+  EXPECT_TRUE(down.kept.empty());
+}
+
+// Seed item 14: a changed transport restarts that server alone.
+TEST(ReconcilePlan, FingerprintChangeRestartsOnlyThatServer) {
+  auto before = make_map(json::parse(R"({"a": {"command": "x"}, "b": {"command": "y"}, "c": {"httpUrl": "u"}})"));
+  for (auto [name, patch] : std::vector<std::pair<std::string, json>>{
+         {"a", {{"command", "x2"}}}, {"a", {{"env", {{"K", "v"}}}}}, {"c", {{"httpUrl", "u2"}}},
+         {"c", {{"headers", {{"H", "1"}}}}}}) {
+    auto spec = json::object();
+    for (auto& [n, cfg] : before)
+      spec[n] = cfg.spec;
+    spec[name].update(patch);
+    auto p = plan_reconcile(make_map(spec), live_from(before));
+    EXPECT_EQ(p.restarted, strings{name}) << patch;
+    EXPECT_EQ(p.kept.size(), 2u) << patch;
+    EXPECT_EQ(p.touched(), 1u);
+  }
+}
+
+TEST(ReconcilePlan, FilterOnlyEditRefiltersWithoutReconnect) {
+  auto before = make_map(json::parse(R"({"a": {"command": "x"}})"));
+  for (auto patch : {json{{"includeTools", {"t"}}}, json{{"excludeTools", {"t"}}}, json{{"trust", true}}}) {
+    json spec = {{"a", {{"command", "x"}}}};
+    spec["a"].update(patch);
+    auto p = plan_reconcile(make_map(spec), live_from(before));
+    EXPECT_EQ(p.refiltered, strings{"a"}) << patch;
+    EXPECT_EQ(p.touched(), 0u);
+  }
+  // A description change alone touches nothing at all.
+  auto p = plan_reconcile(make_map(json::parse(R"({"a": {"command": "x", "description": "new"}})")), live_from(before));
+  EXPECT_EQ(p.kept, strings{"a"});
+}
+
+TEST(ReconcilePlan, MixedChanges) {
+  auto before = make_map(json::parse(R"({"keep": {"command": "k"}, "gone": {"command": "g"}, "edit": {"command": "e"}})"));
+  auto after = make_map(json::parse(R"({"keep": {"command": "k"}, "edit": {"command": "e2"}, "new": {"command": "n"}})"));
+  auto p = plan_reconcile(after, live_from(before));
+  EXPECT_EQ(p.removed, strings{"gone"});
+  EXPECT_EQ(p.restarted, strings{"edit"});
+  EXPECT_EQ(p.added, strings{"new"});
+  EXPECT_EQ(p.kept, strings{"keep"});
+  EXPECT_EQ(p.touched(), 3u);
+}

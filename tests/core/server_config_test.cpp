@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include "core/server_config.hpp"
+#include "test_support.hpp"
+
+using namespace mcprt;
+using mcprt::test::make_map;
+using mcprt::test::make_server;
+using nlohmann::json;
+
+TEST(ServerConfig, ParsesEveryKnownFieldAndKeepsUnknownOnes) {
+  auto c = make_server("fs", json::parse(R"({
+    "command": "node", "args": ["a", "b"], "env": {"K": "v"}, "cwd": "/tmp",
+    "headers": {"H": "x"}, "timeout": 1500, "trust": true, "includeTools": ["t1"],
+    "excludeTools": ["t2"], "disabled": false, "description": "d", "futureField": {"x": 1}})"));
+  EXPECT_EQ(c.command, "node");
+  EXPECT_EQ(c.args, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c.env.at("K"), "v");
+  EXPECT_EQ(c.cwd, "/tmp");
+  EXPECT_EQ(c.headers.at("H"), "x");
+  EXPECT_EQ(c.timeout_ms, 1500);
+  EXPECT_EQ(c.trust, true);
+  EXPECT_EQ(c.include_tools, std::vector<std::string>{"t1"});
+  EXPECT_EQ(c.exclude_tools, std::vector<std::string>{"t2"});
+  EXPECT_FALSE(c.disabled);
+  EXPECT_EQ(c.description, "d");
+  EXPECT_EQ(c.spec.at("futureField").at("x"), 1);
+}
+
+TEST(ServerConfig, TransportClassification) {
+  EXPECT_EQ(make_server("a", {{"command", "x"}}).transport(), transport_kind::stdio);
+  EXPECT_EQ(make_server("a", {{"url", "http://h/sse"}}).transport(), transport_kind::sse);
+  EXPECT_EQ(make_server("a", {{"httpUrl", "http://h/mcp"}}).transport(), transport_kind::http);
+  // httpUrl wins over url, url over command, as in the reference.
+  EXPECT_EQ(make_server("a", {{"httpUrl", "h"}, {"url", "u"}, {"command", "c"}}).transport(),
+            transport_kind::http);
+  EXPECT_EQ(make_server("a", {{"url", "u"}, {"command", "c"}}).transport(), transport_kind::sse);
+  EXPECT_EQ(make_server("a", {{"url", "u"}, {"type", "http"}}).transport(), transport_kind::http);
+  EXPECT_EQ(make_server("a", json::object()).transport(), transport_kind::unknown);
+}
+
+TEST(ServerConfig, WrongTypesNameTheFieldPath) {
+  struct row {
+    const char* spec;
+    const char* path;
+  } rows[] = {
+    {R"({"command": 3})", "mcpServers.s.command"},
+    {R"({"args": "x"})", "mcpServers.s.args"},
+    {R"({"args": ["a", 1]})", "mcpServers.s.args[1]"},
+    {R"({"env": {"A": 1}})", "mcpServers.s.env.A"},
+    {R"({"env": []})", "mcpServers.s.env"},
+    {R"({"headers": {"H": true}})", "mcpServers.s.headers.H"},
+    {R"({"timeout": "5"})", "mcpServers.s.timeout"},
+    {R"({"timeout": -1})", "mcpServers.s.timeout"},
+    {R"({"timeout": 1.5})", "mcpServers.s.timeout"},
+    {R"({"trust": "yes"})", "mcpServers.s.trust"},
+    {R"({"disabled": 1})", "mcpServers.s.disabled"},
+    {R"({"includeTools": [1]})", "mcpServers.s.includeTools[0]"},
+    {R"("just a string")", "mcpServers.s"},
+  };
+  for (auto& r : rows) {
+    auto res = parse_server_config("s", json::parse(r.spec), config_scope::user, {"mcpServers", "s"});
+    ASSERT_FALSE(res.config) << r.spec;
+    ASSERT_TRUE(res.error) << r.spec;
+    EXPECT_EQ(res.error->path_string(), r.path) << r.spec;
+    EXPECT_NE(res.error->message.find("expected"), std::string::npos) << res.error->message;
+  }
+}
+
+TEST(ServerConfig, NullFieldsAreTheSameAsAbsentOnes) {
+  auto a = make_server("s", {{"command", "x"}, {"cwd", nullptr}});
+  auto b = make_server("s", {{"command", "x"}});
+  EXPECT_TRUE(servers_equal(a, b));
+  EXPECT_FALSE(a.cwd);
+}
+
+// Seed verification item 9: mcpServersEqual.
+TEST(ServersEqual, KeyOrderDifferencesAreEqual) {
+  auto a = make_map(json::parse(R"({"s": {"command": "x", "args": ["1"], "env": {"A": "1", "B": "2"}}})"));
+  auto b = make_map(json::parse(R"({"s": {"env": {"B": "2", "A": "1"}, "args": ["1"], "command": "x"}})"));
+  EXPECT_TRUE(servers_equal(a, b));
+}
+
+TEST(ServersEqual, MissingMapEqualsEmptyMap) {
+  EXPECT_TRUE(servers_equal(server_map{}, make_map(json::object())));
+}
+
+TEST(ServersEqual, DetectsNestedFieldChanges) {
+  auto base = json::parse(R"({"s": {"command": "x", "args": ["1"], "env": {"A": "1"}, "headers": {"H": "h"}}})");
+  for (auto path : {"/s/args/0", "/s/env/A", "/s/headers/H", "/s/command"}) {
+    auto changed = base;
+    changed[json::json_pointer(path)] = "changed";
+    EXPECT_FALSE(servers_equal(make_map(base), make_map(changed))) << path;
+  }
+}
+
+TEST(ServersEqual, DetectsAddingAndRemovingAServer) {
+  auto one = make_map(json::parse(R"({"a": {"command": "x"}})"));
+  auto two = make_map(json::parse(R"({"a": {"command": "x"}, "b": {"command": "y"}})"));
+  EXPECT_FALSE(servers_equal(one, two));
+  EXPECT_FALSE(servers_equal(two, one));
+}
+
+TEST(ServersEqual, ArgsReorderIsNotEqual) {
+  auto a = make_map(json::parse(R"({"s": {"command": "x", "args": ["1", "2"]}})"));
+  auto b = make_map(json::parse(R"({"s": {"command": "x", "args": ["2", "1"]}})"));
+  EXPECT_FALSE(servers_equal(a, b));
+}
+
+TEST(ServersEqual, ScopeChangeIsAChange) {
+  auto a = make_map(json::parse(R"({"s": {"command": "x"}})"), config_scope::user);
+  auto b = make_map(json::parse(R"({"s": {"command": "x"}})"), config_scope::workspace);
+  EXPECT_FALSE(servers_equal(a, b));
+}
+
+TEST(ServersEqual, UnknownFieldsTakePart) {
+  auto a = make_map(json::parse(R"({"s": {"command": "x", "extra": 1}})"));
+  auto b = make_map(json::parse(R"({"s": {"command": "x", "extra": 2}})"));
+  EXPECT_FALSE(servers_equal(a, b));
+}

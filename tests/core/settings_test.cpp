@@ -1,0 +1,234 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/json_locate.hpp"
+#include "core/settings.hpp"
+
+using namespace mcprt;
+using nlohmann::json;
+
+namespace {
+
+settings_document parse(std::string_view text, config_scope scope = config_scope::workspace) {
+  return parse_settings_text("/ws/.mcprt/settings.json", scope, text);
+}
+
+} // namespace
+
+TEST(SettingsParse, ReadsServersAndGatingLists) {
+  auto d = parse(R"({
+    "mcpServers": {"a": {"command": "x"}, "b": {"httpUrl": "http://h/mcp"}},
+    "mcp": {"allowed": ["a", "b"], "excluded": ["tmp-*"], "serverCommand": "y"},
+    "ui": {"theme": "dark"}})");
+  ASSERT_TRUE(d.ok()) << d.error->message;
+  EXPECT_EQ(d.servers.size(), 2u);
+  EXPECT_EQ(d.servers.at("a").scope, config_scope::workspace);
+  EXPECT_EQ(d.servers.at("a").source, "/ws/.mcprt/settings.json");
+  EXPECT_EQ(d.allowed, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(d.excluded, (std::vector<std::string>{"tmp-*"}));
+  EXPECT_EQ(d.content.at("ui").at("theme"), "dark");
+}
+
+TEST(SettingsParse, AcceptsCommentsAndByteOrderMark) {
+  auto d = parse("\xEF\xBB\xBF// header\n{\n  /* block */ \"mcpServers\": {\"a\": {\"command\": \"x\"}} // tail\n}\n");
+  ASSERT_TRUE(d.ok()) << d.error->message;
+  EXPECT_EQ(d.servers.count("a"), 1u);
+}
+
+TEST(SettingsParse, EmptyAllowListIsKeptAsDenyAll) {
+  auto d = parse(R"({"mcp": {"allowed": []}})");
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d.allowed.has_value());
+  EXPECT_TRUE(d.allowed->empty());
+  auto none = parse(R"({"mcp": {}})");
+  EXPECT_FALSE(none.allowed.has_value());
+}
+
+TEST(SettingsParse, McpJsonCarriesOnlyServers) {
+  auto d = parse(R"({"mcpServers": {"p": {"command": "x"}}, "mcp": {"allowed": []}})", config_scope::project);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d.allowed.has_value()); // a project file cannot change admission
+  EXPECT_EQ(d.servers.at("p").scope, config_scope::project);
+}
+
+TEST(SettingsParse, InvalidJsonReportsLineAndColumn) {
+  auto d = parse("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->path, "/ws/.mcprt/settings.json");
+  EXPECT_EQ(d.error->line, 3);
+  EXPECT_GT(d.error->column, 20);
+  EXPECT_NE(d.error->message.find("invalid JSON"), std::string::npos);
+  EXPECT_TRUE(d.servers.empty());
+}
+
+TEST(SettingsParse, HalfWrittenFileIsAnError) {
+  auto d = parse("{\"mcpServers\": {\"a\": {\"comm");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->line, 1);
+}
+
+TEST(SettingsParse, EmptyFileIsAnErrorNotNoServers) {
+  EXPECT_FALSE(parse("").ok());
+  EXPECT_FALSE(parse("  \n").ok());
+}
+
+TEST(SettingsParse, TopLevelMustBeAnObject) {
+  auto d = parse("[1, 2]");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("object"), std::string::npos);
+}
+
+TEST(SettingsParse, WrongTypesPointAtTheOffendingValue) {
+  struct row {
+    const char* text;
+    int line;
+    const char* needle;
+  } rows[] = {
+    {"{\n\"mcpServers\": {\n  \"s\": {\n    \"args\": \"x\"\n  }\n}\n}", 4, "mcpServers.s.args"},
+    {"{\n\"mcpServers\": {\n  \"s\": {\"command\": \"c\",\n    \"env\": {\"A\": 1}\n  }\n}\n}", 4, "mcpServers.s.env.A"},
+    {"{\n\n\"mcpServers\": []\n}", 3, "mcpServers"},
+    {"{\"mcp\": {\n \"allowed\": \"a\"}}", 2, "mcp.allowed"},
+    {"{\"mcp\": {\n \"excluded\": [\"a\",\n 3]}}", 3, "mcp.excluded[1]"},
+    {"{\"mcpServers\": {\n\"s\": 5}}", 2, "mcpServers.s"},
+  };
+  for (auto& r : rows) {
+    auto d = parse(r.text);
+    ASSERT_FALSE(d.ok()) << r.text;
+    EXPECT_EQ(d.error->line, r.line) << r.text << "\n" << d.error->message;
+    EXPECT_NE(d.error->message.find(r.needle), std::string::npos) << d.error->message;
+  }
+}
+
+TEST(SettingsParse, MissingFileIsValidAndEmpty) {
+  auto d = load_settings_file("/nonexistent/dir/settings.json", config_scope::user);
+  EXPECT_TRUE(d.ok());
+  EXPECT_FALSE(d.exists);
+  EXPECT_TRUE(d.servers.empty());
+}
+
+// Bad input never crashes: random bytes, random JSON-ish tokens and every
+// prefix of a valid file go through the parser.
+TEST(SettingsParse, FuzzRandomAndTruncatedInputNeverCrashes) {
+  const std::string valid = R"({
+  // comment
+  "mcpServers": {
+    "a": {"command": "x", "args": ["1", "2"], "env": {"K": "v"}, "timeout": 5},
+    "b": {"httpUrl": "http://h", "headers": {"H": "1"}, "includeTools": ["t"]}
+  },
+  "mcp": {"allowed": ["a", "b*"], "excluded": ["c?"]}
+})";
+  std::size_t ok = 0, failed = 0;
+  for (std::size_t n = 0; n <= valid.size(); ++n) {
+    auto d = parse(valid.substr(0, n));
+    (d.ok() ? ok : failed)++;
+    if (!d.ok()) {
+      EXPECT_GE(d.error->line, 1);
+      EXPECT_TRUE(d.servers.empty());
+    }
+  }
+  EXPECT_EQ(ok, 1u); // only the complete text parses (trailing newline aside)
+  std::mt19937 rng(42);
+  const std::string alphabet = "{}[]\":,0123456789abcdefnulltrue \n\\/*-.eE+\x01\xff";
+  const std::vector<std::string> tokens = {"{", "}", "[", "]", ",", ":", "\"mcpServers\"", "\"mcp\"",
+                                           "\"allowed\"", "\"args\"", "\"env\"", "null", "1",
+                                           "\"x\"", "true", "{}", "[]", "//c\n", "/*"};
+  for (int i = 0; i < 3000; ++i) {
+    std::string text;
+    int len = static_cast<int>(rng() % 60);
+    if (i % 2) {
+      for (int k = 0; k < len; ++k)
+        text.push_back(alphabet[rng() % alphabet.size()]);
+    } else {
+      for (int k = 0; k < len; ++k)
+        text += tokens[rng() % tokens.size()];
+    }
+    auto d = parse(text);
+    if (!d.ok()) {
+      EXPECT_GE(d.error->line, 1) << text;
+    }
+  }
+}
+
+TEST(JsonLocate, FindsNestedValuesAndIndices) {
+  std::string text = "{\"a\": {\"b\": [10, {\"c\": true}]}, \"d\": 1}";
+  auto off = locate_json_value(text, {"a", "b", "1", "c"});
+  ASSERT_TRUE(off);
+  EXPECT_EQ(text.substr(*off, 4), "true");
+  off = locate_json_value(text, {"d"});
+  ASSERT_TRUE(off);
+  EXPECT_EQ(text[*off], '1');
+  EXPECT_FALSE(locate_json_value(text, {"zz"}));
+  EXPECT_FALSE(locate_json_value(text, {"a", "b", "7"}));
+}
+
+TEST(JsonLocate, PositionOfCountsLinesAndColumns) {
+  auto p = position_of("ab\ncd\nef", 7);
+  EXPECT_EQ(p.line, 3);
+  EXPECT_EQ(p.column, 2);
+}
+
+TEST(SettingsPaths, ProfilesSwapTheConfigDirectory) {
+  auto p = resolve_settings_paths("/home/u", "/ws");
+  EXPECT_EQ(p.user, "/home/u/.mcprt/settings.json");
+  EXPECT_EQ(p.project, "/ws/.mcp.json");
+  EXPECT_EQ(p.workspace, "/ws/.mcprt/settings.json");
+  auto q = resolve_settings_paths("/home/u", "/ws", *profile::parse("qwen"));
+  EXPECT_EQ(q.user, "/home/u/.qwen/settings.json");
+  EXPECT_EQ(q.project, "/ws/.mcp.json");
+  EXPECT_EQ(q.workspace, "/ws/.qwen/settings.json");
+  EXPECT_EQ(resolve_settings_paths("/h", "/w", *profile::parse("gemini")).workspace, "/w/.gemini/settings.json");
+  EXPECT_FALSE(profile::parse("vscode"));
+}
+
+// Layering precedence for every pair of scopes: the higher one replaces the
+// lower one's same-named server whole (no field merge).
+TEST(Assemble, HigherScopeReplacesLowerWholeForEveryPair) {
+  const config_scope scopes[] = {config_scope::user, config_scope::project, config_scope::workspace,
+                                 config_scope::session};
+  for (int lo = 0; lo < 4; ++lo) {
+    for (int hi = lo + 1; hi < 4; ++hi) {
+      auto low = parse_settings_text("low", scopes[lo], R"({"mcpServers": {"s": {"command": "low", "env": {"ONLY_LOW": "1"}}, "l": {"command": "l"}}})");
+      auto high = parse_settings_text("high", scopes[hi], R"({"mcpServers": {"s": {"command": "high"}}})");
+      ASSERT_TRUE(low.ok() && high.ok());
+      assembled_settings a;
+      if (scopes[hi] == config_scope::session) a = assemble({&low}, high.servers);
+      else a = assemble({&low, &high});
+      auto& s = a.servers.at("s");
+      EXPECT_EQ(s.scope, scopes[hi]) << lo << "," << hi;
+      EXPECT_EQ(s.command, "high");
+      EXPECT_TRUE(s.env.empty()) << "fields must not merge across scopes";
+      EXPECT_EQ(a.servers.at("l").scope, scopes[lo]);
+    }
+  }
+}
+
+TEST(Assemble, OverlayWinsOverEverySettingsScope) {
+  auto ws = parse_settings_text("w", config_scope::workspace, R"({"mcpServers": {"s": {"command": "ws"}}})");
+  auto top = parse_settings_text("t", config_scope::session, R"({"mcpServers": {"s": {"command": "top"}}})");
+  auto a = assemble({&ws}, top.servers);
+  EXPECT_EQ(a.servers.at("s").command, "top");
+}
+
+TEST(Assemble, GatingListsConcatenateAcrossScopesWithoutDuplicates) {
+  auto user = parse_settings_text("u", config_scope::user, R"({"mcp": {"allowed": ["a", "b"], "excluded": ["x"]}})");
+  auto ws = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"allowed": ["b", "c"], "excluded": ["x", "y"]}})");
+  auto a = assemble({&user, &ws});
+  EXPECT_EQ(a.allowed, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(a.excluded, (std::vector<std::string>{"x", "y"}));
+  auto none = assemble({});
+  EXPECT_FALSE(none.allowed);
+  auto deny = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"allowed": []}})");
+  auto d = assemble({&deny});
+  ASSERT_TRUE(d.allowed);
+  EXPECT_TRUE(d.allowed->empty());
+}
+
+TEST(Assemble, ErroredDocumentContributesNothing) {
+  auto good = parse_settings_text("u", config_scope::user, R"({"mcpServers": {"a": {"command": "x"}}})");
+  auto bad = parse_settings_text("w", config_scope::workspace, R"({"mcpServers": {"b": )");
+  ASSERT_FALSE(bad.ok());
+  auto a = assemble({&good, &bad});
+  EXPECT_EQ(a.servers.size(), 1u);
+  EXPECT_EQ(a.servers.count("a"), 1u);
+}
