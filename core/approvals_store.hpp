@@ -1,0 +1,121 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mcprt {
+
+/// The user's decision about one gated server, for one config hash.
+enum class approval_state { pending, approved, rejected };
+
+std::string to_string(approval_state s);
+std::optional<approval_state> parse_approval_state(std::string_view s);
+
+/// Hash-bound approval decisions for servers from gated scopes (SPEC 4.2),
+/// persisted in one JSON file shared by every mcprt process of a user:
+///
+///   { "<abs project root>": { "<server>": {"hash": "<hex>",
+///                                          "status": "approved"|"rejected"} } }
+///
+/// A decision holds only for the config hash it was made for; any other hash
+/// reads `pending`. Records are never deleted when a server leaves the
+/// config, so removing and re-adding an identical server keeps its decision.
+///
+/// Reads never throw on bad content: a malformed file or record produces a
+/// warning (collected, never printed: core has no output channel) and is
+/// treated as absent; before the next write the malformed file is copied to
+/// `<file>.corrupt-<UTC timestamp>` so that nothing is overwritten unseen.
+///
+/// Writes are atomic (temp file + fsync + rename + directory fsync, mode
+/// 0600) and serialised across processes by an exclusive flock on
+/// `<file>.lock`; each write re-reads the file under that lock, so decisions
+/// made concurrently by other processes are never lost.
+///
+/// Not thread-safe: one instance per owner (the gating actor, a CLI run).
+class approvals_store {
+public:
+  explicit approvals_store(std::filesystem::path file);
+
+  /// `<home>/<config_dir>/mcp-approvals.json`; `config_dir` follows the
+  /// settings profile (`.mcprt`, or `.qwen` / `.gemini` for those layouts).
+  static std::filesystem::path default_path(const std::filesystem::path& home,
+                                            std::string_view config_dir = ".mcprt");
+
+  /// The key a project root is stored under: absolute and lexically
+  /// normalised, no trailing separator. Symlinks are not resolved, so the
+  /// key matches what the user typed or the working directory reported.
+  static std::string normalize_project_root(const std::string& project_root);
+
+  const std::filesystem::path& path() const {
+    return file_;
+  }
+
+  /// The decision for `server` in `project_root` if it was made for
+  /// `config_hash`, else `pending`. Re-reads the file when it changed on disk
+  /// (another process decided), so a long-lived store sees fresh decisions.
+  approval_state state(const std::string& project_root, const std::string& server,
+                       const std::string& config_hash);
+
+  /// Records `decided` (approved or rejected) for the hash. Throws
+  /// std::invalid_argument for `pending`, and std::runtime_error naming the
+  /// path and the OS error when the file cannot be read or written; on
+  /// failure the file on disk and this store's view are unchanged.
+  void set(const std::string& project_root, const std::string& server,
+           const std::string& config_hash, approval_state decided);
+
+  /// Drops the cached content; the next call reads the file again.
+  void reload();
+
+  /// Problems found while reading, oldest first, each naming the file.
+  const std::vector<std::string>& warnings() const {
+    return warnings_;
+  }
+
+  /// Returns and clears the collected warnings.
+  std::vector<std::string> take_warnings();
+
+private:
+  // Identifies one version of the file without reading it: a rename over
+  // the file changes the inode, an in-place edit changes size or mtime.
+  struct file_stamp {
+    bool exists = false;
+    unsigned long long dev = 0;
+    unsigned long long ino = 0;
+    long long size = 0;
+    long long mtime_ns = 0;
+    bool operator==(const file_stamp& other) const;
+  };
+
+  // Result of reading and validating the file.
+  struct loaded {
+    nlohmann::json data = nlohmann::json::object();
+    std::string bytes;
+    bool malformed = false;
+    file_stamp stamp;
+    std::vector<std::string> problems;
+  };
+
+  // Stamps the open descriptor `fd`, or the path when `fd` is negative; a
+  // stamp with `exists == false` when that fails.
+  file_stamp stat_file(int fd = -1) const;
+  // Reads the file; with `strict`, an unreadable (not absent) file throws
+  // instead of reading as empty, because a write must not replace it.
+  loaded load(bool strict);
+  // Makes `l` the cached view, reporting its problems once per file version.
+  void adopt(loaded&& l);
+  void refresh();
+  void back_up_malformed(const std::string& bytes);
+
+  std::filesystem::path file_;
+  bool cached_ = false;
+  nlohmann::json data_ = nlohmann::json::object();
+  file_stamp stamp_;
+  std::vector<std::string> warnings_;
+};
+
+} // namespace mcprt
