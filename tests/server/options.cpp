@@ -1,0 +1,151 @@
+#include "server_core.hpp"
+
+#include <charconv>
+#include <cstdio>
+
+namespace mcprt_test_server {
+
+namespace {
+
+constexpr const char* k_help = R"(usage: mcprt-test-server [flags]
+
+A small MCP server for mcprt's tests and benchmarks. Speaks newline-delimited
+JSON-RPC on stdin/stdout unless --http is given; logs go to stderr.
+
+Transport:
+  --http PORT                 streamable HTTP on 127.0.0.1:PORT, endpoint /mcp
+                              (0 picks a free port; the first stdout line is
+                              "listening on http://127.0.0.1:PORT/mcp")
+  --sse-responses             with --http: answer POSTed requests with a
+                              text/event-stream (one "message" event) instead
+                              of application/json
+
+Content:
+  --tools N                   add N tools <prefix>tool_1..N that echo their
+                              arguments (echo, add, sleep, pid always exist)
+  --prompts N                 offer N prompts <prefix>prompt_1..N
+  --page-size K               items per tools/list or prompts/list page (50)
+  --name-prefix P             prefix every tool and prompt name with P
+
+Faults and timing:
+  --startup-delay-ms D        wait D ms before reading stdin / listening
+  --crash-after-ms D          exit with code 3, D ms after start
+  --exit-on-initialize        exit with code 4 when initialize arrives
+  --hang-on-initialize        never answer initialize (keeps serving the rest)
+  --garbage                   write non-JSON lines to stdout before and between
+                              messages (stdio; with --http only after the
+                              "listening" line, HTTP bodies stay clean)
+  --list-changed-after-ms D   D ms after notifications/initialized add tool
+                              <prefix>late_tool and send
+                              notifications/tools/list_changed (HTTP: on the
+                              session's GET /mcp event stream)
+  --stderr-lines N            write "stderr line 1..N" to stderr at start-up
+  --ignore-sigterm            ignore SIGTERM and stdin EOF; only SIGKILL stops it
+  --spawn-child               fork a grandchild ("sleep 100000", stdio on
+                              /dev/null) in our process group; logs
+                              "child pid N" on stderr
+  --ping-client-after-ms D    D ms after notifications/initialized send a ping
+                              request to the client and log the outcome
+  --request-sampling          after notifications/initialized send
+                              sampling/createMessage to the client and log
+                              what came back (or that nothing did within 5 s)
+
+  --version                   print the version and exit
+  -h, --help                  print this help and exit
+)";
+
+bool parse_int(const std::string& text, int min, int& out) {
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < min)
+    return false;
+  out = value;
+  return true;
+}
+
+} // namespace
+
+parse_outcome parse_options(int argc, char** argv, options& out) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::optional<std::string> inline_value;
+    if (arg.rfind("--", 0) == 0) {
+      auto eq = arg.find('=');
+      if (eq != std::string::npos) {
+        inline_value = arg.substr(eq + 1);
+        arg.resize(eq);
+      }
+    }
+    auto fail = [&](const std::string& why) {
+      std::fprintf(stderr, "mcprt-test-server: %s\n(see --help)\n", why.c_str());
+      return parse_outcome::exit_usage;
+    };
+    auto value = [&]() -> std::optional<std::string> {
+      if (inline_value) return inline_value;
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    auto flag = [&](bool& target) {
+      if (inline_value) return false;
+      target = true;
+      return true;
+    };
+    auto number = [&](int& target, int min) {
+      auto v = value();
+      return v && parse_int(*v, min, target);
+    };
+
+    bool ok = true;
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(k_help, stdout);
+      return parse_outcome::exit_ok;
+    } else if (arg == "--version") {
+      std::printf("%s %s\n", k_server_name, k_server_version);
+      return parse_outcome::exit_ok;
+    } else if (arg == "--http") {
+      ok = number(out.http_port, 0) && out.http_port <= 65535;
+    } else if (arg == "--sse-responses") {
+      ok = flag(out.sse_responses);
+    } else if (arg == "--tools") {
+      ok = number(out.tools, 0);
+    } else if (arg == "--prompts") {
+      ok = number(out.prompts, 0);
+    } else if (arg == "--page-size") {
+      ok = number(out.page_size, 1);
+    } else if (arg == "--name-prefix") {
+      auto v = value();
+      ok = v.has_value();
+      if (ok) out.name_prefix = *v;
+    } else if (arg == "--startup-delay-ms") {
+      ok = number(out.startup_delay_ms, 0);
+    } else if (arg == "--crash-after-ms") {
+      ok = number(out.crash_after_ms, 0);
+    } else if (arg == "--exit-on-initialize") {
+      ok = flag(out.exit_on_initialize);
+    } else if (arg == "--hang-on-initialize") {
+      ok = flag(out.hang_on_initialize);
+    } else if (arg == "--garbage") {
+      ok = flag(out.garbage);
+    } else if (arg == "--list-changed-after-ms") {
+      ok = number(out.list_changed_after_ms, 0);
+    } else if (arg == "--stderr-lines") {
+      ok = number(out.stderr_lines, 0);
+    } else if (arg == "--ignore-sigterm") {
+      ok = flag(out.ignore_sigterm);
+    } else if (arg == "--spawn-child") {
+      ok = flag(out.spawn_child);
+    } else if (arg == "--ping-client-after-ms") {
+      ok = number(out.ping_client_after_ms, 0);
+    } else if (arg == "--request-sampling") {
+      ok = flag(out.request_sampling);
+    } else {
+      return fail("unknown flag " + std::string(argv[i]));
+    }
+    if (!ok) return fail("bad or missing value for " + arg);
+  }
+  if (out.sse_responses && out.http_port < 0)
+    std::fprintf(stderr, "mcprt-test-server: --sse-responses has no effect without --http\n");
+  return parse_outcome::run;
+}
+
+} // namespace mcprt_test_server

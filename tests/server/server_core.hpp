@@ -1,0 +1,164 @@
+// Shared pieces of mcprt-test-server: options, logging, thread lifetime and
+// the transport-independent MCP request handling.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mcprt_test_server {
+
+using json = nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+inline constexpr const char* k_server_name = "mcprt-test-server";
+inline constexpr const char* k_server_version = "0.1.0";
+inline constexpr const char* k_latest_protocol = "2025-11-25";
+
+// Negative durations mean "feature off".
+struct options {
+  int http_port = -1;  // -1: stdio transport
+  bool sse_responses = false;
+  int tools = 0;
+  int prompts = 0;
+  int page_size = 50;
+  std::string name_prefix;
+  int startup_delay_ms = 0;
+  int crash_after_ms = -1;
+  bool exit_on_initialize = false;
+  bool hang_on_initialize = false;
+  bool garbage = false;
+  int list_changed_after_ms = -1;
+  int stderr_lines = 0;
+  bool ignore_sigterm = false;
+  bool spawn_child = false;
+  int ping_client_after_ms = -1;
+  bool request_sampling = false;
+};
+
+enum class parse_outcome { run, exit_ok, exit_usage };
+
+// Prints --help / --version / errors itself.
+parse_outcome parse_options(int argc, char** argv, options& out);
+
+// One whole line on stderr; several threads log at once.
+void log_line(const std::string& line);
+
+bool is_supported_protocol(const std::string& version);
+
+// Owns every thread the server starts so shutdown can wake and join them,
+// and doubles as the monitor for state that threads wait on.
+class lifetime {
+ public:
+  lifetime() = default;
+  lifetime(const lifetime&) = delete;
+  lifetime& operator=(const lifetime&) = delete;
+  ~lifetime();
+
+  // False when shutdown cut the wait short.
+  bool sleep_until(steady::time_point t);
+  bool sleep_for(std::chrono::milliseconds d) { return sleep_until(steady::now() + d); }
+
+  // Waits until pred() holds (evaluated under the monitor lock), the
+  // deadline passes or shutdown starts; returns pred()'s final value.
+  template <class Pred>
+  bool wait_until(steady::time_point deadline, Pred pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, deadline, [&] { return stop_ || pred(); });
+    return pred();
+  }
+
+  // Runs fn under the monitor lock, then wakes every waiter.
+  template <class Fn>
+  void update(Fn fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn();
+    }
+    cv_.notify_all();
+  }
+
+  void request_stop();
+  bool stopping();
+
+  // Workers serve client requests and are drained before shutdown so
+  // in-flight calls still get answered; background threads (timers,
+  // server-initiated requests) are simply woken and joined.
+  void spawn_worker(std::function<void()> fn) { spawn(workers_, std::move(fn)); }
+  void spawn_background(std::function<void()> fn) { spawn(background_, std::move(fn)); }
+  void join_workers() { join(workers_); }
+  void join_background() { join(background_); }
+
+ private:
+  struct task {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  void spawn(std::vector<task>& group, std::function<void()> fn);
+  void join(std::vector<task>& group);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::mutex threads_mu_;
+  std::vector<task> workers_;
+  std::vector<task> background_;
+};
+
+// One client connection: the stdio pipe pair, or one HTTP session.
+class peer {
+ public:
+  virtual ~peer() = default;
+  // Server-initiated traffic: notifications and requests to the client.
+  virtual void send(const json& msg) = 0;
+
+  std::atomic<bool> late_tool{false};
+  std::atomic<bool> initialized{false};
+};
+
+enum class message_kind { request, notification, response, invalid };
+message_kind classify(const json& msg);
+
+json make_error(const json& id, int code, const std::string& message);
+// The -32600 reply for something classify() called invalid.
+json invalid_request(const json& msg);
+
+class handler {
+ public:
+  handler(const options& opts, lifetime& life) : opts_(opts), life_(life) {}
+
+  // nullopt: the request deliberately stays unanswered (--hang-on-initialize).
+  std::optional<json> handle_request(const std::shared_ptr<peer>& p, const json& req);
+  void handle_notification(const std::shared_ptr<peer>& p, const json& note);
+  // A reply from the client to something the server asked.
+  void handle_response(const json& resp);
+
+ private:
+  json initialize(const json& params) const;
+  json list_tools(const peer& p, const json& params) const;
+  json call_tool(const peer& p, const json& params);
+  json list_prompts(const json& params) const;
+  json get_prompt(const json& params) const;
+  json tool_at(std::size_t index) const;
+  std::size_t tool_count(const peer& p) const;
+  void ask_client(const std::shared_ptr<peer>& p, const std::string& method, const json& params);
+
+  const options& opts_;
+  lifetime& life_;
+  std::atomic<std::uint64_t> next_request_id_{1};
+  // Guarded by life_'s monitor; empty optional = still waiting for the reply.
+  std::map<std::string, std::optional<json>> pending_;
+};
+
+} // namespace mcprt_test_server

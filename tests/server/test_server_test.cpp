@@ -1,0 +1,714 @@
+// Drives the real mcprt-test-server binary over pipes and HTTP.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+using steady = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr auto k_timeout = 5s;
+
+int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// Waits until a process (not necessarily our child) has exited.
+bool wait_process_gone(pid_t pid, steady::time_point deadline) {
+  int fd = pidfd_open(pid);
+  if (fd < 0) return errno == ESRCH;
+  bool gone = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+    pollfd p{fd, POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
+    if (n > 0) gone = true;
+    if (n >= 0 || errno != EINTR) break;
+  }
+  close(fd);
+  return gone;
+}
+
+// The server binary as a child process in its own process group, with all
+// three standard streams on pipes. Every wait is deadline-bound.
+class server_process {
+ public:
+  explicit server_process(const std::vector<std::string>& args) {
+    signal(SIGPIPE, SIG_IGN);
+    std::vector<std::string> all = {MCPRT_TEST_SERVER};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe2 failed");
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    // Both sides set the group so killpg() works whichever runs first.
+    setpgid(pid_, pid_);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    in_ = in[1];
+    out_ = out[0];
+    err_ = err[0];
+    pidfd_ = pidfd_open(pid_);
+  }
+
+  server_process(const server_process&) = delete;
+  server_process& operator=(const server_process&) = delete;
+
+  ~server_process() {
+    if (!status_) {
+      killpg(pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+    }
+    for (int fd : {in_, out_, err_, pidfd_})
+      if (fd >= 0) close(fd);
+  }
+
+  pid_t pid() const { return pid_; }
+
+  void send_line(const std::string& line) {
+    auto data = line + "\n";
+    std::size_t off = 0;
+    while (off < data.size()) {
+      auto n = write(in_, data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  void send(const json& msg) { send_line(msg.dump()); }
+  void notify(const std::string& method) { send({{"jsonrpc", "2.0"}, {"method", method}}); }
+
+  void close_stdin() {
+    close(in_);
+    in_ = -1;
+  }
+
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout = k_timeout) {
+    auto deadline = steady::now() + timeout;
+    pump(deadline, [&] { return out_buf_.find('\n') != std::string::npos; });
+    auto nl = out_buf_.find('\n');
+    if (nl == std::string::npos) return std::nullopt;
+    auto line = out_buf_.substr(0, nl);
+    out_buf_.erase(0, nl + 1);
+    return line;
+  }
+
+  // Next stdout line that is JSON; anything else is filed under garbage.
+  std::optional<json> read_message(std::chrono::milliseconds timeout = k_timeout) {
+    auto deadline = steady::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+      auto line = read_line(std::max(left, 0ms));
+      if (!line) return std::nullopt;
+      auto msg = json::parse(*line, nullptr, false);
+      if (!msg.is_discarded()) return msg;
+      garbage.push_back(*line);
+    }
+  }
+
+  // First message (queued or new) that satisfies pred; the rest stay queued.
+  std::optional<json> wait_message(const std::function<bool(const json&)>& pred,
+                                   std::chrono::milliseconds timeout = k_timeout) {
+    for (auto it = inbox.begin(); it != inbox.end(); ++it) {
+      if (pred(*it)) {
+        auto msg = *it;
+        inbox.erase(it);
+        return msg;
+      }
+    }
+    auto deadline = steady::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+      auto msg = read_message(std::max(left, 0ms));
+      if (!msg) return std::nullopt;
+      if (pred(*msg)) return msg;
+      inbox.push_back(*msg);
+    }
+  }
+
+  int send_request(const std::string& method, json params = json::object()) {
+    int id = next_id_++;
+    send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
+    return id;
+  }
+
+  json response_to(int id, std::chrono::milliseconds timeout = k_timeout) {
+    auto msg = wait_message(
+        [&](const json& m) {
+          return m.contains("id") && m["id"] == id && !m.contains("method");
+        },
+        timeout);
+    if (!msg) throw std::runtime_error("no response to request " + std::to_string(id));
+    return *msg;
+  }
+
+  json request(const std::string& method, json params = json::object()) {
+    return response_to(send_request(method, std::move(params)));
+  }
+
+  json call_tool(const std::string& name, json args = json::object()) {
+    return request("tools/call", {{"name", name}, {"arguments", std::move(args)}});
+  }
+
+  json initialize(const std::string& version = "2025-11-25") {
+    auto resp = request("initialize", {{"protocolVersion", version},
+                                       {"capabilities", json::object()},
+                                       {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}});
+    notify("notifications/initialized");
+    return resp;
+  }
+
+  bool wait_stderr(const std::string& needle, std::chrono::milliseconds timeout = k_timeout) {
+    pump(steady::now() + timeout, [&] { return err_buf_.find(needle) != std::string::npos; });
+    return err_buf_.find(needle) != std::string::npos;
+  }
+
+  const std::string& stderr_text() const { return err_buf_; }
+
+  // Raw waitpid status, or nullopt if still running at the deadline.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout = k_timeout) {
+    pump(steady::now() + timeout, [&] { return try_reap(); });
+    try_reap();
+    return status_;
+  }
+
+  bool running() { return !try_reap(); }
+
+  std::vector<std::string> garbage;
+  std::deque<json> inbox;
+
+ private:
+  bool try_reap() {
+    if (status_) return true;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) status_ = st;
+    return status_.has_value();
+  }
+
+  // Drains stdout and stderr (so the server never blocks on a full pipe)
+  // until done() holds or the deadline passes. A past deadline still takes
+  // whatever is already readable.
+  void pump(steady::time_point deadline, const std::function<bool()>& done) {
+    while (!done()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+      pollfd fds[3] = {{out_eof_ ? -1 : out_, POLLIN, 0},
+                       {err_eof_ ? -1 : err_, POLLIN, 0},
+                       {exit_seen_ ? -1 : pidfd_, POLLIN, 0}};
+      if (fds[0].fd < 0 && fds[1].fd < 0 && fds[2].fd < 0) return;
+      int n = poll(fds, 3, static_cast<int>(std::max<long long>(left.count(), 0)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      if (fds[2].revents) exit_seen_ = true;
+      read_into(fds[0], out_buf_, out_eof_);
+      read_into(fds[1], err_buf_, err_eof_);
+    }
+  }
+
+  static void read_into(const pollfd& p, std::string& buf, bool& eof) {
+    if (p.fd < 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) return;
+    char chunk[65536];
+    auto n = read(p.fd, chunk, sizeof chunk);
+    if (n > 0)
+      buf.append(chunk, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      eof = true;
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1, pidfd_ = -1;
+  bool out_eof_ = false, err_eof_ = false, exit_seen_ = false;
+  std::string out_buf_, err_buf_;
+  std::optional<int> status_;
+  int next_id_ = 1;
+};
+
+std::string text_of(const json& response) {
+  return response.at("result").at("content").at(0).at("text").get<std::string>();
+}
+
+int exit_code(const std::optional<int>& status) {
+  if (!status || !WIFEXITED(*status)) return -1;
+  return WEXITSTATUS(*status);
+}
+
+// ---------------------------------------------------------------- stdio
+
+class negotiation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(negotiation, echoes_supported_revision) {
+  server_process server({});
+  auto resp = server.initialize(GetParam());
+  EXPECT_EQ(resp["result"]["protocolVersion"], GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(initialize, negotiation,
+                         ::testing::Values("2024-11-05", "2025-03-26", "2025-06-18",
+                                           "2025-11-25"));
+
+TEST(initialize, unknown_revision_falls_back_to_latest) {
+  server_process server({});
+  auto resp = server.initialize("1999-01-01");
+  auto& result = resp["result"];
+  EXPECT_EQ(result["protocolVersion"], "2025-11-25");
+  EXPECT_EQ(result["serverInfo"], (json{{"name", "mcprt-test-server"}, {"version", "0.1.0"}}));
+  EXPECT_EQ(result["capabilities"]["tools"]["listChanged"], true);
+  EXPECT_FALSE(result["capabilities"].contains("prompts"));
+}
+
+TEST(initialize, advertises_prompts_only_when_there_are_some) {
+  server_process server({"--prompts", "2"});
+  auto resp = server.initialize();
+  EXPECT_EQ(resp["result"]["capabilities"]["prompts"]["listChanged"], true);
+}
+
+TEST(lifecycle, exits_zero_on_stdin_eof) {
+  server_process server({});
+  server.initialize();
+  server.close_stdin();
+  EXPECT_EQ(exit_code(server.wait_exit()), 0);
+}
+
+TEST(lifecycle, answers_in_flight_calls_after_stdin_eof) {
+  server_process server({});
+  int id = server.send_request("tools/call", {{"name", "sleep"}, {"arguments", {{"ms", 100}}}});
+  server.close_stdin();
+  EXPECT_EQ(text_of(server.response_to(id)), "slept 100");
+  EXPECT_EQ(exit_code(server.wait_exit()), 0);
+}
+
+TEST(protocol, unknown_method_and_malformed_json) {
+  server_process server({});
+  server.initialize();
+  auto resp = server.request("no/such/method");
+  EXPECT_EQ(resp["error"]["code"], -32601);
+
+  server.send_line("{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": ");
+  auto err = server.wait_message([](const json& m) { return m.contains("error"); });
+  ASSERT_TRUE(err);
+  EXPECT_EQ((*err)["error"]["code"], -32700);
+  EXPECT_TRUE((*err)["id"].is_null());
+  EXPECT_EQ(server.request("ping")["result"], json::object());
+}
+
+TEST(tools, list_paginates_builtins_plus_numbered) {
+  server_process server({"--tools", "120", "--page-size", "50"});
+  server.initialize();
+  std::set<std::string> names;
+  int pages = 0;
+  json params = json::object();
+  for (;;) {
+    auto resp = server.request("tools/list", params);
+    ++pages;
+    ASSERT_LE(resp["result"]["tools"].size(), 50u);
+    for (auto& tool : resp["result"]["tools"]) {
+      EXPECT_TRUE(tool["inputSchema"].is_object());
+      names.insert(tool["name"].get<std::string>());
+    }
+    if (!resp["result"].contains("nextCursor")) break;
+    params = {{"cursor", resp["result"]["nextCursor"]}};
+    ASSERT_LT(pages, 10);
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(names.size(), 124u);
+  for (auto* n : {"echo", "add", "sleep", "pid", "tool_1", "tool_120"})
+    EXPECT_EQ(names.count(n), 1u) << n;
+}
+
+TEST(tools, bogus_cursor_is_invalid_params) {
+  server_process server({});
+  server.initialize();
+  auto resp = server.request("tools/list", {{"cursor", "not-a-cursor"}});
+  EXPECT_EQ(resp["error"]["code"], -32602);
+}
+
+TEST(tools, echo_add_pid) {
+  server_process server({});
+  server.initialize();
+  EXPECT_EQ(text_of(server.call_tool("echo", {{"text", "hello"}})), "hello");
+  EXPECT_EQ(text_of(server.call_tool("add", {{"a", 2}, {"b", 40}})), "42");
+  EXPECT_EQ(text_of(server.call_tool("add", {{"a", 1.5}, {"b", 1}})), "2.5");
+  EXPECT_EQ(text_of(server.call_tool("pid")), std::to_string(server.pid()));
+  auto bad = server.call_tool("add", {{"a", "x"}, {"b", 1}});
+  EXPECT_EQ(bad["result"]["isError"], true);
+}
+
+TEST(tools, numbered_tool_echoes_arguments) {
+  server_process server({"--tools", "3"});
+  server.initialize();
+  json args = {{"k", 1}, {"list", {1, 2}}};
+  EXPECT_EQ(json::parse(text_of(server.call_tool("tool_3", args))), args);
+  EXPECT_EQ(server.call_tool("tool_4")["error"]["code"], -32602);
+}
+
+TEST(tools, unknown_tool_is_invalid_params) {
+  server_process server({});
+  server.initialize();
+  auto resp = server.call_tool("nope");
+  EXPECT_EQ(resp["error"]["code"], -32602);
+}
+
+TEST(tools, name_prefix_applies_to_every_tool) {
+  server_process server({"--tools", "2", "--name-prefix", "v2_"});
+  server.initialize();
+  auto list = server.request("tools/list");
+  for (auto& tool : list["result"]["tools"])
+    EXPECT_EQ(tool["name"].get<std::string>().rfind("v2_", 0), 0u) << tool["name"];
+  EXPECT_EQ(list["result"]["tools"].size(), 6u);
+  EXPECT_EQ(text_of(server.call_tool("v2_echo", {{"text", "hi"}})), "hi");
+  EXPECT_EQ(server.call_tool("echo", {{"text", "hi"}})["error"]["code"], -32602);
+  EXPECT_EQ(server.call_tool("v2_tool_2")["result"]["content"][0]["text"], "{}");
+}
+
+TEST(tools, sleep_does_not_block_other_requests) {
+  server_process server({});
+  server.initialize();
+  int slow = server.send_request("tools/call", {{"name", "sleep"}, {"arguments", {{"ms", 500}}}});
+  int fast = server.send_request("ping");
+  // The ping must overtake the sleep.
+  auto first = server.wait_message([](const json& m) { return m.contains("id"); });
+  ASSERT_TRUE(first);
+  EXPECT_EQ((*first)["id"], fast);
+  EXPECT_EQ(text_of(server.response_to(slow)), "slept 500");
+}
+
+TEST(prompts, list_and_get) {
+  server_process server({"--prompts", "3", "--page-size", "2"});
+  server.initialize();
+  auto page1 = server.request("prompts/list");
+  ASSERT_EQ(page1["result"]["prompts"].size(), 2u);
+  ASSERT_TRUE(page1["result"].contains("nextCursor"));
+  auto page2 = server.request("prompts/list", {{"cursor", page1["result"]["nextCursor"]}});
+  ASSERT_EQ(page2["result"]["prompts"].size(), 1u);
+  EXPECT_EQ(page2["result"]["prompts"][0]["name"], "prompt_3");
+  EXPECT_FALSE(page2["result"].contains("nextCursor"));
+
+  auto got =
+      server.request("prompts/get", {{"name", "prompt_2"}, {"arguments", {{"topic", "cats"}}}});
+  EXPECT_EQ(got["result"]["messages"][0]["content"]["text"], "Prompt 2 about cats");
+  EXPECT_EQ(server.request("prompts/get", {{"name", "prompt_4"}})["error"]["code"], -32602);
+}
+
+TEST(prompts, method_not_found_without_prompts) {
+  server_process server({});
+  server.initialize();
+  EXPECT_EQ(server.request("prompts/list")["error"]["code"], -32601);
+}
+
+// ---------------------------------------------------------------- faults
+
+TEST(faults, exit_on_initialize) {
+  server_process server({"--exit-on-initialize"});
+  server.send_request("initialize", {{"protocolVersion", "2025-11-25"}});
+  EXPECT_EQ(exit_code(server.wait_exit()), 4);
+  EXPECT_TRUE(server.wait_stderr("--exit-on-initialize"));
+  EXPECT_FALSE(server.read_message(0ms));
+}
+
+TEST(faults, crash_after_ms) {
+  server_process server({"--crash-after-ms", "200"});
+  EXPECT_EQ(exit_code(server.wait_exit()), 3);
+  EXPECT_TRUE(server.wait_stderr("--crash-after-ms"));
+}
+
+TEST(faults, hang_on_initialize_still_answers_ping) {
+  server_process server({"--hang-on-initialize"});
+  int init = server.send_request("initialize", {{"protocolVersion", "2025-11-25"}});
+  EXPECT_EQ(server.request("ping")["result"], json::object());
+  // The initialize response would have come before the ping's.
+  EXPECT_TRUE(server.inbox.empty());
+  EXPECT_FALSE(
+      server.wait_message([&](const json& m) { return m.value("id", json()) == init; }, 0ms));
+}
+
+TEST(faults, startup_delay) {
+  auto start = steady::now();
+  server_process server({"--startup-delay-ms", "300"});
+  server.initialize();
+  EXPECT_GE(steady::now() - start, 300ms);
+}
+
+TEST(faults, garbage_lines_around_parseable_responses) {
+  server_process server({"--garbage", "--tools", "1"});
+  auto init = server.initialize();
+  EXPECT_EQ(init["result"]["protocolVersion"], "2025-11-25");
+  auto list = server.request("tools/list");
+  EXPECT_EQ(list["result"]["tools"].size(), 5u);
+  EXPECT_GE(server.garbage.size(), 5u);
+  bool plain = false, huge = false;
+  for (auto& line : server.garbage) {
+    plain = plain || line == "this is not json";
+    huge = huge || line.size() >= 200000;
+  }
+  EXPECT_TRUE(plain);
+  EXPECT_TRUE(huge);
+}
+
+TEST(faults, stderr_lines) {
+  server_process server({"--stderr-lines", "5"});
+  ASSERT_TRUE(server.wait_stderr("stderr line 5\n"));
+  for (int i = 1; i <= 5; ++i)
+    EXPECT_NE(server.stderr_text().find("stderr line " + std::to_string(i) + "\n"),
+              std::string::npos);
+}
+
+TEST(faults, list_changed_after_ms) {
+  server_process server({"--list-changed-after-ms", "100", "--name-prefix", "p_"});
+  server.initialize();
+  auto note = server.wait_message(
+      [](const json& m) { return m.value("method", "") == "notifications/tools/list_changed"; });
+  ASSERT_TRUE(note);
+  EXPECT_FALSE(note->contains("id"));
+  auto list = server.request("tools/list");
+  EXPECT_EQ(list["result"]["tools"].back()["name"], "p_late_tool");
+  EXPECT_EQ(server.call_tool("p_late_tool")["result"]["content"][0]["text"], "late_tool called");
+}
+
+TEST(faults, ping_client_after_ms) {
+  server_process server({"--ping-client-after-ms", "50"});
+  server.initialize();
+  auto ping = server.wait_message([](const json& m) { return m.value("method", "") == "ping"; });
+  ASSERT_TRUE(ping);
+  server.send({{"jsonrpc", "2.0"}, {"id", (*ping)["id"]}, {"result", json::object()}});
+  EXPECT_TRUE(server.wait_stderr("ping answered with result: {}"));
+}
+
+TEST(faults, request_sampling_logs_client_error) {
+  server_process server({"--request-sampling"});
+  server.initialize();
+  auto req = server.wait_message(
+      [](const json& m) { return m.value("method", "") == "sampling/createMessage"; });
+  ASSERT_TRUE(req);
+  ASSERT_TRUE((*req)["id"].is_string());
+  server.send({{"jsonrpc", "2.0"},
+               {"id", (*req)["id"]},
+               {"error", {{"code", -32601}, {"message", "Method not found"}}}});
+  EXPECT_TRUE(server.wait_stderr("sampling/createMessage answered with error: "));
+  EXPECT_NE(server.stderr_text().find("-32601"), std::string::npos);
+}
+
+bool ignores_sigterm(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigIgn:", 0) == 0) {
+      auto mask = std::stoull(line.substr(7), nullptr, 16);
+      return (mask >> (SIGTERM - 1)) & 1;
+    }
+  }
+  return false;
+}
+
+TEST(faults, ignore_sigterm_needs_sigkill) {
+  server_process server({"--ignore-sigterm"});
+  server.initialize();
+  ASSERT_TRUE(ignores_sigterm(server.pid()));
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  EXPECT_EQ(server.request("ping")["result"], json::object());
+  server.close_stdin();
+  ASSERT_TRUE(server.wait_stderr("stdin closed, staying alive"));
+  EXPECT_TRUE(server.running());
+  ASSERT_EQ(kill(server.pid(), SIGKILL), 0);
+  auto status = server.wait_exit();
+  ASSERT_TRUE(status);
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+}
+
+TEST(faults, spawn_child_dies_with_the_group) {
+  server_process server({"--spawn-child"});
+  ASSERT_TRUE(server.wait_stderr("child pid "));
+  server.initialize();  // by now the whole line is in
+  std::smatch m;
+  auto text = server.stderr_text();
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("child pid (\\d+)\n")));
+  pid_t child = std::stoi(m[1]);
+  ASSERT_EQ(kill(child, 0), 0);
+  EXPECT_EQ(getpgid(child), server.pid());
+
+  ASSERT_EQ(killpg(server.pid(), SIGKILL), 0);
+  EXPECT_TRUE(server.wait_exit());
+  EXPECT_TRUE(wait_process_gone(child, steady::now() + k_timeout));
+}
+
+TEST(cli, version_and_help) {
+  server_process version({"--version"});
+  EXPECT_EQ(version.read_line(), "mcprt-test-server 0.1.0");
+  EXPECT_EQ(exit_code(version.wait_exit()), 0);
+
+  server_process help({"--help"});
+  EXPECT_EQ(exit_code(help.wait_exit()), 0);
+  std::string text;
+  while (auto line = help.read_line()) text += *line + "\n";
+  for (auto* flag : {"--http", "--sse-responses", "--tools", "--prompts", "--page-size",
+                     "--name-prefix", "--startup-delay-ms", "--crash-after-ms",
+                     "--exit-on-initialize", "--hang-on-initialize", "--garbage",
+                     "--list-changed-after-ms", "--stderr-lines", "--ignore-sigterm",
+                     "--spawn-child", "--ping-client-after-ms", "--request-sampling",
+                     "--version", "--help"})
+    EXPECT_NE(text.find(flag), std::string::npos) << flag;
+
+  server_process bad({"--tools", "many"});
+  EXPECT_EQ(exit_code(bad.wait_exit()), 2);
+}
+
+// ---------------------------------------------------------------- HTTP
+
+class http_server {
+ public:
+  explicit http_server(std::vector<std::string> extra = {}) : process_(with_http(extra)) {
+    auto line = process_.read_line();
+    std::smatch m;
+    static const std::regex listening("listening on http://127\\.0\\.0\\.1:(\\d+)/mcp");
+    if (!line || !std::regex_match(*line, m, listening))
+      throw std::runtime_error("no listening line");
+    port = std::stoi(m[1]);
+    client = std::make_unique<httplib::Client>("127.0.0.1", port);
+    client->set_connection_timeout(2);
+    client->set_read_timeout(5);
+  }
+
+  httplib::Result post(const json& body, const std::optional<std::string>& session = std::nullopt) {
+    httplib::Headers headers = {{"Accept", "application/json, text/event-stream"}};
+    if (session) headers.emplace("Mcp-Session-Id", *session);
+    return client->Post("/mcp", headers, body.dump(), "application/json");
+  }
+
+  httplib::Result initialize() {
+    return post({{"jsonrpc", "2.0"},
+                 {"id", 1},
+                 {"method", "initialize"},
+                 {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()},
+                             {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}}});
+  }
+
+  server_process& process() { return process_; }
+
+  int port = 0;
+  std::unique_ptr<httplib::Client> client;
+
+ private:
+  static std::vector<std::string> with_http(std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--http", "0"});
+    return extra;
+  }
+  server_process process_;
+};
+
+json request_body(int id, const std::string& method, json params = json::object()) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+}
+
+TEST(http, session_lifecycle) {
+  http_server server;
+  auto init = server.initialize();
+  ASSERT_TRUE(init);
+  ASSERT_EQ(init->status, 200);
+  EXPECT_EQ(init->get_header_value("Content-Type"), "application/json");
+  auto session = init->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(session.empty());
+  EXPECT_EQ(json::parse(init->body)["result"]["protocolVersion"], "2025-06-18");
+
+  auto note = server.post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, session);
+  ASSERT_TRUE(note);
+  EXPECT_EQ(note->status, 202);
+  EXPECT_TRUE(note->body.empty());
+
+  auto list = server.post(request_body(2, "tools/list"), session);
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->status, 200);
+  EXPECT_EQ(json::parse(list->body)["result"]["tools"].size(), 4u);
+
+  auto missing = server.post(request_body(3, "tools/list"));
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 400);
+  auto unknown = server.post(request_body(4, "tools/list"), "not-a-session");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+
+  auto del = server.client->Delete("/mcp", {{"Mcp-Session-Id", session}});
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200);
+  auto after = server.post(request_body(5, "tools/list"), session);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 404);
+  auto del_again = server.client->Delete("/mcp", {{"Mcp-Session-Id", session}});
+  ASSERT_TRUE(del_again);
+  EXPECT_EQ(del_again->status, 404);
+}
+
+TEST(http, sse_responses) {
+  http_server server({"--sse-responses"});
+  auto init = server.initialize();
+  ASSERT_TRUE(init);
+  ASSERT_EQ(init->status, 200);
+  EXPECT_EQ(init->get_header_value("Content-Type"), "text/event-stream");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(init->body, m, std::regex("^event: message\ndata: (.*)\n\n$")))
+      << init->body;
+  EXPECT_EQ(json::parse(m[1].str())["result"]["protocolVersion"], "2025-06-18");
+}
+
+TEST(http, list_changed_on_get_stream) {
+  http_server server({"--list-changed-after-ms", "50"});
+  auto init = server.initialize();
+  ASSERT_TRUE(init);
+  auto session = init->get_header_value("Mcp-Session-Id");
+  server.post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, session);
+
+  std::string stream;
+  auto res = server.client->Get(
+      "/mcp", {{"Mcp-Session-Id", session}, {"Accept", "text/event-stream"}},
+      [&](const char* data, std::size_t len) {
+        stream.append(data, len);
+        return stream.find("notifications/tools/list_changed") == std::string::npos;
+      });
+  EXPECT_NE(stream.find("event: message\ndata: "), std::string::npos);
+  EXPECT_NE(stream.find("notifications/tools/list_changed"), std::string::npos);
+
+  auto list = server.post(request_body(2, "tools/list"), session);
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["result"]["tools"].back()["name"], "late_tool");
+}
+
+TEST(http, sigterm_exits_zero) {
+  http_server server;
+  ASSERT_TRUE(server.initialize());
+  ASSERT_EQ(kill(server.process().pid(), SIGTERM), 0);
+  EXPECT_EQ(exit_code(server.process().wait_exit()), 0);
+}
+
+} // namespace
