@@ -66,7 +66,7 @@ std::optional<workspace_options> make_options(const common_flags& f) {
 }
 
 approvals_store open_approvals(const workspace_options& o) {
-  return approvals_store(approvals_store::default_path(o.home));
+  return approvals_store(approvals_store::default_path(o.home, o.settings_profile.dir_name));
 }
 
 ordered_json optional_list(const std::optional<std::vector<std::string>>& xs) {

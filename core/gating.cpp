@@ -59,23 +59,22 @@ bool gating_equal(const gating_lists& a, const gating_lists& b) {
 
 std::optional<std::vector<std::string>>
 effective_allowed(const std::optional<std::vector<std::string>>& settings,
-                  const std::optional<std::vector<std::string>>& bound) {
+                  const std::optional<std::vector<std::string>>& bound,
+                  const std::vector<std::string>& names) {
   if (!bound) return settings;
   if (!settings) return sorted_unique(*bound);
-  std::vector<std::string> out;
-  for (auto& s : *settings)
-    if (matches_any(*bound, s)) out.push_back(s);
-  for (auto& b : *bound)
-    if (matches_any(*settings, b)) out.push_back(b);
-  return sorted_unique(std::move(out));
+  return intersect_allow_lists(*settings, *bound, names);
 }
 
 gating_result compute_gating(const gating_input& in) {
   gating_result out;
-  out.lists.allowed = effective_allowed(in.settings_allowed, in.launch_bound);
-  out.lists.excluded = sorted_unique(in.settings_excluded);
   static const server_map empty;
   const server_map& servers = in.servers ? *in.servers : empty;
+  std::vector<std::string> names;
+  for (auto& [name, cfg] : servers)
+    names.push_back(name);
+  out.lists.allowed = effective_allowed(in.settings_allowed, in.launch_bound, names);
+  out.lists.excluded = sorted_unique(in.settings_excluded);
   for (auto& [name, cfg] : servers) {
     server_admission adm;
     if (is_gated(cfg.scope)) {

@@ -43,11 +43,12 @@ bool gating_equal(const gating_lists& a, const gating_lists& b);
 /// Combines the settings allow-list with the launch bound
 /// (--allowed-mcp-server-names), which settings may narrow but never widen:
 /// both → their intersection, bound only → the bound, neither → nullopt.
-/// Patterns on either side are honoured: an entry survives when it is
-/// matched by an entry of the other list.
+/// Patterns on either side are honoured (see intersect_allow_lists); `names`
+/// are the configured servers, so two overlapping globs admit what both match.
 std::optional<std::vector<std::string>>
 effective_allowed(const std::optional<std::vector<std::string>>& settings_allowed,
-                  const std::optional<std::vector<std::string>>& launch_bound);
+                  const std::optional<std::vector<std::string>>& launch_bound,
+                  const std::vector<std::string>& names = {});
 
 struct gating_input {
   const server_map* servers = nullptr; // merged, before any filtering

@@ -39,9 +39,53 @@ struct scanner {
     }
   }
 
-  // Reads a string literal and returns its raw (still escaped) content;
-  // keys in settings files are plain, so comparing raw content suffices
-  // except for escapes, which are decoded for the common cases.
+  static unsigned hex4(std::string_view h) {
+    unsigned v = 0;
+    for (char c : h) {
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
+    }
+    return v;
+  }
+
+  static void put_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out.push_back(static_cast<char>(0xc0 | (cp >> 6)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    } else if (cp < 0x10000) {
+      out.push_back(static_cast<char>(0xe0 | (cp >> 12)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    } else {
+      out.push_back(static_cast<char>(0xf0 | (cp >> 18)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    }
+  }
+
+  // At `\u`: decodes one escape (or a surrogate pair) as nlohmann does, so
+  // keys compare equal to the parsed ones. Returns the bytes consumed.
+  std::size_t read_unicode_escape(std::string& out) {
+    if (i + 6 > s.size()) return s.size() - i;
+    unsigned cp = hex4(s.substr(i + 2, 4));
+    std::size_t used = 6;
+    if (cp >= 0xd800 && cp <= 0xdbff && i + 12 <= s.size() && s[i + 6] == '\\' && s[i + 7] == 'u') {
+      unsigned lo = hex4(s.substr(i + 8, 4));
+      if (lo >= 0xdc00 && lo <= 0xdfff) {
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        used = 12;
+      }
+    }
+    put_utf8(out, cp);
+    return used;
+  }
+
+  // Reads a string literal and returns its decoded content.
   std::string read_string() {
     std::string out;
     ++i; // opening quote
@@ -54,7 +98,10 @@ struct scanner {
           case 'r': out.push_back('\r'); break;
           case 'b': out.push_back('\b'); break;
           case 'f': out.push_back('\f'); break;
-          case 'u': out += "\\u"; break; // rare in keys; kept raw
+          case 'u': {
+            i += read_unicode_escape(out);
+            continue;
+          }
           default: out.push_back(e);
         }
         i += 2;
@@ -101,19 +148,25 @@ struct scanner {
     skip_ws();
     if (i >= s.size()) return false;
     if (s[i] == '{') {
+      // The parser keeps the last of duplicated keys, so the last one is the
+      // value that was validated.
       ++i;
+      std::optional<std::size_t> found;
       for (;;) {
         skip_ws();
-        if (i >= s.size() || s[i] == '}') return false;
+        if (i >= s.size() || s[i] == '}') break;
         std::string key = read_string();
         skip_ws();
         ++i; // ':'
         skip_ws();
-        if (key == token) return true;
+        if (key == token) found = i;
         skip_value();
         skip_ws();
         if (i < s.size() && s[i] == ',') ++i;
       }
+      if (!found) return false;
+      i = *found;
+      return true;
     }
     if (s[i] == '[') {
       std::size_t want = 0;

@@ -1,12 +1,32 @@
 #include "core/patterns.hpp"
 
+#include <algorithm>
+
 namespace mcprt {
+
+namespace {
+
+// Length of the UTF-8 sequence starting at `s[i]`; 1 for invalid bytes so
+// that any input still makes progress.
+std::size_t char_len(std::string_view s, std::size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
+  if (i + n > s.size()) return 1;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 1;
+  return n;
+}
+
+} // namespace
 
 bool glob_match(std::string_view p, std::string_view t) {
   std::size_t pi = 0, ti = 0;
   std::size_t star = std::string_view::npos, resume = 0;
   while (ti < t.size()) {
-    if (pi < p.size() && (p[pi] == '?' || p[pi] == t[ti])) {
+    if (pi < p.size() && p[pi] == '?') {
+      ++pi;
+      ti += char_len(t, ti);
+    } else if (pi < p.size() && p[pi] != '*' && p[pi] == t[ti]) {
       ++pi;
       ++ti;
     } else if (pi < p.size() && p[pi] == '*') {
@@ -15,7 +35,8 @@ bool glob_match(std::string_view p, std::string_view t) {
     } else if (star != std::string_view::npos) {
       // Let the last `*` swallow one more character and retry from there.
       pi = star + 1;
-      ti = ++resume;
+      resume += char_len(t, resume);
+      ti = resume;
     } else {
       return false;
     }
@@ -29,6 +50,21 @@ bool matches_any(const std::vector<std::string>& patterns, std::string_view name
   for (auto& p : patterns)
     if (glob_match(p, name)) return true;
   return false;
+}
+
+std::vector<std::string> intersect_allow_lists(const std::vector<std::string>& a,
+                                               const std::vector<std::string>& b,
+                                               const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (auto& x : a)
+    if (matches_any(b, x)) out.push_back(x);
+  for (auto& x : b)
+    if (matches_any(a, x)) out.push_back(x);
+  for (auto& n : names)
+    if (matches_any(a, n) && matches_any(b, n)) out.push_back(n);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 } // namespace mcprt

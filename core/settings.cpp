@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/json_locate.hpp"
+#include "core/patterns.hpp"
 
 namespace mcprt {
 
@@ -150,6 +151,13 @@ settings_document load_settings_file(const fs::path& path, config_scope scope) {
     doc.scope = scope;
     return doc;
   }
+  if (fs::is_directory(path, ec)) {
+    settings_document doc;
+    doc.path = path.string();
+    doc.scope = scope;
+    doc.exists = true;
+    return failed(std::move(doc), settings_error{path.string(), 0, 0, "is a directory, expected a JSON file"});
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     settings_document doc;
@@ -176,18 +184,29 @@ void append_unique(std::vector<std::string>& into, const std::vector<std::string
 assembled_settings assemble(const std::vector<const settings_document*>& layers,
                             const server_map& overlay) {
   assembled_settings out;
+  std::vector<const std::vector<std::string>*> allowed_layers;
   for (auto* doc : layers) {
     if (!doc) continue;
     for (auto& [name, cfg] : doc->servers)
       out.servers.insert_or_assign(name, cfg);
-    if (doc->allowed) {
-      if (!out.allowed) out.allowed.emplace();
-      append_unique(*out.allowed, *doc->allowed);
-    }
+    if (doc->allowed) allowed_layers.push_back(&*doc->allowed);
     if (doc->excluded) append_unique(out.excluded, *doc->excluded);
   }
   for (auto& [name, cfg] : overlay)
     out.servers.insert_or_assign(name, cfg);
+  // Every scope that sets an allow-list narrows admission; none widens it,
+  // so a workspace file cannot admit a server the user's own list keeps out.
+  std::vector<std::string> names;
+  for (auto& [name, cfg] : out.servers)
+    names.push_back(name);
+  for (auto* list : allowed_layers) {
+    if (!out.allowed) {
+      out.allowed.emplace();
+      append_unique(*out.allowed, *list);
+    } else {
+      out.allowed = intersect_allow_lists(*out.allowed, *list, names);
+    }
+  }
   return out;
 }
 

@@ -69,8 +69,9 @@ struct assembled_settings {
 };
 
 /// Layers documents (lowest priority first): a higher scope replaces a
-/// same-named server whole. Gating lists concatenate across scopes (without
-/// duplicates). `overlay` (top tier: --mcp-config, host-provided servers)
+/// same-named server whole. `mcp.excluded` lists add up across scopes;
+/// `mcp.allowed` lists intersect (each scope that sets one can only narrow
+/// admission). `overlay` (top tier: --mcp-config, host-provided servers)
 /// wins over every document.
 assembled_settings assemble(const std::vector<const settings_document*>& layers,
                             const server_map& overlay = {});

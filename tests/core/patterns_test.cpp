@@ -54,3 +54,19 @@ TEST(GlobMatch, MatchesAny) {
   EXPECT_FALSE(matches_any({}, "a"));
   EXPECT_FALSE(matches_any({"x", "y"}, "z"));
 }
+
+TEST(GlobMatch, QuestionMarkMatchesOneUtf8Character) {
+  EXPECT_TRUE(glob_match("x?", "x\xC3\xA9"));        // é is two bytes
+  EXPECT_TRUE(glob_match("?", "\xF0\x9F\x98\x80")); // four-byte emoji
+  EXPECT_FALSE(glob_match("x??", "x\xC3\xA9"));
+  EXPECT_TRUE(glob_match("*\xC3\xA9", "caf\xC3\xA9"));
+}
+
+TEST(IntersectAllowLists, KeepsWhatBothListsAdmit) {
+  using v = std::vector<std::string>;
+  EXPECT_EQ(intersect_allow_lists(v{"a", "b", "c"}, v{"a", "b"}, {}), (v{"a", "b"}));
+  EXPECT_EQ(intersect_allow_lists(v{"*"}, v{"a", "b"}, {}), (v{"a", "b"}));
+  // Two overlapping globs: only configured names can express the overlap.
+  EXPECT_EQ(intersect_allow_lists(v{"srv-*"}, v{"*-2"}, v{"srv-1", "srv-2", "x-2"}), v{"srv-2"});
+  EXPECT_EQ(intersect_allow_lists(v{}, v{"a"}, v{"a"}), v{});
+}

@@ -162,6 +162,23 @@ TEST(JsonLocate, FindsNestedValuesAndIndices) {
   EXPECT_FALSE(locate_json_value(text, {"a", "b", "7"}));
 }
 
+TEST(JsonLocate, DecodesUnicodeEscapesInKeys) {
+  std::string text = R"({"s\u0041": {"x": 1}, "\ud83d\ude00": 2})";
+  auto off = locate_json_value(text, {"sA", "x"});
+  ASSERT_TRUE(off);
+  EXPECT_EQ(text[*off], '1');
+  off = locate_json_value(text, {"\xF0\x9F\x98\x80"});
+  ASSERT_TRUE(off);
+  EXPECT_EQ(text[*off], '2');
+}
+
+TEST(JsonLocate, DuplicatedKeysResolveToTheLastOneAsTheParserDoes) {
+  std::string text = R"({"a": 1, "a": 2})";
+  auto off = locate_json_value(text, {"a"});
+  ASSERT_TRUE(off);
+  EXPECT_EQ(text[*off], '2');
+}
+
 TEST(JsonLocate, PositionOfCountsLinesAndColumns) {
   auto p = position_of("ab\ncd\nef", 7);
   EXPECT_EQ(p.line, 3);
@@ -210,18 +227,29 @@ TEST(Assemble, OverlayWinsOverEverySettingsScope) {
   EXPECT_EQ(a.servers.at("s").command, "top");
 }
 
-TEST(Assemble, GatingListsConcatenateAcrossScopesWithoutDuplicates) {
-  auto user = parse_settings_text("u", config_scope::user, R"({"mcp": {"allowed": ["a", "b"], "excluded": ["x"]}})");
-  auto ws = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"allowed": ["b", "c"], "excluded": ["x", "y"]}})");
+TEST(Assemble, ExcludedListsAddUpAcrossScopes) {
+  auto user = parse_settings_text("u", config_scope::user, R"({"mcp": {"excluded": ["x"]}})");
+  auto ws = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"excluded": ["x", "y"]}})");
   auto a = assemble({&user, &ws});
-  EXPECT_EQ(a.allowed, (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(a.excluded, (std::vector<std::string>{"x", "y"}));
+}
+
+// A gated workspace file must not widen what the user's own list admits.
+TEST(Assemble, AllowListsIntersectAcrossScopes) {
+  auto user = parse_settings_text("u", config_scope::user,
+                                  R"({"mcpServers": {"a": {"command": "a"}, "b": {"command": "b"}, "c": {"command": "c"}},
+                                      "mcp": {"allowed": ["a", "b"]}})");
+  auto ws = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"allowed": ["b", "c"]}})");
+  auto a = assemble({&user, &ws});
+  EXPECT_EQ(a.allowed, std::vector<std::string>{"b"});
   auto none = assemble({});
   EXPECT_FALSE(none.allowed);
   auto deny = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"allowed": []}})");
-  auto d = assemble({&deny});
+  auto d = assemble({&user, &deny});
   ASSERT_TRUE(d.allowed);
-  EXPECT_TRUE(d.allowed->empty());
+  EXPECT_TRUE(d.allowed->empty()) << "a workspace [] denies all even when the user allows some";
+  auto glob = parse_settings_text("w", config_scope::workspace, R"({"mcp": {"allowed": ["*"]}})");
+  EXPECT_EQ(assemble({&user, &glob}).allowed, (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(Assemble, ErroredDocumentContributesNothing) {
