@@ -1,0 +1,81 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mcprt::io {
+
+struct spawn_options {
+  std::string command; // resolved through PATH (of the merged environment)
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env; // merged over the runtime's environment
+  std::optional<std::string> cwd;
+};
+
+/// Why a child could not be started: command not found, not executable, bad
+/// cwd, or out of resources; the message names the command and the OS error.
+class spawn_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// How a child ended.
+struct exit_status {
+  bool exited = false; // normal exit (code valid) vs killed by a signal
+  int code = 0;
+  int signal = 0;
+  std::string describe() const; // "exit code 3", "killed by SIGKILL"
+};
+
+/// One MCP server process with pipes on stdin, stdout and stderr. The child
+/// leads its own process group, so signals reach everything it spawned
+/// (`npx` wrappers and the like), and it is killed when the spawning thread
+/// dies (PR_SET_PDEATHSIG): spawn from a thread that lives as long as the
+/// runtime. The destructor kills the group and reaps: no zombie, no orphan.
+class child_process {
+ public:
+  static child_process spawn(const spawn_options& opts);
+
+  child_process(child_process&& other) noexcept;
+  child_process& operator=(child_process&& other) noexcept;
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+  ~child_process();
+
+  pid_t pid() const { return pid_; }
+  int stdin_fd() const { return in_; }
+  int stdout_fd() const { return out_; }
+  int stderr_fd() const { return err_; }
+
+  /// Closing stdin is how an MCP stdio server is asked to exit.
+  void close_stdin();
+
+  /// Reaps the child if it has exited; never blocks.
+  std::optional<exit_status> try_wait();
+
+  /// Close stdin, wait `stdin_grace`; SIGTERM the group, wait `term_grace`;
+  /// SIGKILL the group. Always reaps the child and returns how it ended.
+  exit_status shutdown(std::chrono::milliseconds stdin_grace = std::chrono::milliseconds(2000),
+                       std::chrono::milliseconds term_grace = std::chrono::milliseconds(2000));
+
+  bool running() const { return pid_ > 0 && !status_; }
+
+ private:
+  child_process() = default;
+  std::optional<exit_status> wait_for(std::chrono::milliseconds timeout);
+  void close_fds();
+
+  pid_t pid_ = -1;
+  int in_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  std::optional<exit_status> status_;
+};
+
+} // namespace mcprt::io

@@ -1,0 +1,168 @@
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "io/child_process.hpp"
+
+using namespace mcprt::io;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string server = MCPRT_TEST_SERVER;
+
+// Reads until a full line arrives on `fd` or the deadline passes.
+std::string read_line(int fd, std::chrono::milliseconds timeout = 10s) {
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return line;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return line;
+    char c;
+    ssize_t n = ::read(fd, &c, 1);
+    if (n <= 0) return line;
+    if (c == '\n') return line;
+    line.push_back(c);
+  }
+}
+
+// Reads `fd` until a line contains `needle` (or the deadline passes).
+std::string read_until(int fd, const std::string& needle, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto line = read_line(fd, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    if (line.find(needle) != std::string::npos) return line;
+    if (line.empty()) break;
+  }
+  return {};
+}
+
+// Waits for any process (not only our children) to exit, via a pidfd.
+bool wait_gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH; // already gone
+  pollfd p{fd, POLLIN, 0};
+  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  ::close(fd);
+  return r == 1;
+}
+
+bool wait_exit(child_process& c, std::chrono::milliseconds timeout = 10s) {
+  if (!wait_gone(c.pid(), timeout)) return false;
+  return c.try_wait().has_value();
+}
+
+void write_line(int fd, const std::string& s) {
+  std::string line = s + "\n";
+  ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+}
+
+} // namespace
+
+TEST(ChildProcess, SpawnsAServerAndSpeaksJsonRpcOverItsPipes) {
+  auto c = child_process::spawn({server, {}, {}, {}});
+  EXPECT_GT(c.pid(), 0);
+  EXPECT_EQ(::getpgid(c.pid()), c.pid()) << "the child must lead its own process group";
+  write_line(c.stdin_fd(), R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  auto reply = read_line(c.stdout_fd());
+  EXPECT_NE(reply.find("\"protocolVersion\":\"2025-06-18\""), std::string::npos) << reply;
+  auto st = c.shutdown(5s, 5s);
+  EXPECT_TRUE(st.exited);
+  EXPECT_EQ(st.code, 0) << st.describe();
+}
+
+TEST(ChildProcess, ClosingStdinEndsAWellBehavedServer) {
+  auto c = child_process::spawn({server, {}, {}, {}});
+  auto st = c.shutdown(10s, 10s);
+  EXPECT_TRUE(st.exited) << st.describe();
+  EXPECT_FALSE(c.running());
+}
+
+TEST(ChildProcess, AServerIgnoringSigtermIsKilled) {
+  auto c = child_process::spawn({server, {"--ignore-sigterm"}, {}, {}});
+  // Wait until the server is up (and has installed its SIG_IGN).
+  write_line(c.stdin_fd(), R"({"jsonrpc":"2.0","id":1,"method":"ping"})");
+  ASSERT_NE(read_line(c.stdout_fd()).find("\"id\":1"), std::string::npos);
+  auto st = c.shutdown(100ms, 100ms);
+  EXPECT_FALSE(st.exited);
+  EXPECT_EQ(st.signal, SIGKILL) << st.describe();
+  EXPECT_EQ(st.describe(), "killed by SIGKILL");
+}
+
+TEST(ChildProcess, ShutdownLeavesNoGrandchildBehind) {
+  auto c = child_process::spawn({server, {"--spawn-child"}, {}, {}});
+  auto line = read_until(c.stderr_fd(), "child pid ");
+  ASSERT_FALSE(line.empty());
+  pid_t grandchild = std::stoi(line.substr(line.find("child pid ") + 10));
+  ASSERT_EQ(::getpgid(grandchild), c.pid());
+  c.shutdown(2s, 2s);
+  EXPECT_TRUE(wait_gone(grandchild)) << "grandchild " << grandchild << " outlived its server";
+}
+
+TEST(ChildProcess, DestructorKillsTheGroupAndReaps) {
+  pid_t pid;
+  {
+    auto c = child_process::spawn({server, {"--ignore-sigterm"}, {}, {}});
+    pid = c.pid();
+  }
+  // Reaped by the destructor: the pid no longer exists at all (not a zombie).
+  errno = 0;
+  EXPECT_EQ(::kill(pid, 0), -1);
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST(ChildProcess, ReportsTheExitCodeOfACrash) {
+  auto c = child_process::spawn({server, {"--crash-after-ms", "10"}, {}, {}});
+  ASSERT_TRUE(wait_exit(c));
+  auto st = *c.try_wait();
+  EXPECT_TRUE(st.exited);
+  EXPECT_EQ(st.code, 3);
+  EXPECT_EQ(st.describe(), "exit code 3");
+}
+
+TEST(ChildProcess, MissingCommandIsAClearSpawnError) {
+  try {
+    child_process::spawn({"mcprt-no-such-command", {}, {}, {}});
+    FAIL() << "expected spawn_error";
+  } catch (const spawn_error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("cannot run 'mcprt-no-such-command'"), std::string::npos) << what;
+    EXPECT_NE(what.find("No such file"), std::string::npos) << what;
+  }
+}
+
+TEST(ChildProcess, MissingWorkingDirectoryIsAClearSpawnError) {
+  try {
+    child_process::spawn({server, {}, {}, std::string("/nonexistent/mcprt-dir")});
+    FAIL() << "expected spawn_error";
+  } catch (const spawn_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/mcprt-dir"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChildProcess, EnvIsMergedOverTheRuntimeEnvironmentAndCwdIsApplied) {
+  auto dir = std::filesystem::temp_directory_path();
+  auto c = child_process::spawn({"sh", {"-c", "echo \"$MCPRT_TEST_VALUE|$(pwd)|${PATH:+has-path}\""},
+                                 {{"MCPRT_TEST_VALUE", "from-config"}}, dir.string()});
+  auto line = read_line(c.stdout_fd());
+  EXPECT_EQ(line, "from-config|" + std::filesystem::canonical(dir).string() + "|has-path");
+  ASSERT_TRUE(wait_exit(c));
+  EXPECT_EQ(c.try_wait()->code, 0);
+}
+
+TEST(ChildProcess, CommandIsResolvedThroughThePathOfTheMergedEnvironment) {
+  auto dir = std::filesystem::path(server).parent_path();
+  auto c = child_process::spawn({"mcprt-test-server", {"--version"}, {{"PATH", dir.string() + ":/usr/bin:/bin"}}, {}});
+  EXPECT_FALSE(read_line(c.stdout_fd()).empty());
+  ASSERT_TRUE(wait_exit(c));
+  EXPECT_EQ(c.try_wait()->code, 0);
+}
