@@ -1,0 +1,87 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mcprt {
+
+/// Limits for one newline-delimited JSON-RPC stream (a server's stdout).
+struct line_reader_limits {
+  /// A longer line is dropped while it streams in: a server that writes an
+  /// endless line must not make us buffer it.
+  std::size_t max_line_bytes = std::size_t{16} << 20;
+  /// Garbage tolerated since the last valid JSON-RPC message. Servers print
+  /// banners and stray logs to stdout, so a few bad lines are normal; a
+  /// stream that is nothing but garbage (wrong command, a shell prompt) must
+  /// still end in a clear error instead of a silent hang.
+  std::size_t max_garbage_lines = 64;
+  std::size_t max_garbage_bytes = std::size_t{1} << 20;
+};
+
+/// Splits a byte stream into lines and keeps the garbage budget. Sans-I/O:
+/// the caller feeds whatever chunks the transport delivers.
+///
+/// - '\n' ends a line; one trailing '\r' is stripped; blank lines (only
+///   spaces, tabs, '\r') are skipped.
+/// - A partial line is held until its '\n' arrives, but never more than
+///   `max_line_bytes` of it: past that the line is discarded up to its
+///   '\n' and counts as one garbage line (its bytes do not count towards
+///   `max_garbage_bytes`, since they are neither buffered nor parsed).
+/// - The caller reports lines it cannot use with `note_garbage` and valid
+///   messages with `note_valid`. When the garbage since the last valid
+///   message exceeds a limit, `error()` is set for good and `feed` yields
+///   nothing more.
+class line_reader {
+public:
+  explicit line_reader(line_reader_limits limits = {});
+
+  /// Appends the complete lines in `data` to `out`.
+  void feed(const char* data, std::size_t n, std::vector<std::string>& out);
+  void feed(std::string_view data, std::vector<std::string>& out) {
+    feed(data.data(), data.size(), out);
+  }
+
+  /// A line that is not JSON-RPC.
+  void note_garbage(std::string_view line);
+  /// A valid message: the server speaks the protocol, so older garbage was
+  /// noise, not a sign of a broken stream.
+  void note_valid();
+
+  /// Fatal: the stream is garbage. Set once, never cleared.
+  const std::optional<std::string>& error() const { return error_; }
+
+  /// Bytes held for the current partial line (never above max_line_bytes).
+  std::size_t buffered_bytes() const { return partial_.size(); }
+  /// Whether the current line is being dropped for being too long.
+  bool discarding() const { return discarding_; }
+
+  std::size_t garbage_lines() const { return garbage_lines_; }
+  std::size_t garbage_bytes() const { return garbage_bytes_; }
+  std::size_t total_garbage_lines() const { return total_garbage_lines_; }
+  std::size_t oversized_lines() const { return oversized_lines_; }
+
+  const line_reader_limits& limits() const { return limits_; }
+
+private:
+  void record_garbage(std::string preview, std::size_t bytes);
+  void emit(std::vector<std::string>& out);
+
+  line_reader_limits limits_;
+  std::string partial_;
+  bool discarding_ = false;
+  std::size_t garbage_lines_ = 0;
+  std::size_t garbage_bytes_ = 0;
+  std::size_t total_garbage_lines_ = 0;
+  std::size_t oversized_lines_ = 0;
+  std::optional<std::string> error_;
+};
+
+/// The first `max_bytes` of `line`, cut on a UTF-8 boundary, control
+/// characters shown as '?', "..." appended when cut: safe to put in a log
+/// line or an error message.
+std::string line_preview(std::string_view line, std::size_t max_bytes = 80);
+
+} // namespace mcprt

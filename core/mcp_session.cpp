@@ -1,0 +1,657 @@
+#include "core/mcp_session.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <utility>
+
+namespace mcprt {
+
+using nlohmann::json;
+
+namespace {
+
+// LSP's RequestCancelled; JSON-RPC and MCP define no code for a call the
+// client itself abandoned, and this one is widely recognised.
+constexpr int error_request_cancelled = -32800;
+
+std::string ms_string(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
+
+bool is_valid_id(const json& id) {
+  return id.is_string() || id.is_number_integer();
+}
+
+// What makes a JSON value a JSON-RPC message rather than a stray log line
+// that happens to be JSON (pino and friends write objects to stdout too).
+bool is_message(const json& m) {
+  if (!m.is_object())
+    return false;
+  auto v = m.find("jsonrpc");
+  if (v == m.end() || !v->is_string() || v->get_ref<const std::string&>() != "2.0")
+    return false;
+  auto method = m.find("method");
+  if (method != m.end()) {
+    if (!method->is_string())
+      return false;
+    auto id = m.find("id");
+    return id == m.end() || is_valid_id(*id);
+  }
+  auto id = m.find("id");
+  if (id == m.end() || !(is_valid_id(*id) || id->is_null()))
+    return false;
+  return m.contains("result") || m.contains("error");
+}
+
+std::optional<std::int64_t> integer_id(const json& id) {
+  if (id.is_number_unsigned()) {
+    auto u = id.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (id.is_number_integer())
+    return id.get<std::int64_t>();
+  return std::nullopt;
+}
+
+std::string string_field(const json& obj, const char* key) {
+  if (!obj.is_object())
+    return {};
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+rpc_error parse_error(const json& e) {
+  rpc_error out;
+  out.code = -32603;
+  out.message = "unknown error";
+  if (!e.is_object())
+    return out;
+  if (auto c = e.find("code"); c != e.end() && c->is_number_integer()) {
+    auto v = c->get<std::int64_t>();
+    if (v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max())
+      out.code = static_cast<int>(v);
+  }
+  if (auto m = e.find("message"); m != e.end() && m->is_string())
+    out.message = m->get<std::string>();
+  if (auto d = e.find("data"); d != e.end())
+    out.data = *d;
+  return out;
+}
+
+bool capability_present(const json& caps, const char* key) {
+  if (!caps.is_object())
+    return false;
+  auto it = caps.find(key);
+  return it != caps.end() && (it->is_object() || (it->is_boolean() && it->get<bool>()));
+}
+
+const char* list_method(bool tools) {
+  return tools ? "tools/list" : "prompts/list";
+}
+
+} // namespace
+
+bool is_supported_protocol_version(std::string_view v) {
+  return std::find(supported_protocol_versions.begin(), supported_protocol_versions.end(), v) !=
+         supported_protocol_versions.end();
+}
+
+std::chrono::milliseconds discovery_timeout_for(bool remote,
+                                                std::optional<std::chrono::milliseconds> configured) {
+  if (configured && configured->count() > 0)
+    return *configured;
+  return remote ? default_remote_discovery_timeout : default_local_discovery_timeout;
+}
+
+std::string to_string(session_state s) {
+  switch (s) {
+    case session_state::created: return "created";
+    case session_state::initializing: return "initializing";
+    case session_state::discovering: return "discovering";
+    case session_state::ready: return "ready";
+    case session_state::failed: return "failed";
+    case session_state::closed: return "closed";
+  }
+  return "unknown";
+}
+
+std::string to_string(call_outcome o) {
+  switch (o) {
+    case call_outcome::ok: return "ok";
+    case call_outcome::rpc_error: return "rpc_error";
+    case call_outcome::timed_out: return "timed_out";
+    case call_outcome::cancelled: return "cancelled";
+    case call_outcome::rejected: return "rejected";
+    case call_outcome::closed: return "closed";
+  }
+  return "unknown";
+}
+
+mcp_session::mcp_session(options opts) : opts_(std::move(opts)), reader_(opts_.limits) {
+  opts_.max_list_pages = std::max<std::size_t>(opts_.max_list_pages, 1);
+}
+
+bool mcp_session::live() const {
+  return state_ != session_state::failed && state_ != session_state::closed;
+}
+
+void mcp_session::send_json(session_effects& fx, const json& msg) {
+  // `replace`: a caller's argument with broken UTF-8 must not throw here.
+  fx.send.push_back(msg.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::int64_t mcp_session::send_request(session_effects& fx, std::string_view method, json params,
+                                       pending_request p) {
+  auto id = next_id_++;
+  json msg = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+  if (!params.is_null())
+    msg["params"] = std::move(params);
+  pending_.emplace(id, p);
+  send_json(fx, msg);
+  return id;
+}
+
+void mcp_session::fail(session_effects& fx, std::string reason) {
+  if (!live())
+    return;
+  state_ = session_state::failed;
+  failure_ = reason;
+  fx.failure = reason;
+  complete_all_calls(fx, "connection failed: " + reason);
+  discovery_deadline_.reset();
+}
+
+void mcp_session::complete_all_calls(session_effects& fx, const std::string& why) {
+  for (auto& [id, p] : pending_)
+    if (p.kind == request_kind::call)
+      fx.completed_calls.push_back(
+          {p.token, call_outcome::closed, json(), rpc_error{error_connection_closed, why, json()}});
+  pending_.clear();
+  tools_job_.running = prompts_job_.running = false;
+}
+
+session_effects mcp_session::start(time_point now) {
+  session_effects fx;
+  if (state_ != session_state::created)
+    return fx;
+  state_ = session_state::initializing;
+  discovery_deadline_ = now + opts_.discovery_timeout;
+  json params = {{"protocolVersion", latest_protocol_version},
+                 {"capabilities", json::object()},
+                 {"clientInfo", {{"name", opts_.client_name}, {"version", opts_.client_version}}}};
+  // Covered by the discovery deadline, and MCP forbids cancelling it anyway.
+  send_request(fx, "initialize", std::move(params), {request_kind::initialize, 0, std::nullopt, {}});
+  return fx;
+}
+
+session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_point now) {
+  session_effects fx;
+  if (!live())
+    return fx;
+  std::vector<std::string> lines;
+  reader_.feed(data, n, lines);
+  for (const auto& line : lines) {
+    auto one = on_line(line, now);
+    fx.send.insert(fx.send.end(), std::make_move_iterator(one.send.begin()),
+                   std::make_move_iterator(one.send.end()));
+    fx.ready |= one.ready;
+    fx.tools_changed |= one.tools_changed;
+    fx.prompts_changed |= one.prompts_changed;
+    fx.pong |= one.pong;
+    fx.completed_calls.insert(fx.completed_calls.end(),
+                              std::make_move_iterator(one.completed_calls.begin()),
+                              std::make_move_iterator(one.completed_calls.end()));
+    if (one.failure) {
+      fx.failure = std::move(one.failure);
+      return fx;
+    }
+  }
+  // Lines before an oversized one were still good, so they go first.
+  if (reader_.error())
+    fail(fx, *reader_.error());
+  return fx;
+}
+
+session_effects mcp_session::on_line(std::string_view line, time_point now) {
+  session_effects fx;
+  if (!live())
+    return fx;
+  auto msg = json::parse(line.begin(), line.end(), nullptr, false);
+  bool valid = !msg.is_discarded() &&
+               (is_message(msg) ||
+                (msg.is_array() && !msg.empty() && std::all_of(msg.begin(), msg.end(), is_message)));
+  if (!valid) {
+    reader_.note_garbage(line);
+    if (reader_.error())
+      fail(fx, *reader_.error());
+    return fx;
+  }
+  reader_.note_valid();
+  try {
+    if (msg.is_array()) {
+      // A JSON-RPC batch (allowed by 2025-03-26).
+      for (const auto& m : msg) {
+        handle_message(m, fx, now);
+        if (!live())
+          break;
+      }
+    } else {
+      handle_message(msg, fx, now);
+    }
+  } catch (const json::exception& e) {
+    // Every access above is type-checked; should one slip through, fail
+    // this connection loudly rather than take the process down.
+    fail(fx, std::string("internal error handling a server message: ") + e.what());
+  }
+  return fx;
+}
+
+void mcp_session::handle_message(const json& msg, session_effects& fx, time_point now) {
+  if (msg.contains("method")) {
+    if (msg.contains("id"))
+      handle_request(msg, fx);
+    else
+      handle_notification(msg, fx, now);
+  } else {
+    handle_response(msg, fx, now);
+  }
+}
+
+void mcp_session::handle_request(const json& msg, session_effects& fx) {
+  const auto& method = msg.at("method").get_ref<const std::string&>();
+  if (method == "ping") {
+    send_json(fx, {{"jsonrpc", "2.0"}, {"id", msg.at("id")}, {"result", json::object()}});
+    return;
+  }
+  // We advertise no sampling, roots or elicitation; answering at once keeps
+  // a server that asks anyway from waiting forever.
+  send_json(fx, {{"jsonrpc", "2.0"},
+                 {"id", msg.at("id")},
+                 {"error",
+                  {{"code", error_method_not_found},
+                   {"message", "Method not found"},
+                   {"data", {{"method", method}}}}}});
+}
+
+void mcp_session::handle_notification(const json& msg, session_effects& fx, time_point now) {
+  const auto& method = msg.at("method").get_ref<const std::string&>();
+  // Before initialize is answered the first listing is still to come, so
+  // a list_changed then carries no news.
+  if (state_ != session_state::discovering && state_ != session_state::ready)
+    return;
+  if (method == "notifications/tools/list_changed") {
+    if (capability_present(server_caps_, "tools"))
+      begin_list(request_kind::list_tools, fx, now);
+  } else if (method == "notifications/prompts/list_changed") {
+    if (capability_present(server_caps_, "prompts"))
+      begin_list(request_kind::list_prompts, fx, now);
+  }
+  // Everything else (logging, progress, resources, a server cancelling a
+  // request we already answered) needs nothing from us.
+}
+
+void mcp_session::handle_response(const json& msg, session_effects& fx, time_point now) {
+  auto id = integer_id(msg.at("id"));
+  auto it = id ? pending_.find(*id) : pending_.end();
+  if (it == pending_.end()) {
+    ++unknown_responses_;
+    return;
+  }
+  auto p = it->second;
+  pending_.erase(it);
+  auto err = msg.find("error");
+  bool is_error = err != msg.end();
+  const json& result = is_error ? *err : msg.at("result");
+  switch (p.kind) {
+    case request_kind::initialize:
+      if (is_error) {
+        auto e = parse_error(*err);
+        fail(fx, "initialize failed: " + e.message + " (code " + std::to_string(e.code) + ")");
+      } else {
+        on_initialize_result(result, fx, now);
+      }
+      break;
+    case request_kind::list_tools:
+    case request_kind::list_prompts:
+      if (is_error) {
+        auto e = parse_error(*err);
+        on_list_error(p.kind,
+                      std::string(list_method(p.kind == request_kind::list_tools)) +
+                          " failed: " + e.message + " (code " + std::to_string(e.code) + ")",
+                      fx, now);
+      } else {
+        on_list_page(p.kind, result, fx, now);
+      }
+      break;
+    case request_kind::call:
+      if (is_error)
+        fx.completed_calls.push_back({p.token, call_outcome::rpc_error, json(), parse_error(*err)});
+      else
+        fx.completed_calls.push_back({p.token, call_outcome::ok, result, std::nullopt});
+      break;
+    case request_kind::ping:
+      // Even an error answer proves the server is alive and reading.
+      fx.pong = true;
+      break;
+  }
+}
+
+void mcp_session::on_initialize_result(const json& result, session_effects& fx, time_point now) {
+  auto pv = result.is_object() ? result.find("protocolVersion") : result.end();
+  if (!result.is_object() || pv == result.end() || !pv->is_string()) {
+    fail(fx, "server answered initialize without a protocolVersion");
+    return;
+  }
+  const auto& version = pv->get_ref<const std::string&>();
+  if (!is_supported_protocol_version(version)) {
+    fail(fx, "server answered with unsupported protocol version " + version);
+    return;
+  }
+  protocol_ = version;
+  if (auto c = result.find("capabilities"); c != result.end() && c->is_object())
+    server_caps_ = *c;
+  if (auto si = result.find("serverInfo"); si != result.end() && si->is_object()) {
+    server_info_.raw = *si;
+    server_info_.name = string_field(*si, "name");
+    server_info_.version = string_field(*si, "version");
+  }
+  if (auto ins = result.find("instructions"); ins != result.end() && ins->is_string())
+    instructions_ = ins->get<std::string>();
+  send_json(fx, {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  state_ = session_state::discovering;
+  if (capability_present(server_caps_, "tools"))
+    begin_list(request_kind::list_tools, fx, now);
+  if (capability_present(server_caps_, "prompts"))
+    begin_list(request_kind::list_prompts, fx, now);
+  maybe_ready(fx);
+}
+
+void mcp_session::begin_list(request_kind kind, session_effects& fx, time_point now) {
+  auto& j = job(kind);
+  if (j.running) {
+    j.rerun = true;
+    return;
+  }
+  j.running = true;
+  j.rerun = false;
+  j.pages = 0;
+  j.items = json::array();
+  request_page(kind, std::nullopt, fx, now);
+}
+
+void mcp_session::request_page(request_kind kind, const std::optional<std::string>& cursor,
+                               session_effects& fx, time_point now) {
+  pending_request p{kind, 0, std::nullopt, opts_.discovery_timeout};
+  // During discovery the discovery deadline bounds the whole listing; a
+  // re-list on a ready connection gets the same budget per page.
+  if (state_ == session_state::ready)
+    p.deadline = now + opts_.discovery_timeout;
+  json params = cursor ? json{{"cursor", *cursor}} : json();
+  job(kind).request_id =
+      send_request(fx, list_method(kind == request_kind::list_tools), std::move(params), p);
+}
+
+void mcp_session::on_list_page(request_kind kind, const json& result, session_effects& fx,
+                               time_point now) {
+  bool tools = kind == request_kind::list_tools;
+  auto& j = job(kind);
+  const char* key = tools ? "tools" : "prompts";
+  auto items = result.is_object() ? result.find(key) : result.end();
+  if (!result.is_object() || items == result.end() || !items->is_array()) {
+    on_list_error(kind,
+                  std::string("malformed ") + list_method(tools) + " result: no '" + key +
+                      "' array",
+                  fx, now);
+    return;
+  }
+  for (const auto& item : *items)
+    j.items.push_back(item);
+  ++j.pages;
+  auto next = result.find("nextCursor");
+  if (next != result.end() && next->is_string() && !next->get_ref<const std::string&>().empty()) {
+    if (j.pages >= opts_.max_list_pages) {
+      on_list_error(kind,
+                    std::string("server kept paginating ") + list_method(tools) + " past " +
+                        std::to_string(opts_.max_list_pages) + " pages",
+                    fx, now);
+      return;
+    }
+    request_page(kind, next->get<std::string>(), fx, now);
+    return;
+  }
+  finish_list(kind, fx, now);
+}
+
+void mcp_session::finish_list(request_kind kind, session_effects& fx, time_point now) {
+  auto& j = job(kind);
+  j.running = false;
+  j.request_id.reset();
+  j.done_once = true;
+  std::set<std::string> seen;
+  if (kind == request_kind::list_tools) {
+    std::vector<mcp_tool> next;
+    for (const auto& item : j.items) {
+      auto name = string_field(item, "name");
+      // A nameless tool cannot be called; a duplicate would be ambiguous.
+      if (name.empty() || !seen.insert(name).second)
+        continue;
+      mcp_tool t;
+      t.name = std::move(name);
+      t.description = string_field(item, "description");
+      auto schema = item.find("inputSchema");
+      t.input_schema = schema != item.end() && schema->is_object() ? *schema
+                                                                   : json{{"type", "object"}};
+      t.raw = item;
+      next.push_back(std::move(t));
+    }
+    auto before = visible_tools();
+    tools_ = std::move(next);
+    if (state_ == session_state::ready && visible_tools() != before)
+      fx.tools_changed = true;
+  } else {
+    std::vector<mcp_prompt> next;
+    for (const auto& item : j.items) {
+      auto name = string_field(item, "name");
+      if (name.empty() || !seen.insert(name).second)
+        continue;
+      next.push_back({std::move(name), string_field(item, "description"), item});
+    }
+    if (state_ == session_state::ready && next != prompts_)
+      fx.prompts_changed = true;
+    prompts_ = std::move(next);
+  }
+  j.items = json::array();
+  if (j.rerun)
+    begin_list(kind, fx, now);
+  else
+    maybe_ready(fx);
+}
+
+void mcp_session::on_list_error(request_kind kind, const std::string& why, session_effects& fx,
+                                time_point now) {
+  auto& j = job(kind);
+  // Tools are what the connection is for: without a first list it is
+  // useless. Prompts are optional (the reference shows none and carries
+  // on), and a failed re-list keeps the last good list.
+  if (kind == request_kind::list_tools && !j.done_once) {
+    fail(fx, why);
+    return;
+  }
+  j.running = false;
+  j.request_id.reset();
+  j.items = json::array();
+  if (j.rerun)
+    begin_list(kind, fx, now);
+  else
+    maybe_ready(fx);
+}
+
+void mcp_session::maybe_ready(session_effects& fx) {
+  if (state_ != session_state::discovering || tools_job_.running || prompts_job_.running)
+    return;
+  state_ = session_state::ready;
+  discovery_deadline_.reset();
+  fx.ready = true;
+}
+
+session_effects mcp_session::on_tick(time_point now) {
+  session_effects fx;
+  if (!live())
+    return fx;
+  if (discovery_deadline_ && now >= *discovery_deadline_ &&
+      (state_ == session_state::initializing || state_ == session_state::discovering)) {
+    fail(fx, "discovery timed out after " + ms_string(opts_.discovery_timeout));
+    return fx;
+  }
+  std::vector<std::int64_t> expired;
+  for (const auto& [id, p] : pending_)
+    if (p.deadline && now >= *p.deadline)
+      expired.push_back(id);
+  for (auto id : expired) {
+    auto it = pending_.find(id);
+    if (it == pending_.end())
+      continue;
+    auto p = it->second;
+    pending_.erase(it);
+    auto reason = "timed out after " + ms_string(p.timeout);
+    switch (p.kind) {
+      case request_kind::call:
+        send_json(fx, {{"jsonrpc", "2.0"},
+                       {"method", "notifications/cancelled"},
+                       {"params", {{"requestId", id}, {"reason", "Request " + reason}}}});
+        fx.completed_calls.push_back({p.token, call_outcome::timed_out, json(),
+                                      rpc_error{error_request_timeout, "Request " + reason, json()}});
+        break;
+      case request_kind::list_tools:
+      case request_kind::list_prompts:
+        send_json(fx, {{"jsonrpc", "2.0"},
+                       {"method", "notifications/cancelled"},
+                       {"params", {{"requestId", id}, {"reason", "Request " + reason}}}});
+        on_list_error(p.kind,
+                      std::string(list_method(p.kind == request_kind::list_tools)) + " " + reason,
+                      fx, now);
+        break;
+      case request_kind::ping:
+        fail(fx, "server did not answer ping within " + ms_string(p.timeout));
+        return fx;
+      case request_kind::initialize:
+        break;
+    }
+    if (!live())
+      return fx;
+  }
+  return fx;
+}
+
+session_effects mcp_session::call_tool(std::uint64_t token, std::string name, json arguments,
+                                       time_point now) {
+  session_effects fx;
+  auto reject = [&](int code, std::string message) {
+    fx.completed_calls.push_back(
+        {token, call_outcome::rejected, json(), rpc_error{code, std::move(message), json()}});
+    return fx;
+  };
+  if (state_ == session_state::failed)
+    return reject(error_connection_closed, "connection failed: " + failure_.value_or(""));
+  if (state_ != session_state::ready)
+    return reject(error_not_ready, "server is not ready (state: " + to_string(state_) + ")");
+  auto it = std::find_if(tools_.begin(), tools_.end(),
+                         [&](const mcp_tool& t) { return t.name == name; });
+  if (it == tools_.end())
+    return reject(error_invalid_params, "unknown tool '" + name + "'");
+  if (!passes(name, opts_.include_tools, opts_.exclude_tools))
+    return reject(error_invalid_params,
+                  "tool '" + name + "' is filtered out by includeTools/excludeTools");
+  if (arguments.is_null())
+    arguments = json::object();
+  if (!arguments.is_object())
+    return reject(error_invalid_params, "tool arguments must be a JSON object");
+  pending_request p{request_kind::call, token, std::nullopt, opts_.call_timeout.value_or(
+                                                                 std::chrono::milliseconds{0})};
+  if (opts_.call_timeout)
+    p.deadline = now + *opts_.call_timeout;
+  send_request(fx, "tools/call", {{"name", std::move(name)}, {"arguments", std::move(arguments)}},
+               p);
+  return fx;
+}
+
+session_effects mcp_session::cancel_call(std::uint64_t token, std::string reason) {
+  session_effects fx;
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& e) {
+    return e.second.kind == request_kind::call && e.second.token == token;
+  });
+  if (it == pending_.end())
+    return fx;
+  auto id = it->first;
+  pending_.erase(it);
+  send_json(fx, {{"jsonrpc", "2.0"},
+                 {"method", "notifications/cancelled"},
+                 {"params", {{"requestId", id}, {"reason", reason}}}});
+  fx.completed_calls.push_back({token, call_outcome::cancelled, json(),
+                                rpc_error{error_request_cancelled, std::move(reason), json()}});
+  return fx;
+}
+
+session_effects mcp_session::send_ping(time_point now) {
+  session_effects fx;
+  if (!live() || state_ == session_state::created)
+    return fx;
+  send_request(fx, "ping", json(),
+               {request_kind::ping, 0, now + opts_.ping_timeout, opts_.ping_timeout});
+  return fx;
+}
+
+session_effects mcp_session::set_tool_filter(std::optional<std::vector<std::string>> include,
+                                             std::optional<std::vector<std::string>> exclude) {
+  session_effects fx;
+  auto before = visible_tools();
+  opts_.include_tools = std::move(include);
+  opts_.exclude_tools = std::move(exclude);
+  if (state_ == session_state::ready && visible_tools() != before)
+    fx.tools_changed = true;
+  return fx;
+}
+
+session_effects mcp_session::on_transport_closed(std::string reason) {
+  session_effects fx;
+  fail(fx, std::move(reason));
+  return fx;
+}
+
+session_effects mcp_session::close() {
+  session_effects fx;
+  if (!live())
+    return fx;
+  state_ = session_state::closed;
+  discovery_deadline_.reset();
+  complete_all_calls(fx, "connection closed");
+  return fx;
+}
+
+std::optional<mcp_session::time_point> mcp_session::next_deadline() const {
+  if (!live())
+    return std::nullopt;
+  std::optional<time_point> best;
+  if (discovery_deadline_ &&
+      (state_ == session_state::initializing || state_ == session_state::discovering))
+    best = discovery_deadline_;
+  for (const auto& [id, p] : pending_)
+    if (p.deadline && (!best || *p.deadline < *best))
+      best = p.deadline;
+  return best;
+}
+
+std::vector<mcp_tool> mcp_session::visible_tools() const {
+  return filter_tools(tools_, opts_.include_tools, opts_.exclude_tools);
+}
+
+std::size_t mcp_session::in_flight_calls() const {
+  return static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), [](const auto& e) {
+    return e.second.kind == request_kind::call;
+  }));
+}
+
+} // namespace mcprt

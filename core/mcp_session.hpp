@@ -1,0 +1,260 @@
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/line_reader.hpp"
+#include "core/tool_filter.hpp"
+
+namespace mcprt {
+
+/// MCP revisions we speak, newest first; initialize offers the first.
+inline constexpr std::array<std::string_view, 4> supported_protocol_versions = {
+    "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+inline constexpr std::string_view latest_protocol_version = supported_protocol_versions[0];
+
+bool is_supported_protocol_version(std::string_view v);
+
+/// Discovery (initialize + tools/list + prompts/list) must finish within
+/// this. A remote server that takes longer is unlikely to become usable,
+/// while a local one may be an `npx` that downloads its package first.
+inline constexpr std::chrono::milliseconds default_local_discovery_timeout{30000};
+inline constexpr std::chrono::milliseconds default_remote_discovery_timeout{5000};
+
+/// The server's `timeout` wins; otherwise the default for its transport.
+std::chrono::milliseconds discovery_timeout_for(bool remote,
+                                                std::optional<std::chrono::milliseconds> configured);
+
+/// A tool call without a configured timeout gets the reference's
+/// MCP_DEFAULT_TIMEOUT_MSEC: long enough for slow tools, short enough that
+/// a lost response cannot pin a caller forever.
+inline constexpr std::chrono::milliseconds default_call_timeout{600000};
+
+/// Codes for errors the session makes up itself (the MCP SDKs use the same
+/// numbers for "connection closed" and "request timeout").
+inline constexpr int error_connection_closed = -32000;
+inline constexpr int error_request_timeout = -32001;
+inline constexpr int error_not_ready = -32002;
+inline constexpr int error_method_not_found = -32601;
+inline constexpr int error_invalid_params = -32602;
+
+struct mcp_prompt {
+  std::string name;
+  std::string description;
+  nlohmann::json raw = nlohmann::json::object();
+
+  friend bool operator==(const mcp_prompt& a, const mcp_prompt& b) { return a.raw == b.raw; }
+  friend bool operator!=(const mcp_prompt& a, const mcp_prompt& b) { return !(a == b); }
+};
+
+struct mcp_server_info {
+  std::string name;
+  std::string version;
+  nlohmann::json raw = nlohmann::json::object();
+};
+
+enum class session_state { created, initializing, discovering, ready, failed, closed };
+
+std::string to_string(session_state s);
+
+struct rpc_error {
+  int code = 0;
+  std::string message;
+  nlohmann::json data; // null when the server sent none
+};
+
+enum class call_outcome {
+  ok,        // `result` is the server's result, passed through (also isError ones)
+  rpc_error, // the server answered with a JSON-RPC error
+  timed_out, // no answer in time; notifications/cancelled was sent
+  cancelled, // the caller cancelled; notifications/cancelled was sent
+  rejected,  // never sent: not ready, unknown or filtered tool, bad arguments
+  closed,    // the connection failed or closed while the call was in flight
+};
+
+std::string to_string(call_outcome o);
+
+struct call_result {
+  std::uint64_t token = 0;
+  call_outcome outcome = call_outcome::ok;
+  nlohmann::json result;       // set when outcome == ok
+  std::optional<rpc_error> error; // set otherwise
+};
+
+/// What the caller must do after each input.
+struct session_effects {
+  std::vector<std::string> send; // JSON-RPC messages, one line each, no trailing newline
+  bool ready = false;            // discovery finished: tools and prompts are usable
+  bool tools_changed = false;    // visible_tools() differs from what was last reported
+  bool prompts_changed = false;  // prompts() differs from what was last reported
+  bool pong = false;             // a ping we sent was answered
+  std::optional<std::string> failure; // fatal: tear the connection down, with this reason
+  std::vector<call_result> completed_calls;
+
+  bool empty() const {
+    return send.empty() && !ready && !tools_changed && !prompts_changed && !pong && !failure &&
+           completed_calls.empty();
+  }
+};
+
+/// The client side of one MCP connection, sans-I/O: lines or bytes in,
+/// messages to send and events out; time is always passed in and nothing
+/// here blocks, reads a clock or touches a socket.
+///
+/// Lifecycle: start() sends initialize (offering the newest revision) ->
+/// the server's answer must name a revision we speak -> notifications/
+/// initialized -> tools/list and prompts/list, each only if the server
+/// advertised the capability, following nextCursor -> ready. All of it
+/// within `discovery_timeout`. Afterwards list_changed notifications re-list
+/// (one re-list at a time; changes that arrive meanwhile cause exactly one
+/// more), tool calls are routed with per-request timeouts, server pings are
+/// answered and other server requests get "Method not found".
+///
+/// After `failure` is reported the session is inert: every call returns
+/// empty effects except that new tool calls are rejected.
+class mcp_session {
+public:
+  using clock = std::chrono::steady_clock;
+  using time_point = clock::time_point;
+
+  struct options {
+    std::string client_name = "mcprt";
+    std::string client_version = "0.1.0";
+    std::chrono::milliseconds discovery_timeout = default_local_discovery_timeout;
+    /// nullopt: calls never time out.
+    std::optional<std::chrono::milliseconds> call_timeout = default_call_timeout;
+    /// A ping not answered within this fails the session: it is the
+    /// liveness check, and a server that cannot answer it is wedged.
+    std::chrono::milliseconds ping_timeout{30000};
+    /// Guards against a server whose cursors never end.
+    std::size_t max_list_pages = 1000;
+    std::optional<std::vector<std::string>> include_tools;
+    std::optional<std::vector<std::string>> exclude_tools;
+    line_reader_limits limits;
+  };
+
+  explicit mcp_session(options opts);
+
+  session_effects start(time_point now);
+
+  /// Raw transport bytes (stdio): split into lines, then as on_line.
+  session_effects on_bytes(const char* data, std::size_t n, time_point now);
+  /// One message (a line of stdio, or an HTTP/SSE body); may be garbage.
+  session_effects on_line(std::string_view line, time_point now);
+  /// Fires every deadline at or before `now`.
+  session_effects on_tick(time_point now);
+
+  /// Completes at once with `rejected` if the session is not ready, the
+  /// tool is unknown or filtered out, or `arguments` is not an object (null
+  /// counts as {}). `token` is the caller's; it comes back in call_result.
+  session_effects call_tool(std::uint64_t token, std::string name, nlohmann::json arguments,
+                            time_point now);
+  /// Abandons a call: notifications/cancelled is sent and the call
+  /// completes as `cancelled`. Unknown tokens are ignored.
+  session_effects cancel_call(std::uint64_t token, std::string reason);
+  session_effects send_ping(time_point now);
+
+  /// Re-filters the tool view without reconnecting.
+  session_effects set_tool_filter(std::optional<std::vector<std::string>> include,
+                                  std::optional<std::vector<std::string>> exclude);
+
+  /// The transport is gone (process exited, HTTP session closed): in-flight
+  /// calls complete as `closed`. Reports failure with `reason` unless the
+  /// session already failed or closed.
+  session_effects on_transport_closed(std::string reason);
+  /// We close on purpose: in-flight calls complete as `closed`, no failure.
+  session_effects close();
+
+  /// When on_tick must be called next; nullopt when nothing is pending.
+  std::optional<time_point> next_deadline() const;
+
+  session_state state() const { return state_; }
+  const std::optional<std::string>& failure_reason() const { return failure_; }
+  const std::optional<std::string>& negotiated_protocol() const { return protocol_; }
+  const mcp_server_info& server_info() const { return server_info_; }
+  const nlohmann::json& server_capabilities() const { return server_caps_; }
+  const std::optional<std::string>& instructions() const { return instructions_; }
+  /// Every tool the server listed, unfiltered.
+  const std::vector<mcp_tool>& tools() const { return tools_; }
+  /// The tools after includeTools / excludeTools.
+  std::vector<mcp_tool> visible_tools() const;
+  const std::vector<mcp_prompt>& prompts() const { return prompts_; }
+  std::size_t in_flight_calls() const;
+  /// Responses whose id matched nothing we were waiting for (late answers
+  /// to timed-out calls among them).
+  std::size_t unknown_responses() const { return unknown_responses_; }
+  const line_reader& reader() const { return reader_; }
+
+private:
+  enum class request_kind { initialize, list_tools, list_prompts, call, ping };
+
+  struct pending_request {
+    request_kind kind;
+    std::uint64_t token = 0;
+    std::optional<time_point> deadline;
+    std::chrono::milliseconds timeout{0};
+  };
+
+  // One paginated listing (tools or prompts). A list_changed during a run
+  // only sets `rerun`, so a burst of notifications costs one more run.
+  struct list_job {
+    bool running = false;
+    bool rerun = false;
+    bool done_once = false;
+    std::optional<std::int64_t> request_id;
+    std::size_t pages = 0;
+    nlohmann::json items = nlohmann::json::array();
+  };
+
+  bool live() const;
+  std::int64_t send_request(session_effects& fx, std::string_view method, nlohmann::json params,
+                            pending_request p);
+  void send_json(session_effects& fx, const nlohmann::json& msg);
+  void fail(session_effects& fx, std::string reason);
+  void complete_all_calls(session_effects& fx, const std::string& why);
+
+  void handle_message(const nlohmann::json& msg, session_effects& fx, time_point now);
+  void handle_response(const nlohmann::json& msg, session_effects& fx, time_point now);
+  void handle_request(const nlohmann::json& msg, session_effects& fx);
+  void handle_notification(const nlohmann::json& msg, session_effects& fx, time_point now);
+
+  void on_initialize_result(const nlohmann::json& result, session_effects& fx, time_point now);
+  void begin_list(request_kind kind, session_effects& fx, time_point now);
+  void request_page(request_kind kind, const std::optional<std::string>& cursor,
+                    session_effects& fx, time_point now);
+  void on_list_page(request_kind kind, const nlohmann::json& result, session_effects& fx,
+                    time_point now);
+  void on_list_error(request_kind kind, const std::string& why, session_effects& fx,
+                     time_point now);
+  void finish_list(request_kind kind, session_effects& fx, time_point now);
+  void maybe_ready(session_effects& fx);
+  list_job& job(request_kind kind) { return kind == request_kind::list_tools ? tools_job_ : prompts_job_; }
+
+  options opts_;
+  line_reader reader_;
+  session_state state_ = session_state::created;
+  std::optional<std::string> failure_;
+  std::optional<std::string> protocol_;
+  mcp_server_info server_info_;
+  nlohmann::json server_caps_ = nlohmann::json::object();
+  std::optional<std::string> instructions_;
+  std::vector<mcp_tool> tools_;
+  std::vector<mcp_prompt> prompts_;
+  list_job tools_job_;
+  list_job prompts_job_;
+  std::optional<time_point> discovery_deadline_;
+  std::int64_t next_id_ = 1;
+  std::map<std::int64_t, pending_request> pending_;
+  std::size_t unknown_responses_ = 0;
+};
+
+} // namespace mcprt

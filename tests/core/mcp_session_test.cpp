@@ -1,0 +1,776 @@
+#include "core/mcp_session.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+using time_point = mcp_session::time_point;
+
+json parse(const std::string& line) {
+  return json::parse(line);
+}
+
+std::vector<json> parsed(const session_effects& fx) {
+  std::vector<json> out;
+  for (const auto& s : fx.send) {
+    EXPECT_EQ(s.find('\n'), std::string::npos) << s;
+    out.push_back(parse(s));
+  }
+  return out;
+}
+
+std::string result_line(const json& id, const json& result) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"result", result}}.dump();
+}
+
+std::string error_line(const json& id, int code, const std::string& message) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}}.dump();
+}
+
+std::string notification_line(const std::string& method) {
+  return json{{"jsonrpc", "2.0"}, {"method", method}}.dump();
+}
+
+json tools_json(std::initializer_list<const char*> names) {
+  json arr = json::array();
+  for (auto n : names)
+    arr.push_back({{"name", n},
+                   {"description", std::string("does ") + n},
+                   {"inputSchema", {{"type", "object"}, {"properties", json::object()}}}});
+  return arr;
+}
+
+std::vector<std::string> tool_names(const std::vector<mcp_tool>& tools) {
+  std::vector<std::string> out;
+  for (const auto& t : tools)
+    out.push_back(t.name);
+  return out;
+}
+
+// A scripted server: the test plays the server by feeding lines and reads
+// what the session sent.
+class McpSession : public ::testing::Test {
+protected:
+  time_point now = time_point{} + 1000h;
+
+  std::unique_ptr<mcp_session> make(mcp_session::options opts = {}) {
+    return std::make_unique<mcp_session>(std::move(opts));
+  }
+
+  // Starts and answers initialize; returns what the session sent after it.
+  session_effects initialize(mcp_session& s, const json& caps,
+                             const std::string& version = "2025-11-25") {
+    auto fx = s.start(now);
+    auto sent = parsed(fx);
+    EXPECT_EQ(sent.size(), 1u);
+    auto id = sent.at(0).at("id");
+    return s.on_line(result_line(id, {{"protocolVersion", version},
+                                      {"capabilities", caps},
+                                      {"serverInfo", {{"name", "fake"}, {"version", "1.2.3"}}}}),
+                     now);
+  }
+
+  // The request with `method` among `sent`.
+  static json find_request(const std::vector<json>& sent, const std::string& method) {
+    for (const auto& m : sent)
+      if (m.value("method", "") == method)
+        return m;
+    ADD_FAILURE() << "no " << method << " sent";
+    return json::object();
+  }
+
+  // A session that is ready with the given tools and no prompts.
+  std::unique_ptr<mcp_session> ready_with(std::initializer_list<const char*> names,
+                                          mcp_session::options opts = {}) {
+    auto s = make(std::move(opts));
+    auto fx = initialize(*s, {{"tools", json::object()}});
+    auto list = find_request(parsed(fx), "tools/list");
+    fx = s->on_line(result_line(list["id"], {{"tools", tools_json(names)}}), now);
+    EXPECT_TRUE(fx.ready);
+    EXPECT_EQ(s->state(), session_state::ready);
+    return s;
+  }
+};
+
+} // namespace
+
+// -- lifecycle ----------------------------------------------------------------
+
+TEST_F(McpSession, HappyPathWithToolsOverThreePagesAndPrompts) {
+  mcp_session::options opts;
+  opts.client_version = "9.9.9";
+  auto s = make(opts);
+  EXPECT_EQ(s->state(), session_state::created);
+
+  auto fx = s->start(now);
+  EXPECT_EQ(s->state(), session_state::initializing);
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["jsonrpc"], "2.0");
+  EXPECT_EQ(sent[0]["method"], "initialize");
+  EXPECT_EQ(sent[0]["params"]["protocolVersion"], "2025-11-25");
+  EXPECT_EQ(sent[0]["params"]["capabilities"], json::object());
+  EXPECT_EQ(sent[0]["params"]["clientInfo"], (json{{"name", "mcprt"}, {"version", "9.9.9"}}));
+  EXPECT_EQ(s->next_deadline(), now + 30s);
+
+  fx = s->on_line(result_line(sent[0]["id"],
+                              {{"protocolVersion", "2025-11-25"},
+                               {"capabilities", {{"tools", {{"listChanged", true}}}, {"prompts", json::object()}}},
+                               {"serverInfo", {{"name", "everything"}, {"version", "2.0.0"}}},
+                               {"instructions", "be nice"}}),
+                  now);
+  EXPECT_EQ(s->state(), session_state::discovering);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0], (json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}));
+  EXPECT_EQ(sent[1]["method"], "tools/list");
+  EXPECT_FALSE(sent[1].contains("params"));
+  EXPECT_EQ(sent[2]["method"], "prompts/list");
+  auto prompts_id = sent[2]["id"];
+
+  // Three pages of tools.
+  fx = s->on_line(result_line(sent[1]["id"], {{"tools", tools_json({"a", "b"})}, {"nextCursor", "c1"}}), now);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "tools/list");
+  EXPECT_EQ(sent[0]["params"], (json{{"cursor", "c1"}}));
+  fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"c"})}, {"nextCursor", "c2"}}), now);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["params"], (json{{"cursor", "c2"}}));
+  fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"d", "e"})}}), now);
+  EXPECT_TRUE(fx.send.empty());
+  EXPECT_FALSE(fx.ready); // prompts still outstanding
+  EXPECT_EQ(s->state(), session_state::discovering);
+
+  fx = s->on_line(result_line(prompts_id, {{"prompts", {{{"name", "greet"}, {"description", "says hi"}},
+                                                        {{"name", "bye"}}}}}),
+                  now);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_FALSE(fx.failure);
+  EXPECT_EQ(s->state(), session_state::ready);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(s->tools()[0].description, "does a");
+  EXPECT_EQ(s->tools()[0].input_schema["type"], "object");
+  ASSERT_EQ(s->prompts().size(), 2u);
+  EXPECT_EQ(s->prompts()[0].name, "greet");
+  EXPECT_EQ(s->prompts()[0].description, "says hi");
+  EXPECT_EQ(s->negotiated_protocol(), "2025-11-25");
+  EXPECT_EQ(s->server_info().name, "everything");
+  EXPECT_EQ(s->server_info().version, "2.0.0");
+  EXPECT_EQ(s->instructions(), "be nice");
+  EXPECT_TRUE(s->server_capabilities()["tools"]["listChanged"]);
+  EXPECT_EQ(s->next_deadline(), std::nullopt);
+}
+
+TEST_F(McpSession, AcceptsEachSupportedProtocolVersion) {
+  for (const char* v : {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}) {
+    auto s = make();
+    auto fx = initialize(*s, json::object(), v);
+    EXPECT_FALSE(fx.failure) << v;
+    EXPECT_TRUE(fx.ready) << v; // no capabilities: nothing to list
+    EXPECT_EQ(s->negotiated_protocol(), v);
+    auto sent = parsed(fx);
+    ASSERT_EQ(sent.size(), 1u) << v;
+    EXPECT_EQ(sent[0]["method"], "notifications/initialized");
+  }
+}
+
+TEST_F(McpSession, UnsupportedProtocolVersionFails) {
+  auto s = make();
+  auto fx = initialize(*s, {{"tools", json::object()}}, "2023-01-01");
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "server answered with unsupported protocol version 2023-01-01");
+  EXPECT_TRUE(fx.send.empty()); // no initialized, no tools/list
+  EXPECT_EQ(s->state(), session_state::failed);
+  EXPECT_EQ(s->failure_reason(), fx.failure);
+}
+
+TEST_F(McpSession, MissingProtocolVersionFails) {
+  auto s = make();
+  auto id = parsed(s->start(now))[0]["id"];
+  auto fx = s->on_line(result_line(id, {{"capabilities", json::object()}}), now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "server answered initialize without a protocolVersion");
+}
+
+TEST_F(McpSession, NoPromptsCapabilityMeansNoPromptsList) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"tools", json::object()}}));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1]["method"], "tools/list");
+  auto fx = s->on_line(result_line(sent[1]["id"], {{"tools", tools_json({"x"})}}), now);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_TRUE(fx.send.empty());
+  EXPECT_TRUE(s->prompts().empty());
+}
+
+TEST_F(McpSession, NoToolsCapabilityMeansNoToolsList) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"prompts", json::object()}}));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1]["method"], "prompts/list");
+}
+
+TEST_F(McpSession, InitializeErrorFailsWithServerMessage) {
+  auto s = make();
+  auto id = parsed(s->start(now))[0]["id"];
+  auto fx = s->on_line(error_line(id, -32602, "Unsupported protocol version"), now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "initialize failed: Unsupported protocol version (code -32602)");
+  EXPECT_EQ(s->state(), session_state::failed);
+}
+
+TEST_F(McpSession, DiscoveryTimesOut) {
+  mcp_session::options opts;
+  opts.discovery_timeout = discovery_timeout_for(true, std::nullopt);
+  auto s = make(opts);
+  auto sent = parsed(initialize(*s, {{"tools", json::object()}}));
+  EXPECT_EQ(s->next_deadline(), now + 5s);
+  EXPECT_TRUE(s->on_tick(now + 4999ms).empty());
+  auto fx = s->on_tick(now + 5s);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "discovery timed out after 5000 ms");
+  EXPECT_EQ(s->state(), session_state::failed);
+  EXPECT_EQ(s->next_deadline(), std::nullopt);
+  // A late answer changes nothing.
+  EXPECT_TRUE(s->on_line(result_line(sent[1]["id"], {{"tools", tools_json({"x"})}}), now + 6s).empty());
+  EXPECT_EQ(s->state(), session_state::failed);
+}
+
+TEST_F(McpSession, DiscoveryTimeoutDefaultsAndOverride) {
+  EXPECT_EQ(discovery_timeout_for(false, std::nullopt), 30s);
+  EXPECT_EQ(discovery_timeout_for(true, std::nullopt), 5s);
+  EXPECT_EQ(discovery_timeout_for(true, 12s), 12s);
+  EXPECT_EQ(discovery_timeout_for(false, 0ms), 30s);
+}
+
+TEST_F(McpSession, ToolsListErrorDuringDiscoveryFails) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"tools", json::object()}}));
+  auto fx = s->on_line(error_line(sent[1]["id"], -32603, "boom"), now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "tools/list failed: boom (code -32603)");
+}
+
+TEST_F(McpSession, PromptsListErrorDuringDiscoveryLeavesNoPrompts) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"prompts", json::object()}}));
+  auto fx = s->on_line(error_line(sent[1]["id"], -32601, "Method not found"), now);
+  EXPECT_FALSE(fx.failure);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_TRUE(s->prompts().empty());
+}
+
+TEST_F(McpSession, CursorLoopIsCutOff) {
+  mcp_session::options opts;
+  opts.max_list_pages = 5;
+  auto s = make(opts);
+  auto sent = parsed(initialize(*s, {{"tools", json::object()}}));
+  auto id = sent[1]["id"];
+  session_effects fx;
+  for (int page = 0; page < 5; ++page) {
+    fx = s->on_line(result_line(id, {{"tools", json::array()}, {"nextCursor", "same"}}), now);
+    if (fx.failure)
+      break;
+    id = parsed(fx).at(0)["id"];
+  }
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "server kept paginating tools/list past 5 pages");
+}
+
+TEST_F(McpSession, MalformedToolEntriesAreSkipped) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"tools", json::object()}}));
+  json tools = tools_json({"ok"});
+  tools.push_back({{"description", "nameless"}});
+  tools.push_back(42);
+  tools.push_back({{"name", "ok"}}); // duplicate
+  tools.push_back({{"name", "no_schema"}});
+  auto fx = s->on_line(result_line(sent[1]["id"], {{"tools", tools}}), now);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"ok", "no_schema"}));
+  EXPECT_EQ(s->tools()[1].input_schema, (json{{"type", "object"}}));
+}
+
+// -- list_changed ---------------------------------------------------------------
+
+TEST_F(McpSession, ToolsListChangedReListsWithPaginationAndPublishes) {
+  auto s = ready_with({"a"});
+  auto fx = s->on_line(notification_line("notifications/tools/list_changed"), now);
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "tools/list");
+  EXPECT_FALSE(fx.tools_changed);
+  fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"a"})}, {"nextCursor", "p2"}}), now);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["params"]["cursor"], "p2");
+  EXPECT_FALSE(fx.tools_changed); // not until the listing is complete
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a"}));
+  fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"b"})}}), now);
+  EXPECT_TRUE(fx.tools_changed);
+  EXPECT_FALSE(fx.ready);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(McpSession, UnchangedReListDoesNotPublish) {
+  auto s = ready_with({"a"});
+  auto sent = parsed(s->on_line(notification_line("notifications/tools/list_changed"), now));
+  auto fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"a"})}}), now);
+  EXPECT_FALSE(fx.tools_changed);
+}
+
+TEST_F(McpSession, ListChangedDuringReListRunsExactlyOneMore) {
+  auto s = ready_with({"a"});
+  auto sent = parsed(s->on_line(notification_line("notifications/tools/list_changed"), now));
+  ASSERT_EQ(sent.size(), 1u);
+  auto first = sent[0]["id"];
+  // Three more notifications while the re-list runs: no extra requests now.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(s->on_line(notification_line("notifications/tools/list_changed"), now).send.empty());
+  auto fx = s->on_line(result_line(first, {{"tools", tools_json({"a", "b"})}}), now);
+  EXPECT_TRUE(fx.tools_changed);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "tools/list");
+  EXPECT_FALSE(sent[0].contains("params")); // a fresh listing from the first page
+  fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"a", "b", "c"})}}), now);
+  EXPECT_TRUE(fx.tools_changed);
+  EXPECT_TRUE(fx.send.empty()); // and no more after that
+  EXPECT_EQ(s->tools().size(), 3u);
+}
+
+TEST_F(McpSession, PromptsListChangedReLists) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"prompts", json::object()}}));
+  EXPECT_TRUE(s->on_line(result_line(sent[1]["id"], {{"prompts", json::array()}}), now).ready);
+  sent = parsed(s->on_line(notification_line("notifications/prompts/list_changed"), now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "prompts/list");
+  auto fx = s->on_line(result_line(sent[0]["id"], {{"prompts", {{{"name", "p"}}}}}), now);
+  EXPECT_TRUE(fx.prompts_changed);
+  EXPECT_FALSE(fx.tools_changed);
+  ASSERT_EQ(s->prompts().size(), 1u);
+}
+
+TEST_F(McpSession, ListChangedForUnadvertisedCapabilityIsIgnored) {
+  auto s = ready_with({"a"});
+  EXPECT_TRUE(s->on_line(notification_line("notifications/prompts/list_changed"), now).empty());
+}
+
+TEST_F(McpSession, FailedReListKeepsLastGoodTools) {
+  auto s = ready_with({"a"});
+  auto sent = parsed(s->on_line(notification_line("notifications/tools/list_changed"), now));
+  auto fx = s->on_line(error_line(sent[0]["id"], -32603, "oops"), now);
+  EXPECT_FALSE(fx.failure);
+  EXPECT_EQ(s->state(), session_state::ready);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a"}));
+}
+
+TEST_F(McpSession, TimedOutReListIsCancelledAndKeepsLastGoodTools) {
+  mcp_session::options opts;
+  opts.discovery_timeout = 5s;
+  auto s = ready_with({"a"}, opts);
+  auto sent = parsed(s->on_line(notification_line("notifications/tools/list_changed"), now));
+  auto id = sent[0]["id"];
+  EXPECT_EQ(s->next_deadline(), now + 5s);
+  auto fx = s->on_tick(now + 5s);
+  EXPECT_FALSE(fx.failure);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "notifications/cancelled");
+  EXPECT_EQ(sent[0]["params"]["requestId"], id);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a"}));
+  // A new list_changed starts a fresh re-list.
+  EXPECT_EQ(parsed(s->on_line(notification_line("notifications/tools/list_changed"), now)).size(), 1u);
+}
+
+// -- server requests and pings -----------------------------------------------
+
+TEST_F(McpSession, ServerPingIsAnsweredWithEmptyResult) {
+  auto s = ready_with({"a"});
+  auto sent = parsed(s->on_line(R"({"jsonrpc":"2.0","id":"srv-7","method":"ping"})", now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0], (json{{"jsonrpc", "2.0"}, {"id", "srv-7"}, {"result", json::object()}}));
+}
+
+TEST_F(McpSession, ServerPingIsAnsweredDuringInitialization) {
+  auto s = make();
+  s->start(now);
+  auto sent = parsed(s->on_line(R"({"jsonrpc":"2.0","id":0,"method":"ping"})", now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["id"], 0);
+  EXPECT_EQ(sent[0]["result"], json::object());
+}
+
+TEST_F(McpSession, UnofferedServerRequestsGetMethodNotFoundWithSameId) {
+  auto s = ready_with({"a"});
+  struct req {
+    json id;
+    const char* method;
+  };
+  for (const auto& r : {req{12, "sampling/createMessage"}, req{"r-1", "roots/list"},
+                        req{13, "elicitation/create"}, req{14, "something/unknown"}}) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", r.id}, {"method", r.method}, {"params", json::object()}};
+    auto sent = parsed(s->on_line(msg.dump(), now));
+    ASSERT_EQ(sent.size(), 1u) << r.method;
+    EXPECT_EQ(sent[0]["id"], r.id);
+    EXPECT_EQ(sent[0]["error"]["code"], -32601);
+    EXPECT_EQ(sent[0]["error"]["message"], "Method not found");
+    EXPECT_FALSE(sent[0].contains("result"));
+  }
+}
+
+TEST_F(McpSession, UnknownNotificationsAndResponsesAreIgnored) {
+  auto s = ready_with({"a"});
+  EXPECT_TRUE(s->on_line(notification_line("notifications/message"), now).empty());
+  EXPECT_TRUE(s->on_line(notification_line("notifications/whatever"), now).empty());
+  EXPECT_TRUE(s->on_line(result_line(999, json::object()), now).empty());
+  EXPECT_TRUE(s->on_line(result_line("abc", json::object()), now).empty());
+  EXPECT_EQ(s->unknown_responses(), 2u);
+  EXPECT_EQ(s->state(), session_state::ready);
+}
+
+TEST_F(McpSession, OurPingIsAnsweredOrTimesOut) {
+  mcp_session::options opts;
+  opts.ping_timeout = 2s;
+  auto s = ready_with({"a"}, opts);
+  auto sent = parsed(s->send_ping(now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "ping");
+  EXPECT_FALSE(sent[0].contains("params"));
+  EXPECT_TRUE(s->on_line(result_line(sent[0]["id"], json::object()), now).pong);
+  EXPECT_EQ(s->next_deadline(), std::nullopt);
+
+  sent = parsed(s->send_ping(now));
+  EXPECT_EQ(s->next_deadline(), now + 2s);
+  auto fx = s->on_tick(now + 2s);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "server did not answer ping within 2000 ms");
+}
+
+TEST_F(McpSession, BatchOfMessagesIsHandled) {
+  auto s = ready_with({"a"});
+  auto sent = parsed(s->on_line(
+      R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"roots/list"}])", now));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_TRUE(sent[0].contains("result"));
+  EXPECT_EQ(sent[1]["error"]["code"], -32601);
+}
+
+// -- garbage --------------------------------------------------------------------
+
+TEST_F(McpSession, GarbageLinesAreToleratedUpToTheBudgetThenFail) {
+  mcp_session::options opts;
+  opts.limits.max_garbage_lines = 3;
+  auto s = make(opts);
+  auto id = parsed(s->start(now))[0]["id"];
+  for (const char* line : {"Starting default (STDIO) server...", "{\"level\":30,\"msg\":\"json log\"}",
+                           "[1,2,3]"})
+    EXPECT_FALSE(s->on_line(line, now).failure) << line;
+  auto fx = s->on_line("not json either", now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "server wrote 4 lines that are not JSON-RPC (limit 3); last: 'not json either'");
+  EXPECT_EQ(s->state(), session_state::failed);
+  EXPECT_TRUE(s->on_line(result_line(id, {{"protocolVersion", "2025-11-25"}}), now).empty());
+}
+
+TEST_F(McpSession, BannerBeforeInitializeResultIsHarmless) {
+  auto s = make();
+  auto id = parsed(s->start(now))[0]["id"];
+  std::string stream = "Secure MCP Filesystem Server running on stdio\n\n" +
+                       result_line(id, {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}) + "\n";
+  auto fx = s->on_bytes(stream.data(), stream.size(), now);
+  EXPECT_FALSE(fx.failure);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_EQ(s->reader().total_garbage_lines(), 1u);
+}
+
+TEST_F(McpSession, PartialLinesAcrossFeedsAndCrLf) {
+  auto s = make();
+  auto id = parsed(s->start(now))[0]["id"];
+  std::string stream = result_line(id, {{"protocolVersion", "2025-03-26"},
+                                        {"capabilities", {{"tools", json::object()}}}}) + "\r\n";
+  session_effects fx;
+  for (std::size_t i = 0; i < stream.size(); i += 7) {
+    auto n = std::min<std::size_t>(7, stream.size() - i);
+    auto part = s->on_bytes(stream.data() + i, n, now);
+    if (i + n < stream.size()) {
+      EXPECT_TRUE(part.empty());
+    }
+    fx = std::move(part);
+  }
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1]["method"], "tools/list");
+}
+
+TEST_F(McpSession, OversizedLineIsDroppedAndTheSessionCarriesOn) {
+  mcp_session::options opts;
+  opts.limits.max_line_bytes = 1 << 20;
+  auto s = make(opts);
+  auto id = parsed(s->start(now))[0]["id"];
+  std::string chunk(256 * 1024, 'z');
+  std::size_t peak = 0;
+  for (int i = 0; i < 80; ++i) { // 20 MiB without a newline
+    EXPECT_TRUE(s->on_bytes(chunk.data(), chunk.size(), now).empty());
+    peak = std::max(peak, s->reader().buffered_bytes());
+  }
+  EXPECT_LE(peak, opts.limits.max_line_bytes);
+  std::string rest = "\n" + result_line(id, {{"protocolVersion", "2025-11-25"}}) + "\n";
+  auto fx = s->on_bytes(rest.data(), rest.size(), now);
+  EXPECT_FALSE(fx.failure);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_EQ(s->reader().oversized_lines(), 1u);
+}
+
+TEST_F(McpSession, ValidLinesBeforeAFatalOversizedLineStillCount) {
+  mcp_session::options opts;
+  opts.limits.max_line_bytes = 64;
+  opts.limits.max_garbage_lines = 0;
+  auto s = make(opts);
+  s->start(now);
+  std::string stream = R"({"jsonrpc":"2.0","id":5,"method":"ping"})" "\n" + std::string(100, 'x') + "\n";
+  auto fx = s->on_bytes(stream.data(), stream.size(), now);
+  ASSERT_EQ(fx.send.size(), 1u); // the ping answer
+  ASSERT_TRUE(fx.failure);
+  EXPECT_NE(fx.failure->find("line longer than 64 bytes"), std::string::npos) << *fx.failure;
+}
+
+// -- tool calls -------------------------------------------------------------------
+
+TEST_F(McpSession, ToolCallSuccessPassesResultThrough) {
+  auto s = ready_with({"echo"});
+  auto fx = s->call_tool(7, "echo", {{"text", "hi"}}, now);
+  EXPECT_TRUE(fx.completed_calls.empty());
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "tools/call");
+  EXPECT_EQ(sent[0]["params"], (json{{"name", "echo"}, {"arguments", {{"text", "hi"}}}}));
+  EXPECT_EQ(s->in_flight_calls(), 1u);
+  json result = {{"content", {{{"type", "text"}, {"text", "hi"}}}}, {"structuredContent", {{"x", 1}}}};
+  fx = s->on_line(result_line(sent[0]["id"], result), now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].token, 7u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::ok);
+  EXPECT_EQ(fx.completed_calls[0].result, result);
+  EXPECT_FALSE(fx.completed_calls[0].error);
+  EXPECT_EQ(s->in_flight_calls(), 0u);
+}
+
+TEST_F(McpSession, ToolCallIdsAreMonotonicIntegers) {
+  auto s = ready_with({"echo"});
+  auto a = parsed(s->call_tool(1, "echo", json::object(), now))[0]["id"];
+  auto b = parsed(s->call_tool(2, "echo", nullptr, now))[0]["id"];
+  ASSERT_TRUE(a.is_number_integer());
+  EXPECT_GT(b.get<long long>(), a.get<long long>());
+}
+
+TEST_F(McpSession, ToolResultWithIsErrorIsPassedThrough) {
+  auto s = ready_with({"echo"});
+  auto id = parsed(s->call_tool(3, "echo", json::object(), now))[0]["id"];
+  json result = {{"content", {{{"type", "text"}, {"text", "bad input"}}}}, {"isError", true}};
+  auto fx = s->on_line(result_line(id, result), now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::ok);
+  EXPECT_EQ(fx.completed_calls[0].result, result);
+}
+
+TEST_F(McpSession, ToolCallJsonRpcErrorIsReported) {
+  auto s = ready_with({"echo"});
+  auto id = parsed(s->call_tool(4, "echo", json::object(), now))[0]["id"];
+  auto fx = s->on_line(json{{"jsonrpc", "2.0"},
+                            {"id", id},
+                            {"error", {{"code", -32602}, {"message", "Invalid arguments"}, {"data", "x"}}}}
+                           .dump(),
+                       now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  const auto& c = fx.completed_calls[0];
+  EXPECT_EQ(c.token, 4u);
+  EXPECT_EQ(c.outcome, call_outcome::rpc_error);
+  ASSERT_TRUE(c.error);
+  EXPECT_EQ(c.error->code, -32602);
+  EXPECT_EQ(c.error->message, "Invalid arguments");
+  EXPECT_EQ(c.error->data, "x");
+}
+
+TEST_F(McpSession, ToolCallTimeoutSendsCancelledAndIgnoresLateResponse) {
+  mcp_session::options opts;
+  opts.call_timeout = 1500ms;
+  auto s = ready_with({"slow", "fast"}, opts);
+  auto slow_id = parsed(s->call_tool(10, "slow", json::object(), now))[0]["id"];
+  auto fast_id = parsed(s->call_tool(11, "fast", json::object(), now + 1s))[0]["id"];
+  EXPECT_EQ(s->next_deadline(), now + 1500ms);
+  EXPECT_TRUE(s->on_tick(now + 1499ms).empty());
+
+  auto fx = s->on_tick(now + 1500ms);
+  EXPECT_FALSE(fx.failure);
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "notifications/cancelled");
+  EXPECT_EQ(sent[0]["params"]["requestId"], slow_id);
+  EXPECT_EQ(sent[0]["params"]["reason"], "Request timed out after 1500 ms");
+  EXPECT_FALSE(sent[0].contains("id"));
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].token, 10u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::timed_out);
+  EXPECT_EQ(fx.completed_calls[0].error->code, error_request_timeout);
+  EXPECT_EQ(s->next_deadline(), now + 2500ms); // the other call
+
+  // The late answer is dropped; the session stays healthy.
+  fx = s->on_line(result_line(slow_id, {{"content", json::array()}}), now + 1600ms);
+  EXPECT_TRUE(fx.empty());
+  EXPECT_EQ(s->unknown_responses(), 1u);
+  EXPECT_EQ(s->state(), session_state::ready);
+  fx = s->on_line(result_line(fast_id, {{"content", json::array()}}), now + 1700ms);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].token, 11u);
+}
+
+TEST_F(McpSession, DefaultCallTimeoutIsTenMinutesAndCanBeDisabled) {
+  auto s = ready_with({"t"});
+  s->call_tool(1, "t", json::object(), now);
+  EXPECT_EQ(s->next_deadline(), now + 600s);
+
+  mcp_session::options opts;
+  opts.call_timeout = std::nullopt;
+  auto u = ready_with({"t"}, opts);
+  u->call_tool(1, "t", json::object(), now);
+  EXPECT_EQ(u->next_deadline(), std::nullopt);
+  EXPECT_TRUE(u->on_tick(now + 24h).empty());
+}
+
+TEST_F(McpSession, CallBeforeReadyIsRejected) {
+  auto s = make();
+  auto fx = s->call_tool(1, "echo", json::object(), now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rejected);
+  EXPECT_EQ(fx.completed_calls[0].error->code, error_not_ready);
+  EXPECT_EQ(fx.completed_calls[0].error->message, "server is not ready (state: created)");
+  EXPECT_TRUE(fx.send.empty());
+
+  initialize(*s, {{"tools", json::object()}});
+  fx = s->call_tool(2, "echo", json::object(), now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].error->message, "server is not ready (state: discovering)");
+  EXPECT_TRUE(fx.send.empty());
+}
+
+TEST_F(McpSession, CallToUnknownOrFilteredToolOrWithBadArgumentsIsRejected) {
+  mcp_session::options opts;
+  opts.exclude_tools = std::vector<std::string>{"rm"};
+  auto s = ready_with({"ls", "rm"}, opts);
+  auto fx = s->call_tool(1, "nope", json::object(), now);
+  EXPECT_EQ(fx.completed_calls.at(0).error->message, "unknown tool 'nope'");
+  fx = s->call_tool(2, "rm", json::object(), now);
+  EXPECT_EQ(fx.completed_calls.at(0).outcome, call_outcome::rejected);
+  EXPECT_EQ(fx.completed_calls.at(0).error->message, "tool 'rm' is filtered out by includeTools/excludeTools");
+  fx = s->call_tool(3, "ls", json::array({1}), now);
+  EXPECT_EQ(fx.completed_calls.at(0).error->message, "tool arguments must be a JSON object");
+  EXPECT_EQ(s->in_flight_calls(), 0u);
+}
+
+TEST_F(McpSession, CancelCallSendsCancelledNotification) {
+  auto s = ready_with({"t"});
+  auto id = parsed(s->call_tool(5, "t", json::object(), now))[0]["id"];
+  auto fx = s->cancel_call(5, "user aborted");
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["params"], (json{{"requestId", id}, {"reason", "user aborted"}}));
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::cancelled);
+  EXPECT_TRUE(s->cancel_call(5, "again").empty());
+}
+
+TEST_F(McpSession, InFlightCallsCompleteWhenTransportCloses) {
+  auto s = ready_with({"t"});
+  s->call_tool(1, "t", json::object(), now);
+  s->call_tool(2, "t", json::object(), now);
+  auto fx = s->on_transport_closed("process exited with code 1");
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(*fx.failure, "process exited with code 1");
+  ASSERT_EQ(fx.completed_calls.size(), 2u);
+  for (const auto& c : fx.completed_calls) {
+    EXPECT_EQ(c.outcome, call_outcome::closed);
+    EXPECT_EQ(c.error->message, "connection failed: process exited with code 1");
+  }
+  EXPECT_EQ(s->next_deadline(), std::nullopt);
+  EXPECT_EQ(s->call_tool(3, "t", json::object(), now).completed_calls.at(0).error->code,
+            error_connection_closed);
+}
+
+TEST_F(McpSession, CloseCompletesCallsWithoutFailure) {
+  auto s = ready_with({"t"});
+  s->call_tool(1, "t", json::object(), now);
+  auto fx = s->close();
+  EXPECT_FALSE(fx.failure);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::closed);
+  EXPECT_EQ(s->state(), session_state::closed);
+  EXPECT_TRUE(s->on_transport_closed("exited").empty());
+}
+
+// -- filter -----------------------------------------------------------------------
+
+TEST_F(McpSession, ChangingTheFilterReFiltersWithoutReconnecting) {
+  auto s = ready_with({"read", "write", "delete"});
+  EXPECT_EQ(s->visible_tools().size(), 3u);
+  auto fx = s->set_tool_filter(std::vector<std::string>{"read", "write(path)"},
+                               std::vector<std::string>{"write"});
+  EXPECT_TRUE(fx.tools_changed);
+  EXPECT_TRUE(fx.send.empty());
+  EXPECT_EQ(tool_names(s->visible_tools()), (std::vector<std::string>{"read"}));
+  EXPECT_EQ(s->tools().size(), 3u);
+  EXPECT_EQ(s->state(), session_state::ready);
+  // The same view again is no change.
+  EXPECT_FALSE(s->set_tool_filter(std::vector<std::string>{"read"}, std::nullopt).tools_changed);
+  EXPECT_TRUE(s->set_tool_filter(std::nullopt, std::nullopt).tools_changed);
+}
+
+TEST_F(McpSession, ReListChangingOnlyFilteredToolsIsNotPublished) {
+  mcp_session::options opts;
+  opts.include_tools = std::vector<std::string>{"a"};
+  auto s = ready_with({"a", "b"}, opts);
+  auto sent = parsed(s->on_line(notification_line("notifications/tools/list_changed"), now));
+  auto fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"a", "c"})}}), now);
+  EXPECT_FALSE(fx.tools_changed);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a", "c"}));
+}
+
+TEST_F(McpSession, StartTwiceIsANoOp) {
+  auto s = make();
+  EXPECT_EQ(s->start(now).send.size(), 1u);
+  EXPECT_TRUE(s->start(now).empty());
+}
+
+TEST_F(McpSession, ListChangedDuringDiscoveryDelaysReadyUntilTheReList) {
+  auto s = make();
+  auto sent = parsed(initialize(*s, {{"tools", json::object()}}));
+  EXPECT_TRUE(s->on_line(notification_line("notifications/tools/list_changed"), now).send.empty());
+  auto fx = s->on_line(result_line(sent[1]["id"], {{"tools", tools_json({"old"})}}), now);
+  EXPECT_FALSE(fx.ready);
+  sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "tools/list");
+  fx = s->on_line(result_line(sent[0]["id"], {{"tools", tools_json({"new"})}}), now);
+  EXPECT_TRUE(fx.ready);
+  EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"new"}));
+}
+
+TEST_F(McpSession, JsonThatIsNotJsonRpcCountsAsGarbage) {
+  mcp_session::options opts;
+  opts.limits.max_garbage_lines = 100;
+  auto s = make(opts);
+  s->start(now);
+  for (const char* line : {R"({"jsonrpc":"1.0","id":1,"result":{}})", R"({"jsonrpc":"2.0","id":1})",
+                           R"({"jsonrpc":"2.0","method":7})", R"({"jsonrpc":"2.0","id":{},"method":"ping"})",
+                           "[]", "\"2.0\"", "null"})
+    EXPECT_TRUE(s->on_line(line, now).empty()) << line;
+  EXPECT_EQ(s->reader().garbage_lines(), 7u);
+  EXPECT_EQ(s->state(), session_state::initializing);
+}
