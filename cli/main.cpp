@@ -142,13 +142,19 @@ void explain_table(const workspace_view& v, bool trusted, std::ostream& os) {
   }
 }
 
+// Reads the workspace as a command sees it; store warnings go to stderr.
+workspace_view read_workspace(const workspace_options& opts, approvals_store& approvals) {
+  auto view = load_workspace(opts, approvals);
+  for (auto& w : approvals.take_warnings())
+    std::cerr << "mcprt: warning: " << w << "\n";
+  return view;
+}
+
 int run_explain(const common_flags& f) {
   auto opts = make_options(f);
   if (!opts) return exit_usage;
   auto approvals = open_approvals(*opts);
-  auto view = load_workspace(*opts, approvals);
-  for (auto& w : approvals.take_warnings())
-    std::cerr << "mcprt: warning: " << w << "\n";
+  auto view = read_workspace(*opts, approvals);
   if (f.json) std::cout << explain_json(view, opts->trusted).dump(2) << "\n";
   else explain_table(view, opts->trusted, std::cout);
   return view.errors.empty() ? exit_ok : exit_usage;
@@ -158,9 +164,7 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
   auto opts = make_options(f);
   if (!opts) return exit_usage;
   auto approvals = open_approvals(*opts);
-  auto view = load_workspace(*opts, approvals);
-  for (auto& w : approvals.take_warnings())
-    std::cerr << "mcprt: warning: " << w << "\n";
+  auto view = read_workspace(*opts, approvals);
   for (auto& e : view.errors)
     std::cerr << "mcprt: warning: " << e.path << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
   auto it = view.merged.servers.find(name);
