@@ -1,0 +1,597 @@
+#include "io/reactor.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <future>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace mcprt::io {
+
+std::string process_exit::describe() const {
+  auto s = exit_status::describe();
+  if (!reason.empty()) s += " (" + reason + ")";
+  return s;
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr std::size_t read_chunk = 64 * 1024;
+// Chunks read from one fd per wake-up: with level-triggered epoll the rest
+// comes next round, so one chatty server cannot starve the others.
+constexpr int reads_per_event = 4;
+// Chunks read at once after the leader exited (the rest, if any, comes
+// through epoll as usual): bounded, as a process outside the group may keep
+// writing forever.
+constexpr int reads_after_exit = 256;
+// Without pidfd (Linux < 5.3) exits are found by polling waitpid.
+constexpr auto reap_poll_interval = std::chrono::milliseconds(50);
+
+// epoll_event.data.u64: process id << 2 | which fd. Id 0 is the eventfd.
+enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2, k_pidfd = 3 };
+
+std::uint64_t tag(std::uint64_t id, fd_kind k) { return (id << 2) | k; }
+
+void set_nonblocking(int fd) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+void append_reason(std::string& to, const std::string& what) {
+  if (!to.empty()) to += "; ";
+  to += what;
+}
+
+template <class F, class... Args>
+void invoke_quietly(F& f, Args&&... args) {
+  if (!f) return;
+  try {
+    f(std::forward<Args>(args)...);
+  } catch (...) {
+    // Documented: a throwing callback must not kill the I/O thread.
+  }
+}
+
+std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+} // namespace
+
+struct reactor::impl {
+  enum class timer_kind { term, kill, drain, reap_poll };
+
+  struct process {
+    process_id id = 0;
+    child_process child;
+    process_events events;
+    int pidfd = -1;
+    bool stdout_open = true; // registered in epoll, not at EOF
+    bool stderr_open = true;
+    bool stdin_open = true;
+    bool close_stdin_when_flushed = false;
+    bool shutting_down = false;
+    bool reaped = false;
+    exit_status status;
+    std::string reason;
+    std::chrono::milliseconds stdin_grace{0};
+    std::chrono::milliseconds term_grace{0};
+    std::deque<std::string> backlog;
+    std::size_t backlog_offset = 0; // into backlog.front()
+    std::size_t backlog_bytes = 0;
+    std::string err_line;
+    std::size_t err_cut = 0; // bytes dropped from the current stderr line
+
+    explicit process(child_process c) : child(std::move(c)) {}
+  };
+
+  // A command runs on the reactor thread; `cancelled` when the reactor stops
+  // before it got to run.
+  using command = std::function<void(bool cancelled)>;
+
+  reactor_options opts;
+  int epfd = -1;
+  int wakefd = -1;
+  std::thread thread;
+  std::atomic<std::size_t> live{0};
+
+  std::mutex mtx; // guards queue and stopping
+  std::vector<command> queue;
+  bool stopping = false;
+
+  // Reactor thread only.
+  std::map<process_id, std::unique_ptr<process>> procs;
+  std::multimap<clock::time_point, std::pair<process_id, timer_kind>> timers;
+  process_id next_id = 1;
+  std::vector<char> buf = std::vector<char>(read_chunk);
+  bool stop_requested = false;
+
+  static thread_local const impl* current; // the impl whose thread this is
+
+  explicit impl(reactor_options o) : opts(o) {
+    struct sigaction sa {};
+    if (::sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO))
+      ::signal(SIGPIPE, SIG_IGN);
+    epfd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) throw std::system_error(errno, std::generic_category(), "reactor: epoll_create1");
+    wakefd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wakefd < 0) {
+      int e = errno;
+      ::close(epfd);
+      throw std::system_error(e, std::generic_category(), "reactor: eventfd");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0;
+    ::epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev);
+    thread = std::thread([this] { run(); });
+  }
+
+  ~impl() {
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      stopping = true;
+    }
+    wake();
+    if (thread.joinable()) thread.join();
+    ::close(wakefd);
+    ::close(epfd);
+  }
+
+  bool on_reactor_thread() const { return current == this; }
+
+  void wake() {
+    std::uint64_t one = 1;
+    while (::write(wakefd, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+  }
+
+  // False when the reactor is stopping (the command was not queued).
+  bool post(command c) {
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      if (stopping) return false;
+      queue.push_back(std::move(c));
+    }
+    wake();
+    return true;
+  }
+
+  process* find(process_id id) {
+    auto i = procs.find(id);
+    return i == procs.end() ? nullptr : i->second.get();
+  }
+
+  // --- epoll bookkeeping ---------------------------------------------------
+
+  void add_fd(int fd, std::uint32_t events, std::uint64_t data) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = data;
+    ::epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  void del_fd(int fd) {
+    if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+  }
+
+  void add_timer(clock::time_point at, process_id id, timer_kind k) { timers.emplace(at, std::make_pair(id, k)); }
+
+  // --- spawning --------------------------------------------------------------
+
+  spawned do_spawn(const spawn_options& o, process_events events) {
+    auto p = std::make_unique<process>(child_process::spawn(o)); // throws spawn_error
+    p->id = next_id++;
+    p->events = std::move(events);
+    auto& c = p->child;
+    for (int fd : {c.stdin_fd(), c.stdout_fd(), c.stderr_fd()})
+      set_nonblocking(fd);
+    add_fd(c.stdout_fd(), EPOLLIN, tag(p->id, k_stdout));
+    add_fd(c.stderr_fd(), EPOLLIN, tag(p->id, k_stderr));
+    // Edge-triggered: only interesting after a write hit EAGAIN.
+    add_fd(c.stdin_fd(), EPOLLOUT | EPOLLET, tag(p->id, k_stdin));
+    p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid(), 0));
+    if (p->pidfd >= 0)
+      add_fd(p->pidfd, EPOLLIN, tag(p->id, k_pidfd));
+    else
+      add_timer(clock::now() + reap_poll_interval, p->id, timer_kind::reap_poll);
+    spawned s{p->id, c.pid()};
+    procs.emplace(p->id, std::move(p));
+    live.fetch_add(1);
+    return s;
+  }
+
+  // --- stdin -------------------------------------------------------------------
+
+  void drop_backlog(process& p) {
+    p.backlog.clear();
+    p.backlog_offset = 0;
+    p.backlog_bytes = 0;
+  }
+
+  void close_stdin(process& p) {
+    if (!p.stdin_open) return;
+    del_fd(p.child.stdin_fd());
+    p.child.close_stdin();
+    p.stdin_open = false;
+    drop_backlog(p);
+  }
+
+  void flush_stdin(process& p) {
+    if (!p.stdin_open) return;
+    while (!p.backlog.empty()) {
+      auto& front = p.backlog.front();
+      ssize_t n = ::write(p.child.stdin_fd(), front.data() + p.backlog_offset, front.size() - p.backlog_offset);
+      if (n > 0) {
+        p.backlog_offset += static_cast<std::size_t>(n);
+        p.backlog_bytes -= static_cast<std::size_t>(n);
+        if (p.backlog_offset == front.size()) {
+          p.backlog.pop_front();
+          p.backlog_offset = 0;
+        }
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return; // EPOLLOUT (edge) tells us when there is room again
+      } else {
+        // EPIPE (SIGPIPE is ignored) or worse: the reader is gone, the exit
+        // (if any) is reported through the pidfd.
+        close_stdin(p);
+        return;
+      }
+    }
+    if (p.close_stdin_when_flushed) close_stdin(p);
+  }
+
+  void do_write(process_id id, std::string bytes) {
+    auto* p = find(id);
+    if (!p || !p->stdin_open || p->shutting_down || p->reaped || bytes.empty()) return;
+    p->backlog_bytes += bytes.size();
+    p->backlog.push_back(std::move(bytes));
+    flush_stdin(*p);
+    if (p->stdin_open && p->backlog_bytes > opts.max_write_backlog) {
+      append_reason(p->reason, "stdin backlog over " + std::to_string(opts.max_write_backlog) +
+                                   " bytes (server not reading): killed");
+      hard_kill(*p);
+    }
+  }
+
+  // --- stopping a process ----------------------------------------------------
+
+  void hard_kill(process& p) {
+    close_stdin(p);
+    if (!p.reaped) ::killpg(p.child.pid(), SIGKILL);
+  }
+
+  void do_shutdown(process_id id, std::chrono::milliseconds stdin_grace, std::chrono::milliseconds term_grace) {
+    auto* p = find(id);
+    if (!p || p->reaped || p->shutting_down) return;
+    p->shutting_down = true;
+    p->term_grace = term_grace;
+    p->close_stdin_when_flushed = true;
+    if (p->backlog.empty()) close_stdin(*p);
+    p->stdin_grace = stdin_grace;
+    add_timer(clock::now() + stdin_grace, id, timer_kind::term);
+  }
+
+  void do_kill(process_id id) {
+    auto* p = find(id);
+    if (!p || p->reaped) return;
+    append_reason(p->reason, "killed on request");
+    hard_kill(*p);
+  }
+
+  void fire(process_id id, timer_kind k) {
+    auto* p = find(id);
+    if (!p) return;
+    switch (k) {
+      case timer_kind::term:
+        if (p->reaped) return;
+        close_stdin(*p);
+        append_reason(p->reason, "still running " + ms_text(p->stdin_grace) +
+                                     " after stdin was closed: sent SIGTERM");
+        ::killpg(p->child.pid(), SIGTERM);
+        add_timer(clock::now() + p->term_grace, id, timer_kind::kill);
+        return;
+      case timer_kind::kill:
+        if (p->reaped) return;
+        append_reason(p->reason, "still running " + ms_text(p->term_grace) + " after SIGTERM: sent SIGKILL");
+        ::killpg(p->child.pid(), SIGKILL);
+        return;
+      case timer_kind::drain:
+        if (!p->reaped) return;
+        if (p->stdout_open || p->stderr_open) {
+          drain(*p, k_stdout, reads_after_exit, true);
+          drain(*p, k_stderr, reads_after_exit, true);
+          if (p->stdout_open || p->stderr_open)
+            append_reason(p->reason, "output still open " + ms_text(opts.drain_grace) +
+                                         " after exit (held by a process outside the group): not read further");
+        }
+        finish(id);
+        return;
+      case timer_kind::reap_poll:
+        if (p->reaped) return;
+        if (!on_leader_exit(*p)) add_timer(clock::now() + reap_poll_interval, id, timer_kind::reap_poll);
+        return;
+    }
+  }
+
+  // --- reading -------------------------------------------------------------
+
+  void deliver_stderr(process& p, const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      char c = data[i];
+      if (c == '\n') {
+        flush_stderr_line(p);
+        continue;
+      }
+      if (p.err_line.size() < opts.max_stderr_line)
+        p.err_line.push_back(c);
+      else
+        ++p.err_cut;
+    }
+  }
+
+  void flush_stderr_line(process& p) {
+    std::string line = std::move(p.err_line);
+    p.err_line.clear();
+    // A '\r' cut off by truncation does not count as content.
+    if (p.err_cut == 0 && !line.empty() && line.back() == '\r') line.pop_back();
+    if (p.err_cut > 0) line += " [... " + std::to_string(p.err_cut) + " bytes truncated]";
+    p.err_cut = 0;
+    invoke_quietly(p.events.on_stderr_line, std::move(line));
+  }
+
+  // Reads what `which` has to offer, at most `rounds` chunks (stopping early
+  // at a short read unless `until_empty`). Returns false once the fd is at
+  // EOF (or failed) and has been taken out of epoll.
+  bool drain(process& p, fd_kind which, int rounds, bool until_empty) {
+    bool& open = which == k_stdout ? p.stdout_open : p.stderr_open;
+    int fd = which == k_stdout ? p.child.stdout_fd() : p.child.stderr_fd();
+    for (int round = 0; open && round < rounds; ++round) {
+      ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n > 0) {
+        if (which == k_stdout)
+          invoke_quietly(p.events.on_stdout, std::string_view(buf.data(), static_cast<std::size_t>(n)));
+        else
+          deliver_stderr(p, buf.data(), static_cast<std::size_t>(n));
+        if (static_cast<std::size_t>(n) < buf.size() && !until_empty) break; // pipe is (probably) empty
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      // EOF or a read error: this stream is over.
+      del_fd(fd);
+      open = false;
+      if (which == k_stderr && (!p.err_line.empty() || p.err_cut > 0)) flush_stderr_line(p);
+    }
+    return open;
+  }
+
+  // If the leader has exited: kill the rest of its group while the leader is
+  // still a zombie (so its pgid cannot have been reused), then reap it.
+  // Returns true when it was reaped.
+  bool on_leader_exit(process& p) {
+    if (p.reaped) return true;
+    siginfo_t si{};
+    // WNOWAIT: look, do not reap yet.
+    if (::waitid(P_PID, static_cast<id_t>(p.child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0)
+      return false;
+    ::killpg(p.child.pid(), SIGKILL);
+    auto st = p.child.try_wait();
+    if (!st) return false;
+    p.reaped = true;
+    p.status = *st;
+    live.fetch_sub(1);
+    if (p.pidfd >= 0) {
+      del_fd(p.pidfd);
+      ::close(p.pidfd);
+      p.pidfd = -1;
+    }
+    close_stdin(p);
+    // The server's last words: read what is already in the pipes now, wait
+    // (bounded) for EOF on what is not.
+    drain(p, k_stdout, reads_after_exit, true);
+    drain(p, k_stderr, reads_after_exit, true);
+    if (p.stdout_open || p.stderr_open)
+      add_timer(clock::now() + opts.drain_grace, p.id, timer_kind::drain);
+    else
+      finish(p.id);
+    return true;
+  }
+
+  void finish(process_id id) {
+    auto it = procs.find(id);
+    if (it == procs.end()) return;
+    auto p = std::move(it->second);
+    procs.erase(it);
+    if (p->stdout_open) del_fd(p->child.stdout_fd());
+    if (p->stderr_open) del_fd(p->child.stderr_fd());
+    if (!p->err_line.empty() || p->err_cut > 0) flush_stderr_line(*p);
+    close_stdin(*p);
+    process_exit how;
+    static_cast<exit_status&>(how) = p->status;
+    how.reason = std::move(p->reason);
+    auto on_exit = std::move(p->events.on_exit);
+    p.reset(); // reaped already: closes the fds, kills nothing
+    invoke_quietly(on_exit, how);
+  }
+
+  // --- the loop --------------------------------------------------------------
+
+  void handle(std::uint64_t data, std::uint32_t events) {
+    if (data == 0) {
+      std::uint64_t v;
+      while (::read(wakefd, &v, sizeof v) > 0) {
+      }
+      run_commands();
+      return;
+    }
+    auto id = data >> 2;
+    auto kind = static_cast<fd_kind>(data & 3);
+    auto* p = find(id);
+    if (!p) return; // finished earlier in this batch
+    switch (kind) {
+      case k_stdout:
+      case k_stderr:
+        if (!drain(*p, kind, reads_per_event, false) && p->reaped && !p->stdout_open && !p->stderr_open) finish(id);
+        return;
+      case k_stdin:
+        flush_stdin(*p);
+        if (p->stdin_open && p->backlog.empty() && (events & (EPOLLERR | EPOLLHUP))) close_stdin(*p);
+        return;
+      case k_pidfd:
+        on_leader_exit(*p);
+        return;
+    }
+  }
+
+  void run_commands() {
+    std::vector<command> batch;
+    bool stop;
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      batch.swap(queue);
+      stop = stopping;
+    }
+    for (auto& c : batch)
+      c(stop);
+    if (stop) stop_requested = true;
+  }
+
+  int timeout_ms() {
+    if (timers.empty()) return -1;
+    auto left = timers.begin()->first - clock::now();
+    if (left <= clock::duration::zero()) return 0;
+    // Round up: waking a hair early would just spin once more.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left + std::chrono::milliseconds(1) -
+                                                                    std::chrono::nanoseconds(1));
+    return static_cast<int>(std::min<long long>(ms.count(), 60 * 60 * 1000));
+  }
+
+  void fire_due_timers() {
+    auto now = clock::now();
+    while (!timers.empty() && timers.begin()->first <= now) {
+      auto [id, kind] = timers.begin()->second;
+      timers.erase(timers.begin());
+      fire(id, kind);
+    }
+  }
+
+  void run() {
+    current = this;
+    std::vector<epoll_event> events(256);
+    while (!stop_requested) {
+      int n = ::epoll_wait(epfd, events.data(), static_cast<int>(events.size()), timeout_ms());
+      if (n < 0 && errno != EINTR) break; // cannot happen with valid fds
+      for (int i = 0; i < n; ++i)
+        handle(events[i].data.u64, events[i].events);
+      fire_due_timers();
+    }
+    // Whatever is still queued (a spawn caller may be waiting on it) is
+    // cancelled; nothing can be queued any more.
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      stopping = true;
+    }
+    run_commands();
+    // Stopping: no more callbacks. Kill every group first so that they all
+    // die in parallel, then reap (child_process's destructor waits).
+    for (auto& [id, p] : procs)
+      if (!p->reaped) ::killpg(p->child.pid(), SIGKILL);
+    for (auto& [id, p] : procs) {
+      if (p->pidfd >= 0) {
+        del_fd(p->pidfd);
+        ::close(p->pidfd);
+        p->pidfd = -1;
+      }
+    }
+    procs.clear();
+    live.store(0);
+    current = nullptr;
+  }
+};
+
+thread_local const reactor::impl* reactor::impl::current = nullptr;
+
+reactor::reactor() : reactor(reactor_options{}) {}
+
+reactor::reactor(reactor_options opts) : impl_(std::make_unique<impl>(opts)) {}
+
+reactor::~reactor() = default;
+
+reactor::spawned reactor::spawn(const spawn_options& opts, process_events events) {
+  if (impl_->on_reactor_thread()) return impl_->do_spawn(opts, std::move(events));
+  // The outcome crosses threads as a value (the error as its message, thrown
+  // afresh here), not as an exception_ptr shared by two threads.
+  using outcome = std::variant<spawned, std::string>;
+  auto done = std::make_shared<std::promise<outcome>>();
+  auto result = done->get_future();
+  auto* self = impl_.get();
+  // std::function needs a copyable closure: share what cannot be copied.
+  auto shared_events = std::make_shared<process_events>(std::move(events));
+  auto stopping = "cannot start '" + opts.command + "': the reactor is stopping";
+  bool queued = impl_->post([self, &opts, shared_events, done, stopping](bool cancelled) {
+    if (cancelled) {
+      done->set_value(outcome(std::in_place_index<1>, stopping));
+      return;
+    }
+    try {
+      done->set_value(outcome(std::in_place_index<0>, self->do_spawn(opts, std::move(*shared_events))));
+    } catch (const spawn_error& e) {
+      done->set_value(outcome(std::in_place_index<1>, e.what()));
+    } catch (const std::exception& e) {
+      done->set_value(outcome(std::in_place_index<1>, "cannot start '" + opts.command + "': " + e.what()));
+    }
+  });
+  if (!queued) throw spawn_error(stopping);
+  auto got = result.get(); // `opts` outlives the command: we wait for it here
+  if (got.index() == 1) throw spawn_error(std::get<1>(got));
+  return std::get<0>(got);
+}
+
+void reactor::write(process_id id, std::string bytes) {
+  auto* self = impl_.get();
+  auto shared = std::make_shared<std::string>(std::move(bytes));
+  impl_->post([self, id, shared](bool cancelled) {
+    if (!cancelled) self->do_write(id, std::move(*shared));
+  });
+}
+
+void reactor::shutdown(process_id id, std::chrono::milliseconds stdin_grace, std::chrono::milliseconds term_grace) {
+  auto* self = impl_.get();
+  impl_->post([self, id, stdin_grace, term_grace](bool cancelled) {
+    if (!cancelled) self->do_shutdown(id, stdin_grace, term_grace);
+  });
+}
+
+void reactor::kill(process_id id) {
+  auto* self = impl_.get();
+  impl_->post([self, id](bool cancelled) {
+    if (!cancelled) self->do_kill(id);
+  });
+}
+
+std::size_t reactor::process_count() const { return impl_->live.load(); }
+
+} // namespace mcprt::io

@@ -1,0 +1,139 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "io/child_process.hpp"
+
+namespace mcprt::io {
+
+/// How a process served by the reactor ended. It *is* an exit_status (so an
+/// `on_exit` taking `exit_status` works unchanged), plus why the reactor
+/// itself stepped in, if it did.
+struct process_exit : exit_status {
+  /// Empty when the process ended on its own (or after a plain stdin close).
+  /// Otherwise what the reactor did and why, e.g. "still running 2000 ms
+  /// after stdin was closed: sent SIGTERM", "stdin backlog over 67108864
+  /// bytes (server not reading): killed", "killed on request". Several
+  /// reasons are joined with "; ".
+  std::string reason;
+
+  /// "exit code 3", "killed by SIGKILL (killed on request)".
+  std::string describe() const;
+};
+
+/// Callbacks of one process. All are called on the reactor thread, one at a
+/// time (never concurrently, neither for one process nor across processes),
+/// so they must be quick and must not block: the intended use is an
+/// `anon_send` to the actor owning the connection. Empty functions are
+/// skipped. An exception escaping a callback is swallowed (one bad callback
+/// must not take the I/O of every server down).
+struct process_events {
+  /// Raw stdout chunks, in order (the caller frames lines). The view is only
+  /// valid during the call.
+  std::function<void(std::string_view bytes)> on_stdout;
+  /// Complete stderr lines, without the trailing "\n" / "\r\n". A line longer
+  /// than reactor_options::max_stderr_line is cut there and gets
+  /// " [... N bytes truncated]" appended. An unterminated last line is
+  /// delivered when stderr closes.
+  std::function<void(std::string line)> on_stderr_line;
+  /// Exactly once per spawned process, after the child was reaped AND its
+  /// stdout and stderr were drained to EOF (or reactor_options::drain_grace
+  /// passed after the exit: a process that escaped the group still holds
+  /// them). Every on_stdout / on_stderr_line call comes before it; none after.
+  /// Not called for processes still alive when the reactor is destroyed.
+  std::function<void(const process_exit& how)> on_exit;
+};
+
+struct reactor_options {
+  /// Bytes written to a process but not yet accepted by its stdin pipe. A
+  /// server that lets more pile up is not reading: it is SIGKILLed (group)
+  /// and on_exit says so. Dropping bytes instead would corrupt the JSON-RPC
+  /// stream, and blocking the writer would stall every other server.
+  std::size_t max_write_backlog = 64 * 1024 * 1024;
+  /// stderr lines are cut after this many bytes (see on_stderr_line).
+  std::size_t max_stderr_line = 4096;
+  /// After the leader is reaped (and its group SIGKILLed), how long to keep
+  /// reading stdout/stderr for EOF before on_exit fires anyway.
+  std::chrono::milliseconds drain_grace{2000};
+};
+
+/// ONE epoll thread that serves the pipes of all MCP server processes of the
+/// runtime: the number of I/O threads does not depend on the number of
+/// servers (thread_count() is 1). POSIX/Linux only (epoll, eventfd, pidfd;
+/// Linux >= 5.3 for pidfd, with a polling fallback on older kernels).
+///
+/// - Children are spawned on the reactor thread (child_process::spawn): their
+///   PR_SET_PDEATHSIG is tied to a thread that lives as long as the reactor.
+///   Each leads its own process group.
+/// - Exits are seen through a pidfd per child (no SIGCHLD handler). When the
+///   leader exits, for whatever reason, the rest of its process group is
+///   SIGKILLed before the leader is reaped: a server's helpers never outlive
+///   it, and the group id cannot have been recycled at that point.
+/// - Writes are queued and written non-blocking when the pipe has room.
+/// - The constructor sets SIGPIPE to SIG_IGN for the whole process if it
+///   still has its default disposition (a write to a server that went away
+///   must be an EPIPE, not the death of the runtime). Children get SIG_DFL
+///   back (child_process resets it).
+///
+/// All member functions are thread-safe. write/shutdown/kill are
+/// asynchronous and ignore unknown or already finished ids. Callbacks may
+/// call any member function (spawn from a callback runs inline), but the
+/// reactor must not be destroyed from one of its callbacks.
+class reactor {
+ public:
+  using process_id = std::uint64_t; // never 0, never reused
+
+  struct spawned {
+    process_id id;
+    pid_t pid;
+  };
+
+  reactor();
+  explicit reactor(reactor_options opts);
+  /// Stops: SIGKILLs every process group still running, reaps them all and
+  /// joins the thread. No callback runs once destruction has begun.
+  ~reactor();
+
+  reactor(const reactor&) = delete;
+  reactor& operator=(const reactor&) = delete;
+
+  /// Spawns on the reactor thread and blocks the caller until the fork/exec
+  /// outcome is known. Throws spawn_error (from child_process) on failure;
+  /// the reactor is unaffected. Callbacks may start before this returns.
+  spawned spawn(const spawn_options& opts, process_events events);
+
+  /// Queues bytes for the process's stdin. Dropped once shutdown or kill
+  /// was called or stdin is closed (the server closed its end). See
+  /// reactor_options::max_write_backlog for servers that stop reading.
+  void write(process_id id, std::string bytes);
+
+  /// Asks the process to end, asynchronously: close stdin (once what was
+  /// already written has been flushed); if still running after
+  /// `stdin_grace`, drop any unflushed bytes and SIGTERM the group; if still
+  /// running `term_grace` later, SIGKILL the group. on_exit fires once it
+  /// is reaped. A second shutdown of the same process is ignored.
+  void shutdown(process_id id, std::chrono::milliseconds stdin_grace = std::chrono::milliseconds(2000),
+                std::chrono::milliseconds term_grace = std::chrono::milliseconds(2000));
+
+  /// SIGKILLs the process group right away (asynchronously); on_exit follows.
+  void kill(process_id id);
+
+  /// Processes spawned and not yet reaped.
+  std::size_t process_count() const;
+
+  static constexpr std::size_t thread_count() { return 1; }
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace mcprt::io
