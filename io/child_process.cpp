@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,8 +118,10 @@ struct child_setup {
   int in_fd, out_fd, err_fd;
   pid_t parent;
   sigset_t old_mask;
-  int stage = -1; // -1: exec'd; 0: chdir failed; 1: exec failed
-  int error = 0;
+  // Where the child reports a failure: in the parent's memory (clone) or in
+  // a shared mapping (fork).
+  int* stage; // -1: exec'd; 0: chdir failed; 1: exec failed
+  int* error;
 };
 
 // Runs on its own small stack in the child, before exec: only raw system
@@ -144,8 +147,8 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) int child_main(vo
   ::dup2(s->out_fd, 1);
   ::dup2(s->err_fd, 2);
   if (s->cwd && ::chdir(s->cwd) != 0) {
-    s->error = errno;
-    s->stage = 0;
+    *s->error = errno;
+    *s->stage = 0;
     ::_exit(127);
   }
   int last = ENOENT;
@@ -154,8 +157,8 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) int child_main(vo
     // Keep the most telling error: "permission denied" beats "not found".
     if (errno != ENOENT || last == ENOENT) last = errno;
   }
-  s->error = last;
-  s->stage = 1;
+  *s->error = last;
+  *s->stage = 1;
   ::_exit(127);
 }
 
@@ -181,18 +184,54 @@ child_process child_process::spawn(const spawn_options& o) {
   setup.out_fd = out[1];
   setup.err_fd = err[1];
   setup.parent = ::getpid();
-  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does, instead of fork:
-  // fork copies the page tables of the whole runtime for every server,
-  // which made spawning the largest CPU cost of a connection. The parent
-  // thread waits until the child has exec'd or failed. Signals stay
-  // blocked meanwhile so no handler runs on the shared memory.
+  // Signals stay blocked until the child has set up its own dispositions,
+  // so no runtime handler runs in it.
   sigset_t all;
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &setup.old_mask);
+  pid_t pid;
+  int clone_errno = 0;
+  int stage = -1, error = 0;
+#if defined(__SANITIZE_THREAD__)
+  // TSan's runtime takes clone(CLONE_VM) for a fork and corrupts its own
+  // state, so TSan builds use fork: the child reports through a shared
+  // page, and the parent waits for exec by the close-on-exec pipe.
+  auto* shared = static_cast<int*>(::mmap(nullptr, 2 * sizeof(int), PROT_READ | PROT_WRITE,
+                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  shared[0] = -1;
+  shared[1] = 0;
+  setup.stage = &shared[0];
+  setup.error = &shared[1];
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) sync[0] = sync[1] = -1;
+  pid = ::fork();
+  clone_errno = errno;
+  if (pid == 0) {
+    if (sync[0] >= 0) ::close(sync[0]);
+    child_main(&setup);
+  }
+  if (sync[1] >= 0) ::close(sync[1]);
+  if (pid > 0 && sync[0] >= 0) {
+    char byte;
+    while (::read(sync[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+  }
+  if (sync[0] >= 0) ::close(sync[0]);
+  stage = shared[0];
+  error = shared[1];
+  ::munmap(shared, 2 * sizeof(int));
+#else
+  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does, instead of fork:
+  // fork copies the page tables of the whole runtime for every server,
+  // which made spawning the largest CPU cost of a connection. The parent
+  // thread resumes once the child has exec'd or failed.
+  setup.stage = &stage;
+  setup.error = &error;
   constexpr std::size_t stack_size = 64 * 1024;
   std::unique_ptr<char[]> stack(new char[stack_size]);
-  pid_t pid = ::clone(child_main, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &setup);
-  int clone_errno = errno;
+  pid = ::clone(child_main, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &setup);
+  clone_errno = errno;
+#endif
   ::pthread_sigmask(SIG_SETMASK, &setup.old_mask, nullptr);
   ::close(in[0]);
   ::close(out[1]);
@@ -208,10 +247,10 @@ child_process child_process::spawn(const spawn_options& o) {
   c.in_ = in[1];
   c.out_ = out[0];
   c.err_ = err[0];
-  if (setup.stage >= 0) {
+  if (stage >= 0) {
     c.wait_for(std::chrono::milliseconds(1000));
-    std::string what = setup.stage == 0 ? "cannot change to directory '" + *o.cwd + "'" : "cannot run '" + o.command + "'";
-    throw spawn_error(what + ": " + std::strerror(setup.error));
+    std::string what = stage == 0 ? "cannot change to directory '" + *o.cwd + "'" : "cannot run '" + o.command + "'";
+    throw spawn_error(what + ": " + std::strerror(error));
   }
   return c;
 }

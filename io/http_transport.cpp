@@ -1,0 +1,1066 @@
+#include "io/http_transport.hpp"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <set>
+
+namespace mcprt::io {
+
+using namespace std::chrono_literals;
+
+// --------------------------------------------------------------------------
+// Worker pool
+// --------------------------------------------------------------------------
+
+http_worker_pool::http_worker_pool(std::size_t threads, std::size_t max_event_streams)
+    : max_streams_(max_event_streams) {
+  if (threads == 0) threads = 1;
+  workers_.reserve(threads);
+  for (std::size_t i = 0; i < threads; ++i) {
+    workers_.emplace_back([this] {
+      for (;;) {
+        std::function<void()> job;
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+          if (jobs_.empty()) return; // stopping and drained
+          job = std::move(jobs_.front());
+          jobs_.pop_front();
+        }
+        job();
+      }
+    });
+  }
+}
+
+http_worker_pool::~http_worker_pool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  std::vector<stream_thread> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams.swap(streams_);
+  }
+  for (auto& s : streams) s.thread.join();
+}
+
+void http_worker_pool::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void http_worker_pool::reap_locked(std::vector<std::thread>& finished) {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if (*it->done) {
+      finished.push_back(std::move(it->thread));
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::size_t http_worker_pool::active_event_streams() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::size_t n = 0;
+  for (const auto& s : streams_)
+    if (!*s.done) ++n;
+  return n;
+}
+
+bool http_worker_pool::start_event_stream(std::function<void()> body) {
+  std::vector<std::thread> finished;
+  bool started = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reap_locked(finished);
+    if (!stopping_ && streams_.size() < max_streams_) {
+      auto done = std::make_shared<bool>(false);
+      std::thread t([this, done, body = std::move(body)] {
+        body();
+        std::lock_guard<std::mutex> lock(mu_);
+        *done = true;
+      });
+      streams_.push_back({std::move(t), std::move(done)});
+      started = true;
+    }
+  }
+  for (auto& t : finished) t.join(); // they have finished: quick
+  return started;
+}
+
+// --------------------------------------------------------------------------
+// URL parsing
+// --------------------------------------------------------------------------
+
+std::string http_url::origin() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return scheme + "://" + h + ":" + std::to_string(port);
+}
+
+std::optional<http_url> parse_http_url(std::string_view url, std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<http_url> {
+    if (error) *error = std::move(why);
+    return std::nullopt;
+  };
+  if (url.empty()) return fail("invalid URL: empty");
+  for (unsigned char c : url)
+    if (c <= 0x20 || c == 0x7f) return fail("invalid URL: contains spaces or control characters");
+  auto sep = url.find("://");
+  if (sep == std::string_view::npos) return fail("invalid URL: expected http://host[:port]/path");
+  std::string scheme(url.substr(0, sep));
+  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "http" && scheme != "https")
+    return fail("invalid URL: scheme '" + scheme.substr(0, 16) + "' is not http or https");
+  http_url out;
+  out.scheme = scheme;
+  auto rest = url.substr(sep + 3);
+  auto frag = rest.find('#');
+  if (frag != std::string_view::npos) rest = rest.substr(0, frag);
+  auto auth_end = rest.find_first_of("/?");
+  auto authority = rest.substr(0, auth_end);
+  auto target = auth_end == std::string_view::npos ? std::string_view() : rest.substr(auth_end);
+  if (authority.find('@') != std::string_view::npos)
+    return fail("invalid URL: user info (user:password@) is not supported; use headers");
+  std::string_view host, port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) return fail("invalid URL: unterminated IPv6 address");
+    host = authority.substr(1, close - 1);
+    auto after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return fail("invalid URL: junk after IPv6 address");
+      port_text = after.substr(1);
+      if (port_text.empty()) return fail("invalid URL: empty port");
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return fail("invalid URL: empty port");
+    }
+  }
+  if (host.empty()) return fail("invalid URL: no host");
+  out.host = std::string(host);
+  if (!port_text.empty()) {
+    long p = 0;
+    for (char c : port_text) {
+      if (c < '0' || c > '9' || p > 65535) return fail("invalid URL: bad port");
+      p = p * 10 + (c - '0');
+    }
+    if (p < 1 || p > 65535) return fail("invalid URL: port out of range");
+    out.port = static_cast<int>(p);
+  } else {
+    out.port = scheme == "https" ? 443 : 80;
+  }
+  std::string t(target);
+  if (t.empty() || t.front() == '?') t.insert(0, "/");
+  out.target = t;
+  auto q = t.find('?');
+  out.display = out.origin() + (q == std::string::npos ? t : t.substr(0, q) + "?…");
+  return out;
+}
+
+// --------------------------------------------------------------------------
+// JSON helpers (just enough structure: no full parser in mcprt_io)
+// --------------------------------------------------------------------------
+
+namespace detail {
+namespace {
+
+constexpr std::size_t npos = std::string_view::npos;
+
+bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::size_t skip_ws(std::string_view s, std::size_t i) {
+  while (i < s.size() && is_ws(s[i])) ++i;
+  return i;
+}
+
+std::size_t skip_string(std::string_view s, std::size_t i) { // s[i] == '"'
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\\')
+      ++i;
+    else if (s[i] == '"')
+      return i + 1;
+  }
+  return npos;
+}
+
+std::size_t skip_value(std::string_view s, std::size_t i) {
+  i = skip_ws(s, i);
+  if (i >= s.size()) return npos;
+  char c = s[i];
+  if (c == '"') return skip_string(s, i);
+  if (c == '{' || c == '[') {
+    int depth = 0;
+    while (i < s.size()) {
+      c = s[i];
+      if (c == '"') {
+        i = skip_string(s, i);
+        if (i == npos) return npos;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) return i + 1;
+      }
+      ++i;
+    }
+    return npos;
+  }
+  std::size_t j = i;
+  while (j < s.size() && !is_ws(s[j]) && s[j] != ',' && s[j] != ']' && s[j] != '}' && s[j] != ':')
+    ++j;
+  return j == i ? npos : j;
+}
+
+std::string_view trim(std::string_view s) {
+  auto b = skip_ws(s, 0);
+  auto e = s.size();
+  while (e > b && is_ws(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+// The raw text of member `key` of a top-level object, if present.
+std::optional<std::string_view> member(std::string_view obj, std::string_view key) {
+  obj = trim(obj);
+  if (obj.empty() || obj.front() != '{') return std::nullopt;
+  std::size_t i = skip_ws(obj, 1);
+  while (i < obj.size() && obj[i] == '"') {
+    auto kend = skip_string(obj, i);
+    if (kend == npos) return std::nullopt;
+    auto k = obj.substr(i + 1, kend - i - 2);
+    i = skip_ws(obj, kend);
+    if (i >= obj.size() || obj[i] != ':') return std::nullopt;
+    auto vstart = skip_ws(obj, i + 1);
+    auto vend = skip_value(obj, vstart);
+    if (vend == npos) return std::nullopt;
+    if (k == key) return obj.substr(vstart, vend - vstart);
+    i = skip_ws(obj, vend);
+    if (i < obj.size() && obj[i] == ',') i = skip_ws(obj, i + 1);
+  }
+  return std::nullopt;
+}
+
+bool is_request_object(std::string_view obj) {
+  auto id = member(obj, "id");
+  return member(obj, "method").has_value() && id && *id != "null";
+}
+
+bool has_non_null_id(std::string_view body) {
+  for (const auto& m : split_json_batch(body)) {
+    auto id = member(m, "id");
+    if (id && *id != "null") return true;
+  }
+  return false;
+}
+
+} // namespace
+
+std::vector<std::string> split_json_batch(std::string_view body) {
+  body = trim(body);
+  std::vector<std::string> out;
+  if (body.empty()) return out;
+  if (body.front() != '[') {
+    out.emplace_back(body);
+    return out;
+  }
+  std::size_t i = skip_ws(body, 1);
+  if (i < body.size() && body[i] == ']') {
+    if (skip_ws(body, i + 1) == body.size()) return out; // "[]"
+    return {std::string(body)};
+  }
+  while (i < body.size()) {
+    auto end = skip_value(body, i);
+    if (end == npos) return {std::string(body)};
+    out.emplace_back(trim(body.substr(i, end - i)));
+    i = skip_ws(body, end);
+    if (i < body.size() && body[i] == ',') {
+      i = skip_ws(body, i + 1);
+      continue;
+    }
+    if (i < body.size() && body[i] == ']' && skip_ws(body, i + 1) == body.size()) return out;
+    return {std::string(body)};
+  }
+  return {std::string(body)};
+}
+
+bool is_json_rpc_request(std::string_view message) {
+  message = trim(message);
+  if (message.empty()) return false;
+  if (message.front() == '{') return is_request_object(message);
+  if (message.front() == '[') {
+    for (const auto& m : split_json_batch(message))
+      if (is_request_object(m)) return true;
+  }
+  return false;
+}
+
+// --------------------------------------------------------------------------
+// SSE parser
+// --------------------------------------------------------------------------
+
+bool sse_parser::feed(std::string_view bytes, const sink& out) {
+  if (failed_) return false;
+  if (!started_) {
+    // A UTF-8 BOM may open the stream (possibly split across chunks).
+    static constexpr std::string_view bom = "\xEF\xBB\xBF";
+    std::string probe = buf_ + std::string(bytes.substr(0, 3));
+    if (probe.size() < 3 && bom.substr(0, probe.size()) == probe) {
+      buf_ = probe;
+      return true;
+    }
+    started_ = true;
+    std::string all = buf_ + std::string(bytes);
+    buf_.clear();
+    std::string_view v(all);
+    if (v.substr(0, 3) == bom) v.remove_prefix(3);
+    return feed(v, out);
+  }
+  std::size_t i = 0;
+  if (skip_lf_ && !bytes.empty()) {
+    if (bytes[0] == '\n') i = 1;
+    skip_lf_ = false;
+  }
+  while (i < bytes.size()) {
+    auto nl = bytes.find_first_of("\r\n", i);
+    if (nl == npos) {
+      buf_.append(bytes.substr(i));
+      break;
+    }
+    std::string_view l;
+    std::string joined;
+    if (buf_.empty()) {
+      l = bytes.substr(i, nl - i);
+    } else {
+      joined = std::move(buf_);
+      buf_.clear();
+      joined.append(bytes.substr(i, nl - i));
+      l = joined;
+    }
+    line(l, out);
+    if (failed_) return false;
+    i = nl + 1;
+    if (bytes[nl] == '\r') {
+      if (i < bytes.size()) {
+        if (bytes[i] == '\n') ++i;
+      } else {
+        skip_lf_ = true;
+      }
+    }
+  }
+  if (buf_.size() + data_.size() > max_) {
+    failed_ = true;
+    buf_.clear();
+    data_.clear();
+    return false;
+  }
+  return true;
+}
+
+void sse_parser::finish(const sink& out) {
+  if (failed_) return;
+  if (!started_) {
+    started_ = true;
+    buf_.clear();
+  }
+  if (!buf_.empty()) {
+    std::string l = std::move(buf_);
+    buf_.clear();
+    line(l, out);
+  }
+  dispatch(out);
+}
+
+void sse_parser::line(std::string_view l, const sink& out) {
+  if (l.empty()) {
+    dispatch(out);
+    return;
+  }
+  if (l.front() == ':') return; // comment
+  auto colon = l.find(':');
+  std::string_view field = l.substr(0, colon);
+  std::string_view value;
+  if (colon != npos) {
+    value = l.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  }
+  if (field == "data") {
+    data_.append(value);
+    data_.push_back('\n');
+    has_data_ = true;
+    if (data_.size() > max_) {
+      failed_ = true;
+      data_.clear();
+    }
+  } else if (field == "event") {
+    type_ = std::string(value);
+  } else if (field == "id") {
+    if (value.find('\0') == npos) last_id_ = std::string(value);
+  } else if (field == "retry") {
+    if (!value.empty() && value.size() < 10 &&
+        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      retry_ = std::stol(std::string(value));
+  }
+}
+
+void sse_parser::dispatch(const sink& out) {
+  if (!has_data_) {
+    type_.clear();
+    return;
+  }
+  event e;
+  e.type = type_.empty() ? "message" : std::move(type_);
+  data_.pop_back(); // the last '\n'
+  e.data = std::move(data_);
+  e.id = last_id_;
+  data_.clear();
+  type_.clear();
+  has_data_ = false;
+  out(std::move(e));
+}
+
+} // namespace detail
+
+// --------------------------------------------------------------------------
+// Transport
+// --------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* k_session_header = "Mcp-Session-Id";
+constexpr const char* k_version_header = "MCP-Protocol-Version";
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string media_type(const httplib::Response& res) {
+  auto ct = res.get_header_value("Content-Type");
+  auto semi = ct.find(';');
+  return lower(detail::trim(std::string_view(ct).substr(0, semi)));
+}
+
+std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
+  switch (err) {
+    case httplib::Error::Connection:
+      return "cannot connect (connection refused or host unreachable)";
+    case httplib::Error::ConnectionTimeout:
+      return "connect timed out";
+    case httplib::Error::BindIPAddress:
+      return "cannot bind the local address";
+    case httplib::Error::Read:
+      return "connection lost or no response within " + std::to_string(timeout.count()) + " ms";
+    case httplib::Error::Write:
+      return "connection lost while sending the request";
+    case httplib::Error::Canceled:
+      return "request cancelled";
+    case httplib::Error::SSLConnection:
+      return "TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts:
+      return "cannot load the TLS CA certificates";
+    case httplib::Error::SSLServerVerification:
+      return "TLS server certificate verification failed";
+    case httplib::Error::ExceedRedirectCount:
+      return "too many redirects";
+    case httplib::Error::Compression:
+      return "cannot decompress the response";
+    default:
+      return "request failed (" + httplib::to_string(err) + ")";
+  }
+}
+
+// Printable excerpt of a response body for error messages.
+std::string excerpt(std::string_view body, std::size_t max = 200) {
+  std::string out;
+  for (char c : body.substr(0, max)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
+  }
+  if (body.size() > max) out += "…";
+  return out;
+}
+
+bool valid_header_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name)
+    if (c <= 0x20 || c >= 0x7f || c == ':') return false;
+  return true;
+}
+
+bool valid_header_value(std::string_view v) {
+  for (unsigned char c : v)
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  return true;
+}
+
+// Headers this transport owns; configured ones with these names are dropped.
+bool reserved_header(std::string_view name) {
+  static const std::set<std::string> reserved = {
+      "accept", "content-type", "content-length", "transfer-encoding", "connection",
+      "host", "mcp-session-id", "mcp-protocol-version", "last-event-id"};
+  return reserved.count(lower(name)) != 0;
+}
+
+} // namespace
+
+// Controls one event-stream thread.
+//
+// `stop` is atomic and read without `mu`: httplib calls the socket-options
+// hook with its own socket mutex held, and request_stop() holds `mu` while
+// it calls ClientImpl::stop(), which takes that mutex.
+struct event_stream_ctl {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> stop{false};
+  httplib::ClientImpl* client = nullptr; // guarded by mu; set while a GET runs
+
+  void request_stop() {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+    if (client) client->stop();
+    cv.notify_all();
+  }
+  bool stopped() const { return stop.load(); }
+};
+
+struct http_transport::state : std::enable_shared_from_this<http_transport::state> {
+  state(http_worker_pool& p, http_events ev, http_transport_options o)
+      : pool(p), events(std::move(ev)), opts(o) {}
+
+  http_worker_pool& pool;
+  const http_events events;
+  const http_transport_options opts;
+  std::optional<http_url> url;
+  std::string display;
+  httplib::Headers base_headers;
+  std::vector<std::string> secrets; // configured header values, redacted from reasons
+
+  mutable std::mutex mu;
+  std::optional<std::string> session;
+  std::optional<std::string> version;
+  struct queued {
+    std::string msg;
+    std::optional<std::string> session; // as of send()
+  };
+  std::deque<queued> queue;
+  std::size_t in_flight = 0;
+  bool barrier_open = true;
+  bool closing = false;
+  std::vector<std::unique_ptr<httplib::ClientImpl>> idle;
+  std::set<httplib::ClientImpl*> active;
+  std::shared_ptr<event_stream_ctl> stream;
+  std::optional<std::string> expired_reported;
+
+  std::atomic<bool> closing_flag{false};
+  std::mutex cb_mu;
+  std::atomic<std::thread::id> cb_thread{};
+  bool dead = false;            // guarded by cb_mu
+  bool closed_reported = false; // guarded by cb_mu
+
+  // ---- callbacks ---------------------------------------------------------
+
+  template <typename F>
+  void emit(F&& f, bool is_close = false) {
+    std::unique_lock<std::mutex> lock(cb_mu, std::defer_lock);
+    if (cb_thread.load() != std::this_thread::get_id()) lock.lock();
+    if (dead || closed_reported) return;
+    if (!is_close && closing_flag.load()) return;
+    if (is_close) closed_reported = true;
+    auto prev = cb_thread.exchange(std::this_thread::get_id());
+    try {
+      f();
+    } catch (...) {
+      // A throwing callback must not leave the request bookkeeping (or a
+      // pool worker) broken; there is nobody to rethrow to on this thread.
+    }
+    cb_thread.store(prev);
+  }
+
+  std::string redact(std::string s) const {
+    std::vector<std::string> all = secrets;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (session) all.push_back(*session);
+      if (expired_reported) all.push_back(*expired_reported);
+    }
+    for (const auto& v : all) {
+      if (v.size() < 4) continue;
+      for (auto pos = s.find(v); pos != std::string::npos; pos = s.find(v, pos + 10))
+        s.replace(pos, v.size(), "<redacted>");
+    }
+    return s;
+  }
+
+  void error(const std::string& reason) {
+    if (!events.on_error) return;
+    auto r = redact(reason);
+    emit([&] { events.on_error(r); });
+  }
+
+  void message(std::string m) {
+    if (!events.on_message) return;
+    emit([&] { events.on_message(std::move(m)); });
+  }
+
+  void messages_from_body(std::string_view body) {
+    for (auto& m : detail::split_json_batch(body)) message(std::move(m));
+  }
+
+  void session_expired(const std::string& sid) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (expired_reported == sid) return;
+      expired_reported = sid;
+    }
+    if (events.on_session_expired) emit([&] { events.on_session_expired(); });
+  }
+
+  // ---- clients -----------------------------------------------------------
+
+  std::unique_ptr<httplib::ClientImpl> make_client(std::chrono::milliseconds read_timeout) const {
+    std::unique_ptr<httplib::ClientImpl> c;
+    if (url->scheme == "https") {
+      auto ssl = std::make_unique<httplib::SSLClient>(url->host, url->port);
+      ssl->enable_server_certificate_verification(true);
+      c = std::move(ssl);
+    } else {
+      c = std::make_unique<httplib::ClientImpl>(url->host, url->port);
+    }
+    c->set_keep_alive(true);
+    c->set_follow_location(false);
+    c->set_connection_timeout(opts.connect_timeout);
+    c->set_read_timeout(read_timeout);
+    c->set_write_timeout(opts.request_timeout);
+    return c;
+  }
+
+  // `sid`: the session the message was sent in (POST), or the current one.
+  httplib::Headers request_headers(std::optional<std::optional<std::string>> sid = std::nullopt,
+                                   bool with_last_event_id = false,
+                                   const std::string& last_event_id = {}) const {
+    httplib::Headers h = base_headers;
+    std::lock_guard<std::mutex> lock(mu);
+    const auto& s = sid ? *sid : session;
+    if (s) h.emplace(k_session_header, *s);
+    if (version) h.emplace(k_version_header, *version);
+    if (with_last_event_id && !last_event_id.empty()) h.emplace("Last-Event-ID", last_event_id);
+    return h;
+  }
+
+  // ---- POST queue --------------------------------------------------------
+
+  void pump_locked() {
+    while (!closing && !queue.empty() && barrier_open && in_flight < opts.max_in_flight) {
+      auto q = std::move(queue.front());
+      queue.pop_front();
+      barrier_open = false;
+      ++in_flight;
+      std::unique_ptr<httplib::ClientImpl> client;
+      if (!idle.empty()) {
+        client = std::move(idle.back());
+        idle.pop_back();
+      } else {
+        client = make_client(opts.request_timeout);
+      }
+      active.insert(client.get());
+      auto self = shared_from_this();
+      // std::function needs a copyable callable: hand the client over raw.
+      auto* raw = client.release();
+      pool.post([self, raw, q = std::move(q)]() mutable {
+        self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), std::move(q.msg),
+                       std::move(q.session));
+      });
+    }
+  }
+
+  void open_barrier() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (barrier_open) return;
+    barrier_open = true;
+    pump_locked();
+  }
+
+  void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg,
+                std::optional<std::string> sid) {
+    if (closing_flag.load()) {
+      std::lock_guard<std::mutex> lock(mu);
+      active.erase(client.get());
+      --in_flight;
+      return;
+    }
+    const bool is_request = detail::is_json_rpc_request(msg);
+    bool barrier_released = false;
+    auto release = [&] {
+      if (barrier_released) return;
+      barrier_released = true;
+      open_barrier();
+    };
+
+    httplib::Request req;
+    req.method = "POST";
+    req.path = url->target;
+    req.headers = request_headers(std::optional<std::optional<std::string>>(std::in_place, sid));
+    req.headers.emplace("Content-Type", "application/json");
+    req.headers.emplace("Accept", "application/json, text/event-stream");
+    const auto sent_session = req.get_header_value(k_session_header);
+    const bool had_session = req.has_header(k_session_header);
+
+    // The body goes through a provider so that we learn when it has been
+    // written: that is when the next request may start.
+    req.content_length_ = msg.size();
+    req.content_provider_ = [&](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+      if (!sink.write(msg.data() + offset, length)) return false;
+      if (offset + length >= msg.size() && is_request) release();
+      return true;
+    };
+
+    int status = -1;
+    bool sse = false;
+    std::string body;
+    bool too_big = false;
+    detail::sse_parser parser(opts.max_message_bytes);
+    auto on_event = [&](detail::sse_parser::event&& e) {
+      if (e.type == "message") messages_from_body(e.data);
+    };
+    req.response_handler = [&](const httplib::Response& res) {
+      status = res.status;
+      if (status >= 200 && status < 300) capture_session(res);
+      sse = status == 200 && media_type(res) == "text/event-stream";
+      if (!is_request) release();
+      return !closing_flag.load();
+    };
+    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+      if (closing_flag.load()) return false;
+      if (sse) {
+        if (!parser.feed(std::string_view(data, n), on_event)) {
+          too_big = true;
+          return false;
+        }
+        return true;
+      }
+      if (body.size() + n > opts.max_message_bytes) {
+        too_big = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    };
+
+    httplib::Response res;
+    httplib::Error err = httplib::Error::Success;
+    bool ok = client->send(req, res, err);
+    release();
+    if (ok && sse) parser.finish(on_event);
+
+    if (!closing_flag.load()) {
+      if (too_big) {
+        error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) +
+              " bytes");
+      } else if (!ok) {
+        error("POST " + display + ": " + describe(err, opts.request_timeout));
+      } else {
+        handle_post_response(res, status, sse, body, had_session, sent_session);
+      }
+    }
+
+    std::lock_guard<std::mutex> lock(mu);
+    active.erase(client.get());
+    if (!closing && ok && idle.size() < opts.max_in_flight) idle.push_back(std::move(client));
+    --in_flight;
+    pump_locked();
+  }
+
+  void capture_session(const httplib::Response& res) {
+    if (!res.has_header(k_session_header)) return;
+    auto id = res.get_header_value(k_session_header);
+    if (id.empty() || !valid_header_value(id)) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!closing) session = id;
+  }
+
+  void handle_post_response(const httplib::Response& res, int status, bool sse,
+                            const std::string& body, bool had_session,
+                            const std::string& sent_session) {
+    if (status == 404 && had_session) {
+      session_expired(sent_session);
+      return;
+    }
+    if (status >= 200 && status < 300) {
+      if (sse) return; // delivered while it streamed
+      if (status == 202 || status == 204 || detail::trim(body).empty()) return;
+      auto type = media_type(res);
+      if (type == "application/json" || type.empty()) {
+        messages_from_body(body);
+        return;
+      }
+      error("POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '" +
+            excerpt(type, 60) + "'");
+      return;
+    }
+    // A JSON-RPC error answer to one of our requests (some servers use 4xx
+    // for those): the session needs it to complete the request.
+    if (status >= 400 && status < 500 && media_type(res) == "application/json" &&
+        detail::has_non_null_id(body)) {
+      messages_from_body(body);
+      return;
+    }
+    std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
+    if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
+    if (!detail::trim(body).empty()) reason += ": " + excerpt(detail::trim(body));
+    error(reason);
+  }
+
+  // ---- event stream ------------------------------------------------------
+
+  void run_stream(const std::shared_ptr<event_stream_ctl>& ctl) {
+    auto backoff = 1000ms;
+    std::string last_event_id;
+    for (;;) {
+      auto client = make_client(opts.event_stream_idle_timeout);
+      client->set_socket_options([ctl](int fd) {
+        // httplib's default options, plus: a stop that came before this
+        // socket existed (so httplib's stop() could not reach it) wins.
+        int yes = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        if (ctl->stopped()) ::shutdown(fd, SHUT_RDWR);
+      });
+      {
+        std::lock_guard<std::mutex> lock(ctl->mu);
+        if (ctl->stop) return;
+        ctl->client = client.get();
+      }
+      httplib::Request req;
+      req.method = "GET";
+      req.path = url->target;
+      req.headers = request_headers(std::nullopt, true, last_event_id);
+      req.headers.emplace("Accept", "text/event-stream");
+      const bool had_session = req.has_header(k_session_header);
+      const auto sent_session = req.get_header_value(k_session_header);
+
+      int status = -1;
+      bool sse = false;
+      bool got_event = false;
+      bool too_big = false;
+      std::string body;
+      detail::sse_parser parser(opts.max_message_bytes);
+      auto on_event = [&](detail::sse_parser::event&& e) {
+        got_event = true;
+        last_event_id = e.id;
+        if (e.type == "message") messages_from_body(e.data);
+      };
+      req.response_handler = [&](const httplib::Response& res) {
+        status = res.status;
+        sse = status == 200 && media_type(res) == "text/event-stream";
+        return !ctl->stopped();
+      };
+      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+        if (ctl->stopped()) return false;
+        if (sse) {
+          if (!parser.feed(std::string_view(data, n), on_event)) {
+            too_big = true;
+            return false;
+          }
+          return true;
+        }
+        if (body.size() < 4096) body.append(data, std::min<std::size_t>(n, 4096));
+        return true;
+      };
+      httplib::Response res;
+      httplib::Error err = httplib::Error::Success;
+      bool ok = client->send(req, res, err);
+      {
+        std::lock_guard<std::mutex> lock(ctl->mu);
+        ctl->client = nullptr;
+        if (ctl->stop) return;
+      }
+      if (ok && sse) parser.finish(on_event);
+      const std::string what = "GET " + display + " (event stream): ";
+      if (too_big) {
+        error(what + "event exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+        return;
+      }
+      if (!ok && !(err == httplib::Error::Read && status == 200)) {
+        // Cannot connect (or lost before the headers): the POSTs will see
+        // the same; report once and stop.
+        error(what + describe(err, opts.event_stream_idle_timeout));
+        return;
+      }
+      if (status == 405) return; // the server offers no stream
+      if (status == 404 && had_session) {
+        session_expired(sent_session);
+        return;
+      }
+      if (status != 200) {
+        std::string reason = what + "HTTP " + std::to_string(status);
+        if (!detail::trim(body).empty()) reason += ": " + excerpt(detail::trim(body));
+        error(reason);
+        return;
+      }
+      if (!sse) {
+        error(what + "expected Content-Type text/event-stream, got '" + excerpt(media_type(res), 60) +
+              "'");
+        return;
+      }
+      // The server ended the stream or it went silent: reopen it.
+      if (got_event) backoff = 1000ms;
+      std::unique_lock<std::mutex> lock(ctl->mu);
+      if (ctl->cv.wait_for(lock, backoff, [&] { return ctl->stopped(); })) return;
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 30000ms);
+    }
+  }
+
+  // ---- shutdown ----------------------------------------------------------
+
+  // Called with `mu` held.
+  void abort_all_locked() {
+    closing = true;
+    closing_flag = true;
+    queue.clear();
+    for (auto* c : active) c->stop();
+    idle.clear();
+    if (stream) stream->request_stop();
+  }
+};
+
+http_transport::http_transport(std::string url, std::map<std::string, std::string> headers,
+                               http_events events, http_worker_pool& pool,
+                               std::chrono::milliseconds request_timeout)
+    : http_transport(std::move(url), std::move(headers), std::move(events), pool, [&] {
+        http_transport_options o;
+        o.request_timeout = request_timeout;
+        return o;
+      }()) {}
+
+http_transport::http_transport(std::string url, std::map<std::string, std::string> headers,
+                               http_events events, http_worker_pool& pool,
+                               http_transport_options options) {
+  if (options.max_in_flight == 0) options.max_in_flight = 1;
+  state_ = std::make_shared<state>(pool, std::move(events), options);
+  std::string why;
+  state_->url = parse_http_url(url, &why);
+  if (state_->url) {
+    state_->display = state_->url->display;
+  } else {
+    // Never echo the text itself: it may carry credentials.
+    state_->display = "<invalid URL>";
+  }
+  for (auto& [name, value] : headers) {
+    if (!valid_header_name(name)) {
+      if (why.empty()) why = "invalid header name in the configuration";
+      continue;
+    }
+    if (!valid_header_value(value)) {
+      if (why.empty()) why = "header '" + name + "' has a value with line breaks";
+      continue;
+    }
+    if (value.size() >= 4) state_->secrets.push_back(value);
+    if (reserved_header(name)) continue;
+    state_->base_headers.emplace(name, value);
+  }
+  // Longer secrets first, so a value containing another is redacted whole.
+  std::sort(state_->secrets.begin(), state_->secrets.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  if (!state_->url || !why.empty()) {
+    if (state_->url) why = state_->display + ": " + why;
+    state_->url.reset(); // unusable: sends are dropped
+    auto s = state_;
+    pool.post([s, why] { s->error(why); });
+  }
+}
+
+http_transport::~http_transport() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->abort_all_locked();
+  }
+  // Wait for a callback in progress (unless we are inside it), then no more.
+  if (state_->cb_thread.load() == std::this_thread::get_id()) {
+    state_->dead = true;
+  } else {
+    std::lock_guard<std::mutex> lock(state_->cb_mu);
+    state_->dead = true;
+  }
+}
+
+void http_transport::send(std::string json_message) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->closing || !state_->url) return;
+  state_->queue.push_back({std::move(json_message), state_->session});
+  state_->pump_locked();
+}
+
+void http_transport::set_protocol_version(std::string version) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (version.empty() || !valid_header_value(version))
+    state_->version.reset();
+  else
+    state_->version = std::move(version);
+}
+
+void http_transport::reset_session() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->session.reset();
+}
+
+std::optional<std::string> http_transport::session_id() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->session;
+}
+
+const std::string& http_transport::display_url() const { return state_->display; }
+
+bool http_transport::open_event_stream() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->closing || !state_->url) return false;
+  if (state_->stream) return true;
+  auto ctl = std::make_shared<event_stream_ctl>();
+  auto self = state_;
+  if (!state_->pool.start_event_stream([self, ctl] { self->run_stream(ctl); })) return false;
+  state_->stream = ctl;
+  return true;
+}
+
+void http_transport::close() {
+  std::optional<std::string> sid, version;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->closing) return;
+    state_->abort_all_locked();
+    sid = state_->session;
+    version = state_->version;
+  }
+  auto s = state_;
+  s->pool.post([s, sid, version] {
+    if (sid && s->url) {
+      auto client = s->make_client(s->opts.close_timeout);
+      client->set_connection_timeout(s->opts.close_timeout);
+      client->set_write_timeout(s->opts.close_timeout);
+      client->set_keep_alive(false);
+      httplib::Headers h = s->base_headers;
+      h.emplace(k_session_header, *sid);
+      if (version) h.emplace(k_version_header, *version);
+      client->Delete(s->url->target.c_str(), h); // best effort: the result does not matter
+    }
+    if (s->events.on_closed) s->emit([&] { s->events.on_closed(); }, true);
+    else s->emit([] {}, true);
+  });
+}
+
+} // namespace mcprt::io

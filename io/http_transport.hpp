@@ -1,0 +1,239 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace mcprt::io {
+
+/// What an http_transport reports. Called on pool worker threads or on the
+/// transport's event-stream thread, but never concurrently for one transport
+/// (a per-transport mutex serializes them). After close() only on_closed
+/// follows; after the transport is destroyed nothing does. Callbacks may call
+/// send(), reset_session(), set_protocol_version() and close() on their own
+/// transport; they must not destroy it. Exceptions thrown by a callback are
+/// swallowed (there is no caller on a worker thread to hand them to).
+struct http_events {
+  /// One JSON-RPC message per call; a JSON batch array is split.
+  std::function<void(std::string json_message)> on_message;
+  /// HTTP 404 for a request that carried a session id: the server forgot the
+  /// session. Reported once per session id; the caller calls reset_session()
+  /// and initializes again.
+  std::function<void()> on_session_expired;
+  /// Connection refused, TLS failure, timeout, unexpected HTTP status (with a
+  /// body excerpt), bad URL. Reasons name the method and the URL (without
+  /// its query), never a header value or the session id.
+  std::function<void(std::string reason)> on_error;
+  /// close() finished: the DELETE was sent (best effort) and the event
+  /// stream is stopped.
+  std::function<void()> on_closed;
+};
+
+/// The threads every http_transport runs its requests on. Requests (POST,
+/// DELETE) run on a fixed number of workers shared by all transports; a
+/// GET event stream needs a long-lived blocking request, so each open one
+/// gets a dedicated thread instead, at most `max_event_streams` at a time.
+///
+/// A POST holds its worker until its response is complete (an SSE response
+/// until that stream ends), so `threads` bounds how many requests wait for
+/// answers at once across all transports; more queue behind them. Size it
+/// above the number of slow tool calls expected at the same time (a server
+/// request arriving on an SSE response needs a free worker for our answer).
+///
+/// Destroy every transport before the pool: the destructor finishes the
+/// jobs already posted (requests of destroyed transports are aborted and
+/// end quickly) and joins all threads.
+class http_worker_pool {
+ public:
+  explicit http_worker_pool(std::size_t threads = 4, std::size_t max_event_streams = 64);
+  ~http_worker_pool();
+  http_worker_pool(const http_worker_pool&) = delete;
+  http_worker_pool& operator=(const http_worker_pool&) = delete;
+
+  void post(std::function<void()> job);
+  std::size_t thread_count() const { return workers_.size(); }
+  std::size_t max_event_streams() const { return max_streams_; }
+  std::size_t active_event_streams() const;
+
+  /// Runs `body` on a new dedicated thread unless `max_event_streams`
+  /// threads are running already (then returns false and drops `body`).
+  bool start_event_stream(std::function<void()> body);
+
+ private:
+  struct stream_thread {
+    std::thread thread;
+    std::shared_ptr<bool> done; // guarded by mu_
+  };
+  void reap_locked(std::vector<std::thread>& finished);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  std::size_t max_streams_;
+  std::vector<stream_thread> streams_;
+};
+
+struct http_transport_options {
+  /// Longest silence while waiting for (more of) a response. It is an idle
+  /// timeout, not a total one: an SSE response may take any time as long as
+  /// bytes keep coming, a plain JSON response must start within it. Set it
+  /// above the longest tool call whose server answers with plain JSON.
+  std::chrono::milliseconds request_timeout{60000};
+  std::chrono::milliseconds connect_timeout{10000};
+  /// For the best-effort DELETE in close().
+  std::chrono::milliseconds close_timeout{2000};
+  /// POSTs of one transport that may wait for their responses at once
+  /// (each holds a pool worker meanwhile). Later messages queue.
+  std::size_t max_in_flight = 4;
+  /// An event stream that stays silent this long is reconnected.
+  std::chrono::milliseconds event_stream_idle_timeout{300000};
+  /// Largest response body or SSE event we accept.
+  std::size_t max_message_bytes = 64u << 20;
+};
+
+/// A parsed http(s) URL; `target` is path plus query, as sent.
+struct http_url {
+  std::string scheme; // "http" or "https"
+  std::string host;   // IPv6 literals without brackets
+  int port = 0;
+  std::string target;  // "/mcp?x=1"
+  std::string display; // scheme://host:port/path, query replaced by "?…": for messages
+  std::string origin() const; // scheme://host:port (IPv6 in brackets), for the HTTP client
+};
+
+/// Accepts http://host[:port][/path][?query] and https://…; rejects other
+/// schemes, user info, bad ports, spaces and control characters. On
+/// failure returns nullopt and sets `error` (which never echoes the URL's
+/// query or user info).
+std::optional<http_url> parse_http_url(std::string_view url, std::string* error = nullptr);
+
+/// The client side of the MCP streamable HTTP transport, CAF-free.
+///
+/// Threading and order: send() only enqueues. A message is issued (its POST
+/// started on a pool worker) only after the previous message of this
+/// transport was issued: for a JSON-RPC request once its body has been
+/// written to the socket, for notifications, responses and anything else
+/// once the server has answered it (typically 202), so e.g.
+/// notifications/initialized is accepted before the next request goes out.
+/// Up to `max_in_flight` requests may then wait for their responses at the
+/// same time, each on its own pool worker, so a slow tools/call does not
+/// hold back a ping. Responses are delivered in the order they arrive.
+/// Connections are kept alive and reused, one per in-flight request.
+///
+/// Not copyable or movable; all members are thread-safe.
+class http_transport {
+ public:
+  http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
+                 http_worker_pool& pool,
+                 std::chrono::milliseconds request_timeout = std::chrono::milliseconds(60000));
+  http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
+                 http_worker_pool& pool, http_transport_options options);
+  /// Aborts in-flight requests and the event stream; no callback runs once
+  /// the destructor returns (it waits for one that is running). Does not
+  /// send DELETE: call close() first for that.
+  ~http_transport();
+  http_transport(const http_transport&) = delete;
+  http_transport& operator=(const http_transport&) = delete;
+
+  /// POSTs one JSON-RPC message (or batch). Content-Type application/json;
+  /// Accept: application/json, text/event-stream; Mcp-Session-Id as known
+  /// when send() was called (so messages queued before a reset_session()
+  /// still carry the old id); MCP-Protocol-Version once set. 202 → nothing; 200 application/json →
+  /// on_message per message; 200 text/event-stream → on_message per
+  /// "message" event, as the events arrive. Ignored after close() and when
+  /// the URL is invalid (that was reported at construction).
+  void send(std::string json_message);
+
+  /// Sent as MCP-Protocol-Version on later requests.
+  void set_protocol_version(std::string version);
+  /// Forgets the session id (before initializing again).
+  void reset_session();
+  std::optional<std::string> session_id() const;
+
+  /// Opens the GET event stream for server-initiated messages on a
+  /// dedicated thread. Idempotent. 405 → silently not supported. When the
+  /// server ends the stream (or it is silent for event_stream_idle_timeout)
+  /// it is reopened with Last-Event-ID after a backoff of 1 s doubling to
+  /// 30 s. Returns false when the pool's event-stream limit is reached,
+  /// after close(), or for an invalid URL.
+  bool open_event_stream();
+
+  /// Drops queued messages, aborts in-flight requests, stops the event
+  /// stream, sends DELETE with the session id (best effort, close_timeout),
+  /// then reports on_closed. Asynchronous and idempotent.
+  void close();
+
+  const std::string& display_url() const;
+
+  struct state; // implementation, shared with the worker jobs
+
+ private:
+  std::shared_ptr<state> state_;
+};
+
+namespace detail {
+
+/// Splits a top-level JSON array into its elements (raw text, trimmed);
+/// anything else (including malformed text) comes back as the single,
+/// trimmed element. Empty or blank input gives no element.
+std::vector<std::string> split_json_batch(std::string_view body);
+
+/// True when the text is a JSON-RPC request (an object with "method" and
+/// "id") or a batch containing one.
+bool is_json_rpc_request(std::string_view message);
+
+/// Incremental text/event-stream parser (the WHATWG rules: LF, CR or CRLF
+/// line ends, ':' comments, "field: value" with one optional space, data
+/// lines joined with '\n', an event dispatched at a blank line only if it
+/// has data, type "message" by default, a leading BOM ignored).
+class sse_parser {
+ public:
+  struct event {
+    std::string type;
+    std::string data;
+    std::string id; // the last event id in force when it was dispatched
+  };
+  using sink = std::function<void(event&&)>;
+
+  explicit sse_parser(std::size_t max_event_bytes = 64u << 20) : max_(max_event_bytes) {}
+
+  /// False once a line or an event exceeded max_event_bytes (the parser
+  /// then ignores further input).
+  bool feed(std::string_view bytes, const sink& out);
+  /// End of stream: an event without its final blank line is dispatched
+  /// too (lenient).
+  void finish(const sink& out);
+  const std::string& last_event_id() const { return last_id_; }
+  std::optional<long> retry_ms() const { return retry_; }
+
+ private:
+  void line(std::string_view l, const sink& out);
+  void dispatch(const sink& out);
+
+  std::size_t max_;
+  bool failed_ = false;
+  bool started_ = false;
+  bool skip_lf_ = false;
+  std::string buf_;
+  std::string data_;
+  bool has_data_ = false;
+  std::string type_;
+  std::string last_id_;
+  std::optional<long> retry_;
+};
+
+} // namespace detail
+
+} // namespace mcprt::io

@@ -1,0 +1,888 @@
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/child_process.hpp"
+#include "io/http_transport.hpp"
+
+using namespace mcprt::io;
+using namespace std::chrono_literals;
+
+
+namespace {
+
+const std::string test_server_bin = MCPRT_TEST_SERVER;
+
+const std::string k_init =
+    R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
+const std::string k_initialized = R"({"jsonrpc":"2.0","method":"notifications/initialized"})";
+
+std::string request(int id, const std::string& method, const std::string& params = "{}") {
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
+         R"(","params":)" + params + "}";
+}
+
+std::string id_tag(int id) { return "\"id\":" + std::to_string(id); }
+
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+// Everything a transport reported, with deadline waits.
+struct recorder {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> messages;
+  std::vector<std::string> errors;
+  int expired = 0;
+  int closed = 0;
+  std::atomic<int> concurrent{0};
+  std::atomic<bool> overlapped{false};
+
+  http_events events() {
+    http_events ev;
+    auto guard = [this](auto&& f) {
+      if (concurrent.fetch_add(1) != 0) overlapped = true;
+      f();
+      concurrent.fetch_sub(1);
+      cv.notify_all();
+    };
+    ev.on_message = [this, guard](std::string m) {
+      guard([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        messages.push_back(std::move(m));
+      });
+    };
+    ev.on_error = [this, guard](std::string r) {
+      guard([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back(std::move(r));
+      });
+    };
+    ev.on_session_expired = [this, guard] {
+      guard([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++expired;
+      });
+    };
+    ev.on_closed = [this, guard] {
+      guard([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++closed;
+      });
+    };
+    return ev;
+  }
+
+  template <typename Pred>
+  bool wait(Pred pred, std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return pred(); });
+  }
+
+  // The first message containing `needle`, waiting for it.
+  std::optional<std::string> message_with(const std::string& needle,
+                                          std::chrono::milliseconds timeout = 10s) {
+    std::optional<std::string> found;
+    wait(
+        [&] {
+          for (auto& m : messages)
+            if (contains(m, needle)) {
+              found = m;
+              return true;
+            }
+          return false;
+        },
+        timeout);
+    return found;
+  }
+
+  std::size_t message_count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return messages.size();
+  }
+  int expired_count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return expired;
+  }
+  int closed_count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return closed;
+  }
+  std::vector<std::string> message_list() {
+    std::lock_guard<std::mutex> lock(mu);
+    return messages;
+  }
+  std::vector<std::string> error_list() {
+    std::lock_guard<std::mutex> lock(mu);
+    return errors;
+  }
+  bool wait_error(std::chrono::milliseconds timeout = 10s) {
+    return wait([&] { return !errors.empty(); }, timeout);
+  }
+};
+
+// Reads a child's pipe into lines on a background thread.
+class pipe_reader {
+ public:
+  explicit pipe_reader(int fd) : fd_(fd), thread_([this] { run(); }) {}
+  ~pipe_reader() { thread_.join(); }
+
+  std::optional<std::string> wait_line(const std::string& needle,
+                                       std::chrono::milliseconds timeout = 15s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<std::string> found;
+    cv_.wait_for(lock, timeout, [&] {
+      for (auto& l : lines_)
+        if (contains(l, needle)) {
+          found = l;
+          return true;
+        }
+      return eof_;
+    });
+    return found;
+  }
+
+ private:
+  void run() {
+    std::string partial;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      std::lock_guard<std::mutex> lock(mu_);
+      partial.append(buf, static_cast<std::size_t>(n));
+      for (auto nl = partial.find('\n'); nl != std::string::npos; nl = partial.find('\n')) {
+        lines_.push_back(partial.substr(0, nl));
+        partial.erase(0, nl + 1);
+      }
+      cv_.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    eof_ = true;
+    cv_.notify_all();
+  }
+
+  int fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> lines_;
+  bool eof_ = false;
+  std::thread thread_;
+};
+
+// Spawns children from one long-lived thread. child_process runs the child
+// between clone(CLONE_VM | CLONE_VFORK) and exec on the calling thread's
+// memory, TLS included, so under TSan the libc interceptors it passes
+// through scribble on that thread's sanitizer state (later reports then
+// show mutex-protected accesses as races). Keeping that off the test
+// threads keeps TSan's picture of them right; the thread lives for the
+// whole run because children die with the thread that spawned them.
+class spawner {
+ public:
+  static child_process spawn(const spawn_options& opts) {
+    static spawner instance;
+    return instance.run(opts);
+  }
+
+ private:
+  spawner() : thread_([this] { loop(); }) {}
+  ~spawner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  child_process run(const spawn_options& opts) {
+    std::optional<child_process> result;
+    std::exception_ptr failure;
+    bool done = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = [&] {
+        try {
+          result.emplace(child_process::spawn(opts));
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        done = true;
+      };
+    }
+    cv_.notify_all();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done; });
+    if (failure) std::rethrow_exception(failure);
+    return std::move(*result);
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || job_; });
+      if (stop_) return;
+      auto job = std::move(job_);
+      job_ = nullptr;
+      job(); // under the lock: the caller waits anyway
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A server process (ours or a peer) whose stdout and stderr are drained.
+class server_process {
+ public:
+  explicit server_process(spawn_options opts)
+      : child_(spawner::spawn(opts)),
+        out_(std::make_unique<pipe_reader>(child_.stdout_fd())),
+        err_(std::make_unique<pipe_reader>(child_.stderr_fd())) {}
+  ~server_process() { stop(); }
+
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    child_.shutdown(0ms, 5s);
+    out_.reset(); // EOF once the process (the only writer) is gone
+    err_.reset();
+  }
+  void kill9() {
+    ::kill(child_.pid(), SIGKILL);
+    stop();
+  }
+  pipe_reader& out() { return *out_; }
+  pipe_reader& err() { return *err_; }
+  pid_t pid() const { return child_.pid(); }
+
+ private:
+  child_process child_;
+  std::unique_ptr<pipe_reader> out_;
+  std::unique_ptr<pipe_reader> err_;
+  bool stopped_ = false;
+};
+
+// mcprt-test-server --http 0 plus `flags`.
+struct test_server {
+  explicit test_server(std::vector<std::string> flags = {}) {
+    std::vector<std::string> args{"--http", "0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    proc = std::make_unique<server_process>(spawn_options{test_server_bin, args, {}, {}});
+    auto line = proc->out().wait_line("listening on ");
+    if (!line) throw std::runtime_error("test server did not start");
+    url = line->substr(line->find("http://"));
+    auto colon = url.rfind(':');
+    port = std::stoi(url.substr(colon + 1));
+  }
+  std::unique_ptr<server_process> proc;
+  std::string url;
+  int port = 0;
+};
+
+// Initializes `t` and waits for the answer; returns the result message.
+std::string initialize(http_transport& t, recorder& r) {
+  t.send(k_init);
+  auto reply = r.message_with(id_tag(1));
+  if (!reply) return {};
+  t.set_protocol_version("2025-06-18");
+  t.send(k_initialized);
+  return *reply;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// An in-process httplib server for behaviours our test server lacks.
+class local_server {
+ public:
+  local_server() {
+    port_ = svr_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { svr_.listen_after_bind(); });
+    // The socket listens already; wait so that stop() cannot come too early.
+    while (!svr_.is_running()) std::this_thread::yield();
+  }
+  ~local_server() {
+    svr_.stop();
+    thread_.join();
+  }
+  httplib::Server& svr() { return svr_; }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::Server svr_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// Pieces
+// ---------------------------------------------------------------------------
+
+TEST(HttpUrl, ParsesHttpAndHttps) {
+  auto u = parse_http_url("http://127.0.0.1:8080/mcp");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->scheme, "http");
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 8080);
+  EXPECT_EQ(u->target, "/mcp");
+  EXPECT_EQ(u->display, "http://127.0.0.1:8080/mcp");
+
+  u = parse_http_url("HTTPS://example.com");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->scheme, "https");
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->target, "/");
+
+  u = parse_http_url("http://example.com/a/b?token=s3cret#frag");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->port, 80);
+  EXPECT_EQ(u->target, "/a/b?token=s3cret");
+  EXPECT_FALSE(contains(u->display, "s3cret")) << u->display;
+
+  u = parse_http_url("http://[::1]:9000?x=1");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->port, 9000);
+  EXPECT_EQ(u->target, "/?x=1");
+  EXPECT_EQ(u->origin(), "http://[::1]:9000");
+}
+
+TEST(HttpUrl, RejectsBadUrlsWithoutEchoingSecrets) {
+  for (const char* bad :
+       {"", "example.com/mcp", "ftp://example.com/", "http:///mcp", "http://host:0/",
+        "http://host:99999/", "http://host:12a/", "http://host:/", "http://[::1/",
+        "http://exa mple.com/", "http://user:hunter22@example.com/"}) {
+    std::string why;
+    EXPECT_FALSE(parse_http_url(bad, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+    EXPECT_FALSE(contains(why, "hunter22")) << why;
+  }
+}
+
+TEST(JsonBatch, SplitsTopLevelArraysOnly) {
+  using detail::split_json_batch;
+  EXPECT_TRUE(split_json_batch("").empty());
+  EXPECT_TRUE(split_json_batch("  \n").empty());
+  EXPECT_TRUE(split_json_batch("[]").empty());
+  EXPECT_EQ(split_json_batch(R"( {"id":1} )"), std::vector<std::string>{R"({"id":1})"});
+  auto parts = split_json_batch(R"([{"id":1,"s":"a],[}\"x"}, {"id":[2,{"z":3}]} ,7])");
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], R"({"id":1,"s":"a],[}\"x"})");
+  EXPECT_EQ(parts[1], R"({"id":[2,{"z":3}]})");
+  EXPECT_EQ(parts[2], "7");
+  // Malformed text is handed on whole, for the session to reject.
+  EXPECT_EQ(split_json_batch("[{\"id\":1}"), std::vector<std::string>{"[{\"id\":1}"});
+  EXPECT_EQ(split_json_batch("[1 2]"), std::vector<std::string>{"[1 2]"});
+}
+
+TEST(JsonBatch, RecognizesRequests) {
+  using detail::is_json_rpc_request;
+  EXPECT_TRUE(is_json_rpc_request(request(3, "ping")));
+  EXPECT_FALSE(is_json_rpc_request(k_initialized));
+  EXPECT_FALSE(is_json_rpc_request(R"({"jsonrpc":"2.0","id":3,"result":{}})"));
+  EXPECT_FALSE(is_json_rpc_request(R"({"method":"x","id":null})"));
+  EXPECT_FALSE(is_json_rpc_request(R"({"params":{"method":"x","id":1},"method":"n"})"));
+  EXPECT_TRUE(is_json_rpc_request("[" + std::string(k_initialized) + "," + request(4, "ping") + "]"));
+  EXPECT_FALSE(is_json_rpc_request("garbage"));
+}
+
+TEST(SseParser, FollowsTheEventStreamRules) {
+  detail::sse_parser p;
+  std::vector<detail::sse_parser::event> got;
+  auto sink = [&](detail::sse_parser::event&& e) { got.push_back(std::move(e)); };
+  std::string stream =
+      "\xEF\xBB\xBF: comment\r\n"
+      "event: message\r\n"
+      "id: 7\r\n"
+      "data: {\"a\":1}\r\n\r\n"
+      "data:line1\n"
+      "data: line2\n"
+      "\n"
+      "event: other\n"
+      "data: x\n\n"
+      "event: ignored-without-data\n\n"
+      "retry: 1500\r"
+      "data: cr only\r\r"
+      "data: tail";
+  // Byte by byte: every split point, including inside CRLF and the BOM.
+  for (char c : stream) ASSERT_TRUE(p.feed(std::string_view(&c, 1), sink));
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].type, "message");
+  EXPECT_EQ(got[0].data, "{\"a\":1}");
+  EXPECT_EQ(got[0].id, "7");
+  EXPECT_EQ(got[1].type, "message");
+  EXPECT_EQ(got[1].data, "line1\nline2");
+  EXPECT_EQ(got[2].type, "other");
+  EXPECT_EQ(got[3].data, "cr only");
+  EXPECT_EQ(p.retry_ms(), 1500);
+  p.finish(sink);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[4].data, "tail");
+  EXPECT_EQ(p.last_event_id(), "7");
+}
+
+TEST(SseParser, RejectsOversizedEvents) {
+  detail::sse_parser p(64);
+  auto sink = [](detail::sse_parser::event&&) {};
+  EXPECT_FALSE(p.feed("data: " + std::string(100, 'x') + "\n", sink));
+  EXPECT_FALSE(p.feed("\n", sink));
+}
+
+TEST(HttpWorkerPool, RunsJobsAndBoundsEventStreams) {
+  http_worker_pool pool(3, 1);
+  EXPECT_EQ(pool.thread_count(), 3u);
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  for (int i = 0; i < 10; ++i)
+    pool.post([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      cv.notify_all();
+    });
+  bool release = false;
+  ASSERT_TRUE(pool.start_event_stream([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return release; });
+  }));
+  EXPECT_FALSE(pool.start_event_stream([] {})) << "the limit is 1";
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return done == 10; }));
+    release = true;
+  }
+  cv.notify_all();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_TRUE(pool.start_event_stream([] {})) << "a finished stream frees its slot";
+}
+
+// ---------------------------------------------------------------------------
+// Against mcprt-test-server
+// ---------------------------------------------------------------------------
+
+TEST(HttpTransport, InitializeCapturesSessionThenNotificationAndToolsList) {
+  test_server srv;
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {{"Authorization", "Bearer SECRET-123"}}, r.events(), pool);
+  EXPECT_EQ(t.display_url(), srv.url);
+  EXPECT_FALSE(t.session_id());
+
+  auto reply = initialize(t, r);
+  ASSERT_FALSE(reply.empty()) << "no initialize result";
+  EXPECT_TRUE(contains(reply, "\"result\"")) << reply;
+  EXPECT_TRUE(contains(reply, "protocolVersion")) << reply;
+  ASSERT_TRUE(t.session_id());
+  EXPECT_EQ(t.session_id()->size(), 32u);
+
+  // notifications/initialized got its 202 before tools/list went out and
+  // produced no message.
+  t.send(request(2, "tools/list"));
+  auto tools = r.message_with(id_tag(2));
+  ASSERT_TRUE(tools);
+  EXPECT_TRUE(contains(*tools, "\"sleep\"")) << *tools;
+  EXPECT_EQ(r.message_count(), 2u);
+  EXPECT_TRUE(r.error_list().empty());
+  EXPECT_FALSE(r.overlapped);
+}
+
+TEST(HttpTransport, ParsesSseResponses) {
+  test_server srv({"--sse-responses"});
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {}, r.events(), pool);
+  auto reply = initialize(t, r);
+  ASSERT_FALSE(reply.empty());
+  EXPECT_EQ(reply.front(), '{') << "the SSE framing is gone: " << reply;
+  ASSERT_TRUE(t.session_id());
+  t.send(request(2, "tools/call", R"({"name":"echo","arguments":{"text":"multi\nline"}})"));
+  auto echo = r.message_with(id_tag(2));
+  ASSERT_TRUE(echo);
+  EXPECT_TRUE(contains(*echo, "multi\\nline")) << *echo;
+  EXPECT_TRUE(r.error_list().empty());
+}
+
+TEST(HttpTransport, SlowCallDoesNotBlockPing) {
+  test_server srv;
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {}, r.events(), pool);
+  ASSERT_FALSE(initialize(t, r).empty());
+  auto start = std::chrono::steady_clock::now();
+  t.send(request(10, "tools/call", R"({"name":"sleep","arguments":{"ms":2000}})"));
+  t.send(request(11, "ping"));
+  ASSERT_TRUE(r.message_with(id_tag(11), 5s));
+  auto ping_time = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(ping_time, 1500ms);
+  EXPECT_FALSE(r.message_with(id_tag(10), 0ms)) << "the sleep answered before the ping";
+  auto slept = r.message_with(id_tag(10), 10s);
+  ASSERT_TRUE(slept);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 2000ms);
+  EXPECT_FALSE(r.overlapped) << "callbacks of one transport ran concurrently";
+}
+
+TEST(HttpTransport, ManyPipelinedRequestsAreAllAnswered) {
+  test_server srv;
+  http_worker_pool pool(4);
+  recorder r;
+  http_transport t(srv.url, {}, r.events(), pool);
+  ASSERT_FALSE(initialize(t, r).empty());
+  for (int i = 0; i < 40; ++i) t.send(request(100 + i, "ping"));
+  ASSERT_TRUE(r.wait([&] { return r.messages.size() == 41; }, 20s));
+  EXPECT_TRUE(r.error_list().empty());
+  EXPECT_FALSE(r.overlapped);
+}
+
+TEST(HttpTransport, ServerKilledReportsErrorNamingUrlNeverHeaderValues) {
+  test_server srv;
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url,
+                   {{"Authorization", "Bearer SECRET-123"}, {"X-Api-Key", "key-SECRET-456"}},
+                   r.events(), pool, 2000ms);
+  ASSERT_FALSE(initialize(t, r).empty());
+  auto sid = *t.session_id();
+  srv.proc->kill9();
+  t.send(request(2, "tools/list"));
+  ASSERT_TRUE(r.wait_error());
+  auto errors = r.error_list();
+  EXPECT_TRUE(contains(errors[0], "POST " + srv.url)) << errors[0];
+  for (auto& e : errors) {
+    EXPECT_FALSE(contains(e, "SECRET")) << e;
+    EXPECT_FALSE(contains(e, sid)) << e;
+  }
+}
+
+TEST(HttpTransport, UnknownSessionReportsExpiryOnceThenReinitializes) {
+  test_server srv;
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {}, r.events(), pool);
+  ASSERT_FALSE(initialize(t, r).empty());
+  auto sid = *t.session_id();
+
+  // End the session behind the transport's back.
+  httplib::Client raw("127.0.0.1", srv.port);
+  auto del = raw.Delete("/mcp", {{"Mcp-Session-Id", sid}});
+  ASSERT_TRUE(del);
+  ASSERT_EQ(del->status, 200);
+
+  t.send(request(2, "tools/list"));
+  t.send(request(3, "ping"));
+  ASSERT_TRUE(r.wait([&] { return r.expired >= 1; }));
+  // Both requests got 404; the caller hears it once.
+  ASSERT_TRUE(t.session_id());
+  t.send(request(4, "ping")); // a third 404 for the same id
+  t.reset_session();
+  EXPECT_FALSE(t.session_id());
+  t.send(R"({"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  ASSERT_TRUE(r.message_with(id_tag(5)));
+  ASSERT_TRUE(t.session_id());
+  EXPECT_NE(*t.session_id(), sid);
+  t.send(request(6, "tools/list"));
+  ASSERT_TRUE(r.message_with(id_tag(6)));
+  EXPECT_EQ(r.expired_count(), 1);
+  EXPECT_TRUE(r.error_list().empty()) << r.error_list()[0];
+}
+
+TEST(HttpTransport, CloseDeletesTheSession) {
+  test_server srv;
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {}, r.events(), pool);
+  ASSERT_FALSE(initialize(t, r).empty());
+  auto sid = *t.session_id();
+  t.close();
+  t.close(); // idempotent
+  ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
+  t.send(request(2, "ping")); // ignored after close
+  EXPECT_FALSE(t.open_event_stream());
+
+  httplib::Client raw("127.0.0.1", srv.port);
+  auto res = raw.Post("/mcp", {{"Mcp-Session-Id", sid}, {"Accept", "application/json, text/event-stream"}},
+                      request(3, "ping"), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(r.closed_count(), 1);
+  EXPECT_EQ(r.message_count(), 1u);
+  EXPECT_TRUE(r.error_list().empty());
+}
+
+TEST(HttpTransport, EventStreamDeliversListChanged) {
+  test_server srv({"--list-changed-after-ms", "200"});
+  http_worker_pool pool(2, 4);
+  recorder r;
+  http_transport t(srv.url, {}, r.events(), pool);
+  ASSERT_FALSE(initialize(t, r).empty());
+  ASSERT_TRUE(t.open_event_stream());
+  EXPECT_TRUE(t.open_event_stream()) << "idempotent";
+  auto note = r.message_with("notifications/tools/list_changed");
+  ASSERT_TRUE(note);
+  EXPECT_EQ(pool.active_event_streams(), 1u);
+  t.send(request(2, "tools/list"));
+  auto tools = r.message_with(id_tag(2));
+  ASSERT_TRUE(tools);
+  EXPECT_TRUE(contains(*tools, "late_tool")) << *tools;
+  t.close();
+  ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(pool.active_event_streams(), 0u) << "close() stops the stream";
+  EXPECT_TRUE(r.error_list().empty());
+}
+
+TEST(HttpTransport, DestroyingWithRequestsInFlightIsQuickAndSilent) {
+  test_server srv({"--list-changed-after-ms", "60000"});
+  http_worker_pool pool(2);
+  recorder r;
+  auto t = std::make_unique<http_transport>(srv.url, std::map<std::string, std::string>{},
+                                            r.events(), pool);
+  ASSERT_FALSE(initialize(*t, r).empty());
+  ASSERT_TRUE(t->open_event_stream());
+  t->send(request(2, "tools/call", R"({"name":"sleep","arguments":{"ms":5000}})"));
+  t->send(request(3, "tools/call", R"({"name":"sleep","arguments":{"ms":5000}})"));
+  auto before = r.message_count();
+  auto start = std::chrono::steady_clock::now();
+  t.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  // The pool finishes the aborted requests quickly and reports nothing.
+  std::atomic<bool> ran{false};
+  pool.post([&] { ran = true; });
+  auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (!ran && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(ran) << "aborted requests still hold the workers";
+  EXPECT_EQ(r.message_count(), before);
+  EXPECT_TRUE(r.error_list().empty());
+}
+
+TEST(HttpTransport, BadUrlReportsAtOnce) {
+  http_worker_pool pool(1);
+  recorder r;
+  http_transport t("htp://user:pw-SECRET@example.com/mcp", {{"Authorization", "Bearer SECRET-123"}},
+                   r.events(), pool);
+  ASSERT_TRUE(r.wait_error(5s));
+  auto e = r.error_list()[0];
+  EXPECT_TRUE(contains(e, "invalid URL")) << e;
+  EXPECT_FALSE(contains(e, "SECRET")) << e;
+  t.send(request(1, "ping"));
+  EXPECT_FALSE(t.open_event_stream());
+  t.close();
+  ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
+  EXPECT_EQ(r.error_list().size(), 1u);
+}
+
+TEST(HttpTransport, ConnectionRefusedAndTlsFailuresNameTheUrl) {
+  http_worker_pool pool(2);
+  {
+    recorder r;
+    auto url = "http://127.0.0.1:" + std::to_string(free_port()) + "/mcp";
+    http_transport t(url, {{"Authorization", "Bearer SECRET-123"}}, r.events(), pool);
+    t.send(k_init);
+    ASSERT_TRUE(r.wait_error());
+    auto e = r.error_list()[0];
+    EXPECT_TRUE(contains(e, url)) << e;
+    EXPECT_TRUE(contains(e, "cannot connect")) << e;
+    EXPECT_FALSE(contains(e, "SECRET")) << e;
+  }
+  {
+    test_server srv; // plain HTTP: the TLS handshake fails
+    recorder r;
+    auto url = "https://127.0.0.1:" + std::to_string(srv.port) + "/mcp";
+    http_transport t(url, {{"Authorization", "Bearer SECRET-123"}}, r.events(), pool, 3000ms);
+    t.send(k_init);
+    ASSERT_TRUE(r.wait_error());
+    auto e = r.error_list()[0];
+    EXPECT_TRUE(contains(e, url)) << e;
+    EXPECT_TRUE(contains(e, "TLS") || contains(e, "connection lost")) << e;
+    EXPECT_FALSE(contains(e, "SECRET")) << e;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Against an in-process server: shapes mcprt-test-server never produces
+// ---------------------------------------------------------------------------
+
+TEST(HttpTransport, HttpErrorsCarryABodyExcerptButNoHeaderValues) {
+  local_server ls;
+  ls.svr().Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+    // A careless server that echoes credentials back.
+    res.status = 500;
+    res.set_content("boom; you sent " + req.get_header_value("Authorization") + " and key " +
+                        req.get_header_value("X-Api-Key"),
+                    "text/plain");
+  });
+  http_worker_pool pool(1);
+  recorder r;
+  http_transport t(ls.url("/echo?token=abc"),
+                   {{"Authorization", "Bearer SECRET-123"}, {"X-Api-Key", "key-SECRET-456"}},
+                   r.events(), pool);
+  t.send(request(1, "ping"));
+  ASSERT_TRUE(r.wait_error());
+  auto e = r.error_list()[0];
+  EXPECT_TRUE(contains(e, "POST " + ls.url("/echo"))) << e;
+  EXPECT_TRUE(contains(e, "HTTP 500")) << e;
+  EXPECT_TRUE(contains(e, "boom; you sent")) << e;
+  EXPECT_FALSE(contains(e, "SECRET")) << e;
+  EXPECT_FALSE(contains(e, "token=abc")) << e;
+}
+
+TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
+  local_server ls;
+  std::mutex mu;
+  std::vector<std::string> seen_accept, seen_version, seen_session;
+  ls.svr().Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen_accept.push_back(req.get_header_value("Accept"));
+      seen_version.push_back(req.get_header_value("MCP-Protocol-Version"));
+      seen_session.push_back(req.get_header_value("Mcp-Session-Id"));
+    }
+    res.set_header("Mcp-Session-Id", "sess-42");
+    res.set_content(R"([{"jsonrpc":"2.0","id":1,"result":{}}, {"jsonrpc":"2.0","method":"n"}])",
+                    "application/json; charset=utf-8");
+  });
+  ls.svr().Get("/mcp", [](const httplib::Request&, httplib::Response& res) { res.status = 405; });
+  http_worker_pool pool(1);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {{"Accept", "text/html"}}, r.events(), pool);
+  t.send(request(1, "initialize"));
+  ASSERT_TRUE(r.wait([&] { return r.messages.size() == 2; }));
+  auto msgs = r.message_list();
+  EXPECT_EQ(msgs[0], R"({"jsonrpc":"2.0","id":1,"result":{}})");
+  EXPECT_EQ(msgs[1], R"({"jsonrpc":"2.0","method":"n"})");
+  EXPECT_EQ(t.session_id(), "sess-42");
+  t.set_protocol_version("2025-06-18");
+  ASSERT_TRUE(t.open_event_stream());
+  t.send(request(2, "ping"));
+  ASSERT_TRUE(r.wait([&] { return r.messages.size() == 4; }));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(pool.active_event_streams(), 0u) << "405 ends the stream";
+  EXPECT_TRUE(r.error_list().empty());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen_accept.size(), 2u);
+  EXPECT_EQ(seen_accept[0], "application/json, text/event-stream");
+  EXPECT_EQ(seen_session[0], "");
+  EXPECT_EQ(seen_version[0], "");
+  EXPECT_EQ(seen_session[1], "sess-42");
+  EXPECT_EQ(seen_version[1], "2025-06-18");
+}
+
+TEST(HttpTransport, NotificationsReachTheServerInOrder) {
+  // A notification is issued only after the previous one was answered, so
+  // the server sees them in order even though the pool has 4 workers.
+  local_server ls;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> bodies;
+  ls.svr().Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      bodies.push_back(req.body);
+    }
+    cv.notify_all();
+    res.status = 202;
+  });
+  http_worker_pool pool(4);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool);
+  std::vector<std::string> sent;
+  for (int i = 0; i < 30; ++i) {
+    sent.push_back(R"({"jsonrpc":"2.0","method":"notifications/n","params":{"i":)" +
+                   std::to_string(i) + "}}");
+    t.send(sent.back());
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return bodies.size() == sent.size(); }));
+    EXPECT_EQ(bodies, sent);
+  }
+  t.close();
+  ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
+  EXPECT_EQ(r.message_count(), 0u);
+  EXPECT_TRUE(r.error_list().empty());
+}
+
+// ---------------------------------------------------------------------------
+// Against the reference server-everything (npm), when installed
+// ---------------------------------------------------------------------------
+
+TEST(HttpTransportPeer, ServerEverythingStreamableHttp) {
+  namespace fs = std::filesystem;
+  const fs::path peer = "/work/main/tests/peers/node_modules/.bin/mcp-server-everything";
+  if (!fs::exists(peer)) GTEST_SKIP() << "server-everything is not installed at " << peer;
+  if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+
+  int port = free_port();
+  server_process proc(spawn_options{
+      "node", {fs::canonical(peer).string(), "streamableHttp"}, {{"PORT", std::to_string(port)}}, {}});
+  ASSERT_TRUE(proc.err().wait_line("listening on port", 30s)) << "server-everything did not start";
+
+  http_worker_pool pool(2);
+  recorder r;
+  auto url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
+  http_transport t(url, {}, r.events(), pool);
+  auto reply = initialize(t, r);
+  ASSERT_FALSE(reply.empty()) << (r.error_list().empty() ? "" : r.error_list()[0]);
+  EXPECT_TRUE(contains(reply, "serverInfo")) << reply;
+  ASSERT_TRUE(t.session_id());
+
+  t.send(request(2, "tools/list"));
+  auto tools = r.message_with(id_tag(2));
+  ASSERT_TRUE(tools);
+  std::size_t count = 0;
+  for (auto pos = tools->find("\"inputSchema\""); pos != std::string::npos;
+       pos = tools->find("\"inputSchema\"", pos + 1))
+    ++count;
+  EXPECT_GT(count, 5u) << *tools;
+
+  t.send(request(3, "tools/call", R"({"name":"echo","arguments":{"message":"hello-peer"}})"));
+  auto echo = r.message_with(id_tag(3));
+  ASSERT_TRUE(echo);
+  EXPECT_TRUE(contains(*echo, "hello-peer")) << *echo;
+
+  t.close();
+  ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
+  EXPECT_TRUE(r.error_list().empty()) << r.error_list()[0];
+}
