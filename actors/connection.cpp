@@ -1,0 +1,389 @@
+#include "actors/connection.hpp"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <caf/all.hpp>
+
+#include "core/fingerprint.hpp"
+#include "core/mcp_session.hpp"
+#include "io/http_transport.hpp"
+#include "io/reactor.hpp"
+
+namespace mcprt {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct connection_state {
+  static inline const char* name = "mcprt.connection";
+
+  connection_config cfg;
+  connection_io io;
+  std::string id;
+  std::unique_ptr<mcp_session> session;
+  mcp_session::options session_options;
+  connection_status status = connection_status::connecting;
+  std::string last_error;
+  std::optional<io::reactor::process_id> process;
+  int32_t pid = -1;
+  std::unique_ptr<io::http_transport> http;
+  bool http_reinitialized = false;
+  bool event_stream_open = false;
+  bool transport_ended = false;
+  bool stopping = false;
+  std::deque<std::string> stderr_tail;
+  std::map<uint64_t, caf::typed_response_promise<json_value>> calls;
+  uint64_t next_token = 1;
+  std::optional<clock::time_point> tick_at;
+  std::vector<caf::typed_response_promise<bool>> stop_promises;
+
+  connection_state() = default;
+  connection_state(const connection_state&) = delete;
+  connection_state& operator=(const connection_state&) = delete;
+
+  // However the actor ends, its server goes with it.
+  ~connection_state() {
+    if (process && io.reactor) io.reactor->kill(*process);
+    if (http) http->close();
+  }
+};
+
+using self_ptr = connection_actor::stateful_pointer<connection_state>;
+
+std::string stderr_excerpt(const connection_state& st, std::size_t lines = 5) {
+  std::string out;
+  auto n = std::min(lines, st.stderr_tail.size());
+  for (auto i = st.stderr_tail.size() - n; i < st.stderr_tail.size(); ++i)
+    out += (out.empty() ? "" : " | ") + st.stderr_tail[i];
+  return out;
+}
+
+void publish(self_ptr self) {
+  auto& st = self->state;
+  client_update u;
+  u.server = st.cfg.server.name;
+  u.connection_id = st.id;
+  u.generation = st.cfg.generation;
+  u.status = st.status;
+  if (st.session) {
+    u.tools = static_cast<uint32_t>(st.session->visible_tools().size());
+    u.prompts = static_cast<uint32_t>(st.session->prompts().size());
+  }
+  u.pid = st.pid;
+  u.error = st.last_error;
+  for (auto& sub : st.cfg.subscribers)
+    self->send(sub, u);
+}
+
+void fail_calls(self_ptr self, const std::string& why) {
+  for (auto& [token, rp] : self->state.calls)
+    rp.deliver(make_error(errc::not_connected, why));
+  self->state.calls.clear();
+}
+
+void shut_down_transport(self_ptr self) {
+  auto& st = self->state;
+  if (st.process && !st.transport_ended) st.io.reactor->shutdown(*st.process);
+  if (st.http && !st.transport_ended) st.http->close();
+}
+
+void finish_stop(self_ptr self) {
+  auto& st = self->state;
+  if (st.status != connection_status::error) st.status = connection_status::disconnected;
+  publish(self);
+  for (auto& rp : st.stop_promises)
+    rp.deliver(true);
+  st.stop_promises.clear();
+  self->quit();
+}
+
+// A fatal problem: the connection reports `error` and lets its server go.
+void fail(self_ptr self, const std::string& reason) {
+  auto& st = self->state;
+  if (st.status == connection_status::error || st.status == connection_status::disconnected)
+    return;
+  st.last_error = reason;
+  st.status = connection_status::error;
+  publish(self);
+  fail_calls(self, reason);
+  shut_down_transport(self);
+}
+
+void deliver(self_ptr self, const call_result& r) {
+  auto& st = self->state;
+  auto i = st.calls.find(r.token);
+  if (i == st.calls.end()) return;
+  auto rp = i->second;
+  st.calls.erase(i);
+  std::string msg = r.error ? r.error->message : std::string{};
+  switch (r.outcome) {
+    case call_outcome::ok:
+      rp.deliver(json_value{r.result});
+      break;
+    case call_outcome::rpc_error:
+      rp.deliver(make_error(errc::tool_error, msg + " (JSON-RPC error " + std::to_string(r.error ? r.error->code : 0) + ")"));
+      break;
+    case call_outcome::timed_out:
+      rp.deliver(make_error(errc::timeout, msg));
+      break;
+    case call_outcome::rejected:
+      rp.deliver(make_error(r.error && r.error->code == error_invalid_params ? errc::unknown_tool : errc::not_connected, msg));
+      break;
+    case call_outcome::cancelled:
+    case call_outcome::closed:
+      rp.deliver(make_error(errc::not_connected, msg));
+      break;
+  }
+}
+
+void schedule_tick(self_ptr self) {
+  auto& st = self->state;
+  if (!st.session) return;
+  auto next = st.session->next_deadline();
+  if (!next || (st.tick_at && *st.tick_at <= *next)) return;
+  st.tick_at = *next;
+  auto delay = std::max(clock::duration::zero(), *next - clock::now());
+  self->delayed_send(self, delay, atom::tick_v);
+}
+
+void apply(self_ptr self, session_effects fx) {
+  auto& st = self->state;
+  // Streamable HTTP wants the negotiated revision on every request after
+  // initialize, starting with notifications/initialized.
+  if (st.http && st.session && st.session->negotiated_protocol())
+    st.http->set_protocol_version(*st.session->negotiated_protocol());
+  if (!st.transport_ended) {
+    for (auto& line : fx.send) {
+      if (st.process) st.io.reactor->write(*st.process, line + "\n");
+      else if (st.http) st.http->send(line);
+    }
+  }
+  bool changed = fx.tools_changed || fx.prompts_changed;
+  if (fx.ready && st.status == connection_status::connecting) {
+    st.status = connection_status::connected;
+    changed = true;
+    // Server-initiated notifications over HTTP arrive on a GET stream.
+    auto& caps = st.session->server_capabilities();
+    if (st.http && !st.event_stream_open && caps.is_object()
+        && ((caps.contains("tools") && caps["tools"].value("listChanged", false))
+            || (caps.contains("prompts") && caps["prompts"].value("listChanged", false)))) {
+      st.event_stream_open = true;
+      st.http->open_event_stream();
+    }
+  }
+  if (changed && st.status == connection_status::connected) publish(self);
+  for (auto& c : fx.completed_calls)
+    deliver(self, c);
+  if (fx.failure) fail(self, *fx.failure);
+  schedule_tick(self);
+}
+
+template <class... Ts>
+void send_to(const caf::weak_actor_ptr& weak, Ts&&... xs) {
+  if (auto strong = weak.lock())
+    caf::anon_send(caf::actor_cast<connection_actor>(strong), std::forward<Ts>(xs)...);
+}
+
+void start(self_ptr self) {
+  auto& st = self->state;
+  auto& server = st.cfg.server;
+  publish(self);
+  auto kind = server.transport();
+  bool remote = kind == transport_kind::http || kind == transport_kind::sse;
+  auto& o = st.session_options;
+  o.client_name = "mcprt";
+  o.client_version = "0.1.0";
+  std::optional<milliseconds> configured;
+  if (auto i = server.spec.find("discoveryTimeoutMs"); i != server.spec.end() && i->is_number_integer())
+    configured = milliseconds(i->get<long long>());
+  o.discovery_timeout = discovery_timeout_for(remote, configured);
+  if (server.timeout_ms && *server.timeout_ms > 0) o.call_timeout = milliseconds(*server.timeout_ms);
+  o.include_tools = server.include_tools;
+  o.exclude_tools = server.exclude_tools;
+  st.session = std::make_unique<mcp_session>(o);
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  switch (kind) {
+    case transport_kind::stdio: {
+      io::spawn_options spawn{*server.command, server.args, server.env, server.cwd};
+      io::process_events ev;
+      ev.on_stdout = [weak](std::string_view bytes) { send_to(weak, atom::io_out_v, std::string(bytes)); };
+      ev.on_stderr_line = [weak](std::string line) { send_to(weak, atom::io_err_v, std::move(line)); };
+      ev.on_exit = [weak](const io::process_exit& how) { send_to(weak, atom::io_exit_v, how.describe()); };
+      try {
+        auto spawned = st.io.reactor->spawn(spawn, std::move(ev));
+        st.process = spawned.id;
+        st.pid = static_cast<int32_t>(spawned.pid);
+      } catch (const std::exception& e) {
+        st.transport_ended = true;
+        fail(self, std::string("spawn failed: ") + e.what());
+        return;
+      }
+      break;
+    }
+    case transport_kind::http: {
+      io::http_events ev;
+      ev.on_message = [weak](std::string msg) { send_to(weak, atom::http_msg_v, std::move(msg)); };
+      ev.on_session_expired = [weak] { send_to(weak, atom::http_gone_v); };
+      ev.on_error = [weak](std::string reason) { send_to(weak, atom::http_err_v, std::move(reason)); };
+      ev.on_closed = [weak] { send_to(weak, atom::http_closed_v); };
+      std::string url = server.http_url ? *server.http_url : server.url.value_or("");
+      // The session enforces call timeouts; the HTTP idle timeout must not
+      // fire first.
+      io::http_transport_options ho;
+      ho.request_timeout = o.call_timeout.value_or(default_call_timeout) + std::chrono::seconds(30);
+      st.http = std::make_unique<io::http_transport>(url, server.headers, std::move(ev), *st.io.http, ho);
+      break;
+    }
+    case transport_kind::sse:
+      st.transport_ended = true;
+      fail(self, "transport not supported yet: legacy SSE (`url`); streamable HTTP servers use `httpUrl`");
+      return;
+    case transport_kind::unknown:
+      st.transport_ended = true;
+      fail(self, "no transport configured: set `command` (stdio) or `httpUrl` (streamable HTTP)");
+      return;
+  }
+  apply(self, st.session->start(clock::now()));
+}
+
+connection_info info_of(const connection_state& st) {
+  connection_info info;
+  info.server = st.cfg.server.name;
+  info.connection_id = st.id;
+  info.generation = st.cfg.generation;
+  info.status = st.status;
+  info.pid = st.pid;
+  info.last_error = st.last_error;
+  info.stderr_tail.assign(st.stderr_tail.begin(), st.stderr_tail.end());
+  if (st.session) {
+    info.server_name = st.session->server_info().name;
+    info.server_version = st.session->server_info().version;
+    info.protocol = st.session->negotiated_protocol().value_or("");
+    for (auto& t : st.session->visible_tools())
+      info.tools.push_back({t.name, t.description, json_value{t.input_schema}});
+    for (auto& p : st.session->prompts())
+      info.prompts.push_back({p.name, p.description});
+  }
+  return info;
+}
+
+connection_actor::behavior_type connection(self_ptr self, connection_config cfg, connection_io io) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.io = io;
+  st.id = connection_id(st.cfg.server);
+  start(self);
+  return {
+    [=](atom::info) { return info_of(self->state); },
+    [=](atom::call, std::string tool, json_value args) -> caf::result<json_value> {
+      auto& st = self->state;
+      if (!st.session || st.status != connection_status::connected)
+        return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status)
+                                                + (st.last_error.empty() ? "" : ": " + st.last_error));
+      auto rp = self->make_response_promise<json_value>();
+      auto token = st.next_token++;
+      st.calls.emplace(token, rp);
+      apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now()));
+      return rp;
+    },
+    [=](atom::subscribe, event_sink_actor sink) {
+      self->state.cfg.subscribers.push_back(sink);
+    },
+    [=](atom::filter, tool_filter_spec f) {
+      auto& st = self->state;
+      if (!st.session) return;
+      std::optional<std::vector<std::string>> inc, exc;
+      if (f.has_include) inc = f.include;
+      if (f.has_exclude) exc = f.exclude;
+      apply(self, st.session->set_tool_filter(std::move(inc), std::move(exc)));
+    },
+    [=](atom::stop) -> caf::result<bool> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<bool>();
+      st.stop_promises.push_back(rp);
+      if (st.stopping) return rp;
+      st.stopping = true;
+      fail_calls(self, "connection is shutting down");
+      if (st.transport_ended || (!st.process && !st.http)) {
+        finish_stop(self);
+        return rp;
+      }
+      if (st.process) st.io.reactor->shutdown(*st.process);
+      else st.http->close();
+      return rp;
+    },
+    [=](atom::io_out, const std::string& bytes) {
+      auto& st = self->state;
+      if (st.session) apply(self, st.session->on_bytes(bytes.data(), bytes.size(), clock::now()));
+    },
+    [=](atom::io_err, std::string& line) {
+      auto& st = self->state;
+      st.stderr_tail.push_back(std::move(line));
+      while (st.stderr_tail.size() > st.cfg.stderr_lines)
+        st.stderr_tail.pop_front();
+    },
+    [=](atom::io_exit, const std::string& how) {
+      auto& st = self->state;
+      st.transport_ended = true;
+      st.process.reset();
+      if (st.stopping) {
+        finish_stop(self);
+        return;
+      }
+      std::string reason = "server exited (" + how + ")";
+      auto tail = stderr_excerpt(st);
+      if (!tail.empty()) reason += "; last stderr: " + tail;
+      if (st.session) apply(self, st.session->on_transport_closed(reason));
+      fail(self, reason);
+    },
+    [=](atom::http_msg, const std::string& msg) {
+      auto& st = self->state;
+      if (st.session) apply(self, st.session->on_line(msg, clock::now()));
+    },
+    [=](atom::http_gone) {
+      auto& st = self->state;
+      if (st.http_reinitialized || st.stopping) {
+        fail(self, "HTTP session expired again after re-initializing");
+        return;
+      }
+      // The server forgot our session (restart, eviction): one fresh start.
+      st.http_reinitialized = true;
+      fail_calls(self, "HTTP session expired; re-initializing");
+      st.http->reset_session();
+      st.status = connection_status::connecting;
+      st.session = std::make_unique<mcp_session>(st.session_options);
+      publish(self);
+      apply(self, st.session->start(clock::now()));
+    },
+    [=](atom::http_err, const std::string& reason) {
+      auto& st = self->state;
+      if (st.stopping) return;
+      if (st.session) apply(self, st.session->on_transport_closed(reason));
+      fail(self, reason);
+    },
+    [=](atom::http_closed) {
+      auto& st = self->state;
+      st.transport_ended = true;
+      if (st.stopping) finish_stop(self);
+    },
+    [=](atom::tick) {
+      auto& st = self->state;
+      st.tick_at.reset();
+      if (st.session) apply(self, st.session->on_tick(clock::now()));
+    },
+  };
+}
+
+} // namespace
+
+connection_actor spawn_connection(caf::actor_system& sys, connection_config cfg, connection_io io) {
+  return sys.spawn(connection, std::move(cfg), io);
+}
+
+} // namespace mcprt

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "core/server_config.hpp"
+#include "messages/messages.hpp"
+
+namespace mcprt::io {
+class reactor;
+class http_worker_pool;
+} // namespace mcprt::io
+
+namespace mcprt {
+
+/// What a connection actor is started with.
+struct connection_config {
+  server_config server;
+  uint64_t generation = 1;
+  std::vector<event_sink_actor> subscribers;
+  /// Lines of server stderr kept for errors and snapshots.
+  std::size_t stderr_lines = 50;
+};
+
+/// The I/O the connection runs on: one reactor thread serves every stdio
+/// server's pipes, a fixed pool serves every HTTP server.
+struct connection_io {
+  io::reactor* reactor = nullptr;
+  io::http_worker_pool* http = nullptr;
+};
+
+/// Spawns the actor that owns one live MCP connection: it starts the server
+/// (stdio process or streamable-HTTP session), runs the protocol through
+/// core/mcp_session, publishes every status change as a client_update, and
+/// serves tool calls. Legacy SSE (`url`) ends in an error state.
+connection_actor spawn_connection(caf::actor_system& sys, connection_config cfg, connection_io io);
+
+} // namespace mcprt

@@ -1,0 +1,52 @@
+#include "messages/messages.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/message.hpp>
+
+namespace mcprt {
+
+std::string to_string(errc x) {
+  switch (x) {
+    case errc::none: return "none";
+    case errc::budget_exhausted: return "budget_exhausted";
+    case errc::pool_draining: return "pool_draining";
+    case errc::spawn_failed: return "spawn_failed";
+    case errc::timeout: return "timeout";
+    case errc::not_connected: return "not_connected";
+    case errc::unknown_tool: return "unknown_tool";
+    case errc::tool_error: return "tool_error";
+    case errc::protocol_error: return "protocol_error";
+    case errc::transport_not_supported: return "transport_not_supported";
+    case errc::unavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+std::string to_string(connection_status x) {
+  switch (x) {
+    case connection_status::connecting: return "connecting";
+    case connection_status::connected: return "connected";
+    case connection_status::disconnected: return "disconnected";
+    case connection_status::error: return "error";
+  }
+  return "unknown";
+}
+
+caf::error make_error(errc x, std::string message) {
+  if (message.empty()) return caf::error{static_cast<uint8_t>(x), caf::atom("mcprt")};
+  return caf::error{static_cast<uint8_t>(x), caf::atom("mcprt"), caf::make_message(std::move(message))};
+}
+
+std::string render_error(uint8_t code, caf::atom_value, const caf::message& context) {
+  std::string out = to_string(static_cast<errc>(code));
+  if (context.match_elements<std::string>()) out += ": " + context.get_as<std::string>(0);
+  return out;
+}
+
+void add_mcprt_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::mcprt>();
+  cfg.add_error_category(caf::atom("mcprt"), render_error);
+}
+
+} // namespace mcprt

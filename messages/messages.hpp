@@ -1,0 +1,219 @@
+#pragma once
+
+// Typed messages and actor interfaces of mcprt. Every type that crosses an
+// actor boundary has an `inspect` overload and a type id, so the same actors
+// can be reached from another CAF node over caf::io.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/error.hpp>
+#include <nlohmann/json.hpp>
+
+namespace mcprt {
+
+// -- errors -------------------------------------------------------------------
+
+/// Errors mcprt actors answer requests with (category atom "mcprt").
+enum class errc : uint8_t {
+  none = 0,
+  budget_exhausted,
+  pool_draining,
+  spawn_failed,
+  timeout,
+  not_connected,
+  unknown_tool,
+  tool_error,       // the server answered the call with a JSON-RPC error
+  protocol_error,
+  transport_not_supported,
+  unavailable,      // gating keeps the server out (reason and remedy in the text)
+};
+
+std::string to_string(errc x);
+caf::error make_error(errc x, std::string message = {});
+
+/// Renders mcprt errors readably; register with
+/// `cfg.add_error_category(caf::atom("mcprt"), render_error)`.
+std::string render_error(uint8_t code, caf::atom_value category, const caf::message& context);
+
+/// Registers mcprt's type ids and error category with a config.
+void add_mcprt_types(caf::actor_system_config& cfg);
+
+// -- payloads -------------------------------------------------------------------
+
+/// A JSON value in a message, serialized as its text.
+struct json_value {
+  nlohmann::json value;
+};
+
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, json_value& x) {
+  auto text = x.value.dump();
+  return f(caf::meta::type_name("mcprt.json"), text);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, json_value& x) {
+  std::string text;
+  auto load = [&]() -> caf::error {
+    x.value = nlohmann::json::parse(text, nullptr, false);
+    return caf::none;
+  };
+  return f(caf::meta::type_name("mcprt.json"), text, caf::meta::load_callback(load));
+}
+
+enum class connection_status : uint8_t { connecting, connected, disconnected, error };
+
+std::string to_string(connection_status x);
+
+struct tool_info {
+  std::string name;
+  std::string description;
+  json_value input_schema;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_info& x) {
+  return f(caf::meta::type_name("mcprt.tool_info"), x.name, x.description, x.input_schema);
+}
+
+struct prompt_info {
+  std::string name;
+  std::string description;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prompt_info& x) {
+  return f(caf::meta::type_name("mcprt.prompt_info"), x.name, x.description);
+}
+
+/// A connection's status change, published to its subscribers.
+struct client_update {
+  std::string server;
+  std::string connection_id;
+  uint64_t generation = 0;
+  connection_status status = connection_status::connecting;
+  uint32_t tools = 0;
+  uint32_t prompts = 0;
+  int32_t pid = -1; // -1: no process (HTTP, or not started)
+  std::string error; // empty unless status is error/disconnected with a reason
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_update& x) {
+  return f(caf::meta::type_name("mcprt.client_update"), x.server, x.connection_id, x.generation,
+           x.status, x.tools, x.prompts, x.pid, x.error);
+}
+
+/// Everything a connection knows about itself.
+struct connection_info {
+  std::string server;
+  std::string connection_id;
+  uint64_t generation = 0;
+  connection_status status = connection_status::connecting;
+  int32_t pid = -1;
+  std::string server_name;
+  std::string server_version;
+  std::string protocol;
+  std::vector<tool_info> tools; // after includeTools / excludeTools
+  std::vector<prompt_info> prompts;
+  std::vector<std::string> stderr_tail;
+  std::string last_error;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, connection_info& x) {
+  return f(caf::meta::type_name("mcprt.connection_info"), x.server, x.connection_id, x.generation,
+           x.status, x.pid, x.server_name, x.server_version, x.protocol, x.tools, x.prompts,
+           x.stderr_tail, x.last_error);
+}
+
+/// includeTools / excludeTools; `has_*` false means "not set".
+struct tool_filter_spec {
+  bool has_include = false;
+  std::vector<std::string> include;
+  bool has_exclude = false;
+  std::vector<std::string> exclude;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_filter_spec& x) {
+  return f(caf::meta::type_name("mcprt.tool_filter_spec"), x.has_include, x.include,
+           x.has_exclude, x.exclude);
+}
+
+} // namespace mcprt
+
+// -- atoms -----------------------------------------------------------------------
+
+CAF_ADD_ATOM(mcprt, mcprt::atom, subscribe, "subscribe")
+CAF_ADD_ATOM(mcprt, mcprt::atom, info, "info")
+CAF_ADD_ATOM(mcprt, mcprt::atom, call, "call")
+CAF_ADD_ATOM(mcprt, mcprt::atom, filter, "filter")
+CAF_ADD_ATOM(mcprt, mcprt::atom, stop, "stop")
+// INTERNAL: delivered by I/O adapters and timers to the connection actor.
+CAF_ADD_ATOM(mcprt, mcprt::atom, io_out, "io_out")
+CAF_ADD_ATOM(mcprt, mcprt::atom, io_err, "io_err")
+CAF_ADD_ATOM(mcprt, mcprt::atom, io_exit, "io_exit")
+CAF_ADD_ATOM(mcprt, mcprt::atom, http_msg, "http_msg")
+CAF_ADD_ATOM(mcprt, mcprt::atom, http_gone, "http_gone")
+CAF_ADD_ATOM(mcprt, mcprt::atom, http_err, "http_err")
+CAF_ADD_ATOM(mcprt, mcprt::atom, http_closed, "http_done")
+CAF_ADD_ATOM(mcprt, mcprt::atom, tick, "tick")
+
+namespace mcprt {
+
+// -- actor interfaces ------------------------------------------------------------
+
+/// The EVENT SINK interface: whoever wants connection updates.
+using event_sink_actor = caf::typed_actor<caf::reacts_to<client_update>>;
+
+/// The CONNECTION actor interface: one live MCP connection.
+using connection_actor = caf::typed_actor<
+  // Current state, tools and prompts.
+  caf::replies_to<atom::info>::with<connection_info>,
+  // Calls a tool; the result is the server's JSON result, passed through.
+  caf::replies_to<atom::call, std::string, json_value>::with<json_value>,
+  // Adds a subscriber for client_update events.
+  caf::reacts_to<atom::subscribe, event_sink_actor>,
+  // Re-filters the tool view without reconnecting.
+  caf::reacts_to<atom::filter, tool_filter_spec>,
+  // Shuts the server down cleanly (stdin, SIGTERM, SIGKILL), then quits.
+  caf::replies_to<atom::stop>::with<bool>,
+  // INTERNAL: stdout bytes, a stderr line, the process ended (its
+  // description: "exit code 3", "killed by SIGKILL (...)").
+  caf::reacts_to<atom::io_out, std::string>,
+  caf::reacts_to<atom::io_err, std::string>,
+  caf::reacts_to<atom::io_exit, std::string>,
+  // INTERNAL: HTTP transport: a message, session expired, error, closed.
+  caf::reacts_to<atom::http_msg, std::string>,
+  caf::reacts_to<atom::http_gone>,
+  caf::reacts_to<atom::http_err, std::string>,
+  caf::reacts_to<atom::http_closed>,
+  // INTERNAL: a protocol deadline may have passed.
+  caf::reacts_to<atom::tick>>;
+
+} // namespace mcprt
+
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::json_value))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_status))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::tool_info))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::prompt_info))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::client_update))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_info))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::tool_filter_spec))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::event_sink_actor))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_actor))
+  CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::tool_info>))
+  CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::prompt_info>))
+CAF_END_TYPE_ID_BLOCK(mcprt)

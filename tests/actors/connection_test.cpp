@@ -1,0 +1,480 @@
+// The connection actor against real MCP server processes over real pipes
+// (and real HTTP on loopback): mcprt-test-server for every fault, and the npm
+// reference servers. Waits are receives with deadlines, never sleeps.
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <caf/all.hpp>
+
+#include "actors/connection.hpp"
+#include "io/child_process.hpp"
+#include "io/http_transport.hpp"
+#include "io/reactor.hpp"
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string test_server = MCPRT_TEST_SERVER;
+const fs::path peers = MCPRT_PEERS_DIR;
+
+struct test_config : caf::actor_system_config {
+  test_config() { add_mcprt_types(*this); }
+};
+
+// Direct children of this test process: none may survive a test.
+std::vector<pid_t> children() {
+  std::vector<pid_t> out;
+  auto self = ::getpid();
+  for (auto& entry : fs::directory_iterator("/proc")) {
+    auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state;
+    int ppid;
+    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == self)
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+bool wait_gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  ::close(fd);
+  return r == 1;
+}
+
+std::optional<fs::path> peer_bin(const std::string& name) {
+  auto p = peers / ".bin" / name;
+  if (!fs::exists(p)) return std::nullopt;
+  return p;
+}
+
+class connection_test : public ::testing::Test {
+ protected:
+  // Declared in this order so the actor system (and every actor) is gone
+  // before the I/O it uses.
+  io::reactor reactor;
+  io::http_worker_pool http{2};
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  std::optional<caf::scoped_actor> self;
+  std::vector<connection_actor> started;
+
+  void SetUp() override { self.emplace(sys); }
+
+  void TearDown() override {
+    for (auto& c : started) {
+      (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+      (*self)->send_exit(c, caf::exit_reason::user_shutdown);
+    }
+    started.clear();
+    self.reset();
+    // Every server the test started has been reaped.
+    auto left = children();
+    for (auto pid : left)
+      wait_gone(pid, 5s);
+    EXPECT_TRUE(children().empty()) << "child processes outlived the test";
+  }
+
+  server_config server(json spec, const std::string& name = "srv") {
+    auto r = parse_server_config(name, spec, config_scope::user, {});
+    EXPECT_TRUE(r.config) << (r.error ? r.error->message : "");
+    return *r.config;
+  }
+
+  connection_actor start(server_config s) {
+    connection_config cc;
+    cc.server = std::move(s);
+    cc.subscribers.push_back(caf::actor_cast<event_sink_actor>(*self));
+    auto c = spawn_connection(sys, cc, {&reactor, &http});
+    started.push_back(c);
+    return c;
+  }
+
+  // Next update whose status is not `connecting`, or nullopt on timeout.
+  std::optional<client_update> settled(std::chrono::milliseconds timeout = 20s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      std::optional<client_update> got;
+      bool timed_out = false;
+      (*self)->receive([&](client_update& u) { got = u; }, caf::after(left) >> [&] { timed_out = true; });
+      if (timed_out) return std::nullopt;
+      if (got && got->status != connection_status::connecting) return got;
+    }
+  }
+
+  connection_info info(const connection_actor& c) {
+    connection_info out;
+    (*self)->request(c, 10s, atom::info_v).receive([&](connection_info& i) { out = i; },
+                                                   [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  }
+
+  // Calls a tool; returns the result or the error text.
+  std::variant<json, std::string> call(const connection_actor& c, const std::string& tool, json args) {
+    std::variant<json, std::string> out = std::string("no answer");
+    (*self)->request(c, 30s, atom::call_v, tool, json_value{std::move(args)})
+      .receive([&](json_value& v) { out = v.value; },
+               [&](caf::error& e) { out = render_error(e.code(), e.category(), e.context()); });
+    return out;
+  }
+
+  static std::string text_of(const json& result) {
+    if (result.contains("content") && !result["content"].empty()) return result["content"][0].value("text", "");
+    return {};
+  }
+};
+
+} // namespace
+
+TEST_F(connection_test, ConnectsListsToolsAndPromptsAndCallsATool) {
+  auto c = start(server({{"command", test_server}, {"args", {"--tools", "3", "--prompts", "2"}}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  EXPECT_EQ(u->tools, 7u); // echo, add, sleep, pid + 3 numbered
+  EXPECT_EQ(u->prompts, 2u);
+  EXPECT_GT(u->pid, 0);
+  EXPECT_EQ(u->connection_id.rfind("srv::", 0), 0u);
+  auto i = info(c);
+  EXPECT_EQ(i.server_name, "mcprt-test-server");
+  EXPECT_EQ(i.protocol, "2025-11-25");
+  auto r = call(c, "echo", {{"text", "hello"}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+  EXPECT_EQ(text_of(std::get<json>(r)), "hello");
+  auto pid = call(c, "pid", json::object());
+  ASSERT_TRUE(std::holds_alternative<json>(pid));
+  EXPECT_EQ(text_of(std::get<json>(pid)), std::to_string(u->pid));
+}
+
+TEST_F(connection_test, UnknownToolAndToolErrorsAreReportedDistinctly) {
+  auto c = start(server({{"command", test_server}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  auto r = call(c, "no_such_tool", json::object());
+  ASSERT_TRUE(std::holds_alternative<std::string>(r));
+  EXPECT_NE(std::get<std::string>(r).find("unknown_tool"), std::string::npos) << std::get<std::string>(r);
+  // A tool that fails answers with isError: passed through as a result.
+  auto bad = call(c, "add", {{"a", "x"}, {"b", 1}});
+  ASSERT_TRUE(std::holds_alternative<json>(bad));
+  EXPECT_TRUE(std::get<json>(bad).value("isError", false));
+}
+
+TEST_F(connection_test, ACallLongerThanTheServersTimeoutFailsWithTimeout) {
+  auto c = start(server({{"command", test_server}, {"timeout", 200}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  auto r = call(c, "sleep", {{"ms", 3000}});
+  ASSERT_TRUE(std::holds_alternative<std::string>(r));
+  EXPECT_NE(std::get<std::string>(r).find("timeout"), std::string::npos) << std::get<std::string>(r);
+  // The connection survives a timed-out call.
+  EXPECT_TRUE(std::holds_alternative<json>(call(c, "echo", {{"text", "still here"}})));
+}
+
+TEST_F(connection_test, ExitOnInitializeIsAnErrorWithTheExitCodeAndStderr) {
+  start(server({{"command", test_server}, {"args", {"--exit-on-initialize"}}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("exit code 4"), std::string::npos) << u->error;
+  EXPECT_NE(u->error.find("last stderr"), std::string::npos) << u->error;
+}
+
+TEST_F(connection_test, HangOnInitializeTimesOutDiscovery) {
+  start(server({{"command", test_server}, {"args", {"--hang-on-initialize"}}, {"discoveryTimeoutMs", 300}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("timed out"), std::string::npos) << u->error;
+}
+
+TEST_F(connection_test, ACrashAfterConnectingIsReportedWithExitCode) {
+  auto c = start(server({{"command", test_server}, {"args", {"--crash-after-ms", "400", "--stderr-lines", "2"}}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("exit code 3"), std::string::npos) << u->error;
+  EXPECT_EQ(info(c).status, connection_status::error);
+}
+
+TEST_F(connection_test, GarbageOnStdoutIsTolerated) {
+  auto c = start(server({{"command", test_server}, {"args", {"--garbage"}}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::connected) << u->error;
+  EXPECT_TRUE(std::holds_alternative<json>(call(c, "echo", {{"text", "x"}})));
+}
+
+TEST_F(connection_test, ListChangedIsRelistedAndPublished) {
+  auto c = start(server({{"command", test_server}, {"args", {"--list-changed-after-ms", "100"}}}));
+  auto first = settled();
+  ASSERT_EQ(first->status, connection_status::connected);
+  auto second = settled();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, connection_status::connected);
+  EXPECT_EQ(second->tools, first->tools + 1);
+  auto tools = info(c).tools;
+  EXPECT_TRUE(std::any_of(tools.begin(), tools.end(), [](auto& t) { return t.name == "late_tool"; }));
+}
+
+TEST_F(connection_test, StderrIsKeptAsATail) {
+  auto c = start(server({{"command", test_server}, {"args", {"--stderr-lines", "3"}}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  // stderr and stdout travel apart; a call round trip orders nothing, so
+  // ask until the lines are in (bounded).
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  std::vector<std::string> tail;
+  while (std::chrono::steady_clock::now() < deadline) {
+    tail = info(c).stderr_tail;
+    if (std::any_of(tail.begin(), tail.end(), [](auto& l) { return l.find("stderr line 3") != std::string::npos; }))
+      break;
+    call(c, "echo", {{"text", "x"}});
+  }
+  EXPECT_TRUE(std::any_of(tail.begin(), tail.end(), [](auto& l) { return l.find("stderr line 3") != std::string::npos; }));
+}
+
+TEST_F(connection_test, UnsupportedServerRequestsAreAnsweredWithAnError) {
+  auto c = start(server({{"command", test_server}, {"args", {"--request-sampling"}}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  auto deadline = std::chrono::steady_clock::now() + 8s;
+  bool answered = false;
+  while (!answered && std::chrono::steady_clock::now() < deadline) {
+    for (auto& l : info(c).stderr_tail)
+      answered = answered || l.find("answered with error") != std::string::npos;
+    if (!answered) call(c, "echo", {{"text", "x"}});
+  }
+  EXPECT_TRUE(answered) << "sampling/createMessage was left hanging";
+}
+
+TEST_F(connection_test, StopEscalatesForAServerThatIgnoresSigterm) {
+  auto c = start(server({{"command", test_server}, {"args", {"--ignore-sigterm"}}}));
+  auto u = settled();
+  ASSERT_EQ(u->status, connection_status::connected);
+  bool stopped = false;
+  (*self)->request(c, 15s, atom::stop_v).receive([&](bool ok) { stopped = ok; }, [](caf::error&) {});
+  EXPECT_TRUE(stopped);
+  EXPECT_TRUE(wait_gone(u->pid));
+  started.clear();
+}
+
+TEST_F(connection_test, StopLeavesNoGrandchild) {
+  auto c = start(server({{"command", test_server}, {"args", {"--spawn-child"}}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  pid_t grandchild = 0;
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!grandchild && std::chrono::steady_clock::now() < deadline) {
+    for (auto& l : info(c).stderr_tail)
+      if (auto p = l.find("child pid "); p != std::string::npos) grandchild = std::stoi(l.substr(p + 10));
+    if (!grandchild) call(c, "echo", {{"text", "x"}});
+  }
+  ASSERT_GT(grandchild, 0);
+  (*self)->request(c, 15s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+  started.clear();
+  EXPECT_TRUE(wait_gone(grandchild));
+}
+
+TEST_F(connection_test, FilterEditsRefilterWithoutReconnecting) {
+  auto c = start(server({{"command", test_server}}));
+  auto u = settled();
+  ASSERT_EQ(u->status, connection_status::connected);
+  tool_filter_spec f;
+  f.has_include = true;
+  f.include = {"echo"};
+  (*self)->send(c, atom::filter_v, f);
+  auto v = settled();
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->tools, 1u);
+  EXPECT_EQ(v->pid, u->pid) << "a filter edit must not restart the server";
+  auto r = call(c, "add", {{"a", 1}, {"b", 2}});
+  ASSERT_TRUE(std::holds_alternative<std::string>(r)) << "filtered tool must not be callable";
+}
+
+TEST_F(connection_test, AMissingCommandIsASpawnError) {
+  start(server({{"command", "mcprt-no-such-server"}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("spawn failed"), std::string::npos) << u->error;
+}
+
+TEST_F(connection_test, LegacySseIsAClearErrorNotACrash) {
+  start(server({{"url", "http://127.0.0.1:9/sse"}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("not supported"), std::string::npos) << u->error;
+}
+
+TEST_F(connection_test, StreamableHttpAgainstTheTestServer) {
+  auto proc = io::child_process::spawn({test_server, {"--http", "0", "--tools", "2"}, {}, {}});
+  std::string line;
+  char ch;
+  while (::read(proc.stdout_fd(), &ch, 1) == 1 && ch != '\n')
+    line.push_back(ch);
+  auto at = line.find("http://");
+  ASSERT_NE(at, std::string::npos) << line;
+  auto c = start(server({{"httpUrl", line.substr(at)}, {"headers", {{"Authorization", "Bearer SECRET-1"}}}}, "web"));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  EXPECT_EQ(u->tools, 6u);
+  EXPECT_EQ(u->pid, -1);
+  auto r = call(c, "echo", {{"text", "over http"}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+  EXPECT_EQ(text_of(std::get<json>(r)), "over http");
+  (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+  started.clear();
+  proc.shutdown(2s, 2s);
+}
+
+TEST_F(connection_test, HttpConnectionRefusedNamesTheUrlButNoHeaderValue) {
+  start(server({{"httpUrl", "http://127.0.0.1:9/mcp"}, {"headers", {{"Authorization", "Bearer SECRET-2"}}}}, "web"));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("127.0.0.1:9"), std::string::npos) << u->error;
+  EXPECT_EQ(u->error.find("SECRET-2"), std::string::npos) << u->error;
+}
+
+// -- the npm reference servers ------------------------------------------------
+
+TEST_F(connection_test, ServerEverythingOverStdio) {
+  auto bin = peer_bin("mcp-server-everything");
+  if (!bin) GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
+  auto c = start(server({{"command", "node"}, {"args", {bin->string(), "stdio"}}}, "everything"));
+  auto u = settled(60s);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  EXPECT_GE(u->tools, 10u);
+  EXPECT_GE(u->prompts, 1u);
+  auto r = call(c, "echo", {{"message", "hi from mcprt"}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+  EXPECT_NE(std::get<json>(r).dump().find("hi from mcprt"), std::string::npos);
+  // It sends an unsolicited tools/list_changed after init: still connected.
+  EXPECT_EQ(info(c).status, connection_status::connected);
+}
+
+TEST_F(connection_test, ServerFilesystemReadsAFile) {
+  auto bin = peer_bin("mcp-server-filesystem");
+  if (!bin) GTEST_SKIP() << "npm peers not installed";
+  auto dir = fs::temp_directory_path() / ("mcprt-fs-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "note.txt") << "written by the test";
+  auto c = start(server({{"command", "node"}, {"args", {bin->string(), dir.string()}}}, "fs"));
+  auto u = settled(60s);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  auto tools = info(c).tools;
+  std::string tool = "read_text_file";
+  if (std::none_of(tools.begin(), tools.end(), [&](auto& t) { return t.name == tool; })) tool = "read_file";
+  auto r = call(c, tool, {{"path", (fs::canonical(dir) / "note.txt").string()}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+  EXPECT_NE(std::get<json>(r).dump().find("written by the test"), std::string::npos) << std::get<json>(r).dump();
+  fs::remove_all(dir);
+}
+
+TEST_F(connection_test, ServerMemoryStoresAnEntity) {
+  auto bin = peer_bin("mcp-server-memory");
+  if (!bin) GTEST_SKIP() << "npm peers not installed";
+  auto dir = fs::temp_directory_path() / ("mcprt-mem-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto c = start(server({{"command", "node"}, {"args", {bin->string()}},
+                         {"env", {{"MEMORY_FILE_PATH", (dir / "memory.jsonl").string()}}}}, "memory"));
+  auto u = settled(60s);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  auto r = call(c, "create_entities",
+                {{"entities", {{{"name", "mcprt"}, {"entityType", "project"}, {"observations", {"written in C++"}}}}}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+  auto g = call(c, "read_graph", json::object());
+  ASSERT_TRUE(std::holds_alternative<json>(g));
+  EXPECT_NE(std::get<json>(g).dump().find("written in C++"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_F(connection_test, NamePrefixRenamesEveryTool) {
+  auto c = start(server({{"command", test_server}, {"args", {"--name-prefix", "v2_"}}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  auto tools = info(c).tools;
+  ASSERT_FALSE(tools.empty());
+  for (auto& t : tools)
+    EXPECT_EQ(t.name.rfind("v2_", 0), 0u) << t.name;
+  EXPECT_TRUE(std::holds_alternative<json>(call(c, "v2_echo", {{"text", "x"}})));
+}
+
+TEST_F(connection_test, ASlowStartWithinTheDiscoveryTimeoutConnects) {
+  start(server({{"command", test_server}, {"args", {"--startup-delay-ms", "300"}}}));
+  EXPECT_EQ(settled()->status, connection_status::connected);
+}
+
+TEST_F(connection_test, ASlowStartBeyondTheDiscoveryTimeoutFails) {
+  start(server({{"command", test_server}, {"args", {"--startup-delay-ms", "3000"}}, {"discoveryTimeoutMs", 200}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::error);
+  EXPECT_NE(u->error.find("timed out"), std::string::npos) << u->error;
+}
+
+TEST_F(connection_test, PingsFromTheServerAreAnswered) {
+  auto c = start(server({{"command", test_server}, {"args", {"--ping-client-after-ms", "50"}}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  auto deadline = std::chrono::steady_clock::now() + 8s;
+  bool answered = false;
+  while (!answered && std::chrono::steady_clock::now() < deadline) {
+    for (auto& l : info(c).stderr_tail)
+      answered = answered || l.find("answered with result") != std::string::npos;
+    if (!answered) call(c, "echo", {{"text", "x"}});
+  }
+  EXPECT_TRUE(answered);
+}
+
+// The server forgets the session (it restarted on the same port): the
+// connection re-initializes once and carries on.
+TEST_F(connection_test, HttpSessionLostIsReinitializedOnce) {
+  auto first = io::child_process::spawn({test_server, {"--http", "0"}, {}, {}});
+  std::string line;
+  char ch;
+  while (::read(first.stdout_fd(), &ch, 1) == 1 && ch != '\n')
+    line.push_back(ch);
+  auto url = line.substr(line.find("http://"));
+  auto port = url.substr(url.rfind(':') + 1);
+  port = port.substr(0, port.find('/'));
+  auto c = start(server({{"httpUrl", url}}, "web"));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  first.shutdown(2s, 2s);
+  auto second = io::child_process::spawn({test_server, {"--http", port}, {}, {}});
+  line.clear();
+  while (::read(second.stdout_fd(), &ch, 1) == 1 && ch != '\n')
+    line.push_back(ch);
+  ASSERT_NE(line.find(port), std::string::npos) << line;
+  // The first call meets the 404 and fails; the connection starts over.
+  auto r = call(c, "echo", {{"text", "lost"}});
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::connected) << u->error;
+  auto again = call(c, "echo", {{"text", "found"}});
+  ASSERT_TRUE(std::holds_alternative<json>(again)) << std::get<std::string>(again);
+  EXPECT_EQ(text_of(std::get<json>(again)), "found");
+  (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+  started.clear();
+  second.shutdown(2s, 2s);
+}
