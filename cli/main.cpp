@@ -10,6 +10,7 @@
 
 #include "core/approvals_store.hpp"
 #include "core/fingerprint.hpp"
+#include "cli/inspect.hpp"
 #include "core/workspace_view.hpp"
 
 namespace fs = std::filesystem;
@@ -222,6 +223,18 @@ int main(int argc, char** argv) {
   reject->add_option("name", reject_name, "Server name")->required();
   add_workspace_flags(reject, reject_flags);
 
+  cli::inspect_options inspect_opts;
+  long long inspect_timeout = 0;
+  auto* inspect = app.add_subcommand("inspect", "Connect to one MCP server, list what it offers, and shut it down.\n"
+                                                "  mcprt inspect [--json] [--timeout-ms T] -- COMMAND ARGS...\n"
+                                                "  mcprt inspect --http URL [--header K:V]...");
+  inspect->add_flag("--json", inspect_opts.json, "Machine-readable output");
+  inspect->add_option("--timeout-ms", inspect_timeout, "Discovery timeout (default 30000 for commands, 5000 for URLs)")
+    ->check(CLI::PositiveNumber);
+  inspect->add_option("--http", inspect_opts.http_url, "Streamable-HTTP endpoint URL");
+  inspect->add_option("--header", inspect_opts.headers, "HTTP header NAME:VALUE (repeatable)");
+  inspect->add_option("command", inspect_opts.command, "Server command and its arguments (after --)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -229,6 +242,10 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : exit_usage;
   }
   if (*explain) return run_explain(explain_flags);
+  if (*inspect) {
+    if (inspect_timeout > 0) inspect_opts.timeout_ms = inspect_timeout;
+    return cli::run_inspect(inspect_opts);
+  }
   if (*approve) return run_decision(approve_flags, approve_name, approval_state::approved);
   if (*reject) return run_decision(reject_flags, reject_name, approval_state::rejected);
   return exit_usage;

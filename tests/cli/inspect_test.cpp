@@ -1,0 +1,89 @@
+// `mcprt inspect` against real servers: our test server over stdio and HTTP,
+// and the npm server-everything.
+
+#include "cli_test_util.hpp"
+
+#include "io/child_process.hpp"
+
+namespace mcprt_cli_test {
+namespace {
+
+const std::string test_server = MCPRT_TEST_SERVER;
+
+class inspect_test : public ::testing::Test {
+ protected:
+  fs::path home_ = fs::temp_directory_path() / ("mcprt-inspect-" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(home_); }
+  void TearDown() override { fs::remove_all(home_); }
+};
+
+TEST_F(inspect_test, JsonListsServerProtocolToolsAndPrompts) {
+  auto r = run_mcprt({"inspect", "--json", "--", test_server, "--tools", "2", "--prompts", "1"}, home_);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_TRUE(r.has_json()) << r.out;
+  EXPECT_EQ(r.j["server"]["name"], "mcprt-test-server");
+  EXPECT_EQ(r.j["server"]["version"], "0.1.0");
+  EXPECT_EQ(r.j["protocol"], "2025-11-25");
+  EXPECT_EQ(r.j["tools"].size(), 6u);
+  EXPECT_EQ(r.j["prompts"].size(), 1u);
+  EXPECT_TRUE(r.j["tools"][0].contains("description"));
+}
+
+TEST_F(inspect_test, HumanOutputNamesTheTools) {
+  auto r = run_mcprt({"inspect", "--", test_server, "--name-prefix", "demo_"}, home_);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("mcprt-test-server"), std::string::npos);
+  EXPECT_NE(r.out.find("demo_echo"), std::string::npos) << r.out;
+}
+
+TEST_F(inspect_test, ACrashingServerGivesOneLineWithExitCodeAndStderr) {
+  auto r = run_mcprt({"inspect", "--", test_server, "--exit-on-initialize"}, home_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("exit code 4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("last stderr"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(inspect_test, AHangingServerTimesOut) {
+  auto r = run_mcprt({"inspect", "--timeout-ms", "300", "--", test_server, "--hang-on-initialize"}, home_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+}
+
+TEST_F(inspect_test, AMissingCommandIsReported) {
+  auto r = run_mcprt({"inspect", "--", "mcprt-no-such-server"}, home_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("mcprt-no-such-server"), std::string::npos) << r.err;
+}
+
+TEST_F(inspect_test, NoCommandIsAUsageError) {
+  auto r = run_mcprt({"inspect"}, home_);
+  EXPECT_EQ(r.code, 2) << describe(r);
+}
+
+TEST_F(inspect_test, StreamableHttp) {
+  auto proc = mcprt::io::child_process::spawn({test_server, {"--http", "0", "--tools", "1"}, {}, {}});
+  std::string line;
+  char ch;
+  while (::read(proc.stdout_fd(), &ch, 1) == 1 && ch != '\n')
+    line.push_back(ch);
+  auto at = line.find("http://");
+  ASSERT_NE(at, std::string::npos) << line;
+  auto r = run_mcprt({"inspect", "--json", "--http", line.substr(at), "--header", "Authorization: Bearer X"}, home_);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.j["tools"].size(), 5u);
+  proc.shutdown(std::chrono::seconds(2), std::chrono::seconds(2));
+}
+
+TEST_F(inspect_test, ServerEverythingOverStdio) {
+  auto bin = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/.bin/mcp-server-everything";
+  if (!fs::exists(bin)) GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
+  auto r = run_mcprt({"inspect", "--json", "--", "node", bin.string(), "stdio"}, home_);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.j["server"]["name"], "mcp-servers/everything");
+  EXPECT_GE(r.j["tools"].size(), 10u);
+  EXPECT_GE(r.j["prompts"].size(), 1u);
+}
+
+} // namespace
+} // namespace mcprt_cli_test
