@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mcprt::bench {
+
+int connect_fanout(const std::vector<std::string>& args);
+
+/// Peak resident set size of this process, in MiB.
+double peak_rss_mb();
+/// User + system CPU time of this process so far, in seconds.
+double cpu_seconds();
+/// Threads of this process right now.
+int thread_count();
+/// Directory of the running executable (where mcprt-test-server lives too).
+std::string exe_dir();
+
+} // namespace mcprt::bench
