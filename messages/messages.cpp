@@ -1,4 +1,5 @@
 #include "messages/messages.hpp"
+#include "messages/workspace.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -46,6 +47,7 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& cont
 
 void add_mcprt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt>();
+  add_workspace_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);
 }
 

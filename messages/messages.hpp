@@ -43,7 +43,7 @@ caf::error make_error(errc x, std::string message = {});
 /// `cfg.add_error_category(caf::atom("mcprt"), render_error)`.
 std::string render_error(uint8_t code, caf::atom_value category, const caf::message& context);
 
-/// Registers mcprt's type ids and error category with a config.
+/// Registers all of mcprt's type ids (both blocks) and its error category.
 void add_mcprt_types(caf::actor_system_config& cfg);
 
 // -- payloads -------------------------------------------------------------------
