@@ -22,7 +22,7 @@ case $mode in
   asan)  build="$here/build-asan"; args=(-DMCPRT_SANITIZE=address,undefined)
          export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
   tsan)  build="$here/build-tsan"; args=(-DMCPRT_SANITIZE=thread)
-         export TSAN_OPTIONS=halt_on_error=1 ;;
+         export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" ;;
 esac
 
 "$here/scripts/build.sh" "$build" "${args[@]}"

@@ -265,9 +265,12 @@ class server_process {
   void stop() {
     if (stopped_) return;
     stopped_ = true;
-    child_.shutdown(0ms, 5s);
+    // The readers must finish before shutdown closes the fds they read:
+    // kill the group, let them see EOF, then reap.
+    ::killpg(child_.pid(), SIGKILL);
     out_.reset(); // EOF once the process (the only writer) is gone
     err_.reset();
+    child_.shutdown(0ms, 5s);
   }
   void kill9() {
     ::kill(child_.pid(), SIGKILL);
@@ -767,9 +770,10 @@ TEST(HttpTransport, HttpErrorsCarryABodyExcerptButNoHeaderValues) {
 }
 
 TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
-  local_server ls;
+  // Declared before the server, so they outlive its handler threads.
   std::mutex mu;
   std::vector<std::string> seen_accept, seen_version, seen_session;
+  local_server ls;
   ls.svr().Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -812,10 +816,11 @@ TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
 TEST(HttpTransport, NotificationsReachTheServerInOrder) {
   // A notification is issued only after the previous one was answered, so
   // the server sees them in order even though the pool has 4 workers.
-  local_server ls;
+  // Declared before the server, so they outlive its handler threads.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::string> bodies;
+  local_server ls;
   ls.svr().Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -850,7 +855,7 @@ TEST(HttpTransport, NotificationsReachTheServerInOrder) {
 
 TEST(HttpTransportPeer, ServerEverythingStreamableHttp) {
   namespace fs = std::filesystem;
-  const fs::path peer = "/work/main/tests/peers/node_modules/.bin/mcp-server-everything";
+  const fs::path peer = fs::path(MCPRT_PEERS_DIR) / ".bin/mcp-server-everything";
   if (!fs::exists(peer)) GTEST_SKIP() << "server-everything is not installed at " << peer;
   if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
 
