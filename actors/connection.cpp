@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/fingerprint.hpp"
 #include "core/mcp_session.hpp"
@@ -110,6 +111,7 @@ void fail(self_ptr self, const std::string& reason) {
     return;
   st.last_error = reason;
   st.status = connection_status::error;
+  spdlog::warn("[{}] {}", st.cfg.server.name, reason);
   publish(self);
   fail_calls(self, reason);
   shut_down_transport(self);
@@ -324,6 +326,7 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
     },
     [=](atom::io_err, std::string& line) {
       auto& st = self->state;
+      spdlog::debug("[{}] stderr: {}", st.cfg.server.name, line);
       st.stderr_tail.push_back(std::move(line));
       while (st.stderr_tail.size() > st.cfg.stderr_lines)
         st.stderr_tail.pop_front();

@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/connection.hpp"
 #include "io/http_transport.hpp"
@@ -64,6 +65,8 @@ ordered_json to_json(const connection_info& info) {
 } // namespace
 
 int run_inspect(const inspect_options& opts) {
+  // inspect reports its outcome in one line of its own.
+  spdlog::set_level(spdlog::level::off);
   nlohmann::json spec = nlohmann::json::object();
   if (opts.http_url) {
     spec["httpUrl"] = *opts.http_url;

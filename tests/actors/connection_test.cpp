@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -477,4 +480,50 @@ TEST_F(connection_test, HttpSessionLostIsReinitializedOnce) {
   (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
   started.clear();
   second.shutdown(2s, 2s);
+}
+
+TEST_F(connection_test, ServerEverythingOverStreamableHttp) {
+  auto bin = peer_bin("mcp-server-everything");
+  if (!bin) GTEST_SKIP() << "npm peers not installed";
+  // A free loopback port for the server.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(fd);
+  auto proc = io::child_process::spawn({"node", {fs::canonical(*bin).string(), "streamableHttp"},
+                                        {{"PORT", std::to_string(port)}}, {}});
+  // It says on stderr when it listens.
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  bool up = false;
+  while (!up && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{proc.stderr_fd(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) <= 0) continue;
+    char ch;
+    if (::read(proc.stderr_fd(), &ch, 1) != 1) break;
+    if (ch != '\n') {
+      line.push_back(ch);
+      continue;
+    }
+    up = line.find("listening on port") != std::string::npos;
+    line.clear();
+  }
+  ASSERT_TRUE(up) << "server-everything did not start";
+  auto c = start(server({{"httpUrl", "http://127.0.0.1:" + std::to_string(port) + "/mcp"}}, "everything-http"));
+  auto u = settled(30s);
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  EXPECT_GE(u->tools, 10u);
+  EXPECT_GE(u->prompts, 1u);
+  auto r = call(c, "echo", {{"message", "over streamable http"}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+  EXPECT_NE(std::get<json>(r).dump().find("over streamable http"), std::string::npos);
+  (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+  started.clear();
+  proc.shutdown(2s, 2s);
 }
