@@ -1,0 +1,136 @@
+#include "actors/budget.hpp"
+
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <caf/all.hpp>
+
+namespace mcprt {
+
+namespace {
+
+template <class... Fs>
+struct overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overloaded(Fs...) -> overloaded<Fs...>;
+
+struct budget_state {
+  static inline const char* name = "mcprt.budget";
+
+  // Optional only because CAF default-constructs the state.
+  std::optional<budget_ledger> ledger;
+  event_bus_actor bus;
+};
+
+using self_ptr = budget_actor::stateful_pointer<budget_state>;
+
+reserve_reply to_reply(reserve_result r) {
+  switch (r) {
+    case reserve_result::reserved: return reserve_reply::reserved;
+    case reserve_result::already_held: return reserve_reply::already_held;
+    case reserve_result::refused: return reserve_reply::refused;
+  }
+  return reserve_reply::refused;
+}
+
+/// Publishes what one ledger call produced, in order.
+void publish(self_ptr self, std::vector<budget_event>& out) {
+  auto& bus = self->state.bus;
+  if (bus)
+    for (auto& ev : out)
+      self->send(bus, atom::publish_v, budget_event_kind(ev), json_value{budget_event_json(ev)});
+  out.clear();
+}
+
+budget_snapshot snapshot_of(const budget_ledger& l) {
+  budget_snapshot s;
+  s.scope = l.scope();
+  s.limited = l.budget().has_value();
+  s.budget = l.budget().value_or(0);
+  s.mode = to_string(l.mode());
+  s.reserved = l.reserved();
+  s.reserved_count = l.reserved_count();
+  s.live_count = l.live_count();
+  s.refused = l.last_refused();
+  return s;
+}
+
+budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::size_t> limit,
+                                            budget_mode mode, std::string scope, event_bus_actor bus) {
+  self->state.ledger.emplace(limit, mode, std::move(scope));
+  self->state.bus = std::move(bus);
+  return {
+    [self](atom::reserve, const std::string& name) {
+      std::vector<budget_event> out;
+      auto r = self->state.ledger->reserve(name, out);
+      publish(self, out);
+      return to_reply(r);
+    },
+    [self](atom::release, const std::string& name) {
+      return self->state.ledger->release(name);
+    },
+    [self](atom::begin_pass, bool preserve_refusals) {
+      self->state.ledger->begin_bulk_pass(preserve_refusals);
+    },
+    [self](atom::end_pass) {
+      std::vector<budget_event> out;
+      self->state.ledger->end_bulk_pass(out);
+      publish(self, out);
+    },
+    [self](atom::refused, const std::string& name, const std::string& transport) {
+      std::vector<budget_event> out;
+      self->state.ledger->record_refusal(name, transport, out);
+      publish(self, out);
+    },
+    [self](atom::clear_refusal, const std::string& name) {
+      self->state.ledger->clear_refusal(name);
+    },
+    [self](atom::live_count, uint64_t n) {
+      self->state.ledger->set_live_count(static_cast<std::size_t>(n));
+    },
+    [self](atom::snapshot) { return snapshot_of(*self->state.ledger); },
+  };
+}
+
+} // namespace
+
+event_kind budget_event_kind(const budget_event& ev) {
+  return std::holds_alternative<budget_warning_event>(ev) ? event_kind::budget_warning
+                                                          : event_kind::child_refused_batch;
+}
+
+nlohmann::json budget_event_json(const budget_event& ev) {
+  return std::visit(
+    overloaded{
+      [](const budget_warning_event& w) {
+        return nlohmann::json{{"scope", w.scope},
+                              {"budget", w.budget},
+                              {"mode", to_string(w.mode)},
+                              {"reserved_count", w.reserved_count},
+                              {"live_count", w.live_count},
+                              {"threshold_ratio", w.threshold_ratio}};
+      },
+      [](const refused_batch_event& b) {
+        auto refused = nlohmann::json::array();
+        for (auto& r : b.refused)
+          refused.push_back({{"name", r.name}, {"transport", r.transport}, {"reason", r.reason}});
+        return nlohmann::json{{"scope", b.scope},
+                              {"budget", b.budget},
+                              {"mode", to_string(b.mode)},
+                              {"reserved_count", b.reserved_count},
+                              {"live_count", b.live_count},
+                              {"refused", std::move(refused)}};
+      },
+    },
+    ev);
+}
+
+budget_actor spawn_budget(caf::actor_system& sys, std::optional<std::size_t> budget,
+                          budget_mode mode, std::string scope, event_bus_actor bus) {
+  return sys.spawn(budget_behavior, budget, mode, std::move(scope), std::move(bus));
+}
+
+} // namespace mcprt

@@ -1,0 +1,108 @@
+#include "actors/event_bus.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+namespace mcprt {
+
+namespace {
+
+struct subscriber {
+  event_subscriber_actor sink;
+  std::vector<event_kind> kinds; // empty: every kind
+
+  bool wants(event_kind k) const {
+    return kinds.empty() || std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+  }
+};
+
+struct event_bus_state {
+  static inline const char* name = "mcprt.event_bus";
+
+  std::size_t capacity = 1024;
+  uint64_t last_seq = 0;
+  int64_t last_timestamp_ms = 0;
+  std::deque<event> ring;
+  // In subscription order, so delivery order is deterministic.
+  std::vector<subscriber> subscribers;
+
+  std::vector<subscriber>::iterator find(const caf::actor_addr& addr) {
+    return std::find_if(subscribers.begin(), subscribers.end(),
+                        [&](const subscriber& s) { return s.sink.address() == addr; });
+  }
+};
+
+using self_ptr = event_bus_actor::stateful_pointer<event_bus_state>;
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+event_bus_actor::behavior_type event_bus(self_ptr self, std::size_t capacity) {
+  self->state.capacity = capacity;
+  // A dead subscriber is dropped; its pending events are simply lost.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& subs = self->state.subscribers;
+    subs.erase(std::remove_if(subs.begin(), subs.end(),
+                              [&](const subscriber& s) { return s.sink.address() == dm.source; }),
+               subs.end());
+  });
+  return {
+    [self](atom::publish, event_kind kind, json_value& data) {
+      auto& st = self->state;
+      event ev;
+      ev.seq = ++st.last_seq;
+      // Wall-clock time, but never going backwards when the clock is set back.
+      ev.timestamp_ms = std::max(now_ms(), st.last_timestamp_ms);
+      st.last_timestamp_ms = ev.timestamp_ms;
+      ev.kind = kind;
+      ev.data = std::move(data);
+      for (auto& s : st.subscribers)
+        if (s.wants(kind)) self->send(s.sink, ev);
+      if (st.capacity == 0) return;
+      if (st.ring.size() == st.capacity) st.ring.pop_front();
+      st.ring.push_back(std::move(ev));
+    },
+    [self](atom::subscribe, event_subscriber_actor& sink,
+           std::vector<event_kind>& kinds) -> uint64_t {
+      auto& st = self->state;
+      if (!sink) return st.last_seq;
+      auto i = st.find(sink.address());
+      if (i != st.subscribers.end()) {
+        i->kinds = std::move(kinds);
+      } else {
+        self->monitor(sink);
+        st.subscribers.push_back(subscriber{std::move(sink), std::move(kinds)});
+      }
+      return st.last_seq;
+    },
+    [self](atom::unsubscribe, const event_subscriber_actor& sink) {
+      auto& st = self->state;
+      auto i = st.find(sink.address());
+      if (i == st.subscribers.end()) return;
+      self->demonitor(sink.address());
+      st.subscribers.erase(i);
+    },
+    [self](atom::replay, uint64_t after_seq) {
+      auto& ring = self->state.ring;
+      // The ring is ordered by seq: skip to the first newer event.
+      auto first = std::find_if(ring.begin(), ring.end(),
+                                [&](const event& e) { return e.seq > after_seq; });
+      return std::vector<event>(first, ring.end());
+    },
+  };
+}
+
+} // namespace
+
+event_bus_actor spawn_event_bus(caf::actor_system& sys, std::size_t replay_capacity) {
+  return sys.spawn(event_bus, replay_capacity);
+}
+
+} // namespace mcprt

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstddef>
+
+#include <caf/fwd.hpp>
+
+#include "messages/workspace.hpp"
+
+namespace mcprt {
+
+/// Spawns the workspace event bus (SPEC section 8).
+///
+/// - `publish(kind, data)` stamps the event with the next sequence number
+///   (monotonic, from 1) and the wall-clock time in milliseconds (never
+///   earlier than the previous event's), keeps it in a ring of the last
+///   `replay_capacity` events and sends it to every subscriber whose kind
+///   filter matches (an empty filter matches every kind). Delivery is a plain
+///   asynchronous send: nothing waits on a subscriber, so a slow or dead one
+///   never holds up the others.
+/// - `subscribe(sink, kinds)` answers the last sequence number published so
+///   far (replay from there closes the gap). Subscribing again replaces the
+///   filter. Subscribers are monitored and dropped when they die.
+/// - `unsubscribe(sink)` drops a subscriber (no-op if unknown).
+/// - `replay(after_seq)` answers the events with `seq > after_seq` that are
+///   still in the ring, oldest first.
+event_bus_actor spawn_event_bus(caf::actor_system& sys, std::size_t replay_capacity = 1024);
+
+} // namespace mcprt
