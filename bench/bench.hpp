@@ -6,6 +6,7 @@
 namespace mcprt::bench {
 
 int connect_fanout(const std::vector<std::string>& args);
+int acquire_stress(const std::vector<std::string>& args);
 
 /// Peak resident set size of this process, in MiB.
 double peak_rss_mb();

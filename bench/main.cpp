@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   using namespace mcprt::bench;
   std::map<std::string, int (*)(const std::vector<std::string>&)> benches = {
     {"connect_fanout", connect_fanout},
+    {"acquire_stress", acquire_stress},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";

@@ -93,8 +93,12 @@ std::string canonical_transport(const server_config& c) {
   return o.dump();
 }
 
-std::string connection_id(const server_config& c) {
+std::string compute_connection_id(const server_config& c) {
   return c.name + "::" + sha256_hex(canonical_transport(c)).substr(0, 16);
+}
+
+std::string connection_id(const server_config& c) {
+  return c.connection_id_cache.empty() ? compute_connection_id(c) : c.connection_id_cache;
 }
 
 std::optional<std::pair<std::string, std::string>> parse_connection_id(std::string_view id) {

@@ -23,6 +23,9 @@ std::string canonical_transport(const server_config& c);
 /// re-filters a live connection instead of restarting it.
 std::string connection_id(const server_config& c);
 
+/// connection_id without the cache parse_server_config fills in.
+std::string compute_connection_id(const server_config& c);
+
 /// Splits a connection id on its last `::` (server names may contain `::`).
 std::optional<std::pair<std::string, std::string>> parse_connection_id(std::string_view id);
 

@@ -1,5 +1,7 @@
 #include "core/server_config.hpp"
 
+#include "core/fingerprint.hpp"
+
 namespace mcprt {
 
 using nlohmann::json;
@@ -168,6 +170,7 @@ server_parse_result parse_server_config(const std::string& name, const json& val
     // Unknown fields stay in `spec`: they take part in equality and hashes.
     if (check.error) return {std::nullopt, check.error};
   }
+  c.connection_id_cache = compute_connection_id(c);
   return {std::move(c), std::nullopt};
 }
 

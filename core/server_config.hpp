@@ -48,6 +48,11 @@ struct server_config {
   std::optional<std::string> description;
 
   transport_kind transport() const;
+
+  /// connection_id(*this), computed once by parse_server_config: the pool
+  /// looks entries up by it on every acquire. Treat a parsed config as
+  /// immutable; re-parse to change it.
+  std::string connection_id_cache;
 };
 
 /// A validation failure, with the path of the offending value (object keys

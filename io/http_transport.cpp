@@ -891,32 +891,19 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         if (ctl->stop) return;
       }
       if (ok && sse) parser.finish(on_event);
-      const std::string what = "GET " + display + " (event stream): ";
-      if (too_big) {
-        error(what + "event exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
-        return;
-      }
-      if (!ok && !(err == httplib::Error::Read && status == 200)) {
-        // Cannot connect (or lost before the headers): the POSTs will see
-        // the same; report once and stop.
-        error(what + describe(err, opts.event_stream_idle_timeout));
-        return;
-      }
-      if (status == 405) return; // the server offers no stream
-      if (status == 404 && had_session) {
-        session_expired(sent_session);
-        return;
-      }
-      if (status != 200) {
-        std::string reason = what + "HTTP " + std::to_string(status);
-        if (!detail::trim(body).empty()) reason += ": " + excerpt(detail::trim(body));
-        error(reason);
-        return;
-      }
-      if (!sse) {
-        error(what + "expected Content-Type text/event-stream, got '" + excerpt(media_type(res), 60) +
-              "'");
-        return;
+      // The stream is an optional side channel: requests go over POST and
+      // decide whether the connection lives. So it never fails the
+      // connection; it retries what may pass (the server restarting) and
+      // gives up quietly on what will not (no stream offered, bad answers).
+      if (too_big) return;
+      const bool unreachable = !ok && !(err == httplib::Error::Read && status == 200);
+      if (!unreachable) {
+        if (status == 405) return; // the server offers no stream
+        if (status == 404 && had_session) {
+          session_expired(sent_session);
+          return;
+        }
+        if (status != 200 || !sse) return;
       }
       // The server ended the stream or it went silent: reopen it.
       if (got_event) backoff = 1000ms;

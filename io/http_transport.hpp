@@ -163,10 +163,12 @@ class http_transport {
   std::optional<std::string> session_id() const;
 
   /// Opens the GET event stream for server-initiated messages on a
-  /// dedicated thread. Idempotent. 405 → silently not supported. When the
-  /// server ends the stream (or it is silent for event_stream_idle_timeout)
-  /// it is reopened with Last-Event-ID after a backoff of 1 s doubling to
-  /// 30 s. Returns false when the pool's event-stream limit is reached,
+  /// dedicated thread. Idempotent. The stream is a side channel and never
+  /// reports on_error: 405 or any other refusal ends it quietly, 404 on a
+  /// known session reports on_session_expired. When the server ends the
+  /// stream, cannot be reached (restarting), or is silent for
+  /// event_stream_idle_timeout, it is reopened with Last-Event-ID after a
+  /// backoff of 1 s doubling to 30 s. Returns false when the pool's event-stream limit is reached,
   /// after close(), or for an invalid URL.
   bool open_event_stream();
 

@@ -150,3 +150,12 @@ TEST(ApprovalHash, BehaviouralChangesChangeTheHash) {
   reordered["args"] = {"2", "1"};
   EXPECT_NE(approval_hash(make_server("s", reordered)), h);
 }
+
+TEST(Fingerprint, ParsedConfigsCarryTheirIdAndItMatchesAFreshComputation) {
+  auto c = make_server("fs", json::parse(R"({"command": "node", "args": ["a"]})"));
+  EXPECT_EQ(c.connection_id_cache, compute_connection_id(c));
+  EXPECT_EQ(connection_id(c), compute_connection_id(c));
+  server_config bare = c;
+  bare.connection_id_cache.clear();
+  EXPECT_EQ(connection_id(bare), connection_id(c));
+}

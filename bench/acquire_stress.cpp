@@ -1,0 +1,332 @@
+// acquire_stress: S session actors acquire and release random server names
+// out of M against the pool under a budget B (enforce), while a watcher
+// samples the budget for overshoots. In the same run: the same number of
+// clients against the budget actor directly, against a trivial echo actor
+// (the engine's own request/response limit), and a std::mutex-guarded set.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_set>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/budget.hpp"
+#include "actors/connection.hpp"
+#include "actors/event_bus.hpp"
+#include "bench.hpp"
+#include "io/http_transport.hpp"
+#include "io/reactor.hpp"
+#include "messages/workspace.hpp"
+#include "pool/pool_supervisor.hpp"
+
+CAF_ADD_ATOM(mcprt, mcprt::bench_atom, echo, "b_echo")
+CAF_ADD_ATOM(mcprt, mcprt::bench_atom, go, "b_go")
+CAF_ADD_ATOM(mcprt, mcprt::bench_atom, done, "b_done")
+
+namespace mcprt::bench {
+
+namespace {
+
+using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+using echo_actor = caf::typed_actor<caf::replies_to<bench_atom::echo, uint64_t>::with<uint64_t>>;
+
+struct stress_config : caf::actor_system_config {
+  stress_config() { add_mcprt_types(*this); }
+};
+
+struct settings {
+  int sessions = 1000;
+  int names = 200;
+  std::size_t budget = 50;
+  double seconds = 3.0;
+};
+
+// What one client did, reported to the collector when its time is up.
+struct client_stats {
+  uint64_t ops = 0;
+  uint64_t refusals = 0;
+  std::vector<uint32_t> latencies_us; // acquire latencies, a sample
+};
+
+echo_actor::behavior_type echo_behavior() {
+  return {[](bench_atom::echo, uint64_t x) { return x; }};
+}
+
+// Runs `one` (which must call `next` exactly once when its round trip is
+// done) until the deadline, then reports to `collector`.
+template <class Start>
+caf::behavior looping_client(caf::event_based_actor* self, caf::actor collector, clock_type::time_point deadline,
+                             std::shared_ptr<client_stats> stats, Start start) {
+  auto step = std::make_shared<std::function<void()>>();
+  *step = [=] {
+    if (clock_type::now() >= deadline) {
+      self->send(collector, bench_atom::done_v);
+      self->quit();
+      return;
+    }
+    start(self, stats, [step] { (*step)(); });
+  };
+  return {[=](bench_atom::go) { (*step)(); }};
+}
+
+struct run_result {
+  uint64_t ops = 0;
+  uint64_t refusals = 0;
+  std::vector<uint32_t> latencies_us;
+  double seconds = 0;
+};
+
+// Spawns `n` clients built by `make`, starts them together, waits for all.
+template <class Make>
+run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make) {
+  caf::scoped_actor self{sys};
+  std::vector<std::shared_ptr<client_stats>> stats;
+  std::vector<caf::actor> clients;
+  auto t0 = clock_type::now();
+  auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  for (int i = 0; i < n; ++i) {
+    stats.push_back(std::make_shared<client_stats>());
+    clients.push_back(make(self, deadline, stats.back(), i));
+  }
+  for (auto& c : clients)
+    self->send(c, bench_atom::go_v);
+  for (int i = 0; i < n; ++i)
+    self->receive([](bench_atom::done) {});
+  run_result r;
+  r.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+  for (auto& s : stats) {
+    r.ops += s->ops;
+    r.refusals += s->refusals;
+    r.latencies_us.insert(r.latencies_us.end(), s->latencies_us.begin(), s->latencies_us.end());
+  }
+  return r;
+}
+
+double mutex_ops_per_s(double seconds) {
+  std::mutex mu;
+  std::unordered_set<std::string> held;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ops{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<std::string> names;
+      for (int i = 0; i < 200; ++i)
+        names.push_back("t" + std::to_string(t) + "-" + std::to_string(i));
+      uint64_t local = 0;
+      for (std::size_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        auto& name = names[i % names.size()];
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          held.insert(name);
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          held.erase(name);
+        }
+        ++local;
+      }
+      ops += local;
+    });
+  auto t0 = clock_type::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : threads)
+    th.join();
+  return static_cast<double>(ops.load()) / std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+uint32_t percentile(std::vector<uint32_t>& xs, double p) {
+  if (xs.empty()) return 0;
+  auto k = static_cast<std::size_t>(p * static_cast<double>(xs.size() - 1));
+  std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k), xs.end());
+  return xs[k];
+}
+
+} // namespace
+
+int acquire_stress(const std::vector<std::string>& args) {
+  settings s;
+  std::string server = exe_dir() + "/mcprt-test-server";
+  if (args.size() % 2 != 0) {
+    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T]\n";
+    return 2;
+  }
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    if (args[i] == "--sessions") s.sessions = std::stoi(args[i + 1]);
+    else if (args[i] == "--names") s.names = std::stoi(args[i + 1]);
+    else if (args[i] == "--budget") s.budget = static_cast<std::size_t>(std::stoul(args[i + 1]));
+    else if (args[i] == "--seconds") s.seconds = std::stod(args[i + 1]);
+    else {
+      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T]\n";
+      return 2;
+    }
+  }
+  std::cout << "acquire_stress: " << s.sessions << " sessions, " << s.names << " names, budget " << s.budget
+            << " (enforce), " << s.seconds << " s per scenario\n";
+
+  io::reactor reactor;
+  io::http_worker_pool http(1);
+  stress_config cfg;
+  caf::actor_system sys{cfg};
+
+  std::vector<server_config> configs;
+  for (int i = 0; i < s.names; ++i)
+    configs.push_back(*parse_server_config("srv" + std::to_string(i), {{"command", server}}, config_scope::user, {}).config);
+
+  // 1. The engine's limit: a trivial echo actor.
+  auto echo = sys.spawn(echo_behavior);
+  auto echo_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int) {
+    return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me) {
+      return looping_client(me, collector, deadline, stats, [echo](caf::event_based_actor* me, auto st, auto next) {
+        me->request(echo, caf::infinite, bench_atom::echo_v, uint64_t{1})
+          .then([st, next](uint64_t) { ++st->ops; next(); }, [next](caf::error&) { next(); });
+      });
+    });
+  });
+  double echo_rate = static_cast<double>(echo_run.ops) / echo_run.seconds;
+
+  // 2. Round trips straight to a budget actor: each reserve and each release
+  //    counts as one, as each echo does.
+  auto budget_direct = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", event_bus_actor{});
+  auto budget_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int i) {
+    auto name = "srv" + std::to_string(i % s.names);
+    return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me) {
+      return looping_client(me, collector, deadline, stats, [budget_direct, name](caf::event_based_actor* me, auto st, auto next) {
+        me->request(budget_direct, caf::infinite, atom::reserve_v, name)
+          .then(
+            [=](reserve_reply r) {
+              ++st->ops;
+              if (r == reserve_reply::refused) {
+                ++st->refusals;
+                next();
+                return;
+              }
+              me->request(budget_direct, caf::infinite, atom::release_v, name)
+                .then([st, next](bool) { ++st->ops; next(); }, [next](caf::error&) { next(); });
+            },
+            [next](caf::error&) { next(); });
+      });
+    });
+  });
+  double budget_rate = static_cast<double>(budget_run.ops) / budget_run.seconds;
+
+  // 3. Pool acquires against real (cheap) connections, with an overshoot
+  //    watcher sampling the budget.
+  auto bus = spawn_event_bus(sys);
+  auto budget = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", bus);
+  auto pool = spawn_pool(
+    sys, [&](caf::actor_system& sys, connection_config cc) { return spawn_connection(sys, cc, {&reactor, &http}); },
+    budget, bus, {});
+  // Warm up: bring up to `budget` entries live so most acquires hit them.
+  {
+    caf::scoped_actor self{sys};
+    for (std::size_t i = 0; i < std::min<std::size_t>(s.budget, configs.size()); ++i)
+      self->request(pool, std::chrono::seconds(30), atom::acquire_v, std::string("warmup"), configs[i])
+        .receive([](pool_handle&) {}, [](caf::error&) {});
+  }
+  std::atomic<bool> watching{true};
+  std::atomic<uint64_t> overshoots{0}, samples{0};
+  std::thread watcher([&] {
+    caf::scoped_actor self{sys};
+    while (watching) {
+      self->request(budget, std::chrono::seconds(5), atom::snapshot_v)
+        .receive(
+          [&](budget_snapshot& b) {
+            ++samples;
+            if (b.reserved_count > s.budget) ++overshoots;
+          },
+          [](caf::error&) {});
+    }
+  });
+  auto pool_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int i) {
+    auto session = "session-" + std::to_string(i);
+    auto seed = static_cast<uint32_t>(i);
+    return sys.spawn([=, &configs, collector = caf::actor{self}](caf::event_based_actor* me) {
+      auto rng = std::make_shared<std::mt19937>(seed);
+      return looping_client(me, collector, deadline, stats, [=, &configs](caf::event_based_actor* me, auto st, auto next) {
+        // Mostly names that are live (the warmed-up ones), sometimes others.
+        std::uniform_int_distribution<int> pick(0, static_cast<int>(configs.size()) - 1);
+        std::uniform_int_distribution<int> hot(0, static_cast<int>(std::min<std::size_t>(s.budget, configs.size())) - 1);
+        auto idx = ((*rng)() % 10 == 0) ? pick(*rng) : hot(*rng);
+        auto t0 = clock_type::now();
+        me->request(pool, caf::infinite, atom::acquire_v, session, configs[static_cast<std::size_t>(idx)])
+          .then(
+            [=](pool_handle& h) {
+              auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
+              if (st->latencies_us.size() < 10000) st->latencies_us.push_back(static_cast<uint32_t>(us));
+              ++st->ops;
+              me->request(pool, caf::infinite, atom::release_v, session, h.connection_id)
+                .then([next](bool) { next(); }, [next](caf::error&) { next(); });
+            },
+            [=](caf::error&) {
+              ++st->refusals;
+              ++st->ops;
+              next();
+            });
+      });
+    });
+  });
+  watching = false;
+  watcher.join();
+  double acquire_rate = static_cast<double>(pool_run.ops) / pool_run.seconds;
+  {
+    caf::scoped_actor self{sys};
+    self->request(pool, std::chrono::seconds(60), atom::drain_v, true, caf::timespan{std::chrono::seconds(30)})
+      .receive([](drain_result&) {}, [](caf::error&) {});
+  }
+
+  // 4. The same reserve/release on a mutex-guarded set: what a lock costs.
+  double mutex_rate = mutex_ops_per_s(s.seconds);
+
+  auto p50 = percentile(pool_run.latencies_us, 0.50);
+  auto p99 = percentile(pool_run.latencies_us, 0.99);
+  uint32_t max_us = pool_run.latencies_us.empty()
+                      ? 0
+                      : *std::max_element(pool_run.latencies_us.begin(), pool_run.latencies_us.end());
+  double ratio_budget = echo_rate > 0 ? budget_rate / echo_rate : 0;
+  double ratio_acquire = echo_rate > 0 ? acquire_rate / echo_rate : 0;
+  std::cout << std::fixed << std::setprecision(0)
+            << "scenario                          per second\n"
+            << "echo actor request/response       " << std::setw(12) << echo_rate << "\n"
+            << "budget reserve+release            " << std::setw(12) << budget_rate << "\n"
+            << "pool acquire+release              " << std::setw(12) << acquire_rate << "\n"
+            << "std::mutex set insert+erase       " << std::setw(12) << mutex_rate << "\n"
+            << "acquire latency p50 / p99 / max   " << p50 << " / " << p99 << " / " << max_us << " us\n"
+            << "refusals " << pool_run.refusals << ", overshoots " << overshoots.load() << " in " << samples.load()
+            << " budget samples\n"
+            << std::setprecision(2) << "ratios: budget/echo " << ratio_budget << " (target >= 0.8), acquire/echo "
+            << ratio_acquire << " (target >= 0.5)\n";
+  json out = {{"bench", "acquire_stress"},
+              {"sessions", s.sessions},
+              {"names", s.names},
+              {"budget", s.budget},
+              {"acquires_per_s", acquire_rate},
+              {"budget_rtt_per_s", budget_rate},
+              {"echo_rtt_per_s", echo_rate},
+              {"mutex_ops_per_s", mutex_rate},
+              {"p50_us", p50},
+              {"p99_us", p99},
+              {"max_us", max_us},
+              {"refusals", pool_run.refusals},
+              {"overshoots", overshoots.load()},
+              {"ratio_budget_vs_echo", ratio_budget},
+              {"ratio_acquire_vs_echo", ratio_acquire}};
+  std::cout << out.dump() << "\n";
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(budget, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(budget_direct, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(bus, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+  return overshoots.load() == 0 ? 0 : 1;
+}
+
+} // namespace mcprt::bench

@@ -1,0 +1,47 @@
+#pragma once
+
+// The pool supervisor (SPEC section 7): one live connection per connection
+// id, shared by every session that acquires the same config, admitted by the
+// workspace budget, drained when the last session lets go, restarted with
+// backoff when it crashes.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+
+#include <caf/fwd.hpp>
+
+#include "actors/connection.hpp"
+#include "messages/workspace.hpp"
+
+namespace mcprt {
+
+struct pool_options {
+  /// How long an unreferenced entry lingers before it is closed; clamped to
+  /// [1 s, 10 min].
+  std::chrono::milliseconds drain_delay{30000};
+  /// An entry that first went idle this long ago is closed if it is idle at
+  /// that moment, however often sessions attached and detached meanwhile.
+  std::chrono::milliseconds max_idle{300000};
+  /// Crash restarts: backoff_delay(attempt, base, cap, jitter 0.1).
+  std::chrono::milliseconds backoff_base{1000};
+  std::chrono::milliseconds backoff_cap{30000};
+  /// At most this many crash restarts within `restart_window`; one more
+  /// crash and the entry is given up (`pool_entry_failed`).
+  std::size_t max_restarts = 5;
+  std::chrono::milliseconds restart_window{60000};
+  /// Stderr lines carried by `pool_entry_failed`.
+  std::size_t failed_stderr_lines = 20;
+};
+
+/// Starts a connection for a config; the real one is
+/// `[io](auto& sys, auto cfg) { return spawn_connection(sys, std::move(cfg), io); }`.
+/// Injectable so tests can use fakes.
+using connection_factory = std::function<connection_actor(caf::actor_system&, connection_config)>;
+
+/// Spawns the pool. `budget` may be invalid (no budget: every new entry is
+/// admitted); `bus` may be invalid (no events).
+pool_actor spawn_pool(caf::actor_system& sys, connection_factory make, budget_actor budget,
+                      event_bus_actor bus, pool_options opts = {});
+
+} // namespace mcprt

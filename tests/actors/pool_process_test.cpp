@@ -1,0 +1,207 @@
+// The pool supervisor with real connections to real mcprt-test-server
+// processes (real threads, real time). Waits are deadline-bounded polls and
+// receives, never fixed sleeps.
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/budget.hpp"
+#include "actors/connection.hpp"
+#include "actors/event_bus.hpp"
+#include "core/fingerprint.hpp"
+#include "io/http_transport.hpp"
+#include "io/reactor.hpp"
+#include "pool/pool_supervisor.hpp"
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string pool_test_server = MCPRT_TEST_SERVER;
+
+struct pool_process_config : caf::actor_system_config {
+  pool_process_config() { add_mcprt_types(*this); }
+};
+
+// Direct children of this test process.
+std::vector<pid_t> child_pids() {
+  std::vector<pid_t> out;
+  auto me = ::getpid();
+  for (auto& entry : fs::directory_iterator("/proc")) {
+    auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state;
+    int ppid;
+    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == me)
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  ::close(fd);
+  return r == 1;
+}
+
+class PoolProcess : public ::testing::Test {
+protected:
+  // The actor system (and every actor) goes before the I/O it uses.
+  io::reactor reactor;
+  io::http_worker_pool http{2};
+  pool_process_config cfg;
+  caf::actor_system sys{cfg};
+  std::optional<caf::scoped_actor> self;
+  event_bus_actor bus;
+  budget_actor budget;
+  pool_actor pool;
+
+  void SetUp() override { self.emplace(sys); }
+
+  void start(pool_options opts = {}) {
+    bus = spawn_event_bus(sys);
+    budget = spawn_budget(sys, 4, budget_mode::enforce, "workspace", bus);
+    connection_io io{&reactor, &http};
+    pool = spawn_pool(
+      sys, [io](caf::actor_system& s, connection_config cc) { return spawn_connection(s, std::move(cc), io); },
+      budget, bus, opts);
+  }
+
+  void TearDown() override {
+    if (pool) {
+      (*self)->request(pool, 20s, atom::drain_v, true, caf::timespan{10s})
+        .receive([](drain_result&) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+      (*self)->send_exit(pool, caf::exit_reason::user_shutdown);
+    }
+    if (budget) (*self)->send_exit(budget, caf::exit_reason::user_shutdown);
+    if (bus) (*self)->send_exit(bus, caf::exit_reason::user_shutdown);
+    self.reset();
+    for (auto pid : child_pids())
+      gone_within(pid, 5s);
+    EXPECT_TRUE(child_pids().empty()) << "child processes outlived the test";
+  }
+
+  server_config server(std::vector<std::string> args, const std::string& name = "srv") {
+    auto r = parse_server_config(name, {{"command", pool_test_server}, {"args", args}}, config_scope::user, {});
+    EXPECT_TRUE(r.config) << (r.error ? r.error->message : "");
+    return *r.config;
+  }
+
+  std::optional<pool_handle> acquire(const std::string& session, const server_config& c) {
+    std::optional<pool_handle> out;
+    (*self)->request(pool, 30s, atom::acquire_v, session, c)
+      .receive([&](pool_handle& h) { out = h; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  }
+
+  pool_snapshot snapshot() {
+    pool_snapshot out;
+    (*self)->request(pool, 10s, atom::snapshot_v)
+      .receive([&](pool_snapshot& s) { out = s; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  }
+
+  connection_info info(const connection_actor& c) {
+    connection_info out;
+    (*self)->request(c, 10s, atom::info_v)
+      .receive([&](connection_info& i) { out = i; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  }
+
+  /// Polls the snapshot until `pred` holds for the entry `id` (or the deadline).
+  std::optional<pool_entry_info> wait_for(const std::string& id, std::function<bool(const pool_entry_info&)> pred,
+                                          std::chrono::milliseconds timeout = 15s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (auto& e : snapshot().entries)
+        if (e.id == id && pred(e)) return e;
+      std::this_thread::sleep_for(10ms);
+    }
+    return std::nullopt;
+  }
+};
+
+} // namespace
+
+TEST_F(PoolProcess, TwoSessionsShareOneProcess) {
+  start();
+  auto c = server({"--tools", "2"});
+  auto a = acquire("s1", c);
+  auto b = acquire("s2", c);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->connection, b->connection);
+  auto pid = info(a->connection).pid;
+  EXPECT_GT(pid, 0);
+  auto s = snapshot();
+  ASSERT_EQ(s.entries.size(), 1u);
+  EXPECT_EQ(s.entries[0].pid, pid);
+  EXPECT_EQ(s.entries[0].refs, 2u);
+  EXPECT_EQ(s.subprocess_count, 1u);
+  EXPECT_EQ(child_pids(), std::vector<pid_t>{pid});
+}
+
+TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
+  pool_options o;
+  o.backoff_base = 50ms;
+  o.backoff_cap = 200ms;
+  start(o);
+  auto h = acquire("s1", server({"--crash-after-ms", "300"}));
+  ASSERT_TRUE(h);
+  auto pid1 = info(h->connection).pid;
+  ASSERT_GT(pid1, 0);
+  auto e = wait_for(h->connection_id, [&](const pool_entry_info& e) {
+    return e.restarts >= 1 && e.connection == connection_status::connected && e.pid > 0 && e.pid != pid1;
+  });
+  ASSERT_TRUE(e) << "no restart seen";
+  EXPECT_EQ(e->restarts, 1u);
+  EXPECT_EQ(e->generation, h->generation + 1);
+  EXPECT_EQ(e->status, pool_entry_status::active);
+  EXPECT_NE(e->last_error.find("exit code 3"), std::string::npos) << e->last_error;
+  EXPECT_EQ(e->refs, 1u);
+  EXPECT_TRUE(gone_within(pid1, 5s)); // the crashed process was reaped
+}
+
+TEST_F(PoolProcess, ForcedDrainLeavesNoChildProcess) {
+  start();
+  ASSERT_TRUE(acquire("s1", server({}, "a")));
+  ASSERT_TRUE(acquire("s1", server({"--ignore-sigterm"}, "b")));
+  ASSERT_TRUE(acquire("s2", server({"--tools", "3"}, "c")));
+  auto pids = child_pids();
+  EXPECT_EQ(pids.size(), 3u);
+  drain_result r;
+  (*self)->request(pool, 30s, atom::drain_v, true, caf::timespan{10s})
+    .receive([&](drain_result& x) { r = x; }, [&](caf::error& e) { FAIL() << sys.render(e); });
+  EXPECT_EQ(r.drained + r.forced, 3u);
+  EXPECT_TRUE(r.errors.empty());
+  for (auto pid : pids)
+    EXPECT_TRUE(gone_within(pid, 5s)) << pid;
+  EXPECT_TRUE(child_pids().empty());
+  EXPECT_TRUE(snapshot().entries.empty());
+  (*self)->request(pool, 10s, atom::acquire_v, std::string("s1"), server({}, "a"))
+    .receive([](pool_handle&) { ADD_FAILURE() << "acquire after drain succeeded"; },
+             [&](caf::error& e) { EXPECT_NE(sys.render(e).find("pool_draining"), std::string::npos) << sys.render(e); });
+}

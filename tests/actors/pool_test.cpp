@@ -1,0 +1,935 @@
+// The pool supervisor on CAF's test coordinator (deterministic: no threads,
+// no real time) with a fake connection the test controls, the real budget
+// actor and the real event bus.
+//
+// The fake connection (spec key "fake"):
+//   "ok" (default)   publishes connecting, then connected at once
+//   "hang"           stays connecting until it gets `tick`
+//   "fail"           publishes error before connecting (a failed spawn)
+//   "fail_restarts"  connects the first time, fails every later spawn of its id
+//   "stuck"          like ok, but never answers `stop`
+// Triggers: `io_exit(desc)` = the server crashed (error), `http_gone` = a
+// disconnect the pool did not ask for, `io_err(line)` = a stderr line.
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/budget.hpp"
+#include "actors/event_bus.hpp"
+#include "actor_test_support.hpp"
+#include "core/fingerprint.hpp"
+#include "pool/pool_supervisor.hpp"
+
+using namespace mcprt;
+using namespace mcprt::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using names = std::vector<std::string>;
+
+namespace {
+
+// -- the fake connection ----------------------------------------------------------
+
+struct fake_world {
+  struct spawned {
+    connection_config cfg;
+    connection_actor conn;
+  };
+  std::vector<spawned> spawns;
+  /// (connection id, generation) of every connection that got `stop`.
+  std::vector<std::pair<std::string, uint64_t>> stopped;
+  int32_t next_pid = 1000;
+
+  std::size_t spawns_of(const std::string& id) const {
+    return static_cast<std::size_t>(std::count_if(spawns.begin(), spawns.end(), [&](const spawned& s) {
+      return connection_id(s.cfg.server) == id;
+    }));
+  }
+  bool was_stopped(const std::string& id, uint64_t gen) const {
+    return std::find(stopped.begin(), stopped.end(), std::make_pair(id, gen)) != stopped.end();
+  }
+};
+
+struct fake_state {
+  static inline const char* name = "fake.connection";
+  connection_config cfg;
+  std::string id;
+  std::string mode;
+  connection_status status = connection_status::connecting;
+  int32_t pid = -1;
+  std::string last_error;
+  std::vector<std::string> stderr_tail;
+  std::shared_ptr<fake_world> world;
+};
+
+using fake_ptr = connection_actor::stateful_pointer<fake_state>;
+
+void fake_publish(fake_ptr self) {
+  auto& st = self->state;
+  client_update u;
+  u.server = st.cfg.server.name;
+  u.connection_id = st.id;
+  u.generation = st.cfg.generation;
+  u.status = st.status;
+  u.pid = st.pid;
+  u.error = st.last_error;
+  for (auto& sub : st.cfg.subscribers)
+    self->send(sub, u);
+}
+
+void fake_set(fake_ptr self, connection_status s, std::string error = {}) {
+  auto& st = self->state;
+  if (st.status == connection_status::error || st.status == connection_status::disconnected) return;
+  st.status = s;
+  st.last_error = std::move(error);
+  if (s == connection_status::connected) st.pid = st.world->next_pid++;
+  fake_publish(self);
+}
+
+connection_actor::behavior_type fake_connection(fake_ptr self, connection_config cfg,
+                                                std::shared_ptr<fake_world> world) {
+  auto& st = self->state;
+  st.world = world;
+  st.id = connection_id(cfg.server);
+  st.mode = cfg.server.spec.value("fake", std::string("ok"));
+  st.cfg = std::move(cfg);
+  bool first = world->spawns_of(st.id) == 1; // the factory recorded this one already
+  fake_publish(self); // connecting
+  if (st.mode == "fail" || (st.mode == "fail_restarts" && !first)) {
+    st.stderr_tail.push_back("fake: cannot start");
+    fake_set(self, connection_status::error, "server exited (exit code 4)");
+  } else if (st.mode != "hang") {
+    fake_set(self, connection_status::connected);
+  }
+  return {
+    [=](atom::info) {
+      auto& st = self->state;
+      connection_info ci;
+      ci.server = st.cfg.server.name;
+      ci.connection_id = st.id;
+      ci.generation = st.cfg.generation;
+      ci.status = st.status;
+      ci.pid = st.pid;
+      ci.stderr_tail = st.stderr_tail;
+      ci.last_error = st.last_error;
+      return ci;
+    },
+    [=](atom::call, const std::string&, const json_value&) { return json_value{json::object()}; },
+    [=](atom::subscribe, event_sink_actor sink) { self->state.cfg.subscribers.push_back(sink); },
+    [=](atom::filter, const tool_filter_spec&) {},
+    [=](atom::stop) -> caf::result<bool> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<bool>();
+      st.world->stopped.emplace_back(st.id, st.cfg.generation);
+      if (st.mode == "stuck") return rp; // never answers
+      if (st.status != connection_status::error) {
+        st.status = connection_status::disconnected;
+        fake_publish(self);
+      }
+      rp.deliver(true);
+      self->quit();
+      return rp;
+    },
+    [=](atom::io_out, const std::string&) {},
+    [=](atom::io_err, const std::string& line) { self->state.stderr_tail.push_back(line); },
+    [=](atom::io_exit, const std::string& how) { fake_set(self, connection_status::error, "server exited (" + how + ")"); },
+    [=](atom::http_msg, const std::string&) {},
+    [=](atom::http_gone) { fake_set(self, connection_status::disconnected, "transport closed"); },
+    [=](atom::http_err, const std::string&) {},
+    [=](atom::http_closed) {},
+    [=](atom::tick) {
+      if (self->state.status == connection_status::connecting) fake_set(self, connection_status::connected);
+    },
+  };
+}
+
+// -- fixture -----------------------------------------------------------------------
+
+struct acquired {
+  std::optional<pool_handle> handle;
+  caf::error error;
+  std::string text;
+};
+
+class Pool : public actor_test {
+protected:
+  std::shared_ptr<fake_world> world = std::make_shared<fake_world>();
+  event_bus_actor bus;
+  budget_actor budget;
+  pool_actor pool;
+
+  void SetUp() override {
+    bus = track(spawn_event_bus(sys));
+    auto seq = ask<uint64_t>(bus, atom::subscribe_v, self_sink(),
+                             std::vector<event_kind>{event_kind::pool_entry_restarted, event_kind::pool_entry_failed});
+    ASSERT_EQ(seq, 0u);
+  }
+
+  void TearDown() override {
+    for (auto& s : world->spawns)
+      caf::anon_send_exit(s.conn, caf::exit_reason::user_shutdown);
+    actor_test::TearDown();
+  }
+
+  connection_factory factory() {
+    auto w = world;
+    return [w](caf::actor_system& sys, connection_config cc) {
+      w->spawns.push_back({cc, connection_actor{}});
+      auto idx = w->spawns.size() - 1;
+      auto conn = sys.spawn(fake_connection, std::move(cc), w);
+      w->spawns[idx].conn = conn;
+      return conn;
+    };
+  }
+
+  void start(std::optional<std::size_t> limit = std::nullopt, budget_mode mode = budget_mode::enforce,
+             pool_options opts = {}, bool with_budget = true) {
+    if (with_budget) budget = track(spawn_budget(sys, limit, mode, "workspace", bus));
+    pool = track(spawn_pool(sys, factory(), budget, bus, opts));
+  }
+
+  static server_config server(const std::string& name, json spec) {
+    auto r = parse_server_config(name, spec, config_scope::user, {});
+    EXPECT_TRUE(r.config) << (r.error ? r.error->message : "");
+    return *r.config;
+  }
+
+  static server_config stdio(const std::string& name, const std::string& mode = "ok",
+                             std::vector<std::string> args = {}) {
+    return server(name, {{"command", "fake-server"}, {"args", args}, {"fake", mode}});
+  }
+
+  template <class Handle>
+  acquired receive_acquire(Handle& rh) {
+    acquired out;
+    rh.receive([&](pool_handle& h) { out.handle = std::move(h); },
+               [&](caf::error& e) {
+                 out.error = e;
+                 out.text = sys.render(e);
+               });
+    return out;
+  }
+
+  acquired acquire(const std::string& session, const server_config& cfg) {
+    auto rh = self->request(pool, caf::infinite, atom::acquire_v, session, cfg);
+    sched.run();
+    if (!self->has_next_message()) {
+      acquired out;
+      out.text = "no reply";
+      return out;
+    }
+    return receive_acquire(rh);
+  }
+
+  pool_handle must_acquire(const std::string& session, const server_config& cfg) {
+    auto r = acquire(session, cfg);
+    EXPECT_TRUE(r.handle) << r.text;
+    return r.handle.value_or(pool_handle{});
+  }
+
+  bool release(const std::string& session, const std::string& id) {
+    return ask<bool>(pool, atom::release_v, session, id).value_or(false);
+  }
+
+  pool_snapshot snapshot() { return ask<pool_snapshot>(pool, atom::snapshot_v).value_or(pool_snapshot{}); }
+
+  std::optional<pool_entry_info> entry(const std::string& id) {
+    for (auto& e : snapshot().entries)
+      if (e.id == id) return e;
+    return std::nullopt;
+  }
+
+  names reserved() {
+    return ask<budget_snapshot>(budget, atom::snapshot_v).value_or(budget_snapshot{}).reserved;
+  }
+
+  void advance(caf::timespan d) {
+    sched.clock().advance_time(d);
+    sched.run();
+  }
+
+  /// Pool events published since the last call.
+  std::vector<event> events() {
+    sched.run();
+    return drain<event>();
+  }
+
+  template <class... Ts>
+  void tell_conn(const connection_actor& c, Ts&&... xs) {
+    self->send(c, std::forward<Ts>(xs)...);
+    sched.run();
+  }
+
+  connection_actor conn_of(const std::string& id, uint64_t generation) {
+    for (auto& s : world->spawns)
+      if (connection_id(s.cfg.server) == id && s.cfg.generation == generation) return s.conn;
+    ADD_FAILURE() << "no connection " << id << " generation " << generation;
+    return connection_actor{};
+  }
+};
+
+bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
+} // namespace
+
+// -- sharing ------------------------------------------------------------------------
+
+TEST_F(Pool, TwoSessionsShareOneConnection) {
+  start(4);
+  auto cfg = stdio("fs");
+  auto a = must_acquire("s1", cfg);
+  auto b = must_acquire("s2", cfg);
+  EXPECT_EQ(world->spawns.size(), 1u);
+  EXPECT_EQ(a.connection_id, connection_id(cfg));
+  EXPECT_EQ(a.connection, b.connection);
+  EXPECT_EQ(a.generation, b.generation);
+  // The pool subscribed itself to the connection.
+  ASSERT_EQ(world->spawns[0].cfg.subscribers.size(), 1u);
+  EXPECT_EQ(world->spawns[0].cfg.subscribers[0].address(), pool.address());
+  auto e = entry(a.connection_id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->refs, 2u);
+  EXPECT_EQ(e->status, pool_entry_status::active);
+  EXPECT_EQ(reserved(), (names{"fs"}));
+}
+
+TEST_F(Pool, DifferentEnvMakesDistinctEntriesSharingOneSlot) {
+  start(4);
+  auto a = must_acquire("s1", server("fs", {{"command", "x"}, {"env", {{"TOKEN", "a"}}}}));
+  auto b = must_acquire("s2", server("fs", {{"command", "x"}, {"env", {{"TOKEN", "b"}}}}));
+  EXPECT_NE(a.connection_id, b.connection_id);
+  EXPECT_NE(a.connection, b.connection);
+  EXPECT_EQ(world->spawns.size(), 2u);
+  EXPECT_EQ(snapshot().entries.size(), 2u);
+  EXPECT_EQ(reserved(), (names{"fs"})); // slots are keyed by name
+}
+
+TEST_F(Pool, FingerprintChangeStartsANewEntryWhileTheOldOneDrains) {
+  start(4);
+  auto old_cfg = stdio("fs", "ok", {"--root", "/a"});
+  auto new_cfg = stdio("fs", "ok", {"--root", "/b"});
+  auto a = must_acquire("s1", old_cfg);
+  EXPECT_TRUE(release("s1", a.connection_id));
+  auto b = must_acquire("s1", new_cfg);
+  EXPECT_NE(a.connection_id, b.connection_id);
+  EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
+  EXPECT_EQ(entry(b.connection_id)->status, pool_entry_status::active);
+  advance(30s);
+  EXPECT_FALSE(entry(a.connection_id));
+  EXPECT_TRUE(world->was_stopped(a.connection_id, a.generation));
+  EXPECT_TRUE(entry(b.connection_id));
+  EXPECT_EQ(reserved(), (names{"fs"})); // the new entry keeps the name's slot
+}
+
+TEST_F(Pool, WorksWithoutABudget) {
+  start(std::nullopt, budget_mode::off, {}, /*with_budget=*/false);
+  auto a = must_acquire("s1", stdio("a"));
+  auto b = must_acquire("s1", stdio("b"));
+  EXPECT_NE(a.connection, b.connection);
+  EXPECT_TRUE(release("s1", a.connection_id));
+  advance(30s);
+  EXPECT_EQ(snapshot().entries.size(), 1u);
+}
+
+// -- budget ---------------------------------------------------------------------------
+
+TEST_F(Pool, RefusesPastTheCapRecordsTheRefusalAndAdmitsAfterAClose) {
+  start(1, budget_mode::enforce);
+  auto a = must_acquire("s1", stdio("a"));
+  auto r = acquire("s1", stdio("b"));
+  ASSERT_FALSE(r.handle);
+  EXPECT_TRUE(is(r.error, errc::budget_exhausted)) << r.text;
+  EXPECT_NE(r.text.find("b: budget 1 exhausted (1 reserved)"), std::string::npos) << r.text;
+  EXPECT_EQ(world->spawns.size(), 1u); // nothing was started for b
+  EXPECT_FALSE(entry(connection_id(stdio("b"))));
+  auto b = ask<budget_snapshot>(budget, atom::snapshot_v);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->refused, (names{"b"}));
+  // Sharing the live entry needs no slot.
+  must_acquire("s2", stdio("a"));
+  // Once a's entry closes, b gets the slot.
+  EXPECT_TRUE(release("s1", a.connection_id));
+  EXPECT_TRUE(release("s2", a.connection_id));
+  advance(30s);
+  EXPECT_TRUE(reserved().empty());
+  auto ok = acquire("s1", stdio("b"));
+  EXPECT_TRUE(ok.handle) << ok.text;
+  EXPECT_EQ(reserved(), (names{"b"}));
+}
+
+TEST_F(Pool, FiveConcurrentAcquiresSpawnOneConnection) {
+  start(4);
+  auto cfg = stdio("fs", "hang");
+  using handle_t = decltype(self->request(pool, caf::infinite, atom::acquire_v, std::string(), cfg));
+  std::vector<handle_t> pending;
+  for (int i = 0; i < 5; ++i)
+    pending.push_back(self->request(pool, caf::infinite, atom::acquire_v, "s" + std::to_string(i), cfg));
+  sched.run();
+  ASSERT_EQ(world->spawns.size(), 1u);
+  EXPECT_FALSE(self->has_next_message()); // nobody is answered before connected
+  EXPECT_EQ(entry(connection_id(cfg))->status, pool_entry_status::spawning);
+  tell_conn(world->spawns[0].conn, atom::tick_v);
+  for (auto& rh : pending) {
+    auto r = receive_acquire(rh);
+    ASSERT_TRUE(r.handle) << r.text;
+    EXPECT_EQ(r.handle->connection, world->spawns[0].conn);
+  }
+  EXPECT_EQ(entry(connection_id(cfg))->refs, 5u);
+  EXPECT_EQ(reserved(), (names{"fs"}));
+}
+
+TEST_F(Pool, AFailedSpawnFailsEveryWaiterAndRollsBackItsReservation) {
+  start(4);
+  auto cfg = stdio("fs", "fail");
+  auto r1 = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), cfg);
+  auto r2 = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), cfg);
+  sched.run();
+  for (auto* rh : {&r1, &r2}) {
+    auto r = receive_acquire(*rh);
+    ASSERT_FALSE(r.handle);
+    EXPECT_TRUE(is(r.error, errc::spawn_failed)) << r.text;
+    EXPECT_NE(r.text.find("fs: server exited (exit code 4)"), std::string::npos) << r.text;
+  }
+  EXPECT_EQ(world->spawns.size(), 1u);
+  EXPECT_TRUE(snapshot().entries.empty());
+  EXPECT_TRUE(reserved().empty());
+  EXPECT_TRUE(world->was_stopped(connection_id(cfg), 1)); // the failed connection is reaped
+}
+
+TEST_F(Pool, AFailedSpawnAfterAlreadyHeldDoesNotPhantomRelease) {
+  start(4);
+  // Someone else (not the pool) holds the slot of "fs".
+  ASSERT_EQ(ask<reserve_reply>(budget, atom::reserve_v, std::string("fs")), reserve_reply::reserved);
+  auto r = acquire("s1", stdio("fs", "fail"));
+  ASSERT_FALSE(r.handle);
+  EXPECT_EQ(reserved(), (names{"fs"}));
+}
+
+TEST_F(Pool, AFailedSpawnKeepsTheSlotWhileALiveSiblingHoldsIt) {
+  start(4);
+  must_acquire("s1", stdio("fs", "ok", {"1"}));
+  auto r = acquire("s1", stdio("fs", "fail", {"2"}));
+  ASSERT_FALSE(r.handle);
+  EXPECT_EQ(reserved(), (names{"fs"}));
+  EXPECT_EQ(snapshot().entries.size(), 1u);
+}
+
+TEST_F(Pool, AnEntryClosingDuringASameNameInFlightSpawnKeepsTheSlot) {
+  start(4);
+  auto a = must_acquire("s1", stdio("fs", "ok", {"1"}));
+  auto slow = stdio("fs", "hang", {"2"});
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), slow);
+  sched.run();
+  EXPECT_TRUE(release("s1", a.connection_id));
+  advance(30s); // a closes while the sibling is still spawning
+  EXPECT_FALSE(entry(a.connection_id));
+  EXPECT_EQ(reserved(), (names{"fs"}));
+  tell_conn(conn_of(connection_id(slow), 1), atom::tick_v);
+  auto r = receive_acquire(pending);
+  EXPECT_TRUE(r.handle) << r.text;
+  EXPECT_EQ(reserved(), (names{"fs"}));
+}
+
+TEST_F(Pool, TheLastSiblingFailingReleasesTheSlotEvenIfItGotAlreadyHeld) {
+  // Better than the reference, which leaks the slot here: the pool itself
+  // reserved "fs" for the first entry, so the slot is the pool's to give back.
+  start(4);
+  auto a = must_acquire("s1", stdio("fs", "ok", {"1"}));
+  auto slow = stdio("fs", "hang", {"2"});
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), slow);
+  sched.run();
+  EXPECT_TRUE(release("s1", a.connection_id));
+  advance(30s);
+  EXPECT_EQ(reserved(), (names{"fs"}));
+  tell_conn(conn_of(connection_id(slow), 1), atom::io_exit_v, std::string("exit code 1"));
+  auto r = receive_acquire(pending);
+  EXPECT_FALSE(r.handle);
+  EXPECT_TRUE(reserved().empty());
+}
+
+// -- crash restart ----------------------------------------------------------------------
+
+TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
+  pool_options o;
+  o.backoff_base = 1000ms;
+  start(4, budget_mode::enforce, o);
+  auto h = must_acquire("s1", stdio("fs"));
+  auto pid1 = entry(h.connection_id)->pid;
+  tell_conn(h.connection, atom::io_err_v, std::string("panic: boom"));
+  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
+  auto e = entry(h.connection_id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, pool_entry_status::restarting);
+  EXPECT_EQ(e->last_error, "server exited (exit code 3)");
+  EXPECT_EQ(e->stderr_tail, (names{"panic: boom"}));
+  EXPECT_EQ(e->refs, 1u);
+  EXPECT_TRUE(world->was_stopped(h.connection_id, h.generation)); // the crashed one is reaped
+  EXPECT_EQ(reserved(), (names{"fs"}));                           // the slot is kept
+  advance(850ms); // the first delay is 1000 ms +-10%
+  EXPECT_EQ(world->spawns.size(), 1u);
+  advance(300ms);
+  ASSERT_EQ(world->spawns.size(), 2u);
+  EXPECT_EQ(world->spawns[1].cfg.generation, h.generation + 1);
+  e = entry(h.connection_id);
+  EXPECT_EQ(e->status, pool_entry_status::active);
+  EXPECT_EQ(e->generation, h.generation + 1);
+  EXPECT_EQ(e->restarts, 1u);
+  EXPECT_EQ(e->refs, 1u);
+  EXPECT_NE(e->pid, pid1);
+  EXPECT_EQ(e->connection, connection_status::connected);
+  EXPECT_EQ(e->last_error, "server exited (exit code 3)"); // kept for the snapshot
+  auto evs = events();
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, event_kind::pool_entry_restarted);
+  EXPECT_EQ(evs[0].data.value["id"], h.connection_id);
+  EXPECT_EQ(evs[0].data.value["name"], "fs");
+  EXPECT_EQ(evs[0].data.value["generation"], h.generation + 1);
+  EXPECT_EQ(evs[0].data.value["restarts"], 1);
+  EXPECT_EQ(evs[0].data.value["last_error"], "server exited (exit code 3)");
+  // A new acquire gets the new connection.
+  auto h2 = must_acquire("s2", stdio("fs"));
+  EXPECT_EQ(h2.connection, world->spawns[1].conn);
+  EXPECT_EQ(h2.generation, h.generation + 1);
+  EXPECT_EQ(world->spawns.size(), 2u);
+}
+
+TEST_F(Pool, AnUnrequestedDisconnectAndAFabricatedErrorUpdateAreCrashesToo) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  tell_conn(h.connection, atom::http_gone_v);
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
+  advance(2s);
+  auto e = entry(h.connection_id);
+  ASSERT_EQ(e->status, pool_entry_status::active);
+  // An update for the current generation sent by anyone counts...
+  client_update u{"fs", h.connection_id, e->generation, connection_status::error, 0, 0, -1, "injected"};
+  self->send(pool, u);
+  sched.run();
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
+  EXPECT_EQ(entry(h.connection_id)->last_error, "injected");
+}
+
+TEST_F(Pool, UpdatesFromASupersededGenerationAreIgnored) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
+  advance(2s);
+  ASSERT_EQ(entry(h.connection_id)->generation, h.generation + 1);
+  for (auto st : {connection_status::error, connection_status::disconnected, connection_status::connecting}) {
+    client_update stale{"fs", h.connection_id, h.generation, st, 0, 0, 42, "old news"};
+    self->send(pool, stale);
+    sched.run();
+  }
+  auto e = entry(h.connection_id);
+  EXPECT_EQ(e->status, pool_entry_status::active);
+  EXPECT_EQ(e->connection, connection_status::connected);
+  EXPECT_NE(e->pid, 42);
+  EXPECT_EQ(world->spawns.size(), 2u);
+}
+
+TEST_F(Pool, AConnectionActorThatDiesIsACrash) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  self->send_exit(h.connection, caf::exit_reason::kill);
+  sched.run();
+  auto e = entry(h.connection_id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, pool_entry_status::restarting);
+  EXPECT_NE(e->last_error.find("connection actor exited"), std::string::npos) << e->last_error;
+  advance(2s);
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::active);
+}
+
+TEST_F(Pool, BackoffGrowsAndTheEntryFailsBeyondMaxRestarts) {
+  pool_options o;
+  o.backoff_base = 1000ms;
+  o.max_restarts = 2;
+  o.restart_window = 60s;
+  start(4, budget_mode::enforce, o);
+  auto h = must_acquire("s1", stdio("fs"));
+  auto id = h.connection_id;
+  // crash 1 -> restart after ~1 s
+  tell_conn(conn_of(id, h.generation), atom::io_exit_v, std::string("exit code 3"));
+  advance(1100ms);
+  ASSERT_EQ(world->spawns.size(), 2u);
+  // crash 2 -> restart after ~2 s (not after 1.1 s)
+  tell_conn(conn_of(id, h.generation + 1), atom::io_exit_v, std::string("exit code 3"));
+  advance(1100ms);
+  EXPECT_EQ(world->spawns.size(), 2u);
+  advance(1100ms);
+  ASSERT_EQ(world->spawns.size(), 3u);
+  EXPECT_EQ(entry(id)->restarts, 2u);
+  EXPECT_EQ(events().size(), 2u); // two pool_entry_restarted
+  // crash 3 within the window: given up.
+  tell_conn(conn_of(id, h.generation + 2), atom::io_err_v, std::string("fatal: out of cheese"));
+  tell_conn(conn_of(id, h.generation + 2), atom::io_exit_v, std::string("exit code 3"));
+  EXPECT_FALSE(entry(id));
+  EXPECT_TRUE(reserved().empty());
+  auto evs = events();
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, event_kind::pool_entry_failed);
+  EXPECT_EQ(evs[0].data.value["id"], id);
+  EXPECT_EQ(evs[0].data.value["name"], "fs");
+  EXPECT_EQ(evs[0].data.value["last_error"], "server exited (exit code 3)");
+  EXPECT_EQ(evs[0].data.value["stderr"], json::array({"fatal: out of cheese"}));
+  advance(60s);
+  EXPECT_EQ(world->spawns.size(), 3u); // nothing restarts it later
+  EXPECT_TRUE(world->was_stopped(id, h.generation + 2));
+  // A fresh acquire starts over with a new entry.
+  auto again = must_acquire("s1", stdio("fs"));
+  EXPECT_EQ(again.generation, h.generation + 3);
+  EXPECT_EQ(entry(id)->restarts, 0u);
+}
+
+TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
+  pool_options o;
+  o.max_restarts = 2;
+  start(4, budget_mode::enforce, o);
+  auto h = must_acquire("s1", stdio("fs", "fail_restarts"));
+  // A session waiting for the restarting entry is answered with its fate.
+  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
+  auto waiting = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), stdio("fs", "fail_restarts"));
+  sched.run();
+  EXPECT_FALSE(self->has_next_message());
+  advance(1100ms); // restart 1 fails at once
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
+  advance(2200ms); // restart 2 fails too: beyond the limit
+  EXPECT_FALSE(entry(h.connection_id));
+  auto r = receive_acquire(waiting);
+  EXPECT_FALSE(r.handle);
+  EXPECT_TRUE(is(r.error, errc::spawn_failed)) << r.text;
+  EXPECT_TRUE(reserved().empty());
+  auto evs = events();
+  ASSERT_EQ(evs.size(), 3u);
+  EXPECT_EQ(evs[2].kind, event_kind::pool_entry_failed);
+  EXPECT_EQ(evs[2].data.value["stderr"], json::array({"fake: cannot start"}));
+}
+
+TEST_F(Pool, AnIdleEntryThatCrashesIsClosedNotRestarted) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  EXPECT_TRUE(release("s1", h.connection_id));
+  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
+  EXPECT_FALSE(entry(h.connection_id));
+  EXPECT_TRUE(reserved().empty());
+  advance(5s);
+  EXPECT_EQ(world->spawns.size(), 1u);
+}
+
+// -- drain and idle timers -------------------------------------------------------------
+
+TEST_F(Pool, TheDrainTimerClosesTheEntryAndReleasesTheSlot) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  EXPECT_TRUE(release("s1", h.connection_id));
+  EXPECT_FALSE(release("s1", h.connection_id)); // nothing left to release
+  EXPECT_FALSE(release("s1", "nope::0"));
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::draining);
+  advance(29s);
+  EXPECT_TRUE(entry(h.connection_id));
+  EXPECT_FALSE(world->was_stopped(h.connection_id, h.generation));
+  advance(1s);
+  EXPECT_FALSE(entry(h.connection_id));
+  EXPECT_TRUE(world->was_stopped(h.connection_id, h.generation));
+  EXPECT_TRUE(reserved().empty());
+}
+
+TEST_F(Pool, DrainDelayIsClampedToAtLeastOneSecond) {
+  pool_options o;
+  o.drain_delay = 10ms;
+  start(4, budget_mode::enforce, o);
+  auto h = must_acquire("s1", stdio("fs"));
+  EXPECT_TRUE(release("s1", h.connection_id));
+  advance(500ms);
+  EXPECT_TRUE(entry(h.connection_id));
+  advance(500ms);
+  EXPECT_FALSE(entry(h.connection_id));
+}
+
+TEST_F(Pool, ReattachingWithinTheDrainCancelsIt) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  EXPECT_TRUE(release("s1", h.connection_id));
+  advance(20s);
+  auto again = must_acquire("s2", stdio("fs"));
+  EXPECT_EQ(again.connection, h.connection);
+  EXPECT_EQ(world->spawns.size(), 1u);
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::active);
+  advance(20s); // past the first drain deadline: the stale timer is ignored
+  auto e = entry(h.connection_id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->refs, 1u);
+  EXPECT_FALSE(world->was_stopped(h.connection_id, h.generation));
+}
+
+TEST_F(Pool, TheIdleTimerIsNotResetByAttachDetachFlapping) {
+  pool_options o;
+  o.drain_delay = 30s;
+  o.max_idle = 100s;
+  start(4, budget_mode::enforce, o);
+  auto cfg = stdio("fs");
+  auto h = must_acquire("s1", cfg);
+  EXPECT_TRUE(release("s1", h.connection_id)); // t=0: first idle
+  for (int i = 0; i < 3; ++i) {                 // t=20..75: flapping, never 30 s idle
+    advance(20s);
+    must_acquire("s1", cfg);
+    advance(5s);
+    EXPECT_TRUE(release("s1", h.connection_id));
+  }
+  advance(24s); // t=99
+  EXPECT_TRUE(entry(h.connection_id));
+  advance(1s); // t=100: max idle
+  EXPECT_FALSE(entry(h.connection_id));
+  EXPECT_EQ(world->spawns.size(), 1u);
+  EXPECT_TRUE(reserved().empty());
+}
+
+TEST_F(Pool, TheIdleTimerSparesAnEntryInUseAndRearmsAtTheNextIdle) {
+  pool_options o;
+  o.drain_delay = 30s;
+  o.max_idle = 100s;
+  start(4, budget_mode::enforce, o);
+  auto cfg = stdio("fs");
+  auto h = must_acquire("s1", cfg);
+  EXPECT_TRUE(release("s1", h.connection_id)); // t=0
+  advance(10s);
+  must_acquire("s1", cfg); // in use at t=100
+  advance(100s);
+  ASSERT_TRUE(entry(h.connection_id));
+  EXPECT_TRUE(release("s1", h.connection_id)); // t=110: new idle period
+  advance(29s);
+  EXPECT_TRUE(entry(h.connection_id));
+  advance(1s);
+  EXPECT_FALSE(entry(h.connection_id));
+}
+
+TEST_F(Pool, ReleaseSessionDropsEverythingTheSessionHolds) {
+  start(4);
+  auto a = must_acquire("s1", stdio("a"));
+  must_acquire("s1", stdio("a"));
+  auto b = must_acquire("s1", stdio("b"));
+  must_acquire("s2", stdio("b"));
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, std::string("s1")), 3u);
+  EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
+  EXPECT_EQ(entry(b.connection_id)->refs, 1u);
+  EXPECT_EQ(entry(b.connection_id)->status, pool_entry_status::active);
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, std::string("s1")), 0u);
+  advance(30s);
+  EXPECT_FALSE(entry(a.connection_id));
+  EXPECT_TRUE(entry(b.connection_id));
+  EXPECT_EQ(reserved(), (names{"b"}));
+}
+
+TEST_F(Pool, ReleasingBeforeTheConnectionIsReadyFailsTheWaitingAcquire) {
+  start(4);
+  auto cfg = stdio("fs", "hang");
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), cfg);
+  sched.run();
+  EXPECT_TRUE(release("s1", connection_id(cfg)));
+  auto r = receive_acquire(pending);
+  EXPECT_FALSE(r.handle);
+  // The spawn still completes and then drains like any idle entry.
+  tell_conn(world->spawns[0].conn, atom::tick_v);
+  EXPECT_EQ(entry(connection_id(cfg))->status, pool_entry_status::draining);
+  advance(30s);
+  EXPECT_TRUE(snapshot().entries.empty());
+  EXPECT_TRUE(reserved().empty());
+}
+
+// -- restart(name) -----------------------------------------------------------------------
+
+TEST_F(Pool, RestartByNameRestartsEveryEntryOfThatName) {
+  start(4);
+  auto a1 = must_acquire("s1", stdio("fs", "ok", {"1"}));
+  auto a2 = must_acquire("s1", stdio("fs", "ok", {"2"}));
+  auto other = must_acquire("s1", stdio("git"));
+  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 2u);
+  for (auto& r : *results) {
+    EXPECT_TRUE(r.restarted) << r.id << ": " << r.reason;
+    EXPECT_TRUE(r.id == a1.connection_id || r.id == a2.connection_id);
+  }
+  EXPECT_EQ(world->spawns.size(), 5u);
+  EXPECT_TRUE(world->was_stopped(a1.connection_id, a1.generation));
+  EXPECT_TRUE(world->was_stopped(a2.connection_id, a2.generation));
+  auto e1 = entry(a1.connection_id);
+  EXPECT_EQ(e1->generation, a1.generation + 1);
+  EXPECT_EQ(e1->restarts, 1u);
+  EXPECT_EQ(e1->refs, 1u);
+  EXPECT_EQ(e1->status, pool_entry_status::active);
+  EXPECT_EQ(entry(other.connection_id)->generation, other.generation);
+  EXPECT_EQ(events().size(), 2u);
+  auto none = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("nope"));
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(reserved(), (names{"fs", "git"}));
+}
+
+TEST_F(Pool, RestartingAnIdleEntryRearmsItsDrain) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs"));
+  EXPECT_TRUE(release("s1", h.connection_id));
+  advance(20s);
+  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 1u);
+  EXPECT_TRUE((*results)[0].restarted);
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::draining);
+  advance(20s); // the old deadline passed: no effect
+  EXPECT_TRUE(entry(h.connection_id));
+  advance(10s);
+  EXPECT_FALSE(entry(h.connection_id));
+  EXPECT_TRUE(reserved().empty());
+}
+
+TEST_F(Pool, RestartReportsAFailedReconnect) {
+  start(4);
+  auto h = must_acquire("s1", stdio("fs", "fail_restarts"));
+  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 1u);
+  EXPECT_FALSE((*results)[0].restarted);
+  EXPECT_EQ((*results)[0].reason, "server exited (exit code 4)");
+  // ...and the crash policy takes over.
+  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
+}
+
+TEST_F(Pool, RestartOfAnEntryStillStartingSaysSo) {
+  start(4);
+  must_acquire("s0", stdio("fs", "ok"));
+  auto slow = stdio("fs", "hang", {"x"});
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), slow);
+  sched.run();
+  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 2u);
+  auto starting = std::find_if(results->begin(), results->end(),
+                               [&](const restart_result& r) { return r.id == connection_id(slow); });
+  ASSERT_NE(starting, results->end());
+  EXPECT_FALSE(starting->restarted);
+  EXPECT_EQ(starting->reason, "still starting");
+  tell_conn(conn_of(connection_id(slow), 1), atom::tick_v);
+  EXPECT_TRUE(receive_acquire(pending).handle);
+}
+
+// -- snapshot --------------------------------------------------------------------------------
+
+TEST_F(Pool, SnapshotReportsEntryFieldsAndLiveStdioSubprocesses) {
+  start(4);
+  auto a = must_acquire("s1", stdio("fs"));
+  must_acquire("s2", stdio("fs"));
+  must_acquire("s1", server("web", {{"httpUrl", "http://127.0.0.1:1/mcp"}}));
+  auto slow = stdio("slow", "hang");
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), slow);
+  sched.run();
+  auto s = snapshot();
+  EXPECT_FALSE(s.draining);
+  ASSERT_EQ(s.entries.size(), 3u);
+  EXPECT_EQ(s.subprocess_count, 1u); // http is no process; a spawning entry is not live yet
+  auto e = entry(a.connection_id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->id, a.connection_id);
+  EXPECT_EQ(e->name, "fs");
+  EXPECT_EQ(e->refs, 2u);
+  EXPECT_EQ(e->status, pool_entry_status::active);
+  EXPECT_EQ(e->connection, connection_status::connected);
+  EXPECT_GE(e->pid, 1000);
+  EXPECT_EQ(e->restarts, 0u);
+  EXPECT_EQ(e->generation, a.generation);
+  EXPECT_EQ(e->transport, "stdio");
+  EXPECT_EQ(e->last_error, "");
+  auto sl = entry(connection_id(slow));
+  EXPECT_EQ(sl->status, pool_entry_status::spawning);
+  EXPECT_EQ(sl->connection, connection_status::connecting);
+  EXPECT_EQ(sl->refs, 0u);
+  for (auto& x : s.entries) {
+    if (x.name == "web") {
+      EXPECT_EQ(x.transport, "http");
+    }
+  }
+  tell_conn(conn_of(connection_id(slow), 1), atom::tick_v);
+  EXPECT_TRUE(receive_acquire(pending).handle);
+  EXPECT_EQ(snapshot().subprocess_count, 2u);
+}
+
+// -- drain_all ---------------------------------------------------------------------------------
+
+TEST_F(Pool, DrainAllStopsEverythingReleasesTheSlotsAndRefusesLaterAcquires) {
+  start(4);
+  auto a = must_acquire("s1", stdio("a"));
+  auto b = must_acquire("s1", stdio("b"));
+  EXPECT_TRUE(release("s1", b.connection_id)); // an idle one too
+  auto slow = stdio("c", "hang");
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), slow);
+  sched.run();
+  auto r = ask<drain_result>(pool, atom::drain_v, false, caf::timespan{5s});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->drained, 3u);
+  EXPECT_EQ(r->forced, 0u);
+  EXPECT_TRUE(r->errors.empty());
+  auto w = receive_acquire(pending);
+  EXPECT_TRUE(is(w.error, errc::pool_draining)) << w.text;
+  EXPECT_TRUE(world->was_stopped(a.connection_id, a.generation));
+  EXPECT_TRUE(world->was_stopped(b.connection_id, b.generation));
+  EXPECT_TRUE(world->was_stopped(connection_id(slow), 1));
+  auto s = snapshot();
+  EXPECT_TRUE(s.draining);
+  EXPECT_TRUE(s.entries.empty());
+  EXPECT_TRUE(reserved().empty());
+  auto late = acquire("s1", stdio("a"));
+  EXPECT_TRUE(is(late.error, errc::pool_draining)) << late.text;
+  EXPECT_NE(late.text.find("draining"), std::string::npos);
+  auto rs = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("a"));
+  ASSERT_TRUE(rs);
+  EXPECT_TRUE(rs->empty());
+  advance(10min); // no timer of a drained entry does anything
+  EXPECT_EQ(world->spawns.size(), 3u);
+}
+
+TEST_F(Pool, ForcedDrainKillsAConnectionThatDoesNotStopInTime) {
+  start(4);
+  auto h = must_acquire("s1", stdio("stuck", "stuck"));
+  must_acquire("s1", stdio("fine"));
+  auto rh = self->request(pool, caf::infinite, atom::drain_v, true, caf::timespan{1s});
+  sched.run();
+  EXPECT_FALSE(self->has_next_message());
+  advance(1s);
+  drain_result r;
+  rh.receive([&](drain_result& x) { r = x; }, [&](caf::error& e) { FAIL() << sys.render(e); });
+  EXPECT_EQ(r.drained, 1u);
+  EXPECT_EQ(r.forced, 1u);
+  EXPECT_TRUE(r.errors.empty());
+  // The stuck connection was killed.
+  auto dead = false;
+  self->monitor(h.connection);
+  self->receive([&](caf::down_msg&) { dead = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+  EXPECT_TRUE(dead);
+  EXPECT_TRUE(reserved().empty());
+}
+
+TEST_F(Pool, UnforcedDrainReportsAConnectionThatDoesNotStopInTime) {
+  start(4);
+  must_acquire("s1", stdio("stuck", "stuck"));
+  auto rh = self->request(pool, caf::infinite, atom::drain_v, false, caf::timespan{1s});
+  sched.run();
+  advance(1s);
+  drain_result r;
+  rh.receive([&](drain_result& x) { r = x; }, [&](caf::error& e) { FAIL() << sys.render(e); });
+  EXPECT_EQ(r.drained, 0u);
+  EXPECT_EQ(r.forced, 0u);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].find("stuck::"), std::string::npos) << r.errors[0];
+}
+
+TEST_F(Pool, DrainOfAnEmptyPoolAnswersAtOnce) {
+  start(4);
+  auto r = ask<drain_result>(pool, atom::drain_v, true, caf::timespan{1s});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->drained, 0u);
+  EXPECT_TRUE(snapshot().draining);
+}
