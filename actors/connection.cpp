@@ -43,6 +43,8 @@ struct connection_state {
   uint64_t next_token = 1;
   std::optional<clock::time_point> tick_at;
   std::vector<caf::typed_response_promise<bool>> stop_promises;
+  // Pings waiting for the server's answer, with the time each was sent.
+  std::vector<std::pair<caf::typed_response_promise<int64_t>, clock::time_point>> pings;
 
   connection_state() = default;
   connection_state(const connection_state&) = delete;
@@ -86,6 +88,9 @@ void fail_calls(self_ptr self, const std::string& why) {
   for (auto& [token, rp] : self->state.calls)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.calls.clear();
+  for (auto& [rp, sent] : self->state.pings)
+    rp.deliver(make_error(errc::not_connected, why));
+  self->state.pings.clear();
 }
 
 void shut_down_transport(self_ptr self) {
@@ -180,6 +185,14 @@ void apply(self_ptr self, session_effects fx) {
     }
   }
   if (changed && st.status == connection_status::connected) publish(self);
+  if (fx.pong) {
+    // Pongs of one read are folded into one flag: answer every waiting ping
+    // (a ping never waits forever; its round trip is at most this long).
+    auto now = clock::now();
+    for (auto& [rp, sent] : st.pings)
+      rp.deliver(static_cast<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - sent).count()));
+    st.pings.clear();
+  }
   for (auto& c : fx.completed_calls)
     deliver(self, c);
   if (fx.failure) fail(self, *fx.failure);
@@ -304,6 +317,15 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       if (f.has_include) inc = f.include;
       if (f.has_exclude) exc = f.exclude;
       apply(self, st.session->set_tool_filter(std::move(inc), std::move(exc)));
+    },
+    [=](atom::ping) -> caf::result<int64_t> {
+      auto& st = self->state;
+      if (!st.session || st.status != connection_status::connected)
+        return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status));
+      auto rp = self->make_response_promise<int64_t>();
+      st.pings.emplace_back(rp, clock::now());
+      apply(self, st.session->send_ping(clock::now()));
+      return rp;
     },
     [=](atom::stop) -> caf::result<bool> {
       auto& st = self->state;

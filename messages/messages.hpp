@@ -160,6 +160,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, info, "info")
 CAF_ADD_ATOM(mcprt, mcprt::atom, call, "call")
 CAF_ADD_ATOM(mcprt, mcprt::atom, filter, "filter")
 CAF_ADD_ATOM(mcprt, mcprt::atom, stop, "stop")
+CAF_ADD_ATOM(mcprt, mcprt::atom, ping, "ping")
 // INTERNAL: delivered by I/O adapters and timers to the connection actor.
 CAF_ADD_ATOM(mcprt, mcprt::atom, io_out, "io_out")
 CAF_ADD_ATOM(mcprt, mcprt::atom, io_err, "io_err")
@@ -187,6 +188,8 @@ using connection_actor = caf::typed_actor<
   caf::reacts_to<atom::subscribe, event_sink_actor>,
   // Re-filters the tool view without reconnecting.
   caf::reacts_to<atom::filter, tool_filter_spec>,
+  // Pings the server; answers the round trip in microseconds.
+  caf::replies_to<atom::ping>::with<int64_t>,
   // Shuts the server down cleanly (stdin, SIGTERM, SIGKILL), then quits.
   caf::replies_to<atom::stop>::with<bool>,
   // INTERNAL: stdout bytes, a stderr line, the process ended (its

@@ -527,3 +527,20 @@ TEST_F(connection_test, ServerEverythingOverStreamableHttp) {
   started.clear();
   proc.shutdown(2s, 2s);
 }
+
+TEST_F(connection_test, PingsTheServerAndReportsTheRoundTrip) {
+  auto c = start(server({{"command", test_server}}));
+  ASSERT_EQ(settled()->status, connection_status::connected);
+  int64_t rtt = -1;
+  (*self)->request(c, 10s, atom::ping_v).receive([&](int64_t us) { rtt = us; },
+                                                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_GE(rtt, 0);
+  EXPECT_LT(rtt, 10'000'000);
+}
+
+TEST_F(connection_test, PingBeforeConnectingIsAnError) {
+  auto c = start(server({{"command", test_server}, {"args", {"--hang-on-initialize"}}, {"discoveryTimeoutMs", 5000}}));
+  bool failed = false;
+  (*self)->request(c, 10s, atom::ping_v).receive([](int64_t) {}, [&](caf::error&) { failed = true; });
+  EXPECT_TRUE(failed);
+}
