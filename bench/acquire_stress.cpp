@@ -56,7 +56,9 @@ struct client_stats {
   std::vector<uint32_t> latencies_us; // acquire latencies, a sample
 };
 
-echo_actor::behavior_type echo_behavior() {
+// Takes an argument only because CAF 0.17 dereferences a null tuple pointer
+// when spawning a function without arguments (UBSan reports it).
+echo_actor::behavior_type echo_behavior(int) {
   return {[](bench_atom::echo, uint64_t x) { return x; }};
 }
 
@@ -183,7 +185,7 @@ int acquire_stress(const std::vector<std::string>& args) {
     configs.push_back(*parse_server_config("srv" + std::to_string(i), {{"command", server}}, config_scope::user, {}).config);
 
   // 1. The engine's limit: a trivial echo actor.
-  auto echo = sys.spawn(echo_behavior);
+  auto echo = sys.spawn(echo_behavior, 0);
   auto echo_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int) {
     return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me) {
       return looping_client(me, collector, deadline, stats, [echo](caf::event_based_actor* me, auto st, auto next) {
