@@ -56,8 +56,8 @@ struct client_stats {
   std::vector<uint32_t> latencies_us; // acquire latencies, a sample
 };
 
-// Takes an argument only because CAF 0.17 dereferences a null tuple pointer
-// when spawning a function without arguments (UBSan reports it).
+// Every spawned function here takes a dummy argument: CAF 0.17 dereferences
+// a null tuple pointer when it spawns one without arguments (UBSan says so).
 echo_actor::behavior_type echo_behavior(int) {
   return {[](bench_atom::echo, uint64_t x) { return x; }};
 }
@@ -67,16 +67,21 @@ echo_actor::behavior_type echo_behavior(int) {
 template <class Start>
 caf::behavior looping_client(caf::event_based_actor* self, caf::actor collector, clock_type::time_point deadline,
                              std::shared_ptr<client_stats> stats, Start start) {
+  // The behavior owns the loop; the loop refers to itself weakly, so the
+  // actor and its loop go away together when it quits.
   auto step = std::make_shared<std::function<void()>>();
+  std::weak_ptr<std::function<void()>> weak = step;
   *step = [=] {
     if (clock_type::now() >= deadline) {
       self->send(collector, bench_atom::done_v);
       self->quit();
       return;
     }
-    start(self, stats, [step] { (*step)(); });
+    start(self, stats, [weak] {
+      if (auto s = weak.lock()) (*s)();
+    });
   };
-  return {[=](bench_atom::go) { (*step)(); }};
+  return {[step](bench_atom::go) { (*step)(); }};
 }
 
 struct run_result {
@@ -187,12 +192,12 @@ int acquire_stress(const std::vector<std::string>& args) {
   // 1. The engine's limit: a trivial echo actor.
   auto echo = sys.spawn(echo_behavior, 0);
   auto echo_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int) {
-    return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me) {
+    return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       return looping_client(me, collector, deadline, stats, [echo](caf::event_based_actor* me, auto st, auto next) {
         me->request(echo, caf::infinite, bench_atom::echo_v, uint64_t{1})
           .then([st, next](uint64_t) { ++st->ops; next(); }, [next](caf::error&) { next(); });
       });
-    });
+    }, 0);
   });
   double echo_rate = static_cast<double>(echo_run.ops) / echo_run.seconds;
 
@@ -201,7 +206,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   auto budget_direct = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", event_bus_actor{});
   auto budget_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int i) {
     auto name = "srv" + std::to_string(i % s.names);
-    return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me) {
+    return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       return looping_client(me, collector, deadline, stats, [budget_direct, name](caf::event_based_actor* me, auto st, auto next) {
         me->request(budget_direct, caf::infinite, atom::reserve_v, name)
           .then(
@@ -217,7 +222,7 @@ int acquire_stress(const std::vector<std::string>& args) {
             },
             [next](caf::error&) { next(); });
       });
-    });
+    }, 0);
   });
   double budget_rate = static_cast<double>(budget_run.ops) / budget_run.seconds;
 
@@ -252,7 +257,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   auto pool_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int i) {
     auto session = "session-" + std::to_string(i);
     auto seed = static_cast<uint32_t>(i);
-    return sys.spawn([=, &configs, collector = caf::actor{self}](caf::event_based_actor* me) {
+    return sys.spawn([=, &configs, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       auto rng = std::make_shared<std::mt19937>(seed);
       return looping_client(me, collector, deadline, stats, [=, &configs](caf::event_based_actor* me, auto st, auto next) {
         // Mostly names that are live (the warmed-up ones), sometimes others.
@@ -275,7 +280,7 @@ int acquire_stress(const std::vector<std::string>& args) {
               next();
             });
       });
-    });
+    }, 0);
   });
   watching = false;
   watcher.join();
