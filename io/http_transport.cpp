@@ -79,6 +79,15 @@ std::size_t http_worker_pool::active_event_streams() const {
   return n;
 }
 
+bool http_worker_pool::wait_event_streams_idle(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return streams_cv_.wait_for(lock, timeout, [&] {
+    for (const auto& s : streams_)
+      if (!*s.done) return false;
+    return true;
+  });
+}
+
 bool http_worker_pool::start_event_stream(std::function<void()> body) {
   std::vector<std::thread> finished;
   bool started = false;
@@ -91,6 +100,7 @@ bool http_worker_pool::start_event_stream(std::function<void()> body) {
         body();
         std::lock_guard<std::mutex> lock(mu_);
         *done = true;
+        streams_cv_.notify_all();
       });
       streams_.push_back({std::move(t), std::move(done)});
       started = true;

@@ -64,6 +64,9 @@ class http_worker_pool {
   std::size_t thread_count() const { return workers_.size(); }
   std::size_t max_event_streams() const { return max_streams_; }
   std::size_t active_event_streams() const;
+  /// Waits until no event stream is running (each ends once its transport
+  /// closes); false if some still run after `timeout`.
+  bool wait_event_streams_idle(std::chrono::milliseconds timeout) const;
 
   /// Runs `body` on a new dedicated thread unless `max_event_streams`
   /// threads are running already (then returns false and drops `body`).
@@ -78,6 +81,7 @@ class http_worker_pool {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  mutable std::condition_variable streams_cv_; // a stream thread finished
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;

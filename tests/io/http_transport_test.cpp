@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -667,10 +668,8 @@ TEST(HttpTransport, EventStreamDeliversListChanged) {
   EXPECT_TRUE(contains(*tools, "late_tool")) << *tools;
   t.close();
   ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(pool.active_event_streams(), 0u) << "close() stops the stream";
+  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "close() stops the stream";
+  EXPECT_EQ(pool.active_event_streams(), 0u);
   EXPECT_TRUE(r.error_list().empty());
 }
 
@@ -689,11 +688,10 @@ TEST(HttpTransport, DestroyingWithRequestsInFlightIsQuickAndSilent) {
   t.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   // The pool finishes the aborted requests quickly and reports nothing.
-  std::atomic<bool> ran{false};
-  pool.post([&] { ran = true; });
-  auto deadline = std::chrono::steady_clock::now() + 3s;
-  while (!ran && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-  EXPECT_TRUE(ran) << "aborted requests still hold the workers";
+  auto ran = std::make_shared<std::promise<void>>();
+  auto done = ran->get_future();
+  pool.post([ran] { ran->set_value(); });
+  EXPECT_EQ(done.wait_for(3s), std::future_status::ready) << "aborted requests still hold the workers";
   EXPECT_EQ(r.message_count(), before);
   EXPECT_TRUE(r.error_list().empty());
 }
@@ -799,10 +797,8 @@ TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
   ASSERT_TRUE(t.open_event_stream());
   t.send(request(2, "ping"));
   ASSERT_TRUE(r.wait([&] { return r.messages.size() == 4; }));
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(pool.active_event_streams(), 0u) << "405 ends the stream";
+  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "405 ends the stream";
+  EXPECT_EQ(pool.active_event_streams(), 0u);
   EXPECT_TRUE(r.error_list().empty());
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(seen_accept.size(), 2u);
