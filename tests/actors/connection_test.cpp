@@ -22,6 +22,7 @@
 #include "io/child_process.hpp"
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
+#include "process_support.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -33,37 +34,11 @@ namespace {
 const std::string test_server = MCPRT_TEST_SERVER;
 const fs::path peers = MCPRT_PEERS_DIR;
 
-struct test_config : caf::actor_system_config {
-  test_config() { add_mcprt_types(*this); }
-};
-
-// Direct children of this test process: none may survive a test.
-std::vector<pid_t> children() {
-  std::vector<pid_t> out;
-  auto self = ::getpid();
-  for (auto& entry : fs::directory_iterator("/proc")) {
-    auto name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    char state;
-    int ppid;
-    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == self)
-      out.push_back(std::stoi(name));
-  }
-  return out;
-}
+using test_config = mcprt::test::process_test_config;
+using mcprt::test::child_pids;
 
 bool wait_gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return errno == ESRCH;
-  pollfd p{fd, POLLIN, 0};
-  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  ::close(fd);
-  return r == 1;
+  return mcprt::test::gone_within(pid, timeout);
 }
 
 std::optional<fs::path> peer_bin(const std::string& name) {
@@ -93,10 +68,10 @@ class connection_test : public ::testing::Test {
     started.clear();
     self.reset();
     // Every server the test started has been reaped.
-    auto left = children();
+    auto left = child_pids();
     for (auto pid : left)
       wait_gone(pid, 5s);
-    EXPECT_TRUE(children().empty()) << "child processes outlived the test";
+    EXPECT_TRUE(child_pids().empty()) << "child processes outlived the test";
   }
 
   server_config server(json spec, const std::string& name = "srv") {

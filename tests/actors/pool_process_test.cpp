@@ -25,6 +25,7 @@
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
 #include "pool/pool_supervisor.hpp"
+#include "process_support.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -35,38 +36,9 @@ namespace {
 
 const std::string pool_test_server = MCPRT_TEST_SERVER;
 
-struct pool_process_config : caf::actor_system_config {
-  pool_process_config() { add_mcprt_types(*this); }
-};
-
-// Direct children of this test process.
-std::vector<pid_t> child_pids() {
-  std::vector<pid_t> out;
-  auto me = ::getpid();
-  for (auto& entry : fs::directory_iterator("/proc")) {
-    auto name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    char state;
-    int ppid;
-    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == me)
-      out.push_back(std::stoi(name));
-  }
-  return out;
-}
-
-bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return errno == ESRCH;
-  pollfd p{fd, POLLIN, 0};
-  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  ::close(fd);
-  return r == 1;
-}
+using pool_process_config = mcprt::test::process_test_config;
+using mcprt::test::child_pids;
+using mcprt::test::gone_within;
 
 class PoolProcess : public ::testing::Test {
 protected:
@@ -132,16 +104,18 @@ protected:
     return out;
   }
 
-  /// Polls the snapshot until `pred` holds for the entry `id` (or the deadline).
-  std::optional<pool_entry_info> wait_for(const std::string& id, std::function<bool(const pool_entry_info&)> pred,
-                                          std::chrono::milliseconds timeout = 15s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      for (auto& e : snapshot().entries)
-        if (e.id == id && pred(e)) return e;
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
+  /// Subscribes this test to the bus for `kind` events.
+  void listen(event_kind kind) {
+    (*self)->request(bus, 10s, atom::subscribe_v, caf::actor_cast<event_subscriber_actor>(*self),
+                     std::vector<event_kind>{kind})
+      .receive([](uint64_t) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  }
+
+  /// The next bus event, or nullopt at the deadline.
+  std::optional<event> next_event(std::chrono::milliseconds timeout = 15s) {
+    std::optional<event> out;
+    (*self)->receive([&](event& ev) { out = std::move(ev); }, caf::after(timeout) >> [] {});
+    return out;
   }
 };
 
@@ -169,14 +143,28 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
   o.backoff_base = 50ms;
   o.backoff_cap = 200ms;
   start(o);
-  auto h = acquire("s1", server({"--crash-after-ms", "300"}));
+  listen(event_kind::pool_entry_restarted);
+  auto h = acquire("s1", server({"--crash-after-ms", "1000"}));
   ASSERT_TRUE(h);
   auto pid1 = info(h->connection).pid;
   ASSERT_GT(pid1, 0);
-  auto e = wait_for(h->connection_id, [&](const pool_entry_info& e) {
-    return e.restarts >= 1 && e.connection == connection_status::connected && e.pid > 0 && e.pid != pid1;
-  });
-  ASSERT_TRUE(e) << "no restart seen";
+  // The pool announces the restart; an acquire of the same config then waits
+  // until the new connection is up.
+  auto ev = next_event();
+  ASSERT_TRUE(ev) << "no restart seen";
+  EXPECT_EQ(ev->data.value.value("id", ""), h->connection_id);
+  auto again = acquire("s2", server({"--crash-after-ms", "1000"}));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->generation, h->generation + 1);
+  auto pid2 = info(again->connection).pid;
+  EXPECT_GT(pid2, 0);
+  EXPECT_NE(pid2, pid1);
+  (*self)->request(pool, 10s, atom::release_v, std::string("s2"), again->connection_id)
+    .receive([](bool) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  std::optional<pool_entry_info> e;
+  for (auto& x : snapshot().entries)
+    if (x.id == h->connection_id) e = x;
+  ASSERT_TRUE(e);
   EXPECT_EQ(e->restarts, 1u);
   EXPECT_EQ(e->generation, h->generation + 1);
   EXPECT_EQ(e->status, pool_entry_status::active);
