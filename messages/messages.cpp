@@ -1,5 +1,6 @@
 #include "messages/messages.hpp"
 #include "messages/workspace.hpp"
+#include "messages/session.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -20,6 +21,8 @@ std::string to_string(errc x) {
     case errc::protocol_error: return "protocol_error";
     case errc::transport_not_supported: return "transport_not_supported";
     case errc::unavailable: return "unavailable";
+    case errc::unknown_server: return "unknown_server";
+    case errc::not_gated: return "not_gated";
   }
   return "unknown";
 }
@@ -48,6 +51,7 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& cont
 void add_mcprt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt>();
   add_workspace_types(cfg);
+  add_session_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);
 }
 

@@ -34,6 +34,8 @@ enum class errc : uint8_t {
   protocol_error,
   transport_not_supported,
   unavailable,      // gating keeps the server out (reason and remedy in the text)
+  unknown_server,   // no server of that name is configured
+  not_gated,        // approve/reject of a server that needs no approval
 };
 
 std::string to_string(errc x);

@@ -196,6 +196,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, acquire, "acquire")
 CAF_ADD_ATOM(mcprt, mcprt::atom, restart, "restart")
 CAF_ADD_ATOM(mcprt, mcprt::atom, drain, "drain")
 CAF_ADD_ATOM(mcprt, mcprt::atom, live_count, "live_count")
+CAF_ADD_ATOM(mcprt, mcprt::atom, get, "get")
 // INTERNAL: pool timers.
 CAF_ADD_ATOM(mcprt, mcprt::atom, drain_timer, "drain_tmr")
 CAF_ADD_ATOM(mcprt, mcprt::atom, idle_timer, "idle_tmr")
@@ -244,6 +245,9 @@ using pool_actor = caf::typed_actor<
   // Restarts every entry of a server name.
   caf::replies_to<atom::restart, std::string>::with<std::vector<restart_result>>,
   caf::replies_to<atom::snapshot>::with<pool_snapshot>,
+  // The current connection of an entry (it changes when a crashed
+  // connection is restarted); fails with not_connected for an unknown id.
+  caf::replies_to<atom::get, std::string>::with<pool_handle>,
   // drain_all(force, timeout): closes everything, leaves no child.
   caf::replies_to<atom::drain, bool, caf::timespan>::with<drain_result>,
   // Status changes of the pool's own connections.

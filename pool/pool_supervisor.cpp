@@ -538,6 +538,11 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       req->rp = self->make_response_promise<std::vector<restart_result>>();
       return req->rp;
     },
+    [self](atom::get, const std::string& id) -> caf::result<pool_handle> {
+      auto e = find(self, id);
+      if (!e || !e->conn) return make_error(errc::not_connected, id + ": no live connection in the pool");
+      return pool_handle{e->id, e->conn, e->generation};
+    },
     [self](atom::snapshot) {
       pool_snapshot s;
       s.draining = self->state.draining;

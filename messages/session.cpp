@@ -1,0 +1,20 @@
+#include "messages/session.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+namespace mcprt {
+
+std::string to_string(file_change c) {
+  switch (c) {
+    case file_change::created: return "created";
+    case file_change::modified: return "modified";
+    case file_change::deleted: return "deleted";
+  }
+  return "unknown";
+}
+
+void add_session_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::mcprt_session>();
+}
+
+} // namespace mcprt

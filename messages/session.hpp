@@ -1,0 +1,259 @@
+#pragma once
+
+// Messages and interfaces of the hot-reload actors: the settings watcher, the
+// gating actor and the per-session reconciler. A third type-id block, chained
+// after the workspace block.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "messages/workspace.hpp"
+
+namespace mcprt {
+
+// -- watcher → gating -------------------------------------------------------------
+
+enum class file_change : uint8_t { created, modified, deleted };
+
+std::string to_string(file_change c);
+
+/// The last good content of one settings file. The content travels as JSON;
+/// the receiver re-derives servers and lists from it.
+struct settings_file {
+  std::string path;
+  std::string scope; // user | project | workspace | session (top tier)
+  bool exists = false;
+  json_value content;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_file& x) {
+  return f(caf::meta::type_name("mcprt.settings_file"), x.path, x.scope, x.exists, x.content);
+}
+
+/// One file's change within a drained batch: the changed leaf key paths, and
+/// whether it appeared, changed or went away.
+struct settings_change {
+  std::string path;
+  std::string scope;
+  file_change change = file_change::modified;
+  std::vector<std::string> keys;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_change& x) {
+  return f(caf::meta::type_name("mcprt.settings_change"), x.path, x.scope, x.change, x.keys);
+}
+
+/// What the watcher hands the gating actor: the changes of one batch and the
+/// last good content of every settings file. `forced` marks an explicit
+/// reload, which reconciles even when nothing changed.
+struct settings_update {
+  uint64_t batch = 0;
+  std::vector<settings_change> changes;
+  std::vector<settings_file> files;
+  bool forced = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_update& x) {
+  return f(caf::meta::type_name("mcprt.settings_update"), x.batch, x.changes, x.files, x.forced);
+}
+
+// -- gating → reconciler -----------------------------------------------------------
+
+/// Why a server is not served, and what to do about it.
+struct unavailability {
+  std::string server;
+  std::string reason; // to_string(unavailable_reason), or budget_exhausted
+  std::string remedy;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unavailability& x) {
+  return f(caf::meta::type_name("mcprt.unavailability"), x.server, x.reason, x.remedy);
+}
+
+/// What one session should run, as the gating actor computed it: the
+/// admitted servers (settings layers, workspace top tier and the session's
+/// own servers), why every other configured server is out, the gating lists
+/// (pushed before any reconcile reads them) and the strictly pending servers.
+struct desired_state {
+  uint64_t revision = 0;
+  bool trusted = true;
+  std::vector<server_config> admitted;
+  std::vector<unavailability> unavailable;
+  std::vector<std::string> promptable;
+  // gating lists: `has_allowed` false means allow all.
+  bool has_allowed = false;
+  std::vector<std::string> allowed;
+  std::vector<std::string> excluded;
+  std::vector<std::string> pending;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, desired_state& x) {
+  return f(caf::meta::type_name("mcprt.desired_state"), x.revision, x.trusted, x.admitted, x.unavailable,
+           x.promptable, x.has_allowed, x.allowed, x.excluded, x.pending);
+}
+
+/// One configured server as the gating actor sees it (for snapshots).
+struct gated_server {
+  std::string name;
+  std::string scope;
+  std::string transport;
+  std::string fingerprint; // connection id
+  bool admitted = false;
+  std::string reason;   // empty when admitted
+  std::string approval; // pending | approved | rejected; empty if not gated
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gated_server& x) {
+  return f(caf::meta::type_name("mcprt.gated_server"), x.name, x.scope, x.transport, x.fingerprint, x.admitted,
+           x.reason, x.approval);
+}
+
+struct gating_snapshot {
+  bool trusted = true;
+  uint64_t revision = 0;
+  std::vector<gated_server> servers; // sorted by name
+  std::vector<std::string> promptable;
+  std::vector<std::string> errors; // settings files currently failing to parse
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gating_snapshot& x) {
+  return f(caf::meta::type_name("mcprt.gating_snapshot"), x.trusted, x.revision, x.servers, x.promptable,
+           x.errors);
+}
+
+// -- reconciler ------------------------------------------------------------------------
+
+/// One server a session runs (or tried to).
+struct session_server {
+  std::string name;
+  std::string connection_id;
+  connection_status status = connection_status::connecting;
+  int32_t pid = -1;
+  uint32_t tools = 0; // after the session's tool filter
+  uint32_t prompts = 0;
+  std::string last_error;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_server& x) {
+  return f(caf::meta::type_name("mcprt.session_server"), x.name, x.connection_id, x.status, x.pid, x.tools,
+           x.prompts, x.last_error);
+}
+
+struct session_snapshot {
+  std::string session;
+  uint64_t generation = 0; // passes run so far
+  bool in_progress = false;
+  std::string last_error;
+  std::vector<session_server> servers; // sorted by name
+  std::vector<unavailability> skipped; // budget refusals of the last pass
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_snapshot& x) {
+  return f(caf::meta::type_name("mcprt.session_snapshot"), x.session, x.generation, x.in_progress, x.last_error,
+           x.servers, x.skipped);
+}
+
+} // namespace mcprt
+
+// -- atoms ---------------------------------------------------------------------------------
+
+CAF_ADD_ATOM(mcprt, mcprt::atom, fs_event, "fs_event")
+CAF_ADD_ATOM(mcprt, mcprt::atom, debounce, "debounce")
+CAF_ADD_ATOM(mcprt, mcprt::atom, reload, "reload")
+CAF_ADD_ATOM(mcprt, mcprt::atom, approve, "approve")
+CAF_ADD_ATOM(mcprt, mcprt::atom, reject, "reject")
+CAF_ADD_ATOM(mcprt, mcprt::atom, reason, "reason")
+CAF_ADD_ATOM(mcprt, mcprt::atom, attach, "attach")
+CAF_ADD_ATOM(mcprt, mcprt::atom, detach, "detach")
+CAF_ADD_ATOM(mcprt, mcprt::atom, reconcile, "reconcile")
+CAF_ADD_ATOM(mcprt, mcprt::atom, start, "start")
+CAF_ADD_ATOM(mcprt, mcprt::atom, lookup, "lookup")
+CAF_ADD_ATOM(mcprt, mcprt::atom, tools, "tools")
+CAF_ADD_ATOM(mcprt, mcprt::atom, pass_step, "pass_step")
+
+namespace mcprt {
+
+/// The RECONCILER interface: one per session (SPEC section 5).
+using reconciler_actor = caf::typed_actor<
+  // The new desired state (lists first), then a reconcile request.
+  caf::reacts_to<desired_state>,
+  // Requests a pass; during a pass it only sets the dirty flag.
+  caf::reacts_to<atom::reconcile>,
+  // The runtime has started: passes may run from now on.
+  caf::reacts_to<atom::start>,
+  // call(server, tool, arguments) → the tool's result; fails with
+  // errc::unavailable (reason and remedy) or errc::unknown_tool.
+  caf::replies_to<atom::call, std::string, std::string, json_value>::with<json_value>,
+  // The session's tools of one server, after its tool filter.
+  caf::replies_to<atom::tools, std::string>::with<std::vector<tool_info>>,
+  caf::replies_to<atom::snapshot>::with<session_snapshot>,
+  // Releases every connection of the session, then quits.
+  caf::replies_to<atom::stop>::with<bool>,
+  // Status of the connections the session owns (kill-switch mode).
+  caf::reacts_to<client_update>,
+  // INTERNAL: one acquire or release of pass `generation` has completed.
+  caf::reacts_to<atom::pass_step, uint64_t>>;
+
+/// The GATING actor interface (SPEC section 4).
+using gating_actor = caf::typed_actor<
+  // A drained batch of the watcher (or an explicit reload).
+  caf::reacts_to<settings_update>,
+  // approve / reject(name): persists the decision for the current config
+  // hash and reconciles. Fails with errc::unknown_server or errc::not_gated.
+  caf::replies_to<atom::approve, std::string>::with<bool>,
+  caf::replies_to<atom::reject, std::string>::with<bool>,
+  // Why `name` is unavailable; an empty reason when it is admitted or was
+  // never configured.
+  caf::replies_to<atom::reason, std::string>::with<unavailability>,
+  // A session joins with its own top-tier servers / leaves.
+  caf::reacts_to<atom::attach, reconciler_actor, std::vector<server_config>>,
+  caf::reacts_to<atom::detach, reconciler_actor>,
+  // The runtime has started: reconcile every attached session.
+  caf::reacts_to<atom::start>,
+  caf::replies_to<atom::snapshot>::with<gating_snapshot>>;
+
+/// The WATCHER actor interface (SPEC section 3).
+using watcher_actor = caf::typed_actor<
+  // Something happened at `path` in a watched directory (from the inotify
+  // adapter, or injected by tests).
+  caf::reacts_to<atom::fs_event, std::string>,
+  // Reads every file now and forwards the state even when unchanged.
+  caf::replies_to<atom::reload>::with<bool>,
+  // The last good content of every settings file.
+  caf::replies_to<atom::snapshot>::with<std::vector<settings_file>>,
+  // INTERNAL: the debounce timer of burst `token` ran out.
+  caf::reacts_to<atom::debounce, uint64_t>>;
+
+/// Registers the session type ids (call after add_workspace_types).
+void add_session_types(caf::actor_system_config& cfg);
+
+} // namespace mcprt
+
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt_session, caf::id_block::mcprt_workspace::end)
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::file_change))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::settings_file))
+  CAF_ADD_TYPE_ID(mcprt_session, (std::vector<mcprt::settings_file>))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::settings_change))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::settings_update))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::unavailability))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::desired_state))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::gated_server))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::gating_snapshot))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::session_server))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::session_snapshot))
+  CAF_ADD_TYPE_ID(mcprt_session, (std::vector<mcprt::server_config>))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::reconciler_actor))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::gating_actor))
+  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::watcher_actor))
+CAF_END_TYPE_ID_BLOCK(mcprt_session)
