@@ -23,6 +23,7 @@ std::string to_string(errc x) {
     case errc::unavailable: return "unavailable";
     case errc::unknown_server: return "unknown_server";
     case errc::not_gated: return "not_gated";
+    case errc::io_error: return "io_error";
   }
   return "unknown";
 }

@@ -36,6 +36,7 @@ enum class errc : uint8_t {
   unavailable,      // gating keeps the server out (reason and remedy in the text)
   unknown_server,   // no server of that name is configured
   not_gated,        // approve/reject of a server that needs no approval
+  io_error,         // a file could not be read or written
 };
 
 std::string to_string(errc x);

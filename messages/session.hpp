@@ -180,7 +180,6 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, reconcile, "reconcile")
 CAF_ADD_ATOM(mcprt, mcprt::atom, start, "start")
 CAF_ADD_ATOM(mcprt, mcprt::atom, lookup, "lookup")
 CAF_ADD_ATOM(mcprt, mcprt::atom, tools, "tools")
-CAF_ADD_ATOM(mcprt, mcprt::atom, pass_step, "pass_step")
 
 namespace mcprt {
 
@@ -201,9 +200,7 @@ using reconciler_actor = caf::typed_actor<
   // Releases every connection of the session, then quits.
   caf::replies_to<atom::stop>::with<bool>,
   // Status of the connections the session owns (kill-switch mode).
-  caf::reacts_to<client_update>,
-  // INTERNAL: one acquire or release of pass `generation` has completed.
-  caf::reacts_to<atom::pass_step, uint64_t>>;
+  caf::reacts_to<client_update>>;
 
 /// The GATING actor interface (SPEC section 4).
 using gating_actor = caf::typed_actor<

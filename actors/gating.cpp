@@ -1,0 +1,172 @@
+#include "actors/gating.hpp"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include <caf/all.hpp>
+
+#include "core/fingerprint.hpp"
+#include "core/workspace_gating.hpp"
+
+namespace mcprt {
+
+namespace {
+
+struct session_entry {
+  reconciler_actor reconciler;
+  server_map servers; // the session's own top tier
+};
+
+struct gating_state {
+  static inline const char* name = "mcprt.gating";
+
+  std::unique_ptr<approvals_store> approvals;
+  std::unique_ptr<workspace_gating> model;
+  event_bus_actor bus;
+  bool started = false;
+  uint64_t revision = 0;
+  std::map<caf::actor_addr, session_entry> sessions;
+};
+
+using self_ptr = gating_actor::stateful_pointer<gating_state>;
+
+desired_state desired_for(const workspace_gating& model, const server_map& session_servers, uint64_t revision) {
+  auto adm = model.admit(session_servers);
+  desired_state d;
+  d.revision = revision;
+  d.trusted = adm.trusted;
+  d.admitted.reserve(adm.admitted.size());
+  for (auto& [name, cfg] : adm.admitted)
+    d.admitted.push_back(cfg);
+  for (auto& u : adm.unavailable)
+    d.unavailable.push_back({u.name, to_string(u.reason), remedy(u.reason, u.name)});
+  d.promptable = std::move(adm.promptable);
+  d.has_allowed = adm.lists.allowed.has_value();
+  if (adm.lists.allowed) d.allowed = *adm.lists.allowed;
+  d.excluded = adm.lists.excluded;
+  d.pending = adm.lists.pending;
+  return d;
+}
+
+void push(self_ptr self, session_entry& s, bool reconcile) {
+  self->send(s.reconciler, desired_for(*self->state.model, s.servers, self->state.revision));
+  if (reconcile) self->send(s.reconciler, atom::reconcile_v);
+}
+
+void push_all(self_ptr self) {
+  ++self->state.revision;
+  for (auto& [addr, s] : self->state.sessions)
+    push(self, s, true);
+}
+
+std::vector<settings_document> documents_of(const settings_update& u) {
+  std::vector<settings_document> docs;
+  for (auto& f : u.files) {
+    auto scope = parse_config_scope(f.scope).value_or(config_scope::user);
+    if (scope == config_scope::session) continue; // the top tier is read once, at start
+    docs.push_back(document_from_json(f.path, scope, f.exists, f.content.value));
+  }
+  return docs;
+}
+
+caf::result<bool> decide(self_ptr self, const std::string& name, approval_state decision) {
+  auto& model = *self->state.model;
+  auto& servers = model.merged().servers;
+  auto i = servers.find(name);
+  if (i == servers.end())
+    return make_error(errc::unknown_server, name + ": no server of that name is configured");
+  if (!is_gated(i->second.scope))
+    return make_error(errc::not_gated, name + ": comes from " + to_string(i->second.scope)
+                                         + " settings, which need no approval");
+  try {
+    model.approvals().set(model.project_root(), name, approval_hash(i->second), decision);
+  } catch (const std::exception& e) {
+    return make_error(errc::io_error, e.what());
+  }
+  model.refresh();
+  push_all(self);
+  return true;
+}
+
+gating_snapshot snapshot_of(const gating_state& st) {
+  gating_snapshot s;
+  auto& model = *st.model;
+  s.trusted = model.options().trusted;
+  s.revision = st.revision;
+  s.promptable = model.gating().promptable;
+  for (auto& e : model.top_tier_errors())
+    s.errors.push_back(e.path + ":" + std::to_string(e.line) + ":" + std::to_string(e.column) + ": " + e.message);
+  for (auto& [name, cfg] : model.merged().servers) {
+    gated_server g;
+    g.name = name;
+    g.scope = to_string(cfg.scope);
+    g.transport = to_string(cfg.transport());
+    g.fingerprint = cfg.connection_id_cache.empty() ? connection_id(cfg) : cfg.connection_id_cache;
+    auto a = model.gating().servers.find(name);
+    if (a != model.gating().servers.end()) {
+      g.admitted = a->second.admitted;
+      if (a->second.reason) g.reason = to_string(*a->second.reason);
+      if (a->second.approval) g.approval = to_string(*a->second.approval);
+    }
+    s.servers.push_back(std::move(g));
+  }
+  return s;
+}
+
+gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus_actor bus) {
+  auto& st = self->state;
+  st.bus = std::move(bus);
+  st.approvals = std::make_unique<approvals_store>(opts.approvals_file);
+  st.model = std::make_unique<workspace_gating>(std::move(opts.workspace), *st.approvals);
+  self->set_down_handler([self](const caf::down_msg& dm) { self->state.sessions.erase(dm.source); });
+  return {
+    [self](settings_update& u) {
+      bool changed = self->state.model->set_documents(documents_of(u));
+      if (changed || u.forced) push_all(self);
+    },
+    [self](atom::approve, const std::string& name) { return decide(self, name, approval_state::approved); },
+    [self](atom::reject, const std::string& name) { return decide(self, name, approval_state::rejected); },
+    [self](atom::reason, const std::string& name) {
+      unavailability u;
+      u.server = name;
+      if (auto r = self->state.model->reason(name)) {
+        u.reason = to_string(*r);
+        u.remedy = remedy(*r, name);
+      }
+      return u;
+    },
+    [self](atom::attach, reconciler_actor& r, std::vector<server_config>& servers) {
+      auto& st = self->state;
+      self->monitor(r);
+      auto& s = st.sessions[r.address()];
+      s.reconciler = r;
+      s.servers.clear();
+      for (auto& c : servers)
+        s.servers.insert_or_assign(c.name, c);
+      push(self, s, false);
+      if (st.started) self->send(r, atom::start_v);
+    },
+    [self](atom::detach, const reconciler_actor& r) {
+      self->demonitor(r.address());
+      self->state.sessions.erase(r.address());
+    },
+    [self](atom::start) {
+      auto& st = self->state;
+      if (st.started) return;
+      st.started = true;
+      for (auto& [addr, s] : st.sessions)
+        self->send(s.reconciler, atom::start_v);
+    },
+    [self](atom::snapshot) { return snapshot_of(self->state); },
+  };
+}
+
+} // namespace
+
+gating_actor spawn_gating(caf::actor_system& sys, gating_options opts, event_bus_actor bus) {
+  return sys.spawn(gating, std::move(opts), std::move(bus));
+}
+
+} // namespace mcprt

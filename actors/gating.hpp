@@ -1,0 +1,33 @@
+#pragma once
+
+#include <filesystem>
+
+#include <caf/fwd.hpp>
+
+#include "core/workspace_view.hpp"
+#include "messages/session.hpp"
+
+namespace mcprt {
+
+struct gating_options {
+  workspace_options workspace;
+  /// Where approval decisions live (approvals_store::default_path).
+  std::filesystem::path approvals_file;
+};
+
+/// Spawns the gating actor (SPEC section 4). It owns the launch bound, the
+/// trust flag, the approvals store and the current gating (the model is
+/// core/workspace_gating). On each settings update it assembles the scopes,
+/// recomputes gating and applies the change gate: when neither the merged
+/// servers nor the gating lists changed (and the update is not a forced
+/// reload), nothing happens. Otherwise every attached session gets its new
+/// `desired_state` (the lists travel in it, so they are in place before the
+/// reconcile that follows) and then a `reconcile` request.
+///
+/// `approve` / `reject` persist the decision for the server's current config
+/// hash and reconcile every session. Sessions are monitored and forgotten
+/// when they die. A session attached before `start` gets its state but no
+/// pass runs until `start`.
+gating_actor spawn_gating(caf::actor_system& sys, gating_options opts, event_bus_actor bus);
+
+} // namespace mcprt

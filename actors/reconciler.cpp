@@ -1,0 +1,485 @@
+#include "actors/reconciler.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <caf/all.hpp>
+
+#include "core/fingerprint.hpp"
+#include "core/reconcile_plan.hpp"
+#include "core/tool_filter.hpp"
+
+namespace mcprt {
+
+namespace {
+
+using nlohmann::json;
+
+/// One server the session runs.
+struct live_server {
+  server_config cfg; // the session's view: its tool filter applies here
+  std::string id;
+  /// Kill-switch mode: the session's own connection. Pool mode: the handle
+  /// of the last acquire, which a crash restart replaces; calls resolve the
+  /// current one through the pool.
+  connection_actor conn;
+  connection_status status = connection_status::connecting;
+  int32_t pid = -1;
+  std::string error;
+};
+
+struct pass_report {
+  std::vector<std::string> added, removed, restarted, refiltered, kept;
+  std::vector<unavailability> skipped;
+  std::vector<std::pair<std::string, std::string>> errors;
+};
+
+struct reconciler_state {
+  static inline const char* name = "mcprt.reconciler";
+
+  reconciler_options opts;
+  bool started = false;
+  bool have_desired = false;
+  bool in_progress = false;
+  bool dirty = false;
+  uint64_t generation = 0;
+  uint64_t next_conn_generation = 1;
+  desired_state desired;
+  server_map desired_map;
+  std::map<std::string, live_server> live;
+  std::size_t pending = 0;
+  pass_report report;
+  std::vector<unavailability> skipped; // of the last finished pass
+  std::string last_error;
+  std::optional<std::vector<std::string>> told_promptable;
+
+  bool pool_mode() const { return static_cast<bool>(opts.pool); }
+};
+
+using self_ptr = reconciler_actor::stateful_pointer<reconciler_state>;
+
+void publish(self_ptr self, event_kind kind, json data) {
+  if (self->state.opts.bus) self->send(self->state.opts.bus, atom::publish_v, kind, json_value{std::move(data)});
+}
+
+std::vector<tool_info> filter_tools_info(const std::vector<tool_info>& tools, const server_config& cfg) {
+  std::vector<tool_info> out;
+  for (auto& t : tools)
+    if (passes(t.name, cfg.include_tools, cfg.exclude_tools)) out.push_back(t);
+  return out;
+}
+
+/// A connect succeeded: a changed server counts as restarted, not added.
+void note_connected(pass_report& r, const std::string& name) {
+  if (std::find(r.restarted.begin(), r.restarted.end(), name) == r.restarted.end()) r.added.push_back(name);
+}
+
+bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
+// -- resolving a server's current connection ---------------------------------------
+
+template <class OnConn, class OnError>
+void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnError on_error) {
+  if (!self->state.pool_mode()) {
+    on_conn(s.conn);
+    return;
+  }
+  self->request(self->state.opts.pool, std::chrono::seconds(10), atom::get_v, s.id)
+    .then([on_conn](pool_handle& h) mutable { on_conn(h.connection); },
+          [on_error](caf::error& e) mutable { on_error(e); });
+}
+
+caf::error unavailable_error(const reconciler_state& st, const std::string& server) {
+  auto describe = [&](const unavailability& u) {
+    return make_error(errc::unavailable, server + " is unavailable (" + u.reason + "): " + u.remedy);
+  };
+  for (auto& u : st.desired.unavailable)
+    if (u.server == server) return describe(u);
+  for (auto& u : st.skipped)
+    if (u.server == server) return describe(u);
+  if (st.desired_map.count(server))
+    return make_error(errc::not_connected, server + " is admitted but not connected yet");
+  return make_error(errc::unknown_server, "no MCP server named " + server + " is configured");
+}
+
+// -- a pass ---------------------------------------------------------------------------
+
+void run_pass(self_ptr self);
+
+json names_json(const std::vector<std::string>& xs) {
+  return json(xs);
+}
+
+void finish_pass(self_ptr self) {
+  auto& st = self->state;
+  if (st.opts.budget) self->send(st.opts.budget, atom::end_pass_v);
+  auto& r = st.report;
+  json skipped = json::array();
+  for (auto& s : r.skipped)
+    skipped.push_back({{"name", s.server}, {"reason", s.reason}});
+  json errors = json::array();
+  for (auto& [name, err] : r.errors)
+    errors.push_back({{"name", name}, {"error", err}});
+  st.last_error = r.errors.empty() ? std::string{} : r.errors.front().first + ": " + r.errors.front().second;
+  publish(self, event_kind::reconcile_finished,
+          {{"session", st.opts.session},
+           {"generation", st.generation},
+           {"added", names_json(r.added)},
+           {"removed", names_json(r.removed)},
+           {"restarted", names_json(r.restarted)},
+           {"refiltered", names_json(r.refiltered)},
+           {"kept", names_json(r.kept)},
+           {"skipped", skipped},
+           {"errors", errors}});
+  st.skipped = std::move(r.skipped);
+  auto& promptable = st.desired.promptable;
+  if (!promptable.empty() || (st.told_promptable && *st.told_promptable != promptable)) {
+    publish(self, event_kind::pending_approval_changed, {{"session", st.opts.session}, {"promptable", promptable}});
+    st.told_promptable = promptable;
+  }
+  st.in_progress = false;
+  if (st.dirty) run_pass(self);
+}
+
+void step_done(self_ptr self) {
+  if (--self->state.pending == 0) finish_pass(self);
+}
+
+void let_go(self_ptr self, const std::string& name, const std::string& why) {
+  auto& st = self->state;
+  auto i = st.live.find(name);
+  if (i == st.live.end()) return;
+  auto s = std::move(i->second);
+  st.live.erase(i);
+  if (st.pool_mode()) {
+    self->request(st.opts.pool, caf::infinite, atom::release_v, st.opts.session, s.id)
+      .then([](bool) {}, [](caf::error&) {});
+  } else {
+    auto conn = s.conn;
+    self->request(conn, std::chrono::seconds(10), atom::stop_v)
+      .then([](bool) {},
+            [self, conn](caf::error&) { self->send_exit(conn, caf::exit_reason::kill); });
+    if (st.opts.budget)
+      self->request(st.opts.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
+  }
+  publish(self, event_kind::client_update,
+          {{"session", st.opts.session}, {"server", name}, {"connection_id", s.id}, {"status", "disconnected"},
+           {"reason", why}});
+}
+
+void start_owned(self_ptr self, const server_config& cfg) {
+  auto& st = self->state;
+  connection_config cc;
+  cc.server = cfg;
+  cc.generation = st.next_conn_generation++;
+  cc.subscribers.push_back(caf::actor_cast<event_sink_actor>(self));
+  live_server s;
+  s.cfg = cfg;
+  s.id = cfg.connection_id_cache.empty() ? connection_id(cfg) : cfg.connection_id_cache;
+  s.conn = st.opts.make(self->system(), std::move(cc));
+  st.live.insert_or_assign(cfg.name, std::move(s));
+}
+
+void connect(self_ptr self, const server_config& cfg) {
+  auto& st = self->state;
+  auto name = cfg.name;
+  auto refused = [self, name](std::string reason, std::string text) {
+    self->state.report.skipped.push_back({name, std::move(reason), std::move(text)});
+  };
+  if (st.pool_mode()) {
+    ++st.pending;
+    self->request(st.opts.pool, st.opts.acquire_timeout, atom::acquire_v, st.opts.session, cfg)
+      .then(
+        [self, cfg](pool_handle& h) {
+          live_server s;
+          s.cfg = cfg;
+          s.id = h.connection_id;
+          s.conn = h.connection;
+          s.status = connection_status::connected;
+          self->state.live.insert_or_assign(cfg.name, std::move(s));
+          note_connected(self->state.report, cfg.name);
+          step_done(self);
+        },
+        [self, name, refused](caf::error& e) {
+          if (is(e, errc::budget_exhausted))
+            refused("budget_exhausted", self->system().render(e)
+                                          + "; raise the budget (--budget / MCPRT_BUDGET) or remove a server");
+          else
+            self->state.report.errors.emplace_back(name, self->system().render(e));
+          step_done(self);
+        });
+    return;
+  }
+  if (!st.opts.budget) {
+    start_owned(self, cfg);
+    note_connected(st.report, name);
+    return;
+  }
+  ++st.pending;
+  self->request(st.opts.budget, caf::infinite, atom::reserve_v, name)
+    .then(
+      [self, cfg, refused](reserve_reply r) {
+        auto& st = self->state;
+        if (r == reserve_reply::refused) {
+          self->send(st.opts.budget, atom::refused_v, cfg.name, to_string(cfg.transport()));
+          refused("budget_exhausted", cfg.name + ": the session budget is full; raise the budget "
+                                                 "(--budget / MCPRT_BUDGET) or remove a server");
+        } else {
+          start_owned(self, cfg);
+          note_connected(st.report, cfg.name);
+        }
+        step_done(self);
+      },
+      [self, name](caf::error& e) {
+        self->state.report.errors.emplace_back(name, self->system().render(e));
+        step_done(self);
+      });
+}
+
+void refilter(self_ptr self, const server_config& cfg) {
+  auto& st = self->state;
+  auto i = st.live.find(cfg.name);
+  if (i == st.live.end()) return;
+  i->second.cfg = cfg;
+  ++st.pending;
+  auto name = cfg.name;
+  with_connection(
+    self, i->second,
+    [self, name](connection_actor conn) {
+      self->request(conn, std::chrono::seconds(10), atom::info_v)
+        .then(
+          [self, name](connection_info& ci) {
+            auto& st = self->state;
+            auto j = st.live.find(name);
+            if (j != st.live.end()) {
+              auto shown = filter_tools_info(ci.tools, j->second.cfg);
+              publish(self, event_kind::client_update,
+                      {{"session", st.opts.session}, {"server", name}, {"connection_id", j->second.id},
+                       {"status", to_string(ci.status)}, {"tools", shown.size()}, {"refiltered", true}});
+            }
+            step_done(self);
+          },
+          [self](caf::error&) { step_done(self); });
+    },
+    [self](caf::error&) { step_done(self); });
+}
+
+void run_pass(self_ptr self) {
+  auto& st = self->state;
+  st.dirty = false;
+  if (!st.desired.trusted) return; // an untrusted folder starts nothing
+  st.in_progress = true;
+  ++st.generation;
+  st.report = {};
+  publish(self, event_kind::reconcile_started,
+          {{"session", st.opts.session}, {"generation", st.generation}, {"revision", st.desired.revision}});
+  std::map<std::string, live_connection> view;
+  for (auto& [name, s] : st.live)
+    view.emplace(name, live_connection{s.id, filter_key(s.cfg)});
+  auto plan = plan_reconcile(st.desired_map, view);
+  st.report.removed = plan.removed;
+  st.report.restarted = plan.restarted;
+  st.report.refiltered = plan.refiltered;
+  st.report.kept = plan.kept;
+  if (st.opts.budget) self->send(st.opts.budget, atom::begin_pass_v, false);
+  for (auto& name : plan.removed)
+    let_go(self, name, "removed");
+  for (auto& name : plan.restarted)
+    let_go(self, name, "restarting");
+  st.pending = 1; // held until every step below has been issued
+  for (auto& name : plan.added)
+    connect(self, st.desired_map.at(name));
+  for (auto& name : plan.restarted)
+    connect(self, st.desired_map.at(name));
+  for (auto& name : plan.refiltered)
+    refilter(self, st.desired_map.at(name));
+  step_done(self);
+}
+
+void request_pass(self_ptr self) {
+  auto& st = self->state;
+  if (!st.started || !st.have_desired) return; // before start: a safe no-op
+  if (st.in_progress) {
+    st.dirty = true;
+    return;
+  }
+  run_pass(self);
+}
+
+// -- snapshot and stop -----------------------------------------------------------------
+
+struct snapshot_job {
+  caf::typed_response_promise<session_snapshot> rp;
+  session_snapshot result;
+  std::size_t pending = 0;
+  void done() {
+    if (--pending == 0) {
+      std::sort(result.servers.begin(), result.servers.end(),
+                [](const session_server& a, const session_server& b) { return a.name < b.name; });
+      rp.deliver(std::move(result));
+    }
+  }
+};
+
+caf::result<session_snapshot> snapshot(self_ptr self) {
+  auto& st = self->state;
+  auto job = std::make_shared<snapshot_job>();
+  job->rp = self->make_response_promise<session_snapshot>();
+  job->result.session = st.opts.session;
+  job->result.generation = st.generation;
+  job->result.in_progress = st.in_progress;
+  job->result.last_error = st.last_error;
+  job->result.skipped = st.skipped;
+  job->pending = 1;
+  for (auto& [name, s] : st.live) {
+    ++job->pending;
+    session_server base;
+    base.name = name;
+    base.connection_id = s.id;
+    base.status = s.status;
+    base.pid = s.pid;
+    base.last_error = s.error;
+    auto cfg = s.cfg;
+    auto fallback = [job, base](caf::error&) mutable {
+      job->result.servers.push_back(base);
+      job->done();
+    };
+    with_connection(
+      self, s,
+      [self, job, base, cfg, fallback](connection_actor conn) mutable {
+        self->request(conn, std::chrono::seconds(5), atom::info_v)
+          .then(
+            [job, base, cfg](connection_info& ci) mutable {
+              base.status = ci.status;
+              base.pid = ci.pid;
+              base.tools = static_cast<uint32_t>(filter_tools_info(ci.tools, cfg).size());
+              base.prompts = static_cast<uint32_t>(ci.prompts.size());
+              base.last_error = ci.last_error;
+              job->result.servers.push_back(std::move(base));
+              job->done();
+            },
+            fallback);
+      },
+      fallback);
+  }
+  auto rp = job->rp;
+  job->done();
+  return rp;
+}
+
+caf::result<bool> stop(self_ptr self) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<bool>();
+  if (st.pool_mode()) {
+    self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.session)
+      .then([self, rp](uint64_t) mutable { rp.deliver(true); self->quit(); },
+            [self, rp](caf::error&) mutable { rp.deliver(true); self->quit(); });
+    st.live.clear();
+    return rp;
+  }
+  auto left = std::make_shared<std::size_t>(st.live.size() + 1);
+  auto done = [self, rp, left]() mutable {
+    if (--*left == 0) {
+      rp.deliver(true);
+      self->quit();
+    }
+  };
+  for (auto& [name, s] : st.live) {
+    auto conn = s.conn;
+    self->request(conn, std::chrono::seconds(10), atom::stop_v)
+      .then([done](bool) mutable { done(); },
+            [self, conn, done](caf::error&) mutable {
+              self->send_exit(conn, caf::exit_reason::kill);
+              done();
+            });
+    if (st.opts.budget)
+      self->request(st.opts.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
+  }
+  st.live.clear();
+  done();
+  return rp;
+}
+
+reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opts) {
+  self->state.opts = std::move(opts);
+  return {
+    [self](desired_state& d) {
+      auto& st = self->state;
+      st.desired_map.clear();
+      for (auto& c : d.admitted)
+        st.desired_map.insert_or_assign(c.name, c);
+      st.desired = std::move(d);
+      st.have_desired = true;
+    },
+    [self](atom::reconcile) { request_pass(self); },
+    [self](atom::start) {
+      self->state.started = true;
+      request_pass(self);
+    },
+    [self](atom::call, const std::string& server, const std::string& tool,
+           json_value& args) -> caf::result<json_value> {
+      auto& st = self->state;
+      auto i = st.live.find(server);
+      if (i == st.live.end()) return unavailable_error(st, server);
+      auto& cfg = i->second.cfg;
+      if (!passes(tool, cfg.include_tools, cfg.exclude_tools))
+        return make_error(errc::unknown_tool,
+                          server + ": tool " + tool + " is hidden by this server's includeTools / excludeTools");
+      auto rp = self->make_response_promise<json_value>();
+      with_connection(
+        self, i->second,
+        [self, rp, tool, args](connection_actor conn) mutable {
+          self->request(conn, caf::infinite, atom::call_v, tool, args)
+            .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
+                  [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        },
+        [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
+    [self](atom::tools, const std::string& server) -> caf::result<std::vector<tool_info>> {
+      auto& st = self->state;
+      auto i = st.live.find(server);
+      if (i == st.live.end()) return unavailable_error(st, server);
+      auto rp = self->make_response_promise<std::vector<tool_info>>();
+      auto cfg = i->second.cfg;
+      with_connection(
+        self, i->second,
+        [self, rp, cfg](connection_actor conn) mutable {
+          self->request(conn, std::chrono::seconds(10), atom::info_v)
+            .then([rp, cfg](connection_info& ci) mutable { rp.deliver(filter_tools_info(ci.tools, cfg)); },
+                  [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        },
+        [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
+    [self](atom::snapshot) { return snapshot(self); },
+    [self](atom::stop) { return stop(self); },
+    [self](client_update& u) {
+      auto& st = self->state;
+      auto i = st.live.find(u.server);
+      if (i == st.live.end() || i->second.id != u.connection_id) return;
+      i->second.status = u.status;
+      i->second.pid = u.pid;
+      i->second.error = u.error;
+      if (st.opts.budget) {
+        uint64_t connected = 0;
+        for (auto& [name, s] : st.live)
+          connected += s.status == connection_status::connected ? 1 : 0;
+        self->send(st.opts.budget, atom::live_count_v, connected);
+      }
+    },
+  };
+}
+
+} // namespace
+
+reconciler_actor spawn_reconciler(caf::actor_system& sys, reconciler_options opts) {
+  return sys.spawn(reconciler, std::move(opts));
+}
+
+} // namespace mcprt

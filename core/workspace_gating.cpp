@@ -1,0 +1,93 @@
+#include "core/workspace_gating.hpp"
+
+#include <algorithm>
+
+#include "core/fingerprint.hpp"
+
+namespace mcprt {
+
+workspace_gating::workspace_gating(workspace_options opts, approvals_store& approvals)
+  : opts_(std::move(opts)), approvals_(&approvals) {
+  project_root_ = approvals_store::normalize_project_root(opts_.workspace.string());
+  if (opts_.mcp_config) {
+    auto top = load_settings_file(*opts_.mcp_config, config_scope::session);
+    if (top.ok() && !top.exists)
+      top.error = settings_error{opts_.mcp_config->string(), 0, 0, "file not found"};
+    if (top.error) top_errors_.push_back(*top.error);
+    top_tier_ = std::move(top.servers);
+  }
+  merged_ = assemble({}, top_tier_);
+  gating_ = compute(merged_);
+  removals_.update(merged_.servers);
+}
+
+gating_result workspace_gating::compute(const assembled_settings& merged) const {
+  return gate(merged, opts_, project_root_, *approvals_);
+}
+
+bool workspace_gating::set_documents(std::vector<settings_document> docs) {
+  docs_ = std::move(docs);
+  std::vector<const settings_document*> layers;
+  for (auto& d : docs_)
+    layers.push_back(&d);
+  auto merged = assemble(layers, top_tier_);
+  auto gating = compute(merged);
+  bool changed = !servers_equal(merged.servers, merged_.servers) || !gating_equal(gating.lists, gating_.lists);
+  merged_ = std::move(merged);
+  gating_ = std::move(gating);
+  removals_.update(merged_.servers);
+  return changed;
+}
+
+bool workspace_gating::refresh() {
+  auto gating = compute(merged_);
+  bool changed = !gating_equal(gating.lists, gating_.lists);
+  gating_ = std::move(gating);
+  return changed;
+}
+
+session_admission workspace_gating::admit(const server_map& session_servers) const {
+  session_admission out;
+  out.trusted = opts_.trusted;
+  const assembled_settings* merged = &merged_;
+  const gating_result* g = &gating_;
+  assembled_settings with_session;
+  gating_result session_gating;
+  if (!session_servers.empty()) {
+    with_session = merged_;
+    for (auto& [name, cfg] : session_servers)
+      with_session.servers.insert_or_assign(name, cfg);
+    session_gating = compute(with_session);
+    merged = &with_session;
+    g = &session_gating;
+  }
+  out.admitted = g->admitted(merged->servers);
+  out.promptable = g->promptable;
+  out.lists = g->lists;
+  for (auto& [name, adm] : g->servers)
+    if (!adm.admitted && adm.reason) out.unavailable.push_back({name, *adm.reason});
+  for (auto& name : removals_.removed())
+    if (!merged->servers.count(name)) out.unavailable.push_back({name, unavailable_reason::removed});
+  std::sort(out.unavailable.begin(), out.unavailable.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+std::optional<unavailable_reason> workspace_gating::reason(const std::string& name) const {
+  return unavailable_reason_for(gating_, removals_, name);
+}
+
+settings_document document_from_json(std::string path, config_scope scope, bool exists,
+                                     const nlohmann::json& content) {
+  if (!exists) {
+    settings_document d;
+    d.path = std::move(path);
+    d.scope = scope;
+    return d;
+  }
+  auto d = parse_settings_text(std::move(path), scope, content.is_null() ? "{}" : content.dump());
+  d.exists = true;
+  return d;
+}
+
+} // namespace mcprt

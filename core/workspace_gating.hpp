@@ -1,0 +1,79 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/approvals_store.hpp"
+#include "core/gating.hpp"
+#include "core/settings.hpp"
+#include "core/workspace_view.hpp"
+
+namespace mcprt {
+
+/// What one session may run now (SPEC 4.2), and why the rest may not.
+struct session_admission {
+  bool trusted = true;
+  server_map admitted;
+  struct out_entry {
+    std::string name;
+    unavailable_reason reason;
+  };
+  std::vector<out_entry> unavailable; // sorted by name; includes `removed`
+  std::vector<std::string> promptable;
+  gating_lists lists;
+};
+
+/// The gating actor's model, free of actors and I/O except the approvals
+/// store it is handed: the last good settings documents, the top tier read
+/// once at start, the merged map and the gating computed from them.
+class workspace_gating {
+public:
+  /// Reads the top tier (`--mcp-config`) once; the settings layers arrive
+  /// through `set_documents`.
+  workspace_gating(workspace_options opts, approvals_store& approvals);
+
+  /// Replaces the settings layers (user, project, workspace) with their last
+  /// good documents and recomputes. Answers whether the change gate opens:
+  /// the merged servers or the gating lists differ from before (SPEC 4.1).
+  bool set_documents(std::vector<settings_document> docs);
+
+  /// Recomputes after a decision was stored; answers whether the gate opens.
+  bool refresh();
+
+  /// Admission of the workspace servers plus a session's own top-tier
+  /// servers (which win over same-named settings servers and need no
+  /// approval, but do obey the allow and exclude lists).
+  session_admission admit(const server_map& session_servers) const;
+
+  /// The reason `name` is out for a session with no servers of its own.
+  std::optional<unavailable_reason> reason(const std::string& name) const;
+
+  /// Errors of failing files (the top tier, and those the watcher reports).
+  const std::vector<settings_error>& top_tier_errors() const { return top_errors_; }
+
+  const assembled_settings& merged() const { return merged_; }
+  const gating_result& gating() const { return gating_; }
+  const std::string& project_root() const { return project_root_; }
+  const workspace_options& options() const { return opts_; }
+  approvals_store& approvals() const { return *approvals_; }
+
+private:
+  gating_result compute(const assembled_settings& merged) const;
+
+  workspace_options opts_;
+  approvals_store* approvals_;
+  std::string project_root_;
+  server_map top_tier_;
+  std::vector<settings_error> top_errors_;
+  std::vector<settings_document> docs_;
+  assembled_settings merged_;
+  gating_result gating_;
+  removal_tracker removals_;
+};
+
+/// A settings document from the JSON content a watcher kept for it.
+settings_document document_from_json(std::string path, config_scope scope, bool exists,
+                                     const nlohmann::json& content);
+
+} // namespace mcprt
