@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   std::map<std::string, int (*)(const std::vector<std::string>&)> benches = {
     {"connect_fanout", connect_fanout},
     {"acquire_stress", acquire_stress},
+    {"reconcile_scale", reconcile_scale},
+    {"hot_reload_latency", hot_reload_latency},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";

@@ -1,0 +1,122 @@
+// A host embedding mcprt: it brings its own actor system, starts the runtime
+// on a workspace, opens one session, prints every event as it arrives and,
+// optionally, calls one tool once the server is connected.
+//
+//   mcprt-embed-example --workspace DIR [--home DIR] [--wait-connected N]
+//                       [--call SERVER TOOL JSON] [--run-ms MS]
+//
+// Exit status: 0 on success, 1 when the servers did not connect in time or
+// the call failed, 2 on bad arguments.
+
+#include <condition_variable>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "mcprt/runtime.hpp"
+
+namespace {
+
+/// What the printing subscriber shares with main().
+struct seen {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::set<std::string> connected;
+};
+
+mcprt::event_subscriber_actor::behavior_type printer(mcprt::event_subscriber_actor::pointer,
+                                                     std::shared_ptr<seen> s) {
+  return {
+    [s](mcprt::event& ev) {
+      std::cout << "event " << ev.seq << ' ' << to_string(ev.kind) << ' ' << ev.data.value.dump() << std::endl;
+      if (ev.kind != mcprt::event_kind::client_update) return;
+      auto& d = ev.data.value;
+      std::lock_guard<std::mutex> guard{s->mtx};
+      auto server = d.value("server", std::string{});
+      if (d.value("status", std::string{}) == "connected") s->connected.insert(server);
+      else s->connected.erase(server);
+      s->cv.notify_all();
+    },
+  };
+}
+
+int usage() {
+  std::cerr << "usage: mcprt-embed-example --workspace DIR [--home DIR] [--wait-connected N]"
+               " [--call SERVER TOOL JSON] [--run-ms MS]\n";
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  mcprt::runtime_options opts;
+  std::size_t wait_connected = 0;
+  std::string call_server, call_tool, call_args = "{}";
+  long run_ms = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--workspace") opts.workspace = next();
+    else if (a == "--home") opts.home = next();
+    else if (a == "--wait-connected") wait_connected = std::stoul(next());
+    else if (a == "--run-ms") run_ms = std::stol(next());
+    else if (a == "--call") {
+      call_server = next();
+      call_tool = next();
+      call_args = next();
+    } else return usage();
+  }
+  if (opts.workspace.empty()) return usage();
+  for (auto& problem : mcprt::apply_environment(opts))
+    std::cerr << "warning: " << problem << "\n";
+
+  caf::actor_system_config cfg;
+  mcprt::add_mcprt_types(cfg);
+  caf::actor_system sys{cfg};
+
+  auto rt = mcprt::runtime::start(sys, opts);
+  if (!rt) {
+    std::cerr << "cannot start: " << sys.render(rt.error()) << "\n";
+    return 1;
+  }
+  auto& runtime = **rt;
+  auto s = std::make_shared<seen>();
+  auto sink = sys.spawn(printer, s);
+  runtime.subscribe(sink);
+  auto session = runtime.open_session();
+  std::cout << "session " << session << " capabilities";
+  for (auto& c : runtime.capabilities())
+    std::cout << ' ' << c;
+  std::cout << std::endl;
+
+  int status = 0;
+  {
+    std::unique_lock<std::mutex> lock{s->mtx};
+    if (!s->cv.wait_for(lock, std::chrono::seconds(30), [&] { return s->connected.size() >= wait_connected; })) {
+      std::cerr << "only " << s->connected.size() << " of " << wait_connected << " servers connected\n";
+      status = 1;
+    }
+  }
+  if (status == 0 && !call_server.empty()) {
+    auto args = nlohmann::json::parse(call_args, nullptr, false);
+    auto r = runtime.call_tool(session, call_server, call_tool, args);
+    if (r) std::cout << "result " << r->dump() << std::endl;
+    else {
+      std::cout << "call failed: " << sys.render(r.error()) << std::endl;
+      status = 1;
+    }
+  }
+  if (run_ms > 0) {
+    std::unique_lock<std::mutex> lock{s->mtx};
+    s->cv.wait_for(lock, std::chrono::milliseconds(run_ms), [] { return false; });
+  }
+  std::cout << "snapshot " << runtime.snapshot().dump() << std::endl;
+  auto drained = runtime.shutdown();
+  std::cout << "shutdown drained " << drained.drained << " forced " << drained.forced << std::endl;
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+  return status;
+}

@@ -1,0 +1,437 @@
+#include "mcprt/runtime.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include <caf/all.hpp>
+
+#include "actors/budget.hpp"
+#include "actors/connection.hpp"
+#include "actors/event_bus.hpp"
+#include "actors/gating.hpp"
+#include "actors/reconciler.hpp"
+#include "actors/watcher.hpp"
+#include "core/approvals_store.hpp"
+#include "core/runtime_mode.hpp"
+#include "core/settings.hpp"
+#include "io/http_transport.hpp"
+#include "io/reactor.hpp"
+#include "pool/pool_supervisor.hpp"
+
+namespace mcprt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+/// Turns the client_update of every connection into a bus event: the one
+/// place connection status reaches subscribers, whichever session or pool
+/// entry the connection serves.
+event_sink_actor::behavior_type update_forwarder(event_sink_actor::pointer self, event_bus_actor bus) {
+  return {
+    [self, bus](client_update& u) {
+      json data{{"server", u.server},         {"connection_id", u.connection_id},
+                {"generation", u.generation}, {"status", to_string(u.status)},
+                {"tools", u.tools},           {"prompts", u.prompts},
+                {"pid", u.pid < 0 ? json(nullptr) : json(u.pid)}};
+      if (!u.error.empty()) data["error"] = u.error;
+      self->send(bus, atom::publish_v, event_kind::client_update, json_value{std::move(data)});
+    },
+  };
+}
+
+json null_if_empty(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
+
+std::string budget_status(const budget_snapshot& b) {
+  if (b.mode == "enforce" && !b.refused.empty()) return "error";
+  if (b.limited && static_cast<double>(b.reserved_count) >= budget_warn_fraction * static_cast<double>(b.budget))
+    return "warning";
+  return "ok";
+}
+
+json budget_json(const budget_snapshot& b) {
+  return {{"scope", b.scope},
+          {"budget", b.limited ? json(b.budget) : json(nullptr)},
+          {"mode", b.mode},
+          {"reserved", b.reserved},
+          {"reserved_count", b.reserved_count},
+          {"live_count", b.live_count},
+          {"refused", b.refused},
+          {"status", budget_status(b)}};
+}
+
+} // namespace
+
+std::vector<std::string> apply_environment(runtime_options& opts) {
+  std::optional<std::string> budget_flag;
+  if (opts.budget) budget_flag = std::to_string(*opts.budget);
+  std::optional<std::string> mode_flag;
+  if (opts.mode != budget_mode::off) mode_flag = to_string(opts.mode);
+  auto r = resolve_runtime_mode(std::getenv("MCPRT_NO_POOL"), std::getenv("MCPRT_BUDGET"),
+                                std::getenv("MCPRT_BUDGET_MODE"), budget_flag, mode_flag, !opts.pool);
+  if (r.errors.empty()) {
+    opts.pool = r.mode.pool;
+    opts.budget = r.mode.budget;
+    opts.mode = r.mode.mode;
+  }
+  return r.errors;
+}
+
+struct runtime::impl {
+  caf::actor_system& sys;
+  runtime_options opts;
+  std::unique_ptr<io::reactor> reactor;
+  std::unique_ptr<io::http_worker_pool> http;
+  event_bus_actor bus;
+  event_sink_actor forwarder;
+  budget_actor budget; // workspace budget (pool mode)
+  pool_actor pool;
+  gating_actor gating;
+  watcher_actor watcher;
+  connection_factory make;
+
+  struct session_entry {
+    reconciler_actor reconciler;
+    budget_actor budget; // kill switch: the session budget
+  };
+  mutable std::mutex mtx;
+  std::map<std::string, session_entry> sessions;
+  std::vector<std::string> order; // opening order; the first open one is reported
+  uint64_t next_session = 1;
+  bool stopped = false;
+
+  explicit impl(caf::actor_system& s) : sys(s) {}
+
+  template <class R, class Handle, class... Ts>
+  caf::expected<R> ask(const Handle& h, caf::timespan timeout, Ts&&... xs) {
+    caf::scoped_actor self{sys};
+    caf::expected<R> out{caf::error{}};
+    self->request(h, timeout, std::forward<Ts>(xs)...)
+      .receive([&](R& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  std::optional<session_entry> find_session(const std::string& id) const {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto i = sessions.find(id);
+    if (i == sessions.end()) return std::nullopt;
+    return i->second;
+  }
+};
+
+runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+runtime::~runtime() {
+  shutdown();
+}
+
+caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, runtime_options opts) {
+  if (opts.workspace.empty()) return make_error(errc::io_error, "runtime: no workspace folder given");
+  std::error_code ec;
+  opts.workspace = fs::absolute(opts.workspace, ec).lexically_normal();
+  if (opts.home.empty()) {
+    const char* home = std::getenv("HOME");
+    opts.home = home ? home : "/";
+  }
+  auto prof = profile::parse(opts.profile);
+  if (!prof) return make_error(errc::io_error, "runtime: unknown profile '" + opts.profile + "' (mcprt, qwen or gemini)");
+  if (opts.mode == budget_mode::enforce && !opts.budget)
+    return make_error(errc::io_error, "runtime: budget mode enforce needs a budget");
+  if (opts.approvals_file.empty()) opts.approvals_file = approvals_store::default_path(opts.home, prof->dir_name);
+
+  auto p = std::make_unique<impl>(sys);
+  p->opts = opts;
+  try {
+    p->reactor = std::make_unique<io::reactor>();
+    p->http = std::make_unique<io::http_worker_pool>(2);
+  } catch (const std::exception& e) {
+    return make_error(errc::io_error, std::string{"runtime: cannot start the I/O threads: "} + e.what());
+  }
+  p->bus = spawn_event_bus(sys);
+  p->forwarder = sys.spawn(update_forwarder, p->bus);
+  connection_io io{p->reactor.get(), p->http.get()};
+  auto forwarder = p->forwarder;
+  p->make = [io, forwarder](caf::actor_system& s, connection_config cc) {
+    // Sessions sharing a connection filter its tools each on their own.
+    cc.server.include_tools.reset();
+    cc.server.exclude_tools.reset();
+    cc.subscribers.push_back(forwarder);
+    return spawn_connection(s, std::move(cc), io);
+  };
+  if (opts.pool) {
+    if (opts.mode != budget_mode::off) p->budget = spawn_budget(sys, opts.budget, opts.mode, "workspace", p->bus);
+    pool_options po;
+    po.drain_delay = opts.drain_delay;
+    p->pool = spawn_pool(sys, p->make, p->budget, p->bus, po);
+  }
+  gating_options go;
+  go.workspace.workspace = opts.workspace;
+  go.workspace.home = opts.home;
+  go.workspace.settings_profile = *prof;
+  go.workspace.mcp_config = opts.mcp_config;
+  go.workspace.launch_bound = opts.allowed_server_names;
+  go.workspace.trusted = opts.trusted;
+  go.approvals_file = opts.approvals_file;
+  p->gating = spawn_gating(sys, go, p->bus);
+  auto paths = resolve_settings_paths(opts.home, opts.workspace, *prof);
+  watcher_options wo;
+  wo.files = {{config_scope::user, paths.user}, {config_scope::project, paths.project},
+              {config_scope::workspace, paths.workspace}};
+  wo.debounce = opts.debounce;
+  wo.use_inotify = opts.watch;
+  p->watcher = spawn_watcher(sys, wo, p->gating, p->bus);
+  // The first reading reaches the gating actor before any session attaches.
+  auto first = p->ask<bool>(p->watcher, std::chrono::seconds(30), atom::reload_v);
+  if (!first) return first.error();
+  caf::anon_send(p->gating, atom::start_v);
+  return std::unique_ptr<runtime>(new runtime(std::move(p)));
+}
+
+std::string runtime::open_session(std::vector<server_config> servers) {
+  auto& p = *impl_;
+  std::string id;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    id = "s" + std::to_string(p.next_session++);
+  }
+  reconciler_options ro;
+  ro.session = id;
+  ro.bus = p.bus;
+  impl::session_entry entry;
+  if (p.opts.pool) {
+    ro.pool = p.pool;
+    ro.budget = p.budget;
+  } else {
+    if (p.opts.mode != budget_mode::off)
+      entry.budget = spawn_budget(p.sys, p.opts.budget, p.opts.mode, "session", p.bus);
+    ro.budget = entry.budget;
+    ro.make = p.make;
+  }
+  entry.reconciler = spawn_reconciler(p.sys, ro);
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    p.sessions.emplace(id, entry);
+    p.order.push_back(id);
+  }
+  caf::anon_send(p.gating, atom::attach_v, entry.reconciler, std::move(servers));
+  return id;
+}
+
+void runtime::close_session(const std::string& session) {
+  auto& p = *impl_;
+  auto s = p.find_session(session);
+  if (!s) return;
+  caf::anon_send(p.gating, atom::detach_v, s->reconciler);
+  p.ask<bool>(s->reconciler, std::chrono::seconds(30), atom::stop_v);
+  if (s->budget) caf::anon_send_exit(s->budget, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> guard{p.mtx};
+  p.sessions.erase(session);
+  p.order.erase(std::remove(p.order.begin(), p.order.end(), session), p.order.end());
+}
+
+caf::expected<json> runtime::call_tool(const std::string& session, const std::string& server,
+                                       const std::string& tool, json arguments, std::chrono::milliseconds timeout) {
+  auto s = impl_->find_session(session);
+  if (!s) return make_error(errc::unknown_server, "no session " + session);
+  auto r = impl_->ask<json_value>(s->reconciler, timeout, atom::call_v, server, tool, json_value{std::move(arguments)});
+  if (!r) return r.error();
+  return std::move(r->value);
+}
+
+caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session, const std::string& server) {
+  auto s = impl_->find_session(session);
+  if (!s) return make_error(errc::unknown_server, "no session " + session);
+  return impl_->ask<std::vector<tool_info>>(s->reconciler, std::chrono::seconds(30), atom::tools_v, server);
+}
+
+caf::expected<uint64_t> runtime::subscribe(event_subscriber_actor sink, std::vector<event_kind> kinds) {
+  return impl_->ask<uint64_t>(impl_->bus, std::chrono::seconds(10), atom::subscribe_v, std::move(sink),
+                              std::move(kinds));
+}
+
+void runtime::unsubscribe(event_subscriber_actor sink) {
+  caf::anon_send(impl_->bus, atom::unsubscribe_v, std::move(sink));
+}
+
+std::vector<event> runtime::replay(uint64_t after) {
+  auto r = impl_->ask<std::vector<event>>(impl_->bus, std::chrono::seconds(10), atom::replay_v, after);
+  return r ? std::move(*r) : std::vector<event>{};
+}
+
+nlohmann::json runtime::snapshot() {
+  auto& p = *impl_;
+  auto timeout = std::chrono::seconds(10);
+  json out{{"v", 1}, {"workspace", p.opts.workspace.string()}, {"trusted", p.opts.trusted},
+           {"capabilities", capabilities()}};
+  auto g = p.ask<gating_snapshot>(p.gating, timeout, atom::snapshot_v);
+  std::optional<session_snapshot> sess;
+  std::vector<budget_actor> budgets;
+  reconciler_actor first;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    if (!p.order.empty()) first = p.sessions.at(p.order.front()).reconciler;
+    for (auto& [id, s] : p.sessions)
+      if (s.budget) budgets.push_back(s.budget);
+  }
+  if (first)
+    if (auto s = p.ask<session_snapshot>(first, timeout, atom::snapshot_v)) sess = std::move(*s);
+  out["reconcile"] = {{"generation", sess ? sess->generation : 0},
+                      {"in_progress", sess ? sess->in_progress : false},
+                      {"last_error", sess ? null_if_empty(sess->last_error) : json(nullptr)}};
+  std::optional<pool_snapshot> pool;
+  if (p.pool)
+    if (auto r = p.ask<pool_snapshot>(p.pool, timeout, atom::snapshot_v)) pool = std::move(*r);
+  std::map<std::string, uint64_t> restarts;
+  if (pool)
+    for (auto& e : pool->entries)
+      restarts[e.id] += e.restarts;
+  json servers = json::array();
+  std::map<std::string, const session_server*> live;
+  if (sess)
+    for (auto& s : sess->servers)
+      live[s.name] = &s;
+  std::map<std::string, std::string> skipped;
+  if (sess)
+    for (auto& u : sess->skipped)
+      skipped[u.server] = u.reason;
+  auto add = [&](const std::string& name, const std::string& scope, const std::string& transport,
+                 const std::string& fingerprint, const std::string& reason, const std::string& approval) {
+    json s{{"name", name}, {"scope", scope}, {"transport", transport}, {"fingerprint", fingerprint}};
+    auto l = live.find(name);
+    if (l != live.end()) {
+      auto& ls = *l->second;
+      s["status"] = to_string(ls.status);
+      s["pid"] = ls.pid < 0 ? json(nullptr) : json(ls.pid);
+      s["tools"] = ls.tools;
+      s["prompts"] = ls.prompts;
+      s["last_error"] = null_if_empty(ls.last_error);
+      s["restarts"] = restarts.count(ls.connection_id) ? restarts[ls.connection_id] : 0;
+    } else {
+      s["status"] = "disconnected";
+      s["pid"] = nullptr;
+      s["tools"] = 0;
+      s["prompts"] = 0;
+      s["last_error"] = nullptr;
+      s["restarts"] = 0;
+    }
+    auto sk = skipped.find(name);
+    s["reason"] = !reason.empty() ? json(reason) : sk != skipped.end() ? json(sk->second) : json(nullptr);
+    s["approval"] = null_if_empty(approval);
+    servers.push_back(std::move(s));
+  };
+  if (g)
+    for (auto& gs : g->servers)
+      add(gs.name, gs.scope, gs.transport, gs.fingerprint, gs.reason, gs.approval);
+  out["servers"] = std::move(servers);
+  if (pool) {
+    json entries = json::array();
+    for (auto& e : pool->entries)
+      entries.push_back({{"id", e.id}, {"name", e.name}, {"refs", e.refs}, {"status", to_string(e.status)},
+                         {"pid", e.pid < 0 ? json(nullptr) : json(e.pid)}, {"restarts", e.restarts}});
+    out["pool"] = {{"entries", entries}, {"subprocess_count", pool->subprocess_count}};
+  } else {
+    out["pool"] = nullptr;
+  }
+  json cells = json::array();
+  if (p.budget) budgets.insert(budgets.begin(), p.budget);
+  for (auto& b : budgets)
+    if (auto r = p.ask<budget_snapshot>(b, timeout, atom::snapshot_v)) cells.push_back(budget_json(*r));
+  out["budgets"] = std::move(cells);
+  if (g && !g->errors.empty()) out["errors"] = g->errors;
+  return out;
+}
+
+caf::expected<bool> runtime::reload() {
+  return impl_->ask<bool>(impl_->watcher, std::chrono::seconds(30), atom::reload_v);
+}
+
+caf::expected<bool> runtime::approve(const std::string& server) {
+  return impl_->ask<bool>(impl_->gating, std::chrono::seconds(30), atom::approve_v, server);
+}
+
+caf::expected<bool> runtime::reject(const std::string& server) {
+  return impl_->ask<bool>(impl_->gating, std::chrono::seconds(30), atom::reject_v, server);
+}
+
+caf::expected<unavailability> runtime::unavailable_reason(const std::string& server) {
+  return impl_->ask<unavailability>(impl_->gating, std::chrono::seconds(10), atom::reason_v, server);
+}
+
+caf::expected<std::vector<restart_result>> runtime::restart(const std::string& server) {
+  if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
+  return impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), atom::restart_v, server);
+}
+
+drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
+  auto& p = *impl_;
+  drain_result out;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    if (p.stopped) return out;
+    p.stopped = true;
+  }
+  auto kill = [](const auto& h) {
+    if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  };
+  kill(p.watcher);
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    ids = p.order;
+  }
+  for (auto& id : ids)
+    close_session(id);
+  if (p.pool) {
+    auto r = p.ask<drain_result>(p.pool, timeout + std::chrono::seconds(5), atom::drain_v, true,
+                                 caf::timespan{timeout});
+    if (r) out = std::move(*r);
+    else out.errors.push_back(p.sys.render(r.error()));
+  }
+  kill(p.gating);
+  kill(p.pool);
+  kill(p.budget);
+  kill(p.forwarder);
+  kill(p.bus);
+  // Stops the I/O threads; the reactor kills and reaps whatever is left.
+  p.http.reset();
+  p.reactor.reset();
+  return out;
+}
+
+std::vector<std::string> runtime::capabilities() const {
+  runtime_mode m;
+  m.pool = impl_->opts.pool;
+  m.budget = impl_->opts.budget;
+  m.mode = impl_->opts.mode;
+  return mcprt::capabilities(m);
+}
+
+const runtime_options& runtime::options() const {
+  return impl_->opts;
+}
+
+event_bus_actor runtime::bus() const {
+  return impl_->bus;
+}
+gating_actor runtime::gating() const {
+  return impl_->gating;
+}
+watcher_actor runtime::watcher() const {
+  return impl_->watcher;
+}
+pool_actor runtime::pool() const {
+  return impl_->pool;
+}
+budget_actor runtime::budget() const {
+  return impl_->budget;
+}
+reconciler_actor runtime::session(const std::string& id) const {
+  auto s = impl_->find_session(id);
+  return s ? s->reconciler : reconciler_actor{};
+}
+
+} // namespace mcprt

@@ -1,0 +1,148 @@
+#pragma once
+
+// The embeddable mcprt runtime: a host hands it its caf::actor_system and
+// gets the workspace actors (watcher, gating, pool, budget, event bus) and
+// one reconciler per session, kept in step with the settings files.
+//
+//   mcprt::runtime_options opts;
+//   opts.workspace = "/path/to/project";
+//   auto rt = mcprt::runtime::start(sys, opts);        // caf::expected
+//   auto session = (*rt)->open_session();
+//   auto result = (*rt)->call_tool(session, "fs", "read_file", {{"path", "a.txt"}});
+//   (*rt)->shutdown();                                   // no child left
+//
+// The actor system must have mcprt's types: call mcprt::add_mcprt_types(cfg)
+// on its config. Every member function blocks the calling thread (never call
+// them from inside an actor); events arrive at subscribers asynchronously.
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/budget_ledger.hpp"
+#include "core/server_config.hpp"
+#include "messages/session.hpp"
+
+namespace mcprt {
+
+struct runtime_options {
+  /// The project folder: `.mcp.json` and `<profile dir>/settings.json` live
+  /// here; it is also the approvals' project root.
+  std::filesystem::path workspace;
+  /// User settings live in `<home>/<profile dir>/`. Empty: $HOME.
+  std::filesystem::path home;
+  /// Settings layout: mcprt (`.mcprt/`), qwen (`.qwen/`), gemini (`.gemini/`).
+  std::string profile = "mcprt";
+  /// Top tier servers for every session (`--mcp-config FILE`), read once.
+  std::optional<std::filesystem::path> mcp_config;
+  /// The launch bound (`--allowed-mcp-server-names`): settings can narrow it,
+  /// never widen it.
+  std::optional<std::vector<std::string>> allowed_server_names;
+  /// In an untrusted folder no server starts.
+  bool trusted = true;
+  /// Workspace budget (pool mode) or per-session budget (no pool).
+  std::optional<std::size_t> budget;
+  budget_mode mode = budget_mode::off;
+  /// false: the kill switch (MCPRT_NO_POOL=1); sessions own their servers.
+  bool pool = true;
+  /// Trailing debounce of settings edits.
+  std::chrono::milliseconds debounce{300};
+  /// How long an unreferenced pool entry lingers before it is closed.
+  std::chrono::milliseconds drain_delay{30000};
+  /// Watch the settings files with inotify; false: only `reload()` reads them.
+  bool watch = true;
+  /// Where approvals are stored. Empty: `<home>/<profile dir>/mcp-approvals.json`.
+  std::filesystem::path approvals_file;
+};
+
+/// Applies MCPRT_NO_POOL, MCPRT_BUDGET and MCPRT_BUDGET_MODE to `opts`
+/// (values already set in `opts` win for budget and mode). Returns one
+/// message per bad value; `opts` keeps its previous value for those.
+std::vector<std::string> apply_environment(runtime_options& opts);
+
+class runtime {
+public:
+  /// Spawns the workspace actors, reads every settings file and starts
+  /// watching. Fails on bad options (no workspace, unknown profile, enforce
+  /// without a budget) or when the I/O threads cannot start.
+  static caf::expected<std::unique_ptr<runtime>> start(caf::actor_system& sys, runtime_options opts);
+
+  /// Shuts down if `shutdown()` was not called.
+  ~runtime();
+
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  /// Opens a session with its own top-tier servers (they win over settings
+  /// servers of the same name and need no approval); its first reconcile
+  /// starts at once. Returns the session id.
+  std::string open_session(std::vector<server_config> servers = {});
+
+  /// Lets go of every connection of the session (pool entries drain).
+  void close_session(const std::string& session);
+
+  /// Calls a tool of a server the session runs. Fails with errc::unavailable
+  /// naming the reason and the remedy ("pending approval — run `mcprt
+  /// approve NAME`") when gating keeps the server out, errc::unknown_tool,
+  /// errc::unknown_server, or the server's own error.
+  caf::expected<nlohmann::json> call_tool(const std::string& session, const std::string& server,
+                                          const std::string& tool, nlohmann::json arguments = nlohmann::json::object(),
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  /// The session's tools of one server (after includeTools / excludeTools).
+  caf::expected<std::vector<tool_info>> tools(const std::string& session, const std::string& server);
+
+  /// Subscribes `sink` to events of `kinds` (empty: all); answers the
+  /// sequence number of the last event published before (replay from there
+  /// with `replay` to close the gap).
+  caf::expected<uint64_t> subscribe(event_subscriber_actor sink, std::vector<event_kind> kinds = {});
+  void unsubscribe(event_subscriber_actor sink);
+  /// Events with a sequence number above `after` still in the replay ring.
+  std::vector<event> replay(uint64_t after);
+
+  /// The workspace snapshot (`GET /workspace/mcp`): servers, reconcile state,
+  /// pool, budgets, capabilities. Secrets never appear in it.
+  nlohmann::json snapshot();
+
+  /// Reads every settings file now and reconciles every session.
+  caf::expected<bool> reload();
+
+  /// Stores the decision for the server's current config and reconciles.
+  caf::expected<bool> approve(const std::string& server);
+  caf::expected<bool> reject(const std::string& server);
+
+  /// Why `server` is out (empty reason: admitted or never configured).
+  caf::expected<unavailability> unavailable_reason(const std::string& server);
+
+  /// Restarts every pool entry of a server (pool mode only).
+  caf::expected<std::vector<restart_result>> restart(const std::string& server);
+
+  /// Stops watching, closes every session and drains the pool: no child
+  /// process is left when it returns. Idempotent.
+  drain_result shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  std::vector<std::string> capabilities() const;
+  const runtime_options& options() const;
+
+  event_bus_actor bus() const;
+  gating_actor gating() const;
+  watcher_actor watcher() const;
+  pool_actor pool() const;     // invalid without the pool
+  budget_actor budget() const; // the workspace budget; invalid without the pool
+  reconciler_actor session(const std::string& id) const;
+
+private:
+  struct impl;
+  explicit runtime(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace mcprt

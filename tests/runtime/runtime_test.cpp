@@ -1,0 +1,329 @@
+// The embeddable runtime end to end: real settings files edited the way
+// editors save them, real inotify, real mcprt-test-server processes. Each
+// test asserts on process ids which servers restarted, and that no child
+// process outlives the runtime. Waits are on events with deadlines.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "../actors/process_support.hpp"
+#include "mcprt/runtime.hpp"
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Every event the runtime publishes, for tests to wait on.
+struct event_log {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<event> events;
+};
+
+event_subscriber_actor::behavior_type collector(event_subscriber_actor::pointer, std::shared_ptr<event_log> log) {
+  return {
+    [log](event& ev) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      log->events.push_back(std::move(ev));
+      log->cv.notify_all();
+    },
+  };
+}
+
+json server(std::vector<std::string> args = {}) {
+  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
+}
+
+class Runtime : public ::testing::Test {
+protected:
+  test::process_test_config cfg;
+  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
+  fs::path dir, home, ws;
+  std::shared_ptr<event_log> log = std::make_shared<event_log>();
+  event_subscriber_actor sink;
+  std::unique_ptr<runtime> rt;
+  std::string session;
+
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("mcprt-runtime-" + std::to_string(::getpid()) + "-"
+                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    home = dir / "home";
+    ws = dir / "ws";
+    fs::create_directories(home);
+    fs::create_directories(ws);
+    sink = sys->spawn(collector, log);
+  }
+
+  void TearDown() override {
+    if (rt) {
+      rt->shutdown();
+      rt.reset();
+    }
+    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+    sys.reset();
+    fs::remove_all(dir);
+  }
+
+  runtime_options options() {
+    runtime_options o;
+    o.workspace = ws;
+    o.home = home;
+    o.debounce = 50ms;
+    o.drain_delay = 1000ms;
+    return o;
+  }
+
+  void start(runtime_options o) {
+    auto r = runtime::start(*sys, o);
+    ASSERT_TRUE(r) << sys->render(r.error());
+    rt = std::move(*r);
+    ASSERT_TRUE(rt->subscribe(sink));
+    session = rt->open_session();
+  }
+
+  void start() { start(options()); }
+
+  /// Saves like an editor: write a temp file next to it, rename it over.
+  static void save(const fs::path& p, const json& content) {
+    fs::create_directories(p.parent_path());
+    auto tmp = p.parent_path() / (p.filename().string() + ".tmp~");
+    {
+      std::ofstream out(tmp);
+      out << content.dump(2);
+    }
+    fs::rename(tmp, p);
+  }
+
+  static void write_raw(const fs::path& p, const std::string& text) {
+    std::ofstream out(p, std::ios::trunc);
+    out << text;
+  }
+
+  fs::path user_settings() const { return home / ".mcprt" / "settings.json"; }
+  fs::path project_file() const { return ws / ".mcp.json"; }
+
+  /// Waits until an event satisfies `pred`, looking at events from `from` on.
+  std::optional<event> wait_event(const std::function<bool(const event&)>& pred, std::size_t from = 0,
+                                  std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock<std::mutex> lock{log->mtx};
+    std::optional<event> hit;
+    log->cv.wait_for(lock, timeout, [&] {
+      for (std::size_t i = from; i < log->events.size(); ++i)
+        if (pred(log->events[i])) {
+          hit = log->events[i];
+          return true;
+        }
+      return false;
+    });
+    return hit;
+  }
+
+  std::size_t mark() {
+    std::lock_guard<std::mutex> guard{log->mtx};
+    return log->events.size();
+  }
+
+  /// Waits until the snapshot satisfies `pred`: re-checked after every event.
+  json wait_snapshot(const std::function<bool(const json&)>& pred, std::chrono::milliseconds timeout = 20s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto from = mark();
+      auto snap = rt->snapshot();
+      if (pred(snap)) return snap;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ADD_FAILURE() << "snapshot never matched; last: " << snap.dump(2);
+        return snap;
+      }
+      wait_event([](const event&) { return true; }, from, left);
+    }
+  }
+
+  static const json* find_server(const json& snap, const std::string& name) {
+    for (auto& s : snap["servers"])
+      if (s["name"] == name) return &s;
+    return nullptr;
+  }
+
+  static std::function<bool(const json&)> connected(std::vector<std::string> names) {
+    return [names](const json& snap) {
+      for (auto& n : names) {
+        auto s = find_server(snap, n);
+        if (!s || (*s)["status"] != "connected" || (*s)["pid"].is_null()) return false;
+      }
+      return true;
+    };
+  }
+
+  static int pid_of(const json& snap, const std::string& name) {
+    auto s = find_server(snap, name);
+    return s && (*s)["pid"].is_number() ? (*s)["pid"].get<int>() : -1;
+  }
+};
+
+} // namespace
+
+TEST_F(Runtime, RenameSavesRestartOnlyTheChangedServer) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}, {"b", server()}}}});
+  start();
+  auto before = wait_snapshot(connected({"a", "b"}));
+  auto from = mark();
+  save(user_settings(), {{"mcpServers", {{"a", server({"--tools", "2"})}, {"b", server()}, {"c", server()}}}});
+  auto after = wait_snapshot([&](const json& s) {
+    return connected({"a", "b", "c"})(s) && pid_of(s, "a") != pid_of(before, "a");
+  });
+  EXPECT_EQ(pid_of(after, "b"), pid_of(before, "b")) << "b did not change and must keep its process";
+  EXPECT_EQ((*find_server(after, "a"))["tools"], 6); // echo, add, sleep, pid + 2
+  auto changed = wait_event([](const event& e) { return e.kind == event_kind::settings_changed; }, from);
+  ASSERT_TRUE(changed);
+  auto finished = wait_event(
+    [](const event& e) {
+      return e.kind == event_kind::reconcile_finished && !e.data.value["restarted"].empty();
+    },
+    from);
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(finished->data.value["restarted"], json({"a"}));
+  EXPECT_EQ(finished->data.value["added"], json({"c"}));
+  EXPECT_EQ(finished->data.value["kept"], json({"b"}));
+}
+
+TEST_F(Runtime, AHalfWrittenSaveKeepsTheLastGoodConfigAndTouchesNoConnection) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}}}});
+  start();
+  auto before = wait_snapshot(connected({"a"}));
+  auto from = mark();
+  write_raw(user_settings(), "{\"mcpServers\": {\"a\": {\"command\": ");
+  auto err = wait_event([](const event& e) { return e.kind == event_kind::settings_error; }, from);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->data.value["path"], user_settings().string());
+  EXPECT_GE(err->data.value["line"].get<int>(), 1);
+  auto during = rt->snapshot();
+  EXPECT_EQ(pid_of(during, "a"), pid_of(before, "a"));
+  // The finished save goes through.
+  save(user_settings(), {{"mcpServers", {{"a", server()}, {"b", server()}}}});
+  auto after = wait_snapshot(connected({"a", "b"}));
+  EXPECT_EQ(pid_of(after, "a"), pid_of(before, "a"));
+}
+
+TEST_F(Runtime, ASettingsDirectoryCreatedAfterStartIsPickedUp) {
+  start();
+  ASSERT_FALSE(fs::exists(home / ".mcprt"));
+  save(user_settings(), {{"mcpServers", {{"late", server()}}}});
+  wait_snapshot(connected({"late"}));
+}
+
+TEST_F(Runtime, AProjectServerStaysUnspawnedUntilApproved) {
+  save(project_file(), {{"mcpServers", {{"p", server()}}}});
+  save(user_settings(), {{"mcpServers", {{"a", server()}}}});
+  start();
+  auto snap = wait_snapshot(connected({"a"}));
+  auto p = find_server(snap, "p");
+  ASSERT_TRUE(p);
+  EXPECT_EQ((*p)["reason"], "pending_approval");
+  EXPECT_EQ((*p)["approval"], "pending");
+  EXPECT_TRUE((*p)["pid"].is_null());
+  EXPECT_EQ(test::child_pids().size(), 1u) << "only a runs";
+  auto call = rt->call_tool(session, "p", "echo", {{"text", "hi"}});
+  ASSERT_FALSE(call);
+  EXPECT_NE(sys->render(call.error()).find("mcprt approve p"), std::string::npos) << sys->render(call.error());
+  ASSERT_TRUE(rt->approve("p"));
+  auto after = wait_snapshot(connected({"a", "p"}));
+  EXPECT_EQ((*find_server(after, "p"))["approval"], "approved");
+  EXPECT_EQ(pid_of(after, "a"), pid_of(snap, "a"));
+  auto ok = rt->call_tool(session, "p", "echo", {{"text", "hi"}});
+  ASSERT_TRUE(ok) << sys->render(ok.error());
+  EXPECT_NE(ok->dump().find("hi"), std::string::npos) << ok->dump();
+}
+
+TEST_F(Runtime, SnapshotHasTheDocumentedShapeAndNoSecrets) {
+  auto spec = server();
+  spec["env"] = {{"API_KEY", "sekrit-value"}};
+  save(user_settings(), {{"mcpServers", {{"a", spec}}}});
+  auto o = options();
+  o.budget = 4;
+  o.mode = budget_mode::warn;
+  start(o);
+  auto snap = wait_snapshot(connected({"a"}));
+  EXPECT_EQ(snap["v"], 1);
+  EXPECT_EQ(snap["workspace"], ws.string());
+  EXPECT_EQ(snap["trusted"], true);
+  for (auto key : {"capabilities", "reconcile", "servers", "pool", "budgets"})
+    EXPECT_TRUE(snap.contains(key)) << key;
+  auto& a = snap["servers"][0];
+  for (auto key : {"name", "scope", "transport", "status", "reason", "approval", "fingerprint", "pid", "tools",
+                   "prompts", "restarts", "last_error"})
+    EXPECT_TRUE(a.contains(key)) << key;
+  EXPECT_EQ(snap["pool"]["subprocess_count"], 1);
+  ASSERT_EQ(snap["budgets"].size(), 1u);
+  EXPECT_EQ(snap["budgets"][0]["scope"], "workspace");
+  EXPECT_EQ(snap["budgets"][0]["reserved"], json({"a"}));
+  EXPECT_EQ(snap.dump().find("sekrit"), std::string::npos);
+}
+
+TEST_F(Runtime, TheKillSwitchHasNoPoolAndDropsItsCapabilities) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}}}});
+  auto o = options();
+  o.pool = false;
+  o.budget = 2;
+  o.mode = budget_mode::enforce;
+  start(o);
+  auto snap = wait_snapshot(connected({"a"}));
+  EXPECT_TRUE(snap["pool"].is_null());
+  for (auto& c : snap["capabilities"]) {
+    EXPECT_NE(c, "mcp_workspace_pool");
+    EXPECT_NE(c, "mcp_pool_restart");
+  }
+  ASSERT_EQ(snap["budgets"].size(), 1u);
+  EXPECT_EQ(snap["budgets"][0]["scope"], "session");
+  auto ok = rt->call_tool(session, "a", "add", {{"a", 2}, {"b", 3}});
+  ASSERT_TRUE(ok) << sys->render(ok.error());
+}
+
+TEST_F(Runtime, ShutdownLeavesNoChildProcess) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}, {"b", server()}}}});
+  start();
+  wait_snapshot(connected({"a", "b"}));
+  EXPECT_EQ(test::child_pids().size(), 2u);
+  auto drained = rt->shutdown();
+  EXPECT_TRUE(drained.errors.empty());
+  EXPECT_TRUE(test::child_pids().empty());
+}
+
+TEST_F(Runtime, TheEmbedExampleRunsAgainstTheBundledWorkspace) {
+  // A copy: the example must not write approvals into the source tree.
+  fs::copy(fs::path(MCPRT_SOURCE_DIR) / "examples", dir / "examples", fs::copy_options::recursive);
+  auto out_file = dir / "embed.out";
+  auto bin_dir = fs::path(MCPRT_TEST_SERVER).parent_path().string();
+  std::string cmd = "PATH='" + bin_dir + "':\"$PATH\" '" MCPRT_EMBED_BIN "' --workspace '"
+                    + (dir / "examples/workspace").string() + "' --home '" + (dir / "examples/home").string()
+                    + "' --wait-connected 2 --call echo echo '{\"text\":\"from the host\"}' > '"
+                    + out_file.string() + "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream in(out_file);
+  std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("client_update"), std::string::npos) << output;
+  EXPECT_NE(output.find("pending_approval_changed"), std::string::npos) << output;
+  EXPECT_NE(output.find("from the host"), std::string::npos) << output;
+  EXPECT_NE(output.find("\"reason\":\"excluded\""), std::string::npos) << output;
+  EXPECT_EQ(output.find("not-a-real-secret"), std::string::npos) << output;
+}
