@@ -76,8 +76,16 @@ struct inotify_watch::impl {
     if (efd >= 0) ::close(efd);
   }
 
-  std::string armed_dir_of(const std::string& file) const {
-    return nearest_existing_dir(std::filesystem::path(file).parent_path());
+  /// The directory to watch for `file`: the nearest existing one on the way,
+  /// skipping those that could not be watched (so that a directory we may
+  /// not read leaves its parent watched rather than nothing).
+  std::string armed_dir_of(const std::string& file, const std::set<std::string>& failed) const {
+    std::filesystem::path p = std::filesystem::path(file).parent_path();
+    while (true) {
+      auto d = nearest_existing_dir(p);
+      if (!failed.count(d) || d == "/") return d;
+      p = std::filesystem::path(d).parent_path();
+    }
   }
 
   bool relevant(const std::string& path) const {
@@ -109,12 +117,13 @@ struct inotify_watch::impl {
     std::lock_guard<std::mutex> lk(mtx);
     std::set<std::string> added;
     std::set<std::string> desired;
+    std::set<std::string> failed;
     // A directory can vanish between the stat and the add, and a deeper one
     // can appear between the stat and the add (its creation then happened
     // before the watch and went unreported): look again until nothing moves.
     for (int attempt = 0; attempt < 16; ++attempt) {
       desired.clear();
-      for (auto& f : files) desired.insert(armed_dir_of(f));
+      for (auto& f : files) desired.insert(armed_dir_of(f, failed));
       bool retry = false;
       for (auto& d : desired) {
         if (dir_to_wd.count(d)) continue;
@@ -127,8 +136,11 @@ struct inotify_watch::impl {
           }
           auto msg = describe_errno("inotify_add_watch(" + d + ")", err);
           if (initial) throw inotify_error(msg);
+          // Reported once while it persists; the parent is watched instead.
+          if (msg != last_err) errors.push_back(msg);
           last_err = msg;
-          errors.push_back(msg);
+          failed.insert(d);
+          retry = true;
           continue;
         }
         // The same inode under another path (a symlinked directory): keep one.
@@ -155,7 +167,7 @@ struct inotify_watch::impl {
     if (!initial)
       for (auto& f : files) {
         auto parent = std::filesystem::path(f).parent_path().string();
-        if (added.count(parent) && armed_dir_of(f) == parent) report.push_back(f);
+        if (added.count(parent) && armed_dir_of(f, failed) == parent) report.push_back(f);
       }
     return report;
   }

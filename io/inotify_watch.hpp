@@ -60,8 +60,10 @@ public:
   /// absolute against the current directory. Throws inotify_error when
   /// inotify cannot be initialised or an initial watch cannot be added.
   /// Errors met later while re-arming (the watch limit reached when a new
-  /// directory appears, say) go to `on_error` (on the watch thread) and to
-  /// last_error(); the watch keeps running with what it has.
+  /// directory appears, say) go to `on_error` (on the watch thread; once
+  /// while the same error persists) and to last_error(); the directory's
+  /// nearest watchable ancestor is watched instead and the watch keeps
+  /// running.
   inotify_watch(std::vector<std::filesystem::path> files, callback on_change,
                 error_callback on_error = {});
   ~inotify_watch();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -269,4 +270,48 @@ TEST(InotifyWatch, DestructorStopsTheThreadAndNoCallbackFollows) {
   write_file(file, "{}");
   // The thread was joined by the destructor: nothing can call back any more.
   EXPECT_EQ(rec.count(), before);
+}
+
+TEST(InotifyWatch, AnUnreadableDirectoryThrowsAtStart) {
+  temp_dir d;
+  auto sub = d.path() / "sub";
+  fs::create_directory(sub);
+  ::chmod(sub.c_str(), 0);
+  if (::access(sub.c_str(), R_OK) == 0) GTEST_SKIP() << "permissions do not apply (root)";
+  try {
+    inotify_watch w({sub / "settings.json"}, [](const std::string&) {});
+    ADD_FAILURE() << "expected inotify_error";
+  } catch (const inotify_error& e) {
+    EXPECT_NE(std::string(e.what()).find("inotify_add_watch(" + sub.string() + ")"), std::string::npos)
+      << e.what();
+  }
+  ::chmod(sub.c_str(), 0700);
+}
+
+TEST(InotifyWatch, AnUnwatchableNewDirectoryIsReportedAndItsParentStaysWatched) {
+  temp_dir d;
+  auto sub = d.path() / "sub";
+  // Made unreadable elsewhere, then moved into place: the watch cannot follow.
+  auto staging = d.path() / "staging";
+  fs::create_directory(staging);
+  ::chmod(staging.c_str(), 0);
+  if (::access(staging.c_str(), R_OK) == 0) GTEST_SKIP() << "permissions do not apply (root)";
+  std::mutex m;
+  std::condition_variable cv;
+  std::string error;
+  recorder rec;
+  inotify_watch w({sub / "settings.json"}, rec.callback(), [&](const std::string& msg) {
+    std::lock_guard<std::mutex> lk(m);
+    error = msg;
+    cv.notify_all();
+  });
+  fs::rename(staging, sub);
+  {
+    std::unique_lock<std::mutex> lk(m);
+    ASSERT_TRUE(cv.wait_for(lk, deadline, [&] { return !error.empty(); }));
+    EXPECT_NE(error.find(sub.string()), std::string::npos) << error;
+  }
+  EXPECT_EQ(w.last_error(), error);
+  EXPECT_EQ(w.watched_directories(), std::vector<std::string>{d.path().string()});
+  ::chmod(sub.c_str(), 0700);
 }
