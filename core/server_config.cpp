@@ -171,6 +171,7 @@ server_parse_result parse_server_config(const std::string& name, const json& val
     if (check.error) return {std::nullopt, check.error};
   }
   c.connection_id_cache = compute_connection_id(c);
+  c.filter_key_cache = filter_key(c);
   return {std::move(c), std::nullopt};
 }
 

@@ -53,6 +53,9 @@ struct server_config {
   /// looks entries up by it on every acquire. Treat a parsed config as
   /// immutable; re-parse to change it.
   std::string connection_id_cache;
+  /// filter_key(*this), computed once by parse_server_config: the
+  /// reconcile plan compares it for every live server on every pass.
+  std::string filter_key_cache;
 };
 
 /// A validation failure, with the path of the offending value (object keys

@@ -70,6 +70,59 @@ bool read_list(const json& mcp, const char* key, std::optional<std::vector<std::
   return true;
 }
 
+/// The half of parsing that works on the JSON value: the servers and the
+/// `mcp` lists. `error_at(path, message)` places an error.
+template <class ErrorAt>
+settings_document fill_document(settings_document doc, json parsed, const settings_document* previous,
+                                ErrorAt error_at_path) {
+  auto scope = doc.scope;
+  auto fail = [&](const std::vector<std::string>& where, std::string msg) {
+    auto err = error_at_path(where, std::move(msg));
+    return failed(std::move(doc), std::move(err));
+  };
+  if (auto servers = parsed.find("mcpServers"); servers != parsed.end() && !servers->is_null()) {
+    if (!servers->is_object())
+      return fail({"mcpServers"}, "mcpServers: expected an object");
+    for (auto& [name, value] : servers->items()) {
+      if (name.empty())
+        return fail({"mcpServers"}, "mcpServers: a server name must not be empty");
+      if (previous) {
+        // An entry whose JSON did not change keeps its parse (and its
+        // fingerprint): re-parsing 10,000 servers for one edit is waste.
+        auto p = previous->servers.find(name);
+        if (p != previous->servers.end() && p->second.scope == scope && p->second.spec == value) {
+          auto c = p->second;
+          c.source = doc.path;
+          doc.servers.emplace(name, std::move(c));
+          continue;
+        }
+      }
+      auto r = parse_server_config(name, value, scope, {"mcpServers", name});
+      if (r.error)
+        return fail(r.error->path, r.error->path_string() + ": " + r.error->message);
+      r.config->source = doc.path;
+      doc.servers.emplace(name, std::move(*r.config));
+    }
+  }
+
+  // `.mcp.json` and --mcp-config files only define servers.
+  bool settings_file = scope == config_scope::user || scope == config_scope::workspace;
+  if (settings_file) {
+    if (auto mcp = parsed.find("mcp"); mcp != parsed.end() && !mcp->is_null()) {
+      if (!mcp->is_object())
+        return fail({"mcp"}, "mcp: expected an object");
+      std::string err;
+      std::vector<std::string> err_path;
+      if (!read_list(*mcp, "allowed", doc.allowed, err, err_path)
+          || !read_list(*mcp, "excluded", doc.excluded, err, err_path))
+        return fail(err_path, err);
+    }
+  }
+  doc.content = std::move(parsed);
+  return doc;
+}
+
+
 } // namespace
 
 settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text) {
@@ -108,39 +161,26 @@ settings_document parse_settings_text(std::string path, config_scope scope, std:
     auto off = locate_json_value(text, p);
     return off ? *off : bom;
   };
+  auto where = doc.path;
+  return fill_document(std::move(doc), std::move(parsed), nullptr,
+                       [&](const std::vector<std::string>& p, std::string msg) {
+                         return error_at(where, text, locate(p), std::move(msg));
+                       });
+}
 
-  if (auto servers = parsed.find("mcpServers"); servers != parsed.end() && !servers->is_null()) {
-    if (!servers->is_object())
-      return fail(locate({"mcpServers"}),
-                                            "mcpServers: expected an object");
-    for (auto& [name, value] : servers->items()) {
-      if (name.empty())
-        return fail(locate({"mcpServers"}),
-                                              "mcpServers: a server name must not be empty");
-      auto r = parse_server_config(name, value, scope, {"mcpServers", name});
-      if (r.error)
-        return fail(locate(r.error->path),
-                                              r.error->path_string() + ": " + r.error->message);
-      r.config->source = doc.path;
-      doc.servers.emplace(name, std::move(*r.config));
-    }
-  }
-
-  // `.mcp.json` and --mcp-config files only define servers.
-  bool settings_file = scope == config_scope::user || scope == config_scope::workspace;
-  if (settings_file) {
-    if (auto mcp = parsed.find("mcp"); mcp != parsed.end() && !mcp->is_null()) {
-      if (!mcp->is_object())
-        return fail(locate({"mcp"}), "mcp: expected an object");
-      std::string err;
-      std::vector<std::string> err_path;
-      if (!read_list(*mcp, "allowed", doc.allowed, err, err_path)
-          || !read_list(*mcp, "excluded", doc.excluded, err, err_path))
-        return fail(locate(err_path), err);
-    }
-  }
-  doc.content = std::move(parsed);
-  return doc;
+settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
+                                       const settings_document* previous) {
+  settings_document doc;
+  doc.path = std::move(path);
+  doc.scope = scope;
+  doc.exists = true;
+  if (!content.is_object())
+    return failed(std::move(doc), settings_error{doc.path, 0, 0, "expected a JSON object at the top level"});
+  auto where = doc.path;
+  return fill_document(std::move(doc), std::move(content), previous,
+                       [&](const std::vector<std::string>&, std::string msg) {
+                         return settings_error{where, 0, 0, std::move(msg)};
+                       });
 }
 
 settings_document load_settings_file(const fs::path& path, config_scope scope) {

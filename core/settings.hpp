@@ -57,6 +57,13 @@ struct settings_document {
 /// Comments (// and /* */) are accepted, as editors of these files write them.
 settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text);
 
+/// Builds a document from JSON content that was read before (the watcher
+/// hands its last good content over as JSON). Servers whose entry equals
+/// the one in `previous` keep their parse instead of being parsed again.
+/// Errors carry no position (line and column 0).
+settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
+                                       const settings_document* previous = nullptr);
+
 /// Reads and parses a file; a file that does not exist yields an empty,
 /// valid document with `exists == false`.
 settings_document load_settings_file(const std::filesystem::path& path, config_scope scope);

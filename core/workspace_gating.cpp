@@ -78,16 +78,15 @@ std::optional<unavailable_reason> workspace_gating::reason(const std::string& na
 }
 
 settings_document document_from_json(std::string path, config_scope scope, bool exists,
-                                     const nlohmann::json& content) {
+                                     nlohmann::json content, const settings_document* previous) {
   if (!exists) {
     settings_document d;
     d.path = std::move(path);
     d.scope = scope;
     return d;
   }
-  auto d = parse_settings_text(std::move(path), scope, content.is_null() ? "{}" : content.dump());
-  d.exists = true;
-  return d;
+  if (content.is_null()) content = nlohmann::json::object();
+  return parse_settings_value(std::move(path), scope, std::move(content), previous);
 }
 
 } // namespace mcprt

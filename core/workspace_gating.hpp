@@ -53,6 +53,7 @@ public:
   const std::vector<settings_error>& top_tier_errors() const { return top_errors_; }
 
   const assembled_settings& merged() const { return merged_; }
+  const std::vector<settings_document>& documents() const { return docs_; }
   const gating_result& gating() const { return gating_; }
   const std::string& project_root() const { return project_root_; }
   const workspace_options& options() const { return opts_; }
@@ -72,8 +73,9 @@ private:
   removal_tracker removals_;
 };
 
-/// A settings document from the JSON content a watcher kept for it.
+/// A settings document from the JSON content a watcher kept for it;
+/// servers unchanged since `previous` keep their parse.
 settings_document document_from_json(std::string path, config_scope scope, bool exists,
-                                     const nlohmann::json& content);
+                                     nlohmann::json content, const settings_document* previous = nullptr);
 
 } // namespace mcprt

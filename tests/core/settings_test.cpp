@@ -260,3 +260,47 @@ TEST(Assemble, ErroredDocumentContributesNothing) {
   EXPECT_EQ(a.servers.size(), 1u);
   EXPECT_EQ(a.servers.count("a"), 1u);
 }
+
+// -- parse_settings_value: the gating actor's entry point -----------------------------
+
+TEST(SettingsValue, GivesTheSameDocumentAsTheTextParser) {
+  std::string text = R"({"mcpServers": {"a": {"command": "x", "args": ["1"]}}, "mcp": {"excluded": ["b*"]}})";
+  auto from_text = parse_settings_text("/s.json", config_scope::user, text);
+  auto from_value = parse_settings_value("/s.json", config_scope::user, json::parse(text));
+  ASSERT_TRUE(from_value.ok());
+  EXPECT_TRUE(servers_equal(from_text.servers, from_value.servers));
+  EXPECT_EQ(from_value.servers.at("a").connection_id_cache, from_text.servers.at("a").connection_id_cache);
+  EXPECT_EQ(from_value.servers.at("a").source, "/s.json");
+  EXPECT_EQ(from_value.excluded, from_text.excluded);
+  EXPECT_EQ(from_value.content, from_text.content);
+}
+
+TEST(SettingsValue, UnchangedServersKeepTheirParseAndChangedOnesAreParsedAgain) {
+  auto before = parse_settings_value("/s.json", config_scope::user,
+                                     json{{"mcpServers", {{"a", {{"command", "x"}}}, {"b", {{"command", "y"}}}}}});
+  auto after = parse_settings_value(
+    "/s.json", config_scope::user,
+    json{{"mcpServers", {{"a", {{"command", "x"}}}, {"b", {{"command", "y"}, {"args", {"2"}}}}}}}, &before);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after.servers.at("a").connection_id_cache, before.servers.at("a").connection_id_cache);
+  EXPECT_NE(after.servers.at("b").connection_id_cache, before.servers.at("b").connection_id_cache);
+  EXPECT_EQ(after.servers.at("b").args, std::vector<std::string>{"2"});
+  // An entry equal only after dropping nulls is parsed again, with the same result.
+  auto with_null = parse_settings_value(
+    "/s.json", config_scope::user,
+    json{{"mcpServers", {{"a", {{"command", "x"}, {"cwd", nullptr}}}, {"b", {{"command", "y"}}}}}}, &before);
+  EXPECT_TRUE(servers_equal(with_null.servers.at("a"), before.servers.at("a")));
+  // A previous document of another scope is not reused.
+  auto other = parse_settings_value("/s.json", config_scope::workspace,
+                                    json{{"mcpServers", {{"a", {{"command", "x"}}}}}}, &before);
+  EXPECT_EQ(other.servers.at("a").scope, config_scope::workspace);
+}
+
+TEST(SettingsValue, ReportsErrorsWithoutAPosition) {
+  auto doc = parse_settings_value("/s.json", config_scope::user, json{{"mcpServers", {{"a", {{"args", "x"}}}}}});
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(doc.error->line, 0);
+  EXPECT_NE(doc.error->message.find("mcpServers.a"), std::string::npos) << doc.error->message;
+  EXPECT_TRUE(doc.servers.empty());
+  EXPECT_FALSE(parse_settings_value("/s.json", config_scope::user, json::array()).ok());
+}
