@@ -3,10 +3,18 @@
 // samples the budget for overshoots. In the same run: the same number of
 // clients against the budget actor directly, against a trivial echo actor
 // (the engine's own request/response limit), and a std::mutex-guarded set.
+//
+// The three actor scenarios run under the same conditions: the same number
+// of clients with the same request/response loop, in the same actor system,
+// each with a watcher thread sampling its server at the same pace, and in
+// interleaved rounds (rotating which goes first), so that background load
+// that changes during the run hits all three alike.
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
@@ -62,17 +70,20 @@ echo_actor::behavior_type echo_behavior(int) {
   return {[](bench_atom::echo, uint64_t x) { return x; }};
 }
 
+// Set by the driver once every client of a round is spawned, before `go`.
+using shared_deadline = std::shared_ptr<const clock_type::time_point>;
+
 // Runs `one` (which must call `next` exactly once when its round trip is
 // done) until the deadline, then reports to `collector`.
 template <class Start>
-caf::behavior looping_client(caf::event_based_actor* self, caf::actor collector, clock_type::time_point deadline,
+caf::behavior looping_client(caf::event_based_actor* self, caf::actor collector, shared_deadline deadline,
                              std::shared_ptr<client_stats> stats, Start start) {
   // The behavior owns the loop; the loop refers to itself weakly, so the
   // actor and its loop go away together when it quits.
   auto step = std::make_shared<std::function<void()>>();
   std::weak_ptr<std::function<void()>> weak = step;
   *step = [=] {
-    if (clock_type::now() >= deadline) {
+    if (clock_type::now() >= *deadline) {
       self->send(collector, bench_atom::done_v);
       self->quit();
       return;
@@ -91,18 +102,49 @@ struct run_result {
   double seconds = 0;
 };
 
-// Spawns `n` clients built by `make`, starts them together, waits for all.
+// Samples a scenario's server from its own thread until stopped, pausing
+// `pace` between samples, so every scenario carries the same observer load.
+class watcher {
+public:
+  static constexpr auto pace = std::chrono::microseconds(100);
+
+  template <class Sample>
+  watcher(caf::actor_system& sys, Sample sample)
+    : thread_([this, &sys, sample] {
+        caf::scoped_actor self{sys};
+        while (running_) {
+          sample(self);
+          ++samples_;
+          std::this_thread::sleep_for(pace);
+        }
+      }) {}
+
+  uint64_t stop() {
+    running_ = false;
+    thread_.join();
+    return samples_;
+  }
+
+private:
+  std::atomic<bool> running_{true};
+  std::atomic<uint64_t> samples_{0};
+  std::thread thread_;
+};
+
+// Spawns `n` clients built by `make`, starts them together (the clock starts
+// once all are spawned), waits for all.
 template <class Make>
 run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make) {
   caf::scoped_actor self{sys};
   std::vector<std::shared_ptr<client_stats>> stats;
   std::vector<caf::actor> clients;
-  auto t0 = clock_type::now();
-  auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  auto deadline = std::make_shared<clock_type::time_point>();
   for (int i = 0; i < n; ++i) {
     stats.push_back(std::make_shared<client_stats>());
-    clients.push_back(make(self, deadline, stats.back(), i));
+    clients.push_back(make(self, shared_deadline{deadline}, stats.back(), i));
   }
+  auto t0 = clock_type::now();
+  *deadline = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
   for (auto& c : clients)
     self->send(c, bench_atom::go_v);
   for (int i = 0; i < n; ++i)
@@ -115,6 +157,17 @@ run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make)
     r.latencies_us.insert(r.latencies_us.end(), s->latencies_us.begin(), s->latencies_us.end());
   }
   return r;
+}
+
+void add(run_result& total, run_result r) {
+  total.ops += r.ops;
+  total.refusals += r.refusals;
+  total.seconds += r.seconds;
+  total.latencies_us.insert(total.latencies_us.end(), r.latencies_us.begin(), r.latencies_us.end());
+}
+
+double rate(const run_result& r) {
+  return r.seconds > 0 ? static_cast<double>(r.ops) / r.seconds : 0;
 }
 
 double mutex_ops_per_s(double seconds) {
@@ -178,7 +231,7 @@ int acquire_stress(const std::vector<std::string>& args) {
     }
   }
   std::cout << "acquire_stress: " << s.sessions << " sessions, " << s.names << " names, budget " << s.budget
-            << " (enforce), " << s.seconds << " s per scenario\n";
+            << " (enforce), " << s.seconds << " s per scenario in interleaved rounds\n";
 
   io::reactor reactor;
   io::http_worker_pool http(1);
@@ -191,20 +244,19 @@ int acquire_stress(const std::vector<std::string>& args) {
 
   // 1. The engine's limit: a trivial echo actor.
   auto echo = sys.spawn(echo_behavior, 0);
-  auto echo_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int) {
+  auto echo_clients = [&](auto& self, auto deadline, auto stats, int) {
     return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       return looping_client(me, collector, deadline, stats, [echo](caf::event_based_actor* me, auto st, auto next) {
         me->request(echo, caf::infinite, bench_atom::echo_v, uint64_t{1})
           .then([st, next](uint64_t) { ++st->ops; next(); }, [next](caf::error&) { next(); });
       });
     }, 0);
-  });
-  double echo_rate = static_cast<double>(echo_run.ops) / echo_run.seconds;
+  };
 
   // 2. Round trips straight to a budget actor: each reserve and each release
   //    counts as one, as each echo does.
   auto budget_direct = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", event_bus_actor{});
-  auto budget_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int i) {
+  auto budget_clients = [&](auto& self, auto deadline, auto stats, int i) {
     auto name = "srv" + std::to_string(i % s.names);
     return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       return looping_client(me, collector, deadline, stats, [budget_direct, name](caf::event_based_actor* me, auto st, auto next) {
@@ -223,8 +275,7 @@ int acquire_stress(const std::vector<std::string>& args) {
             [next](caf::error&) { next(); });
       });
     }, 0);
-  });
-  double budget_rate = static_cast<double>(budget_run.ops) / budget_run.seconds;
+  };
 
   // 3. Pool acquires against real (cheap) connections, with an overshoot
   //    watcher sampling the budget.
@@ -240,23 +291,10 @@ int acquire_stress(const std::vector<std::string>& args) {
       self->request(pool, std::chrono::seconds(30), atom::acquire_v, std::string("warmup"), configs[i])
         .receive([](pool_handle&) {}, [](caf::error&) {});
   }
-  std::atomic<bool> watching{true};
-  std::atomic<uint64_t> overshoots{0}, samples{0};
-  std::thread watcher([&] {
-    caf::scoped_actor self{sys};
-    while (watching) {
-      self->request(budget, std::chrono::seconds(5), atom::snapshot_v)
-        .receive(
-          [&](budget_snapshot& b) {
-            ++samples;
-            if (b.reserved_count > s.budget) ++overshoots;
-          },
-          [](caf::error&) {});
-    }
-  });
-  auto pool_run = run_clients(sys, s.sessions, s.seconds, [&](auto& self, auto deadline, auto stats, int i) {
+  int round = 0; // seeds differ per round
+  auto pool_clients = [&](auto& self, auto deadline, auto stats, int i) {
     auto session = "session-" + std::to_string(i);
-    auto seed = static_cast<uint32_t>(i);
+    auto seed = static_cast<uint32_t>(i + round * s.sessions);
     return sys.spawn([=, &configs, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       auto rng = std::make_shared<std::mt19937>(seed);
       return looping_client(me, collector, deadline, stats, [=, &configs](caf::event_based_actor* me, auto st, auto next) {
@@ -281,10 +319,57 @@ int acquire_stress(const std::vector<std::string>& args) {
             });
       });
     }, 0);
-  });
-  watching = false;
-  watcher.join();
-  double acquire_rate = static_cast<double>(pool_run.ops) / pool_run.seconds;
+  };
+
+  // Overshoot checks on both budgets; the echo watcher only loads like them.
+  std::atomic<uint64_t> overshoots{0}, samples{0};
+  auto sample_budget = [&](const budget_actor& b) {
+    return [&, b](caf::scoped_actor& self) {
+      self->request(b, std::chrono::seconds(5), atom::snapshot_v)
+        .receive(
+          [&](budget_snapshot& snap) {
+            ++samples;
+            if (snap.reserved_count > s.budget) ++overshoots;
+          },
+          [](caf::error&) {});
+    };
+  };
+  auto sample_echo = [echo](caf::scoped_actor& self) {
+    self->request(echo, std::chrono::seconds(5), bench_atom::echo_v, uint64_t{0})
+      .receive([](uint64_t) {}, [](caf::error&) {});
+  };
+
+  // Interleaved rounds of at most half a second each, rotating the order.
+  run_result echo_run, budget_run, pool_run;
+  auto rounds = std::max(1, static_cast<int>(std::lround(s.seconds / 0.5)));
+  auto slice = s.seconds / rounds;
+  for (round = 0; round < rounds; ++round) {
+    for (int k = 0; k < 3; ++k) {
+      switch ((round + k) % 3) {
+        case 0: {
+          watcher w{sys, sample_echo};
+          add(echo_run, run_clients(sys, s.sessions, slice, echo_clients));
+          w.stop();
+          break;
+        }
+        case 1: {
+          watcher w{sys, sample_budget(budget_direct)};
+          add(budget_run, run_clients(sys, s.sessions, slice, budget_clients));
+          w.stop();
+          break;
+        }
+        default: {
+          watcher w{sys, sample_budget(budget)};
+          add(pool_run, run_clients(sys, s.sessions, slice, pool_clients));
+          w.stop();
+          break;
+        }
+      }
+    }
+  }
+  double echo_rate = rate(echo_run);
+  double budget_rate = rate(budget_run);
+  double acquire_rate = rate(pool_run);
   {
     caf::scoped_actor self{sys};
     self->request(pool, std::chrono::seconds(60), atom::drain_v, true, caf::timespan{std::chrono::seconds(30)})

@@ -84,18 +84,48 @@ reserve_result budget_ledger::reserve(const std::string& name,
                                       std::vector<budget_event>& out) {
   if (is_held(name)) return reserve_result::already_held;
   if (!tracking()) return reserve_result::reserved;
-  if (enforcing() && reserved_.size() >= *budget_) return reserve_result::refused;
-  reserved_.push_back(name);
+  if (enforcing() && held_.size() >= *budget_) return reserve_result::refused;
+  auto seq = next_seq_++;
+  if (spare_.empty()) {
+    held_.emplace(name, seq);
+  } else {
+    auto node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = name; // reuses the node's string buffer when it fits
+    node.mapped() = seq;
+    held_.insert(std::move(node));
+  }
+  reserved_dirty_ = true;
   if (update_warning())
-    out.emplace_back(budget_warning_event{scope_, *budget_, mode_, reserved_.size(),
+    out.emplace_back(budget_warning_event{scope_, *budget_, mode_, held_.size(),
                                           live_count(), budget_warn_fraction});
   return reserve_result::reserved;
 }
 
 bool budget_ledger::release(const std::string& name) {
-  if (!erase_value(reserved_, name)) return false;
+  auto i = held_.find(name);
+  if (i == held_.end()) return false;
+  auto node = held_.extract(i);
+  // Bounded: a budget that shrinks back does not keep its peak in memory.
+  if (spare_.size() < 64) spare_.push_back(std::move(node));
+  reserved_dirty_ = true;
   update_warning();
   return true;
+}
+
+const std::vector<std::string>& budget_ledger::reserved() const {
+  if (reserved_dirty_) {
+    std::vector<std::pair<uint64_t, const std::string*>> order;
+    order.reserve(held_.size());
+    for (auto& [name, seq] : held_)
+      order.emplace_back(seq, &name);
+    std::sort(order.begin(), order.end());
+    reserved_cache_.clear();
+    for (auto& [seq, name] : order)
+      reserved_cache_.push_back(*name);
+    reserved_dirty_ = false;
+  }
+  return reserved_cache_;
 }
 
 void budget_ledger::record_refusal(const std::string& name, const std::string& transport,
@@ -112,7 +142,10 @@ void budget_ledger::record_refusal(const std::string& name, const std::string& t
 }
 
 void budget_ledger::begin_bulk_pass(bool preserve_refusals) {
-  if (!preserve_refusals) last_refused_.clear();
+  if (!preserve_refusals) {
+    last_refused_.clear();
+    last_refused_set_.clear();
+  }
   ++bulk_depth_;
 }
 
@@ -125,17 +158,14 @@ void budget_ledger::clear_refusal(const std::string& name) {
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [&](const refused_server& x) { return x.name == name; }),
                  pending_.end());
-  erase_value(last_refused_, name);
-}
-
-bool budget_ledger::is_held(const std::string& name) const {
-  return std::find(reserved_.begin(), reserved_.end(), name) != reserved_.end();
+  // Only a name that was refused pays for the ordered erase.
+  if (last_refused_set_.erase(name) != 0) erase_value(last_refused_, name);
 }
 
 bool budget_ledger::update_warning() {
   if (!tracking()) return false;
   // Multiplying instead of dividing: no division by a zero budget.
-  auto reserved = static_cast<double>(reserved_.size());
+  auto reserved = static_cast<double>(held_.size());
   auto budget = static_cast<double>(*budget_);
   if (warning_armed_ && reserved >= budget_warn_fraction * budget) {
     warning_armed_ = false;
@@ -148,9 +178,8 @@ bool budget_ledger::update_warning() {
 void budget_ledger::flush_refusals(std::vector<budget_event>& out) {
   if (pending_.empty()) return;
   for (auto& r : pending_)
-    if (std::find(last_refused_.begin(), last_refused_.end(), r.name) == last_refused_.end())
-      last_refused_.push_back(r.name);
-  out.emplace_back(refused_batch_event{scope_, *budget_, mode_, reserved_.size(),
+    if (last_refused_set_.insert(r.name).second) last_refused_.push_back(r.name);
+  out.emplace_back(refused_batch_event{scope_, *budget_, mode_, held_.size(),
                                        live_count(), std::move(pending_)});
   pending_.clear();
 }

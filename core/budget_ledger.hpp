@@ -1,9 +1,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -118,10 +121,11 @@ public:
   std::optional<std::size_t> budget() const { return budget_; }
   const std::string& scope() const { return scope_; }
 
-  /// Held names in reservation order.
-  const std::vector<std::string>& reserved() const { return reserved_; }
-  std::size_t reserved_count() const { return reserved_.size(); }
-  bool is_held(const std::string& name) const;
+  /// Held names in reservation order. Built on demand (snapshots) and
+  /// cached until the next change; reserve/release never pay for it.
+  const std::vector<std::string>& reserved() const;
+  std::size_t reserved_count() const { return held_.size(); }
+  bool is_held(const std::string& name) const { return held_.count(name) != 0; }
 
   /// Names refused by the last emitted batches, in refusal order.
   const std::vector<std::string>& last_refused() const { return last_refused_; }
@@ -132,7 +136,7 @@ public:
   /// connected count here; by default (none) it is the reserved count, as
   /// the workspace budget reports.
   void set_live_count(std::optional<std::size_t> n) { live_count_ = n; }
-  std::size_t live_count() const { return live_count_.value_or(reserved_.size()); }
+  std::size_t live_count() const { return live_count_.value_or(held_.size()); }
 
 private:
   bool tracking() const { return mode_ != budget_mode::off && budget_.has_value(); }
@@ -144,13 +148,24 @@ private:
   std::optional<std::size_t> budget_;
   budget_mode mode_;
   std::string scope_;
-  std::vector<std::string> reserved_;
+  /// Held names -> reservation sequence number: reserve, release and
+  /// is_held are O(1), so the budget actor's per-message cost does not grow
+  /// with the budget. Nodes of released names are kept (up to a bound) and
+  /// reused, so a steady reserve/release cycle does not allocate.
+  using held_map = std::unordered_map<std::string, uint64_t>;
+  held_map held_;
+  std::vector<held_map::node_type> spare_;
+  uint64_t next_seq_ = 0;
+  mutable std::vector<std::string> reserved_cache_;
+  mutable bool reserved_dirty_ = false;
   bool warning_armed_ = true;
   std::size_t bulk_depth_ = 0;
   std::optional<std::size_t> live_count_;
   /// Refused in the current pass, not yet emitted.
   std::vector<refused_server> pending_;
   std::vector<std::string> last_refused_;
+  /// The names in last_refused_, so that recording a refusal is O(1).
+  std::unordered_set<std::string> last_refused_set_;
 };
 
 } // namespace mcprt

@@ -11,15 +11,22 @@
 //   `conn`, or bumps the generation) before it stops it, so only updates of
 //   the current connection act. Timers carry a pool-wide token; only the
 //   entry's current token acts. Late replies carry the entry serial.
+// - The hot path (acquire of a live entry, release that leaves others
+//   attached) sends nothing but its reply and does not allocate in steady
+//   state: no budget traffic, no events, no timers. An entry has at most
+//   one drain timer in flight; a release that starts a drain only moves the
+//   entry's deadline, and the timer re-arms itself for what is left.
 
 #include "pool/pool_supervisor.hpp"
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -54,6 +61,8 @@ struct restart_waiter {
   time_point started;
 };
 
+using holder_map = std::map<std::string, uint64_t>;
+
 /// A session waiting for an entry to connect.
 struct waiter {
   std::string session;
@@ -76,14 +85,18 @@ struct entry {
   connection_status conn_status = connection_status::connecting;
   int32_t pid = -1;
   /// Attached sessions and how many handles each holds; refs is the sum.
-  std::map<std::string, uint64_t> holders;
+  holder_map holders;
   uint64_t refs = 0;
   std::vector<waiter> waiters;
   std::vector<restart_waiter> restart_waiters;
   /// Timer tokens: a timer message acts only if it carries the current one
   /// (tokens are pool-wide, so a timer of a closed entry never matches the
   /// next entry with the same id).
+  /// The drain timer in flight (0: none). It closes the entry only if it is
+  /// still draining at `drain_deadline`; otherwise it re-arms itself for
+  /// the rest, or lapses when the entry is in use again.
   uint64_t drain_token = 0;
+  time_point drain_deadline;
   uint64_t idle_token = 0;
   uint64_t restart_token = 0;
   /// Set at the first idle moment; attach/detach flapping does not reset it.
@@ -111,6 +124,12 @@ struct pool_state {
   /// remains (spawning entries included). `already_held` for a name not in
   /// here means someone else holds it: never released by the pool.
   std::set<std::string> held;
+  /// Holder nodes of detached sessions, reused by the next attach so that
+  /// attach/detach cycles do not allocate (bounded).
+  std::vector<holder_map::node_type> spare_holders;
+  /// The budget's size, learned from its first snapshot (a budget's size is
+  /// fixed for its lifetime), so that a refusal needs no further round trip.
+  std::optional<uint64_t> budget_limit;
   uint64_t next_serial = 1;
   uint64_t next_token = 1;
   bool draining = false;
@@ -238,11 +257,19 @@ void spawn_conn(self_ptr self, entry& e) {
   if (e.conn) self->monitor(e.conn);
 }
 
+void arm_drain_timer(self_ptr self, entry& e, caf::timespan delay) {
+  auto& st = self->state;
+  e.drain_token = st.next_token++;
+  self->delayed_send(self, delay, atom::drain_timer_v, e.id, e.drain_token);
+}
+
 void start_drain(self_ptr self, entry& e) {
   auto& st = self->state;
   e.status = pool_entry_status::draining;
-  e.drain_token = st.next_token++;
-  self->delayed_send(self, st.opts.drain_delay, atom::drain_timer_v, e.id, e.drain_token);
+  e.drain_deadline = self->clock().now() + st.opts.drain_delay;
+  // A timer still in flight (from an earlier drain that an acquire ended)
+  // fires before the new deadline and re-arms itself for the rest.
+  if (e.drain_token == 0) arm_drain_timer(self, e, st.opts.drain_delay);
   if (!e.idle_armed) {
     e.idle_armed = true;
     e.idle_token = st.next_token++;
@@ -254,9 +281,26 @@ pool_handle handle_of(const entry& e) {
   return pool_handle{e.id, e.conn, e.generation};
 }
 
-void attach(entry& e, const std::string& session) {
-  ++e.holders[session];
+void attach(pool_state& st, entry& e, const std::string& session) {
   ++e.refs;
+  if (auto h = e.holders.find(session); h != e.holders.end()) {
+    ++h->second;
+    return;
+  }
+  if (st.spare_holders.empty()) {
+    e.holders.emplace(session, 1);
+    return;
+  }
+  auto node = std::move(st.spare_holders.back());
+  st.spare_holders.pop_back();
+  node.key() = session; // reuses the node's string buffer when it fits
+  node.mapped() = 1;
+  e.holders.insert(std::move(node));
+}
+
+void detach_holder(pool_state& st, entry& e, holder_map::iterator h) {
+  auto node = e.holders.extract(h);
+  if (st.spare_holders.size() < 1024) st.spare_holders.push_back(std::move(node));
 }
 
 void on_connected(self_ptr self, entry& e) {
@@ -264,7 +308,7 @@ void on_connected(self_ptr self, entry& e) {
   auto ws = std::move(e.waiters);
   e.waiters.clear();
   for (auto& w : ws)
-    attach(e, w.session);
+    attach(self->state, e, w.session);
   for (auto& w : ws)
     w.rp.deliver(handle_of(e));
   finish_restart_waiters(self, e, true, {});
@@ -366,6 +410,19 @@ void on_reserve_reply(self_ptr self, const std::string& id, uint64_t serial, con
   e->waiters.clear();
   e->status = pool_entry_status::failed;
   remove_entry(self, id);
+  // Only an enforcing budget refuses, and it refuses only when full: it
+  // never reserves past its size, so at the refusal reserved == budget.
+  auto exhausted = [name](uint64_t budget) {
+    return make_error(errc::budget_exhausted, name + ": budget " + std::to_string(budget) + " exhausted ("
+                                                + std::to_string(budget) + " reserved)");
+  };
+  if (st.budget_limit) {
+    auto err = exhausted(*st.budget_limit);
+    for (auto& w : ws)
+      w.rp.deliver(err);
+    return;
+  }
+  // First refusal: learn the budget's size once.
   auto pending = std::make_shared<std::vector<waiter>>(std::move(ws));
   auto fail_all = [pending](const caf::error& err) {
     for (auto& w : *pending)
@@ -373,9 +430,9 @@ void on_reserve_reply(self_ptr self, const std::string& id, uint64_t serial, con
   };
   self->request(st.budget, std::chrono::seconds(5), atom::snapshot_v)
     .then(
-      [fail_all, name](budget_snapshot& b) {
-        fail_all(make_error(errc::budget_exhausted, name + ": budget " + std::to_string(b.budget) + " exhausted ("
-                                                      + std::to_string(b.reserved_count) + " reserved)"));
+      [self, fail_all, exhausted](budget_snapshot& b) {
+        if (b.limited) self->state.budget_limit = b.budget;
+        fail_all(exhausted(b.budget));
       },
       [fail_all, name](caf::error&) { fail_all(make_error(errc::budget_exhausted, name + ": budget exhausted")); });
 }
@@ -428,15 +485,17 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
     [self](atom::acquire, const std::string& session, server_config& cfg) -> caf::result<pool_handle> {
       auto& st = self->state;
       if (st.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + cfg.name);
-      auto id = connection_id(cfg);
+      // The parsed config carries its id: no copy, no hashing per acquire.
+      std::string computed;
+      if (cfg.connection_id_cache.empty()) computed = compute_connection_id(cfg);
+      const std::string& id = cfg.connection_id_cache.empty() ? computed : cfg.connection_id_cache;
       if (auto e = find(self, id)) {
         if (e->status == pool_entry_status::active || e->status == pool_entry_status::draining) {
           // Shared: the entry's reservation already covers the slot.
-          attach(*e, session);
-          if (e->status == pool_entry_status::draining) {
-            e->status = pool_entry_status::active;
-            e->drain_token = 0; // cancels the pending drain timer
-          }
+          attach(st, *e, session);
+          // Ends a drain; its timer (if any) lapses when it finds the entry
+          // active again.
+          e->status = pool_entry_status::active;
           return handle_of(*e);
         }
         // Spawning or restarting: wait for it with the others.
@@ -457,11 +516,12 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
         spawn_conn(self, e);
         return rp;
       }
+      // Not `id`: it may refer into the config just moved into the entry.
       auto serial = e.serial;
       auto name = e.name;
       self->request(st.budget, caf::infinite, atom::reserve_v, name)
-        .then([self, id, serial, name](reserve_reply r) { on_reserve_reply(self, id, serial, name, r); },
-              [self, id, serial](caf::error& err) {
+        .then([self, id = e.id, serial, name](reserve_reply r) { on_reserve_reply(self, id, serial, name, r); },
+              [self, id = e.id, serial](caf::error& err) {
                 if (auto p = find(self, id, serial)) {
                   fail_waiters(*p, err);
                   remove_entry(self, id);
@@ -473,7 +533,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       auto e = find(self, id);
       if (!e) return false;
       if (auto h = e->holders.find(session); h != e->holders.end()) {
-        if (--h->second == 0) e->holders.erase(h);
+        if (--h->second == 0) detach_holder(self->state, *e, h);
         --e->refs;
         if (e->refs == 0 && e->status == pool_entry_status::active) start_drain(self, *e);
         return true;
@@ -493,7 +553,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
         if (auto h = e.holders.find(session); h != e.holders.end()) {
           n += h->second;
           e.refs -= h->second;
-          e.holders.erase(h);
+          detach_holder(self->state, e, h);
           if (e.refs == 0 && e.status == pool_entry_status::active) start_drain(self, e);
         }
         auto keep = std::partition(e.waiters.begin(), e.waiters.end(),
@@ -624,7 +684,15 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
     },
     [self](atom::drain_timer, const std::string& id, uint64_t token) {
       auto e = find(self, id);
-      if (!e || e->drain_token != token || e->status != pool_entry_status::draining || e->refs > 0) return;
+      if (!e || e->drain_token != token) return;
+      e->drain_token = 0;
+      if (e->status != pool_entry_status::draining || e->refs > 0) return; // in use again: lapses
+      auto now = self->clock().now();
+      if (now < e->drain_deadline) {
+        // Re-attached and released again since this timer was set.
+        arm_drain_timer(self, *e, e->drain_deadline - now);
+        return;
+      }
       close_entry(self, *e, "drain_timer");
     },
     [self](atom::idle_timer, const std::string& id, uint64_t token) {
