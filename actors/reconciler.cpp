@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -64,6 +65,14 @@ struct reconciler_state {
   }
   std::size_t pending = 0;
   pass_report report;
+  /// Servers with an acquire in flight, and calls waiting for them.
+  std::set<std::string> connecting;
+  struct parked_call {
+    std::string tool;
+    json_value args;
+    caf::typed_response_promise<json_value> rp;
+  };
+  std::map<std::string, std::vector<parked_call>> parked;
   std::vector<unavailability> skipped; // of the last finished pass
   std::string last_error;
   std::optional<std::vector<std::string>> told_promptable;
@@ -115,11 +124,47 @@ caf::error unavailable_error(const reconciler_state& st, const std::string& serv
   };
   for (auto& u : st.desired.unavailable)
     if (u.server == server) return describe(u);
-  for (auto& u : st.skipped)
-    if (u.server == server) return describe(u);
+  for (auto* skipped : {&st.report.skipped, &st.skipped})
+    for (auto& u : *skipped)
+      if (u.server == server) return describe(u);
+  for (auto& [name, err] : st.report.errors)
+    if (name == server) return make_error(errc::not_connected, server + " could not connect: " + err);
   if (st.desired_map.count(server))
     return make_error(errc::not_connected, server + " is admitted but not connected yet");
   return make_error(errc::unknown_server, "no MCP server named " + server + " is configured");
+}
+
+void dispatch_call(self_ptr self, const live_server& s, const std::string& tool, json_value args,
+                   caf::typed_response_promise<json_value> rp) {
+  auto& cfg = s.cfg;
+  if (!passes(tool, cfg.include_tools, cfg.exclude_tools)) {
+    rp.deliver(make_error(errc::unknown_tool,
+                          cfg.name + ": tool " + tool + " is hidden by this server's includeTools / excludeTools"));
+    return;
+  }
+  with_connection(
+    self, s,
+    [self, rp, tool, args](connection_actor conn) mutable {
+      self->request(conn, caf::infinite, atom::call_v, tool, args)
+        .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    },
+    [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+}
+
+/// An acquire of `name` ended: parked calls go out, or fail with the reason.
+void acquire_settled(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  st.connecting.erase(name);
+  auto p = st.parked.find(name);
+  if (p == st.parked.end()) return;
+  auto calls = std::move(p->second);
+  st.parked.erase(p);
+  auto i = st.live.find(name);
+  for (auto& c : calls) {
+    if (i != st.live.end()) dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp);
+    else c.rp.deliver(unavailable_error(st, name));
+  }
 }
 
 // -- a pass ---------------------------------------------------------------------------
@@ -176,8 +221,7 @@ void let_go(self_ptr self, const std::string& name, const std::string& why) {
   auto s = std::move(i->second);
   st.erase_live(name);
   if (st.pool_mode()) {
-    self->request(st.opts.pool, caf::infinite, atom::release_v, st.opts.session, s.id)
-      .then([](bool) {}, [](caf::error&) {});
+    self->send(st.opts.pool, atom::detach_v, st.opts.session, s.id);
   } else {
     auto conn = s.conn;
     self->request(conn, std::chrono::seconds(10), atom::stop_v)
@@ -212,6 +256,7 @@ void connect(self_ptr self, const server_config& cfg) {
   };
   if (st.pool_mode()) {
     ++st.pending;
+    st.connecting.insert(name);
     self->request(st.opts.pool, st.opts.acquire_timeout, atom::acquire_v, st.opts.session, cfg)
       .then(
         [self, cfg](pool_handle& h) {
@@ -222,6 +267,7 @@ void connect(self_ptr self, const server_config& cfg) {
           s.status = connection_status::connected;
           self->state.set_live(cfg.name, std::move(s));
           note_connected(self->state.report, cfg.name);
+          acquire_settled(self, cfg.name);
           step_done(self);
         },
         [self, name, refused](caf::error& e) {
@@ -230,6 +276,7 @@ void connect(self_ptr self, const server_config& cfg) {
                                           + "; raise the budget (--budget / MCPRT_BUDGET) or remove a server");
           else
             self->state.report.errors.emplace_back(name, self->system().render(e));
+          acquire_settled(self, name);
           step_done(self);
         });
     return;
@@ -240,6 +287,7 @@ void connect(self_ptr self, const server_config& cfg) {
     return;
   }
   ++st.pending;
+  st.connecting.insert(name);
   self->request(st.opts.budget, caf::infinite, atom::reserve_v, name)
     .then(
       [self, cfg, refused](reserve_reply r) {
@@ -252,10 +300,12 @@ void connect(self_ptr self, const server_config& cfg) {
           start_owned(self, cfg);
           note_connected(st.report, cfg.name);
         }
+        acquire_settled(self, cfg.name);
         step_done(self);
       },
       [self, name](caf::error& e) {
         self->state.report.errors.emplace_back(name, self->system().render(e));
+        acquire_settled(self, name);
         step_done(self);
       });
 }
@@ -394,6 +444,10 @@ caf::result<session_snapshot> snapshot(self_ptr self) {
 
 caf::result<bool> stop(self_ptr self) {
   auto& st = self->state;
+  for (auto& [name, calls] : st.parked)
+    for (auto& c : calls)
+      c.rp.deliver(make_error(errc::not_connected, name + ": the session closed"));
+  st.parked.clear();
   auto rp = self->make_response_promise<bool>();
   if (st.pool_mode()) {
     self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.session)
@@ -451,21 +505,16 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     [self](atom::call, const std::string& server, const std::string& tool,
            json_value& args) -> caf::result<json_value> {
       auto& st = self->state;
-      auto i = st.live.find(server);
-      if (i == st.live.end()) return unavailable_error(st, server);
-      auto& cfg = i->second.cfg;
-      if (!passes(tool, cfg.include_tools, cfg.exclude_tools))
-        return make_error(errc::unknown_tool,
-                          server + ": tool " + tool + " is hidden by this server's includeTools / excludeTools");
       auto rp = self->make_response_promise<json_value>();
-      with_connection(
-        self, i->second,
-        [self, rp, tool, args](connection_actor conn) mutable {
-          self->request(conn, caf::infinite, atom::call_v, tool, args)
-            .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
-                  [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-        },
-        [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      auto i = st.live.find(server);
+      if (i != st.live.end()) {
+        dispatch_call(self, i->second, tool, std::move(args), rp);
+      } else if (st.connecting.count(server)) {
+        // Admitted and being acquired: the call goes out once it is live.
+        st.parked[server].push_back({tool, std::move(args), rp});
+      } else {
+        rp.deliver(unavailable_error(st, server));
+      }
       return rp;
     },
     [self](atom::tools, const std::string& server) -> caf::result<std::vector<tool_info>> {

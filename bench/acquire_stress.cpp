@@ -303,20 +303,27 @@ int acquire_stress(const std::vector<std::string>& args) {
         std::uniform_int_distribution<int> hot(0, static_cast<int>(std::min<std::size_t>(s.budget, configs.size())) - 1);
         auto idx = ((*rng)() % 10 == 0) ? pick(*rng) : hot(*rng);
         auto t0 = clock_type::now();
-        me->request(pool, caf::infinite, atom::acquire_v, session, configs[static_cast<std::size_t>(idx)])
-          .then(
-            [=](pool_handle& h) {
-              auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
-              if (st->latencies_us.size() < 10000) st->latencies_us.push_back(static_cast<uint32_t>(us));
-              ++st->ops;
-              me->request(pool, caf::infinite, atom::release_v, session, h.connection_id)
-                .then([next](bool) { next(); }, [next](caf::error&) { next(); });
-            },
-            [=](caf::error&) {
-              ++st->refusals;
-              ++st->ops;
-              next();
-            });
+        auto& cfg = configs[static_cast<std::size_t>(idx)];
+        // A session that holds a handle lets go with a one-way detach; the
+        // pool sees it before this session's next acquire (same sender).
+        auto got = [=](pool_handle& h) {
+          auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
+          if (st->latencies_us.size() < 10000) st->latencies_us.push_back(static_cast<uint32_t>(us));
+          ++st->ops;
+          me->send(pool, atom::detach_v, session, h.connection_id);
+          next();
+        };
+        auto refused = [=](caf::error&) {
+          ++st->refusals;
+          ++st->ops;
+          next();
+        };
+        // Attach by connection id (a live entry needs no config); a server
+        // that is not live is acquired with its config, through the budget.
+        me->request(pool, caf::infinite, atom::acquire_v, session, cfg.connection_id_cache)
+          .then(got, [=, &cfg](caf::error&) {
+            me->request(pool, caf::infinite, atom::acquire_v, session, cfg).then(got, refused);
+          });
       });
     }, 0);
   };

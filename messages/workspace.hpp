@@ -197,6 +197,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, restart, "restart")
 CAF_ADD_ATOM(mcprt, mcprt::atom, drain, "drain")
 CAF_ADD_ATOM(mcprt, mcprt::atom, live_count, "live_count")
 CAF_ADD_ATOM(mcprt, mcprt::atom, get, "get")
+CAF_ADD_ATOM(mcprt, mcprt::atom, detach, "detach")
 // INTERNAL: pool timers.
 CAF_ADD_ATOM(mcprt, mcprt::atom, drain_timer, "drain_tmr")
 CAF_ADD_ATOM(mcprt, mcprt::atom, idle_timer, "idle_tmr")
@@ -238,8 +239,14 @@ using budget_actor = caf::typed_actor<
 using pool_actor = caf::typed_actor<
   // acquire(session, config): a shared live connection, or budget_exhausted.
   caf::replies_to<atom::acquire, std::string, server_config>::with<pool_handle>,
+  // acquire(session, connection id): attaches to an existing entry without
+  // sending its config again; not_connected when there is none.
+  caf::replies_to<atom::acquire, std::string, std::string>::with<pool_handle>,
   // release(session, connection id)
   caf::replies_to<atom::release, std::string, std::string>::with<bool>,
+  // release without an answer: a session letting go needs no confirmation,
+  // and messages from one sender arrive in order.
+  caf::reacts_to<atom::detach, std::string, std::string>,
   // Releases everything a session holds; answers how many handles.
   caf::replies_to<atom::release_session, std::string>::with<uint64_t>,
   // Restarts every entry of a server name.

@@ -463,6 +463,41 @@ struct drain_progress {
   }
 };
 
+/// Drops one handle of `session` on entry `id`; false if it held none.
+bool release_handle(self_ptr self, const std::string& session, const std::string& id) {
+  auto e = find(self, id);
+  if (!e) return false;
+  if (auto h = e->holders.find(session); h != e->holders.end()) {
+    if (--h->second == 0) detach_holder(self->state, *e, h);
+    --e->refs;
+    if (e->refs == 0 && e->status == pool_entry_status::active) start_drain(self, *e);
+    return true;
+  }
+  // Released before the connection was ready: the waiting acquire fails.
+  auto& ws = e->waiters;
+  auto i = std::find_if(ws.begin(), ws.end(), [&](const waiter& w) { return w.session == session; });
+  if (i == ws.end()) return false;
+  auto w = std::move(*i);
+  ws.erase(i);
+  w.rp.deliver(make_error(errc::not_connected, e->name + ": released before the connection was ready"));
+  return true;
+}
+
+/// Attaches a session to an existing entry: at once when it is live (its
+/// reservation already covers the slot), else with the entry's waiters.
+caf::result<pool_handle> join(self_ptr self, entry& e, const std::string& session) {
+  if (e.status == pool_entry_status::active || e.status == pool_entry_status::draining) {
+    attach(self->state, e, session);
+    // Ends a drain; its timer (if any) lapses when it finds the entry
+    // active again.
+    e.status = pool_entry_status::active;
+    return handle_of(e);
+  }
+  auto rp = self->make_response_promise<pool_handle>();
+  e.waiters.push_back({session, rp});
+  return rp;
+}
+
 pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_actor budget,
                                event_bus_actor bus, pool_options opts) {
   auto& st = self->state;
@@ -489,20 +524,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       std::string computed;
       if (cfg.connection_id_cache.empty()) computed = compute_connection_id(cfg);
       const std::string& id = cfg.connection_id_cache.empty() ? computed : cfg.connection_id_cache;
-      if (auto e = find(self, id)) {
-        if (e->status == pool_entry_status::active || e->status == pool_entry_status::draining) {
-          // Shared: the entry's reservation already covers the slot.
-          attach(st, *e, session);
-          // Ends a drain; its timer (if any) lapses when it finds the entry
-          // active again.
-          e->status = pool_entry_status::active;
-          return handle_of(*e);
-        }
-        // Spawning or restarting: wait for it with the others.
-        auto rp = self->make_response_promise<pool_handle>();
-        e->waiters.push_back({session, rp});
-        return rp;
-      }
+      if (auto e = find(self, id)) return join(self, *e, session);
       auto& e = st.entries[id];
       e.serial = st.next_serial++;
       e.id = id;
@@ -529,24 +551,16 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
               });
       return rp;
     },
-    [self](atom::release, const std::string& session, const std::string& id) -> bool {
-      auto e = find(self, id);
-      if (!e) return false;
-      if (auto h = e->holders.find(session); h != e->holders.end()) {
-        if (--h->second == 0) detach_holder(self->state, *e, h);
-        --e->refs;
-        if (e->refs == 0 && e->status == pool_entry_status::active) start_drain(self, *e);
-        return true;
-      }
-      // Released before the connection was ready: the waiting acquire fails.
-      auto& ws = e->waiters;
-      auto i = std::find_if(ws.begin(), ws.end(), [&](const waiter& w) { return w.session == session; });
-      if (i == ws.end()) return false;
-      auto w = std::move(*i);
-      ws.erase(i);
-      w.rp.deliver(make_error(errc::not_connected, e->name + ": released before the connection was ready"));
-      return true;
+    [self](atom::acquire, const std::string& session, const std::string& id) -> caf::result<pool_handle> {
+      if (self->state.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + id);
+      if (auto e = find(self, id)) return join(self, *e, session);
+      return make_error(errc::not_connected, id + ": no pool entry; acquire it with its config");
     },
+    [self](atom::release, const std::string& session, const std::string& id) {
+      return release_handle(self, session, id);
+    },
+    [self](atom::detach, const std::string& session, const std::string& id) { release_handle(self, session, id); },
+
     [self](atom::release_session, const std::string& session) -> uint64_t {
       uint64_t n = 0;
       for (auto& [id, e] : self->state.entries) {

@@ -167,6 +167,35 @@ TEST_F(Pool, TwoSessionsShareOneConnection) {
   EXPECT_EQ(reserved(), (names{"fs"}));
 }
 
+TEST_F(Pool, AcquireByIdAttachesToALiveEntryAndFailsForAnUnknownOne) {
+  start(4);
+  auto cfg = stdio("fs");
+  auto a = must_acquire("s1", cfg);
+  auto rh = self->request(pool, caf::infinite, atom::acquire_v, std::string{"s2"}, a.connection_id);
+  sched.run();
+  auto b = receive_acquire(rh);
+  ASSERT_TRUE(b.handle) << b.text;
+  EXPECT_EQ(b.handle->connection, a.connection);
+  EXPECT_EQ(entry(a.connection_id)->refs, 2u);
+  EXPECT_EQ(world->spawns.size(), 1u);
+  auto rh2 = self->request(pool, caf::infinite, atom::acquire_v, std::string{"s2"}, std::string{"nope::0"});
+  sched.run();
+  auto c = receive_acquire(rh2);
+  EXPECT_FALSE(c.handle);
+  EXPECT_TRUE(is(c.error, errc::not_connected)) << c.text;
+}
+
+TEST_F(Pool, DetachReleasesWithoutAnAnswerAndStartsTheDrain) {
+  start(4);
+  auto a = must_acquire("s1", stdio("fs"));
+  self->send(pool, atom::detach_v, std::string{"s1"}, a.connection_id);
+  sched.run();
+  auto e = entry(a.connection_id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->refs, 0u);
+  EXPECT_EQ(e->status, pool_entry_status::draining);
+}
+
 TEST_F(Pool, DifferentEnvMakesDistinctEntriesSharingOneSlot) {
   start(4);
   auto a = must_acquire("s1", server("fs", {{"command", "x"}, {"env", {{"TOKEN", "a"}}}}));

@@ -270,6 +270,20 @@ TEST_F(Reload, TwoChangesDuringAPassGiveExactlyOneMorePass) {
   EXPECT_EQ(spawns_of("b"), 1u);
 }
 
+TEST_F(Reload, ACallToAServerStillConnectingWaitsForIt) {
+  user["mcpServers"]["slow"] = stdio("hang");
+  start({});
+  auto rh = self->request(session, caf::infinite, atom::call_v, std::string{"slow"}, std::string{"t1"},
+                          json_value{json::object()});
+  events(); // drains the bus events: only a reply could be left
+  EXPECT_FALSE(self->has_next_message()); // parked, not failed
+  self->send(world->spawns.at(0).conn, atom::tick_v);
+  sched.run();
+  bool answered = false;
+  rh.receive([&](json_value&) { answered = true; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_TRUE(answered);
+}
+
 // -- item 11: the launch bound narrows, never widens --------------------------------------
 
 TEST_F(Reload, TheLaunchBoundNarrowsAndSettingsCannotWidenIt) {
