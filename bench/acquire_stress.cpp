@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <iomanip>
 #include <iostream>
@@ -47,7 +48,14 @@ using clock_type = std::chrono::steady_clock;
 using echo_actor = caf::typed_actor<caf::replies_to<bench_atom::echo, uint64_t>::with<uint64_t>>;
 
 struct stress_config : caf::actor_system_config {
-  stress_config() { add_mcprt_types(*this); }
+  explicit stress_config(int threads) {
+    add_mcprt_types(*this);
+    // CAF starts max(cores, 4) workers by default; on a 2-core machine
+    // `--threads 2` stops idle workers from spinning against busy ones.
+    // Every scenario runs in this one system, so the choice is the same
+    // for all of them.
+    if (threads > 0) set("scheduler.max-threads", threads);
+  }
 };
 
 struct settings {
@@ -55,6 +63,7 @@ struct settings {
   int names = 200;
   std::size_t budget = 50;
   double seconds = 3.0;
+  int threads = 0; // 0: CAF's default
 };
 
 // What one client did, reported to the collector when its time is up.
@@ -217,7 +226,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   settings s;
   std::string server = exe_dir() + "/mcprt-test-server";
   if (args.size() % 2 != 0) {
-    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T]\n";
+    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N]\n";
     return 2;
   }
   for (std::size_t i = 0; i < args.size(); i += 2) {
@@ -225,17 +234,19 @@ int acquire_stress(const std::vector<std::string>& args) {
     else if (args[i] == "--names") s.names = std::stoi(args[i + 1]);
     else if (args[i] == "--budget") s.budget = static_cast<std::size_t>(std::stoul(args[i + 1]));
     else if (args[i] == "--seconds") s.seconds = std::stod(args[i + 1]);
+    else if (args[i] == "--threads") s.threads = std::stoi(args[i + 1]);
     else {
-      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T]\n";
+      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N]\n";
       return 2;
     }
   }
   std::cout << "acquire_stress: " << s.sessions << " sessions, " << s.names << " names, budget " << s.budget
-            << " (enforce), " << s.seconds << " s per scenario in interleaved rounds\n";
+            << " (enforce), " << s.seconds << " s per scenario in interleaved rounds, scheduler threads "
+            << (s.threads > 0 ? std::to_string(s.threads) : std::string("CAF default")) << "\n";
 
   io::reactor reactor;
   io::http_worker_pool http(1);
-  stress_config cfg;
+  stress_config cfg{s.threads};
   caf::actor_system sys{cfg};
 
   std::vector<server_config> configs;
@@ -408,6 +419,7 @@ int acquire_stress(const std::vector<std::string>& args) {
               {"sessions", s.sessions},
               {"names", s.names},
               {"budget", s.budget},
+              {"threads", s.threads},
               {"acquires_per_s", acquire_rate},
               {"budget_rtt_per_s", budget_rate},
               {"echo_rtt_per_s", echo_rate},
