@@ -410,6 +410,8 @@ caf::result<session_snapshot> snapshot(self_ptr self) {
     ++job->pending;
     session_server base;
     base.name = name;
+    base.scope = to_string(s.cfg.scope);
+    base.transport = to_string(s.cfg.transport());
     base.connection_id = s.id;
     base.status = s.status;
     base.pid = s.pid;

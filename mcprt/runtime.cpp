@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <mutex>
 
 #include <caf/all.hpp>
@@ -323,9 +324,17 @@ nlohmann::json runtime::snapshot() {
     s["approval"] = null_if_empty(approval);
     servers.push_back(std::move(s));
   };
+  std::set<std::string> listed;
   if (g)
-    for (auto& gs : g->servers)
+    for (auto& gs : g->servers) {
       add(gs.name, gs.scope, gs.transport, gs.fingerprint, gs.reason, gs.approval);
+      listed.insert(gs.name);
+    }
+  // The session's own servers (and any the workspace does not configure).
+  for (auto& [name, ls] : live)
+    if (!listed.count(name)) add(name, ls->scope, ls->transport, ls->connection_id, "", "");
+  std::sort(servers.begin(), servers.end(),
+            [](const json& a, const json& b) { return a["name"].get<std::string>() < b["name"].get<std::string>(); });
   out["servers"] = std::move(servers);
   if (pool) {
     json entries = json::array();

@@ -135,6 +135,8 @@ typename Inspector::result_type inspect(Inspector& f, gating_snapshot& x) {
 /// One server a session runs (or tried to).
 struct session_server {
   std::string name;
+  std::string scope;     // where its config came from (session: the host's own)
+  std::string transport;
   std::string connection_id;
   connection_status status = connection_status::connecting;
   int32_t pid = -1;
@@ -145,8 +147,8 @@ struct session_server {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_server& x) {
-  return f(caf::meta::type_name("mcprt.session_server"), x.name, x.connection_id, x.status, x.pid, x.tools,
-           x.prompts, x.last_error);
+  return f(caf::meta::type_name("mcprt.session_server"), x.name, x.scope, x.transport, x.connection_id, x.status,
+           x.pid, x.tools, x.prompts, x.last_error);
 }
 
 struct session_snapshot {

@@ -298,6 +298,25 @@ TEST_F(Runtime, TheKillSwitchHasNoPoolAndDropsItsCapabilities) {
   ASSERT_TRUE(ok) << sys->render(ok.error());
 }
 
+TEST_F(Runtime, ASessionsOwnServersRunAndShowInTheSnapshot) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}}}});
+  auto o = options();
+  auto r = runtime::start(*sys, o);
+  ASSERT_TRUE(r) << sys->render(r.error());
+  rt = std::move(*r);
+  ASSERT_TRUE(rt->subscribe(sink));
+  auto own = parse_server_config("mine", server({"--name-prefix", "mine_"}), config_scope::session).config;
+  ASSERT_TRUE(own);
+  session = rt->open_session({*own});
+  auto snap = wait_snapshot(connected({"a", "mine"}));
+  EXPECT_EQ((*find_server(snap, "mine"))["scope"], "session");
+  auto ok = rt->call_tool(session, "mine", "mine_echo", {{"text", "own"}});
+  ASSERT_TRUE(ok) << sys->render(ok.error());
+  auto tools = rt->tools(session, "mine");
+  ASSERT_TRUE(tools);
+  EXPECT_EQ(tools->size(), 4u); // echo, add, sleep, pid with the prefix
+}
+
 TEST_F(Runtime, ShutdownLeavesNoChildProcess) {
   save(user_settings(), {{"mcpServers", {{"a", server()}, {"b", server()}}}});
   start();
