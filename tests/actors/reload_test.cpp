@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
 #include "actors/reconciler.hpp"
+#include "actors/watcher.hpp"
 #include "fake_connection.hpp"
 #include "messages/session.hpp"
 
@@ -282,6 +284,36 @@ TEST_F(Reload, ACallToAServerStillConnectingWaitsForIt) {
   bool answered = false;
   rh.receive([&](json_value&) { answered = true; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
   EXPECT_TRUE(answered);
+}
+
+// -- item 8: a burst of saves under the debounce gives one reconcile -----------------------
+
+TEST_F(Reload, ABurstOfSavesThroughTheWatcherGivesOneReconcile) {
+  start({});
+  auto file = dir / ".mcprt" / "settings.json";
+  fs::create_directories(file.parent_path());
+  watcher_options wo;
+  wo.files = {{config_scope::user, file}, {config_scope::project, dir / "ws/.mcp.json"},
+              {config_scope::workspace, dir / "ws/.mcprt/settings.json"}};
+  wo.debounce = 300ms;
+  wo.use_inotify = false;
+  auto watcher = track(spawn_watcher(sys, wo, gating, bus));
+  sched.run();
+  events();
+  for (int i = 0; i < 5; ++i) {
+    std::ofstream(file) << json{{"mcpServers", {{"s" + std::to_string(i), stdio()}}}}.dump();
+    self->send(watcher, atom::fs_event_v, file.string());
+    advance(100ms); // each save within the debounce of the one before
+  }
+  EXPECT_TRUE(events(event_kind::reconcile_started).empty());
+  advance(300ms);
+  auto all = events();
+  std::size_t started = 0;
+  for (auto& e : all)
+    started += e.kind == event_kind::reconcile_started;
+  EXPECT_EQ(started, 1u);
+  EXPECT_EQ(live_names(), names{"s4"}); // only the last save's server ever started
+  EXPECT_EQ(world->spawns.size(), 1u);
 }
 
 // -- item 11: the launch bound narrows, never widens --------------------------------------
