@@ -410,6 +410,14 @@ TEST_F(Reload, ARejectedServerWhoseConfigChangesIsPromptedAgain) {
   start({});
   ask<bool>(gating, atom::reject_v, std::string{"w"});
   events();
+  // An unrelated edit reconciles but prompts nothing.
+  user["mcpServers"]["x"] = stdio();
+  push();
+  auto unrelated = events();
+  EXPECT_TRUE(std::any_of(unrelated.begin(), unrelated.end(),
+                          [](const event& e) { return e.kind == event_kind::reconcile_finished; }));
+  EXPECT_TRUE(std::none_of(unrelated.begin(), unrelated.end(),
+                           [](const event& e) { return e.kind == event_kind::pending_approval_changed; }));
   workspace["mcpServers"]["w"] = stdio("ok", {"--changed"});
   push();
   auto prompts = events(event_kind::pending_approval_changed);

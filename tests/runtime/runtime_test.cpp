@@ -346,3 +346,23 @@ TEST_F(Runtime, TheEmbedExampleRunsAgainstTheBundledWorkspace) {
   EXPECT_NE(output.find("\"reason\":\"excluded\""), std::string::npos) << output;
   EXPECT_EQ(output.find("not-a-real-secret"), std::string::npos) << output;
 }
+
+TEST(RuntimeEnvironment, TheKillSwitchAndTheBudgetComeFromTheEnvironment) {
+  ::setenv("MCPRT_NO_POOL", "1", 1);
+  ::setenv("MCPRT_BUDGET", "3", 1);
+  ::unsetenv("MCPRT_BUDGET_MODE");
+  runtime_options o;
+  EXPECT_TRUE(apply_environment(o).empty());
+  EXPECT_FALSE(o.pool);
+  EXPECT_EQ(o.budget, std::optional<std::size_t>{3});
+  EXPECT_EQ(o.mode, budget_mode::warn);
+  ::setenv("MCPRT_BUDGET", "0x10", 1);
+  runtime_options bad;
+  auto errors = apply_environment(bad);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].find("MCPRT_BUDGET"), std::string::npos) << errors[0];
+  EXPECT_TRUE(bad.pool);
+  EXPECT_FALSE(bad.budget);
+  ::unsetenv("MCPRT_NO_POOL");
+  ::unsetenv("MCPRT_BUDGET");
+}
