@@ -290,8 +290,6 @@ int run_serve(const serve_flags& f) {
   }
   bool v6 = addr.host.find(':') != std::string::npos;
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(port);
-  std::cout << "listening on " << url << std::endl;
-
   std::string werr;
   if (!write_daemon_file(daemon_path, {{"url", url}, {"pid", ::getpid()}, {"workspace", opts.workspace.string()}},
                          werr)) {
@@ -299,6 +297,8 @@ int run_serve(const serve_flags& f) {
   } else {
     std::snprintf(daemon_path_c, sizeof daemon_path_c, "%s", daemon_path.c_str());
   }
+  // The file first: whoever reads the line can use the file at once.
+  std::cout << "listening on " << url << std::endl;
   spdlog::info("listening on {}{}", url, token.empty() ? "" : " (bearer token required)");
 
   // -- until a signal -----------------------------------------------------------------
