@@ -499,7 +499,9 @@ TEST_F(serve_test, events_arrive_in_order_and_replay_from_last_event_id) {
   bool seen = false;
   for (auto& ev : live.log)
     seen = seen || (ev.kind == "client_update" && extra_connected(ev.j()));
-  if (!seen) ASSERT_TRUE(live.wait_for("client_update", extra_connected));
+  if (!seen) {
+    ASSERT_TRUE(live.wait_for("client_update", extra_connected));
+  }
   uint64_t prev = 0;
   for (auto& ev : live.log) {
     auto id = std::stoull(ev.id);
@@ -768,6 +770,27 @@ TEST_F(serve_test, sigterm_stops_every_child_and_removes_daemon_json) {
       EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 10s)) << "server " << pid << " outlived the daemon";
     daemon_.reset();
   }
+}
+
+TEST_F(serve_test, a_second_signal_forces_the_exit) {
+  // A server that ignores SIGTERM and stdin EOF holds a clean stop for
+  // seconds; the second signal must not wait for it.
+  write_file(user_settings(),
+             json{{"mcpServers", {{"stubborn", test_server_config({"--ignore-sigterm"})}}}}.dump(2));
+  start();
+  ASSERT_TRUE(connected("stubborn"));
+  auto pids = server_pids(snapshot());
+  ASSERT_EQ(pids.size(), 1u);
+  daemon_->signal(SIGTERM);
+  ASSERT_TRUE(wait_until([&] { return daemon_->err().find("stopping") != std::string::npos; }));
+  auto t0 = clock_type::now();
+  daemon_->signal(SIGTERM);
+  auto code = daemon_->wait_exit(10s);
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 128 + SIGTERM);
+  EXPECT_LT(clock_type::now() - t0, 1500ms) << "the second signal did not force";
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  EXPECT_TRUE(wait_until([&] { return process_gone(pids[0]); }, 10s)) << "the server outlived the daemon";
 }
 
 TEST_F(serve_test, sigkill_of_the_daemon_leaves_no_child) {
