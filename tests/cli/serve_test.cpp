@@ -699,6 +699,48 @@ TEST_F(serve_test, bad_requests_get_4xx_json_and_nothing_crashes) {
   EXPECT_FALSE(daemon_->wait_exit(0ms)) << "the daemon died";
 }
 
+TEST_F(serve_test, launch_flags_reach_the_runtime) {
+  start({"--allowed-mcp-server-names", "echo,top"});
+  EXPECT_EQ(server("calc")["reason"], "not_allowed") << snapshot().dump(2);
+  daemon_.reset();
+
+  start({"--untrusted"});
+  auto s = snapshot();
+  EXPECT_EQ(s["trusted"], false);
+  EXPECT_EQ(server("echo")["reason"], "untrusted") << s.dump(2);
+  daemon_.reset();
+
+  write_file(root_ / "top.json", json{{"mcpServers", {{"top", test_server_config({"--name-prefix", "top_"})}}}}.dump());
+  start({"--mcp-config", (root_ / "top.json").string()});
+  EXPECT_TRUE(connected("top")) << snapshot().dump(2);
+  daemon_.reset();
+
+  write_file(home_ / ".qwen" / "settings.json",
+             json{{"mcpServers", {{"qwen-only", test_server_config({})}}}}.dump());
+  start({"--profile", "qwen"});
+  s = snapshot();
+  // .mcp.json is the same file whatever the profile.
+  EXPECT_EQ(server_names(s), (std::vector<std::string>{"project-tools", "qwen-only"})) << s.dump(2);
+  daemon_.reset();
+
+  auto r = mcprt({"serve", "--workspace", (root_ / "missing").string(), "--home", home_.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "-5"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--log-format", "xml"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+}
+
+TEST_F(serve_test, one_daemon_per_workspace) {
+  start();
+  auto r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("already serves"), std::string::npos) << r.err;
+  // The running daemon's file is untouched.
+  auto doc = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+  EXPECT_EQ(doc["pid"], daemon_->pid());
+}
+
 // -- tokens and addresses ---------------------------------------------------------------------------
 
 TEST_F(serve_test, a_token_is_required_on_every_request) {
@@ -737,6 +779,16 @@ TEST_F(serve_test, a_non_loopback_address_needs_a_token_file) {
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("token"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  // With a token it listens there.
+  write_file(root_ / "token", "tok\n");
+  start({"--listen", "0.0.0.0:0", "--token-file", (root_ / "token").string()});
+  EXPECT_EQ(url_.rfind("http://0.0.0.0:", 0), 0u) << url_;
+  httplib::Client c("127.0.0.1", port_);
+  c.set_bearer_token_auth("tok");
+  auto h = c.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  daemon_.reset();
   for (auto bad : {"127.0.0.1", "127.0.0.1:99999", ":80", "127.0.0.1:x"}) {
     r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--listen", bad});
     EXPECT_EQ(r.code, 2) << bad << "\n" << describe(r);
