@@ -18,6 +18,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -280,6 +281,16 @@ int run_serve(const serve_flags& f) {
     spdlog::error("cannot subscribe to the event bus");
     rt.shutdown();
     return 1;
+  }
+  if (f.sndbuf > 0) {
+    int n = static_cast<int>(f.sndbuf);
+    // Accepted sockets inherit the listener's buffer size (and then do not
+    // grow it): a slow link, so tests can fill a stream's buffers.
+    svr.set_socket_options([n](int sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      ::setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &n, sizeof n);
+    });
   }
   int port = addr.port;
   bool bound = port == 0 ? (port = svr.bind_to_any_port(addr.host)) > 0 : svr.bind_to_port(addr.host, port);

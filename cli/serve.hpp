@@ -26,6 +26,7 @@ struct serve_flags {
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;
+  long long sndbuf = 0; // SO_SNDBUF of every connection: a slow link, for tests
 };
 
 /// Runs the daemon until SIGINT / SIGTERM. 0 after a clean stop, 1 when it

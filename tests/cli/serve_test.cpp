@@ -261,6 +261,21 @@ public:
     return std::nullopt;
   }
 
+  /// Reads (and discards) until the daemon closes the stream: true, or
+  /// the deadline: false.
+  bool closed_within(std::chrono::milliseconds timeout) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 1))) <= 0) continue;
+      char buf[65536];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno != EINTR)) return true;
+    }
+    return false;
+  }
+
   bool ok() const { return ok_; }
   std::vector<sse_event> log;
 
@@ -564,6 +579,43 @@ TEST_F(serve_test, many_streams_keepalives_and_a_stalled_reader_blocks_nobody) {
   auto r = client().Get("/healthz");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(serve_test, a_reader_that_falls_behind_is_dropped) {
+  // Two thousand disabled servers (no process) make settings_changed events
+  // of tens of kilobytes: enough to fill the socket buffers of a reader
+  // that does not read, once the daemon's send buffers are small (on
+  // loopback Linux grows them to megabytes otherwise).
+  json servers = {{"echo", test_server_config({})}};
+  auto with_args = [&](const std::string& arg) {
+    for (int i = 0; i < 2000; ++i) {
+      auto cfg = test_server_config({arg});
+      cfg["disabled"] = true;
+      servers["disabled-server-" + std::to_string(i)] = cfg;
+    }
+    write_file(user_settings(), json{{"mcpServers", servers}}.dump());
+  };
+  with_args("a");
+  start({"--sse-queue", "4", "--sndbuf", "8192"});
+  ASSERT_TRUE(connected("echo"));
+  sse_stream stalled(port_, {}, 1024);
+  ASSERT_EQ(stalled.status(), 200);
+  sse_stream live(port_);
+  ASSERT_EQ(live.status(), 200);
+  for (auto arg : {"b", "c", "d"}) {
+    with_args(arg);
+    ASSERT_TRUE(live.wait_for("settings_changed")) << daemon_->err();
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = clock_type::now();
+    ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
+    EXPECT_LT(clock_type::now() - t0, 5s) << "a stalled reader slowed the runtime down";
+    ASSERT_TRUE(live.wait_for("pool_entry_restarted"));
+  }
+  EXPECT_TRUE(stalled.closed_within(20s)) << "the stalled stream was not dropped\n" << daemon_->err();
+  auto h = client().Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
 }
 
 TEST_F(serve_test, a_bad_last_event_id_is_a_400) {
