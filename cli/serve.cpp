@@ -265,9 +265,9 @@ int run_serve(const serve_flags& f) {
     std::string caps;
     for (auto& c : rt.capabilities())
       caps += (caps.empty() ? "" : ",") + c;
-    spdlog::info("workspace {} (profile {}, {}, pool {}, budget {} {}), capabilities {}", opts.workspace.string(),
+    spdlog::info("workspace {} (profile {}, {}, pool {}, budget {}), capabilities {}", opts.workspace.string(),
                  opts.profile, opts.trusted ? "trusted" : "untrusted", opts.pool ? "on" : "off",
-                 opts.budget ? std::to_string(*opts.budget) : "none", to_string(opts.mode), caps);
+                 opts.budget ? std::to_string(*opts.budget) + " " + to_string(opts.mode) : "none", caps);
   }
 
   // -- the HTTP side ---------------------------------------------------------------------
