@@ -343,6 +343,13 @@ protected:
   }
 
   void TearDown() override {
+    if (daemon_) {
+      // Under ASan/UBSan a report in the daemon must fail the test even
+      // when the daemon is killed afterwards.
+      auto err = daemon_->err();
+      EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
+      EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
+    }
     daemon_.reset();
     cli_test::TearDown();
   }
