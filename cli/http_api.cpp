@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -310,7 +311,17 @@ struct http_api::impl {
     }
     auto server = b["server"].get<std::string>();
     auto tool = b["tool"].get<std::string>();
-    auto r = rt.call_tool(session, server, tool, std::move(args));
+    // A server that is admitted but still connecting (just approved, just
+    // started, restarting) gets a few seconds before the call fails.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto connecting = [](const caf::error& e) {
+      return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(errc::not_connected);
+    };
+    auto r = rt.call_tool(session, server, tool, args);
+    while (!r && connecting(r.error()) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      r = rt.call_tool(session, server, tool, args);
+    }
     if (r) {
       send_json(res, 200, *r);
       return;

@@ -707,6 +707,13 @@ TEST_F(serve_test, tools_call_results_and_errors) {
   EXPECT_EQ(j["reason"], "pending_approval") << j.dump();
   EXPECT_NE(j.value("remedy", "").find("mcprt approve project-tools"), std::string::npos) << j.dump();
 
+  // Right after an approval the server is still connecting: the call waits for it.
+  ASSERT_EQ(post("/workspace/mcp/project-tools/approve")->status, 200);
+  r = post("/workspace/mcp/tools/call", R"({"server": "project-tools", "tool": "project_echo", "arguments": {"text": "now"}})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body_of(r)["content"][0]["text"], "now");
+
   r = post("/workspace/mcp/tools/call", R"({"server": "echo", "tool": "no_such_tool"})");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404) << r->body;
