@@ -11,6 +11,7 @@
 #include "core/approvals_store.hpp"
 #include "core/fingerprint.hpp"
 #include "cli/inspect.hpp"
+#include "cli/serve.hpp"
 #include "core/workspace_view.hpp"
 
 namespace fs = std::filesystem;
@@ -235,6 +236,70 @@ int main(int argc, char** argv) {
   inspect->add_option("--header", inspect_opts.headers, "HTTP header NAME:VALUE (repeatable)");
   inspect->add_option("command", inspect_opts.command, "Server command and its arguments (after --)");
 
+  cli::serve_flags serve_flags;
+  auto* serve = app.add_subcommand("serve", "Run the workspace's MCP servers and serve the HTTP API until SIGINT / SIGTERM.\n"
+                                            "  Prints `listening on http://HOST:PORT` first; writes <ws>/.mcprt/daemon.json.");
+  serve->add_option("--workspace,-w", serve_flags.workspace, "Workspace directory (default: current directory)");
+  serve->add_option("--home", serve_flags.home, "Home directory holding user settings and approvals (default: $HOME)");
+  serve->add_option("--profile", serve_flags.profile, "Settings layout: mcprt (.mcprt/), qwen (.qwen/), gemini (.gemini/)")
+    ->check(CLI::IsMember({"mcprt", "qwen", "gemini"}));
+  serve->add_option("--mcp-config", serve_flags.mcp_config, "Extra servers file ({\"mcpServers\": ...}) above all settings");
+  serve->add_option("--allowed-mcp-server-names", serve_flags.allowed_names,
+                    "Comma-separated upper bound on admitted servers (names or globs)");
+  serve->add_option("--budget", serve_flags.budget, "Workspace budget of server slots, a positive integer (or MCPRT_BUDGET)");
+  serve->add_option("--budget-mode", serve_flags.budget_mode,
+                    "off, warn or enforce (or MCPRT_BUDGET_MODE; default: warn with a budget, else off)");
+  serve->add_flag("--no-pool", serve_flags.no_pool, "No shared pool and no workspace budget (as MCPRT_NO_POOL=1)");
+  serve->add_flag("--untrusted", serve_flags.untrusted, "Treat the workspace folder as untrusted: no server starts");
+  serve->add_option("--debounce-ms", serve_flags.debounce_ms, "Trailing debounce of settings edits (default 300)")
+    ->check(CLI::NonNegativeNumber);
+  serve->add_option("--listen", serve_flags.listen, "HOST:PORT to listen on (default 127.0.0.1:0: any free port)");
+  serve->add_option("--token-file", serve_flags.token_file,
+                    "File holding a bearer token every request must carry (required off loopback)");
+  serve->add_option("--log-level", serve_flags.log_level, "trace, debug, info, warn, error, critical or off (default info)")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  serve->add_option("--log-format", serve_flags.log_format, "text or json (one JSON object per line)")
+    ->check(CLI::IsMember({"text", "json"}));
+  serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
+  serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
+  serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);
+
+  auto add_client_flags = [](CLI::App* cmd, cli::client_flags& f) {
+    cmd->add_option("--workspace,-w", f.workspace, "Workspace whose daemon to use (default: current directory)");
+    cmd->add_option("--url", f.url, "Daemon URL (default: from <workspace>/.mcprt/daemon.json)");
+    cmd->add_option("--token-file", f.token_file, "File holding the daemon's bearer token");
+  };
+  cli::client_flags status_flags;
+  auto* status = app.add_subcommand("status", "Show the running daemon's servers, budget and pool");
+  add_client_flags(status, status_flags);
+  status->add_flag("--json", status_flags.json, "Print the snapshot (GET /workspace/mcp) as JSON");
+
+  cli::client_flags events_flags;
+  unsigned long long events_since = 0;
+  auto* events = app.add_subcommand("events", "Follow the running daemon's events, one line each");
+  add_client_flags(events, events_flags);
+  auto* since_opt = events->add_option("--since", events_since, "First replay the events after this id the daemon still holds");
+
+  cli::client_flags restart_flags;
+  std::string restart_name;
+  auto* restart = app.add_subcommand("restart", "Restart a server's connections in the running daemon");
+  restart->add_option("name", restart_name, "Server name")->required();
+  add_client_flags(restart, restart_flags);
+  restart->add_flag("--json", restart_flags.json, "Print the daemon's answer as JSON");
+
+  cli::client_flags call_flags;
+  std::string call_server, call_tool, call_args;
+  auto* call = app.add_subcommand("call", "Call a tool through the running daemon: mcprt call SERVER TOOL ['{\"arg\": 1}']");
+  call->add_option("server", call_server, "Server name")->required();
+  call->add_option("tool", call_tool, "Tool name")->required();
+  call->add_option("arguments", call_args, "Arguments as a JSON object (default {})");
+  add_client_flags(call, call_flags);
+  call->add_flag("--json", call_flags.json, "Print the whole tool result as JSON");
+
+  std::string approve_token, reject_token;
+  approve->add_option("--token-file", approve_token, "Bearer token file of a running daemon");
+  reject->add_option("--token-file", reject_token, "Bearer token file of a running daemon");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -246,7 +311,23 @@ int main(int argc, char** argv) {
     if (inspect_timeout > 0) inspect_opts.timeout_ms = inspect_timeout;
     return cli::run_inspect(inspect_opts);
   }
-  if (*approve) return run_decision(approve_flags, approve_name, approval_state::approved);
-  if (*reject) return run_decision(reject_flags, reject_name, approval_state::rejected);
+  if (*serve) return cli::run_serve(serve_flags);
+  if (*status) return cli::run_status(status_flags);
+  if (*events) return cli::run_events(events_flags, since_opt->count() ? std::optional<unsigned long long>(events_since)
+                                                                        : std::nullopt);
+  if (*restart) return cli::run_restart(restart_flags, restart_name);
+  if (*call) return cli::run_call(call_flags, call_server, call_tool, call_args);
+  // approve / reject: through the running daemon when there is one, so it
+  // reconciles at once; else straight into the store.
+  for (auto [cmd, flags, name, token, decision] :
+       {std::make_tuple(approve, &approve_flags, &approve_name, &approve_token, approval_state::approved),
+        std::make_tuple(reject, &reject_flags, &reject_name, &reject_token, approval_state::rejected)}) {
+    if (!*cmd) continue;
+    cli::client_flags cf;
+    cf.workspace = flags->workspace;
+    cf.token_file = *token;
+    if (auto rc = cli::decide_via_daemon(cf, *name, decision == approval_state::approved)) return *rc;
+    return run_decision(*flags, *name, decision);
+  }
   return exit_usage;
 }

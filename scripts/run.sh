@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Sets up, builds, and runs mcprt's main job on the bundled example workspace.
-# Until the daemon lands, the main job is `mcprt explain`: what would run, and why.
+# Sets up, builds, and runs mcprt's main job on the bundled example workspace:
+# the daemon (`mcprt serve`), until Ctrl-C. In another terminal, with
+# build/bin on PATH: `mcprt status --workspace examples/workspace`, `mcprt
+# events ...`, `mcprt approve project-tools ...`, `mcprt call echo echo ...`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
 "$here/scripts/build.sh" "$here/build"
 ws="$here/examples/workspace"
+# The example servers run `mcprt-test-server`, found through PATH.
 export PATH="$here/build/bin:$PATH"
-exec mcprt explain --workspace "$ws" --home "$here/examples/home" "$@"
+exec mcprt serve --workspace "$ws" --home "$here/examples/home" "$@"

@@ -1,0 +1,353 @@
+// `mcprt serve`: the runtime on one workspace, with the HTTP API on top.
+
+#include "cli/serve.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/http_api.hpp"
+#include "core/runtime_mode.hpp"
+#include "core/settings.hpp"
+#include "core/workspace_view.hpp"
+#include "mcprt/runtime.hpp"
+
+namespace mcprt::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// -- addresses -----------------------------------------------------------------------
+
+listen_address parse_listen(const std::string& s) {
+  listen_address out;
+  std::string host, port;
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') {
+      out.error = "--listen: expected [IPV6]:PORT, got '" + s + "'";
+      return out;
+    }
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || s.find(':') != colon) {
+      out.error = "--listen: expected HOST:PORT (e.g. 127.0.0.1:0), got '" + s + "'";
+      return out;
+    }
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+  }
+  if (host.empty()) {
+    out.error = "--listen: no host in '" + s + "'";
+    return out;
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos
+      || std::stol(port) > 65535) {
+    out.error = "--listen: the port must be a number from 0 to 65535, got '" + port + "'";
+    return out;
+  }
+  out.host = host;
+  out.port = static_cast<int>(std::stol(port));
+  return out;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string daemon_file(const std::string& workspace) {
+  std::error_code ec;
+  return (fs::absolute(workspace, ec).lexically_normal() / ".mcprt" / "daemon.json").string();
+}
+
+namespace {
+
+// -- logging -------------------------------------------------------------------------
+
+/// One JSON object per line: {"ts", "level", "msg"}.
+class json_formatter final : public spdlog::formatter {
+public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    auto t = std::chrono::system_clock::to_time_t(msg.time);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count() % 1000;
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+    auto level = spdlog::level::to_string_view(msg.level);
+    json j{{"ts", buf},
+           {"level", std::string(level.data(), level.size())},
+           {"msg", std::string(msg.payload.data(), msg.payload.size())}};
+    auto line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<json_formatter>(); }
+};
+
+void setup_logging(const serve_flags& f) {
+  auto logger = std::make_shared<spdlog::logger>("mcprt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  if (f.log_format == "json") logger->set_formatter(std::make_unique<json_formatter>());
+  else logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  logger->set_level(spdlog::level::from_str(f.log_level));
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+// -- signals -------------------------------------------------------------------------
+
+// The handler only writes to a pipe (or, on the second signal, removes the
+// daemon file and exits): everything else happens on the waiting thread.
+int signal_pipe[2] = {-1, -1};
+std::atomic<int> signal_count{0};
+char daemon_path_c[4096] = {0};
+
+extern "C" void on_signal(int sig) {
+  if (signal_count.fetch_add(1) >= 1) {
+    if (daemon_path_c[0]) ::unlink(daemon_path_c);
+    ::_exit(128 + sig);
+  }
+  unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = ::write(signal_pipe[1], &b, 1);
+}
+
+bool install_signal_handlers() {
+  if (::pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}
+
+// -- the daemon file -----------------------------------------------------------------
+
+bool write_daemon_file(const fs::path& path, const json& content, std::string& error) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  auto tmp = path.parent_path() / (".daemon.json." + std::to_string(::getpid()));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = "cannot write " + tmp.string() + ": " + std::strerror(errno);
+    return false;
+  }
+  auto text = content.dump(2) + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write " + path.string() + ": " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+/// The URL of a daemon already serving the workspace, if one answers.
+std::optional<std::string> live_daemon(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  auto j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) return std::nullopt;
+  auto url = j["url"].get<std::string>();
+  httplib::Client c(url);
+  c.set_connection_timeout(1, 0);
+  c.set_read_timeout(2, 0);
+  auto r = c.Get("/healthz");
+  // 401: a daemon with a token is still a daemon.
+  if (r && (r->status == 200 || r->status == 401)) return url;
+  return std::nullopt;
+}
+
+int fail_usage(const std::string& msg) {
+  std::cerr << "mcprt serve: " << msg << "\n";
+  return 2;
+}
+
+} // namespace
+
+int run_serve(const serve_flags& f) {
+  // -- flags, all checked before anything starts --------------------------------------
+  runtime_options opts;
+  std::error_code ec;
+  opts.workspace = fs::absolute(f.workspace, ec).lexically_normal();
+  if (!fs::is_directory(opts.workspace, ec))
+    return fail_usage("workspace '" + f.workspace + "' is not a directory");
+  if (!f.home.empty()) opts.home = fs::absolute(f.home, ec).lexically_normal();
+  opts.profile = f.profile;
+  if (!f.mcp_config.empty()) {
+    opts.mcp_config = fs::absolute(f.mcp_config, ec);
+    if (!fs::is_regular_file(*opts.mcp_config, ec))
+      return fail_usage("--mcp-config '" + f.mcp_config + "' is not a file");
+  }
+  if (f.allowed_names) opts.allowed_server_names = split_name_list(*f.allowed_names);
+  opts.trusted = !f.untrusted;
+  if (f.debounce_ms < 0) return fail_usage("--debounce-ms must not be negative");
+  opts.debounce = std::chrono::milliseconds(f.debounce_ms);
+  auto mode = resolve_runtime_mode(std::getenv("MCPRT_NO_POOL"), std::getenv("MCPRT_BUDGET"),
+                                   std::getenv("MCPRT_BUDGET_MODE"), f.budget, f.budget_mode, f.no_pool);
+  if (!mode.errors.empty()) {
+    for (auto& e : mode.errors)
+      std::cerr << "mcprt serve: " << e << "\n";
+    return 2;
+  }
+  opts.pool = mode.mode.pool;
+  opts.budget = mode.mode.budget;
+  opts.mode = mode.mode.mode;
+
+  auto addr = parse_listen(f.listen);
+  if (!addr.error.empty()) return fail_usage(addr.error);
+  std::string token;
+  if (!f.token_file.empty()) {
+    std::ifstream in(f.token_file);
+    if (!in) return fail_usage("cannot read --token-file '" + f.token_file + "'");
+    std::getline(in, token);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+      token.pop_back();
+    if (token.empty()) return fail_usage("--token-file '" + f.token_file + "' is empty");
+  }
+  if (!is_loopback(addr.host) && token.empty())
+    return fail_usage("refusing to listen on non-loopback address " + addr.host
+                      + " without a token: pass --token-file FILE (every request then needs "
+                        "Authorization: Bearer <token>)");
+
+  setup_logging(f);
+  fs::path daemon_path = daemon_file(opts.workspace.string());
+  if (auto other = live_daemon(daemon_path)) {
+    std::cerr << "mcprt serve: a daemon already serves " << opts.workspace.string() << " at " << *other
+              << " (" << daemon_path.string() << ")\n";
+    return 1;
+  }
+  if (!install_signal_handlers()) {
+    std::cerr << "mcprt serve: cannot set up signal handling: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+
+  // -- the runtime ---------------------------------------------------------------------
+  caf::actor_system_config cfg;
+  add_mcprt_types(cfg);
+  caf::actor_system sys{cfg};
+  auto started = runtime::start(sys, opts);
+  if (!started) {
+    spdlog::error("cannot start: {}", sys.render(started.error()));
+    return 1;
+  }
+  auto& rt = **started;
+  auto session = rt.open_session();
+  {
+    std::string caps;
+    for (auto& c : rt.capabilities())
+      caps += (caps.empty() ? "" : ",") + c;
+    spdlog::info("workspace {} (profile {}, {}, pool {}, budget {}), capabilities {}", opts.workspace.string(),
+                 opts.profile, opts.trusted ? "trusted" : "untrusted", opts.pool ? "on" : "off",
+                 opts.budget ? std::to_string(*opts.budget) + " " + to_string(opts.mode) : "none", caps);
+  }
+
+  // -- the HTTP side ---------------------------------------------------------------------
+  http_api_options ho;
+  ho.token = token;
+  ho.keepalive = std::chrono::milliseconds(std::max(10LL, f.keepalive_ms));
+  ho.sse_queue = static_cast<std::size_t>(std::max(1LL, f.sse_queue));
+  httplib::Server svr;
+  http_api api(rt, sys, session, ho);
+  if (!api.install(svr)) {
+    spdlog::error("cannot subscribe to the event bus");
+    rt.shutdown();
+    return 1;
+  }
+  if (f.sndbuf > 0) {
+    int n = static_cast<int>(f.sndbuf);
+    // Accepted sockets inherit the listener's buffer size (and then do not
+    // grow it): a slow link, so tests can fill a stream's buffers.
+    svr.set_socket_options([n](int sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      ::setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &n, sizeof n);
+    });
+  }
+  int port = addr.port;
+  bool bound = port == 0 ? (port = svr.bind_to_any_port(addr.host)) > 0 : svr.bind_to_port(addr.host, port);
+  if (!bound) {
+    spdlog::error("cannot listen on {}: {}", f.listen, std::strerror(errno));
+    rt.shutdown();
+    return 1;
+  }
+  bool v6 = addr.host.find(':') != std::string::npos;
+  std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(port);
+  std::string werr;
+  if (!write_daemon_file(daemon_path, {{"url", url}, {"pid", ::getpid()}, {"workspace", opts.workspace.string()}},
+                         werr)) {
+    spdlog::error("{}", werr);
+  } else {
+    std::snprintf(daemon_path_c, sizeof daemon_path_c, "%s", daemon_path.c_str());
+  }
+  // The file first: whoever reads the line can use the file at once.
+  std::cout << "listening on " << url << std::endl;
+  spdlog::info("listening on {}{}", url, token.empty() ? "" : " (bearer token required)");
+
+  // -- until a signal -----------------------------------------------------------------
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool listen_done = false;
+  std::thread waiter([&] {
+    unsigned char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return; // the pipe was closed: normal exit
+    spdlog::info("{}: stopping (a second signal forces)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    api.stop();
+    // stop() is a no-op until listen has begun: repeat until it has ended.
+    std::unique_lock<std::mutex> lock{mtx};
+    while (!listen_done) {
+      svr.stop();
+      cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
+  });
+  bool ok = svr.listen_after_bind();
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    listen_done = true;
+    cv.notify_all();
+  }
+  if (!ok) spdlog::error("the HTTP server stopped unexpectedly");
+  api.stop();
+  auto drained = rt.shutdown();
+  spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);
+  ::unlink(daemon_path.c_str());
+  daemon_path_c[0] = 0;
+  if (signal_count.load() == 0) {
+    unsigned char zero = 0;
+    [[maybe_unused]] auto n = ::write(signal_pipe[1], &zero, 1);
+  }
+  waiter.join();
+  return ok ? 0 : 1;
+}
+
+} // namespace mcprt::cli

@@ -1,0 +1,66 @@
+#pragma once
+
+// `mcprt serve` (the daemon) and the commands that talk to it.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mcprt::cli {
+
+struct serve_flags {
+  std::string workspace = ".";
+  std::string home;
+  std::string profile = "mcprt";
+  std::string mcp_config;
+  std::optional<std::string> allowed_names;
+  std::optional<std::string> budget;      // as typed: validated with the environment
+  std::optional<std::string> budget_mode; // as typed
+  bool no_pool = false;
+  bool untrusted = false;
+  long long debounce_ms = 300;
+  std::string listen = "127.0.0.1:0";
+  std::string token_file;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  // Not in --help: test knobs.
+  long long keepalive_ms = 15000;
+  long long sse_queue = 1024;
+  long long sndbuf = 0; // SO_SNDBUF of every connection: a slow link, for tests
+};
+
+/// Runs the daemon until SIGINT / SIGTERM. 0 after a clean stop, 1 when it
+/// cannot start, 2 on bad flags.
+int run_serve(const serve_flags& f);
+
+/// How the client commands find and reach the daemon.
+struct client_flags {
+  std::string workspace = ".";
+  std::string url;
+  std::string token_file;
+  bool json = false;
+};
+
+int run_status(const client_flags& f);
+/// Follows the event stream; `since` replays what the daemon still holds.
+int run_events(const client_flags& f, std::optional<unsigned long long> since);
+int run_restart(const client_flags& f, const std::string& name);
+int run_call(const client_flags& f, const std::string& server, const std::string& tool, const std::string& args);
+
+/// approve / reject through the running daemon of `f.workspace`. nullopt:
+/// no daemon answers (the caller writes the store itself).
+std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve);
+
+/// `<ws>/.mcprt/daemon.json`.
+std::string daemon_file(const std::string& workspace);
+
+/// "HOST:PORT" (IPv6 as "[::1]:PORT"): host and port, or an error message.
+struct listen_address {
+  std::string host;
+  int port = 0;
+  std::string error;
+};
+listen_address parse_listen(const std::string& s);
+bool is_loopback(const std::string& host);
+
+} // namespace mcprt::cli

@@ -1,0 +1,1106 @@
+// Black-box tests of `mcprt serve` and the commands that talk to it: the
+// real daemon binary on a temp workspace, real mcprt-test-server children,
+// real HTTP on loopback. Every wait is on a condition (a stdout line, an SSE
+// frame, a snapshot field, a process exit) with a deadline.
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <httplib.h>
+
+#include "tests/cli/cli_test_util.hpp"
+
+namespace mcprt_cli_test {
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+const std::string test_server = MCPRT_TEST_SERVER;
+const char* const secret_value = "sekrit-value-7c1f";
+
+/// Polls `pred` until it holds or `timeout` passes.
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 20s) {
+  auto deadline = clock_type::now() + timeout;
+  while (clock_type::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  // A zombie is gone too (it waits only for its parent to reap it).
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+// -- a spawned program with its output read under deadlines -----------------------------
+
+class spawned {
+public:
+  /// Runs MCPRT_BIN args with HOME=home and the budget environment cleared
+  /// (then `env` applied).
+  spawned(const std::vector<std::string>& args, const fs::path& home,
+          const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> argv_s{MCPRT_BIN};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; e && *e; ++e) {
+      std::string kv = *e;
+      auto key = kv.substr(0, kv.find('='));
+      if (key == "HOME" || key.rfind("MCPRT_", 0) == 0 || env.count(key)) continue;
+      env_s.push_back(kv);
+    }
+    env_s.push_back("HOME=" + home.string());
+    for (auto& [k, v] : env)
+      env_s.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+    err_reader_ = std::thread([this] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(err_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+        if (n <= 0) continue;
+        std::lock_guard<std::mutex> guard{mtx_};
+        err_.append(buf, static_cast<size_t>(n));
+      }
+    });
+  }
+
+  ~spawned() {
+    if (!exited_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit(10s);
+    }
+    if (err_reader_.joinable()) err_reader_.join();
+    ::close(out_fd_);
+    ::close(err_fd_);
+  }
+
+  /// The next stdout line, or nullopt at EOF / deadline.
+  std::optional<std::string> line(std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      auto nl = out_.find('\n');
+      if (nl != std::string::npos) {
+        auto l = out_.substr(0, nl);
+        out_.erase(0, nl + 1);
+        return l;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      if (left <= 0) return std::nullopt;
+      pollfd p{out_fd_, POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(left));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return std::nullopt;
+      char buf[4096];
+      ssize_t n = ::read(out_fd_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      out_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  /// Reads stdout lines until one contains `needle`; all lines read so far
+  /// are kept in `seen`.
+  bool line_containing(const std::string& needle, std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto l = line(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+      if (!l) return false;
+      seen.push_back(*l);
+      if (l->find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  /// The exit code (128 + signal when killed), or nullopt at the deadline.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+    if (exited_) return code_;
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      int status = 0;
+      pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (err_reader_.joinable()) err_reader_.join();
+        return code_;
+      }
+      if (clock_type::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+
+  std::string err() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return err_;
+  }
+  pid_t pid() const { return pid_; }
+  void signal(int sig) { ::kill(pid_, sig); }
+
+  std::vector<std::string> seen;
+
+private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  std::string out_;
+  std::mutex mtx_;
+  std::string err_;
+  std::thread err_reader_;
+  bool exited_ = false;
+  int code_ = -1;
+};
+
+// -- a raw SSE reader (de-chunks; frames by blank lines) ---------------------------------------
+
+struct sse_event {
+  std::string id, kind, data, comment;
+  json j() const { return json::parse(data, nullptr, false); }
+};
+
+class sse_stream {
+public:
+  sse_stream(int port, const std::map<std::string, std::string>& headers = {}, int rcvbuf = 0) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    std::string req = "GET /workspace/mcp/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n";
+    for (auto& [k, v] : headers)
+      req += k + ": " + v + "\r\n";
+    req += "\r\n";
+    ok_ = ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  }
+  ~sse_stream() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  /// The status line's code, once the headers arrived.
+  int status(std::chrono::milliseconds timeout = 10s) {
+    auto deadline = clock_type::now() + timeout;
+    while (!headers_done_ && fill(deadline)) {
+    }
+    return status_;
+  }
+
+  /// The next event or comment, or nullopt at EOF / deadline.
+  std::optional<sse_event> next(std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      auto end = body_.find("\n\n");
+      if (end != std::string::npos) {
+        std::string frame = body_.substr(0, end);
+        body_.erase(0, end + 2);
+        sse_event ev;
+        std::istringstream in(frame);
+        std::string l;
+        while (std::getline(in, l)) {
+          if (l.rfind("id: ", 0) == 0) ev.id = l.substr(4);
+          else if (l.rfind("event: ", 0) == 0) ev.kind = l.substr(7);
+          else if (l.rfind("data: ", 0) == 0) ev.data += l.substr(6);
+          else if (l.rfind(":", 0) == 0) ev.comment += l.substr(1);
+        }
+        return ev;
+      }
+      if (!fill(deadline)) return std::nullopt;
+    }
+  }
+
+  /// The next event (comments skipped) whose kind is `kind` and that
+  /// satisfies `pred`; every event passed over lands in `log`.
+  std::optional<sse_event> wait_for(const std::string& kind, const std::function<bool(const json&)>& pred = {},
+                                    std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto ev = next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+      if (!ev) return std::nullopt;
+      if (ev->kind.empty()) continue;
+      log.push_back(*ev);
+      if (ev->kind == kind && (!pred || pred(ev->j()))) return ev;
+    }
+    return std::nullopt;
+  }
+
+  /// Reads (and discards) until the daemon closes the stream: true, or
+  /// the deadline: false.
+  bool closed_within(std::chrono::milliseconds timeout) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 1))) <= 0) continue;
+      char buf[65536];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno != EINTR)) return true;
+    }
+    return false;
+  }
+
+  bool ok() const { return ok_; }
+  std::vector<sse_event> log;
+
+private:
+  // Reads more and de-chunks into body_.
+  bool fill(clock_type::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+    if (left <= 0 || fd_ < 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r <= 0) return false;
+    char buf[8192];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    raw_.append(buf, static_cast<size_t>(n));
+    if (!headers_done_) {
+      auto end = raw_.find("\r\n\r\n");
+      if (end == std::string::npos) return true;
+      auto head = raw_.substr(0, end);
+      raw_.erase(0, end + 4);
+      headers_done_ = true;
+      if (head.size() > 12) status_ = std::atoi(head.c_str() + 9);
+      chunked_ = head.find("chunked") != std::string::npos;
+    }
+    if (!chunked_) {
+      body_ += raw_;
+      raw_.clear();
+      return true;
+    }
+    for (;;) {
+      auto crlf = raw_.find("\r\n");
+      if (crlf == std::string::npos) break;
+      auto size = std::strtoul(raw_.substr(0, crlf).c_str(), nullptr, 16);
+      if (raw_.size() < crlf + 2 + size + 2) break;
+      body_ += raw_.substr(crlf + 2, size);
+      raw_.erase(0, crlf + 2 + size + 2);
+      if (size == 0) break;
+    }
+    return true;
+  }
+
+  int fd_ = -1;
+  bool ok_ = false;
+  bool headers_done_ = false;
+  bool chunked_ = false;
+  int status_ = 0;
+  std::string raw_, body_;
+};
+
+// -- the fixture -------------------------------------------------------------------------------
+
+json test_server_config(std::vector<std::string> args) {
+  return {{"command", test_server}, {"args", args}};
+}
+
+class serve_test : public cli_test {
+protected:
+  void SetUp() override {
+    cli_test::SetUp();
+    json calc = test_server_config({"--name-prefix", "calc_"});
+    calc["env"] = {{"CALC_API_KEY", secret_value}};
+    write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({"--tools", "1"})}, {"calc", calc}}}}.dump(2));
+    write_file(project_file(),
+               json{{"mcpServers", {{"project-tools", test_server_config({"--name-prefix", "project_"})}}}}.dump(2));
+  }
+
+  void TearDown() override {
+    if (daemon_) {
+      // Under ASan/UBSan a report in the daemon must fail the test even
+      // when the daemon is killed afterwards.
+      auto err = daemon_->err();
+      EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
+      EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
+    }
+    daemon_.reset();
+    cli_test::TearDown();
+  }
+
+  /// Starts the daemon and reads its first stdout line.
+  void start(std::vector<std::string> extra = {}, const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> args{"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "50"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<spawned>(args, home_, env);
+    auto first = daemon_->line(30s);
+    ASSERT_TRUE(first) << "no first line; stderr:\n" << daemon_->err();
+    const std::string prefix = "listening on http://";
+    ASSERT_EQ(first->rfind(prefix, 0), 0u) << *first;
+    url_ = first->substr(std::string("listening on ").size());
+    port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+  }
+
+  httplib::Client client(const std::string& token = {}) const {
+    httplib::Client c(url_);
+    c.set_read_timeout(60, 0);
+    if (!token.empty()) c.set_bearer_token_auth(token.c_str());
+    return c;
+  }
+
+  json get_json(const std::string& path) const {
+    auto r = client().Get(path.c_str());
+    if (!r || r->status != 200) return json(nullptr);
+    return json::parse(r->body, nullptr, false);
+  }
+
+  json snapshot() const { return get_json("/workspace/mcp"); }
+
+  json server(const std::string& name) const {
+    auto s = snapshot();
+    const json* x = find_server(s, name);
+    return x ? *x : json(nullptr);
+  }
+
+  bool connected(const std::string& name, std::chrono::milliseconds timeout = 20s) const {
+    return wait_until([&] { return server(name).value("status", "") == "connected"; }, timeout);
+  }
+
+  httplib::Result post(const std::string& path, const std::string& body = "", const std::string& token = {}) const {
+    return client(token).Post(path.c_str(), body, "application/json");
+  }
+
+  run_result cli(std::vector<std::string> args) const {
+    args.push_back("--workspace");
+    args.push_back(ws_.string());
+    return mcprt(args);
+  }
+
+  std::unique_ptr<spawned> daemon_;
+  std::string url_;
+  int port_ = 0;
+};
+
+json body_of(const httplib::Result& r) {
+  return r ? json::parse(r->body, nullptr, false) : json(nullptr);
+}
+
+bool is_json_error(const httplib::Result& r) {
+  auto j = body_of(r);
+  return j.is_object() && j.contains("error") && j["error"].is_string() && j.contains("message")
+         && r->get_header_value("Content-Type").find("application/json") != std::string::npos;
+}
+
+// -- the daemon and its snapshot ------------------------------------------------------------------
+
+TEST_F(serve_test, prints_its_url_first_and_writes_daemon_json) {
+  start();
+  auto doc = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << slurp(ws_ / ".mcprt" / "daemon.json");
+  EXPECT_EQ(doc["url"], url_);
+  EXPECT_EQ(doc["pid"], daemon_->pid());
+  EXPECT_EQ(url_.rfind("http://127.0.0.1:", 0), 0u) << url_;
+  auto r = client().Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(body_of(r)["ok"], true);
+}
+
+TEST_F(serve_test, snapshot_has_the_documented_shape) {
+  start();
+  ASSERT_TRUE(connected("echo")) << snapshot().dump(2);
+  auto s = snapshot();
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["v"], 1);
+  EXPECT_EQ(s["workspace"], ws_.string());
+  EXPECT_EQ(s["trusted"], true);
+  EXPECT_TRUE(s["capabilities"].is_array());
+  ASSERT_TRUE(s["reconcile"].is_object());
+  EXPECT_TRUE(s["reconcile"]["generation"].is_number_integer());
+  EXPECT_TRUE(s["reconcile"]["in_progress"].is_boolean());
+  EXPECT_TRUE(s["reconcile"]["last_error"].is_null() || s["reconcile"]["last_error"].is_string());
+  ASSERT_TRUE(s["servers"].is_array());
+  EXPECT_EQ(server_names(s), (std::vector<std::string>{"calc", "echo", "project-tools"}));
+  const std::set<std::string> statuses{"connected", "connecting", "disconnected", "error"};
+  for (auto& x : s["servers"]) {
+    for (auto key : {"name", "scope", "transport", "status", "reason", "approval", "fingerprint", "pid", "tools",
+                     "prompts", "restarts", "last_error"})
+      EXPECT_TRUE(x.contains(key)) << key << " missing in " << x.dump();
+    EXPECT_TRUE(statuses.count(x["status"].get<std::string>())) << x.dump();
+    EXPECT_TRUE(x["pid"].is_null() || x["pid"].is_number_integer());
+    EXPECT_TRUE(x["tools"].is_number_integer());
+    EXPECT_TRUE(x["restarts"].is_number_integer());
+  }
+  auto echo = *find_server(s, "echo");
+  EXPECT_EQ(echo["scope"], "user");
+  EXPECT_EQ(echo["transport"], "stdio");
+  EXPECT_TRUE(echo["pid"].is_number_integer());
+  EXPECT_EQ(echo["tools"], 5); // echo, add, sleep, pid + one numbered tool
+  EXPECT_TRUE(echo["reason"].is_null());
+  EXPECT_TRUE(echo["approval"].is_null());
+  auto pt = *find_server(s, "project-tools");
+  EXPECT_EQ(pt["scope"], "project");
+  EXPECT_EQ(pt["reason"], "pending_approval");
+  EXPECT_EQ(pt["approval"], "pending");
+  EXPECT_EQ(pt["status"], "disconnected");
+  EXPECT_TRUE(pt["pid"].is_null());
+  ASSERT_TRUE(s["pool"].is_object());
+  EXPECT_TRUE(s["pool"]["entries"].is_array());
+  EXPECT_TRUE(s["pool"]["subprocess_count"].is_number_integer());
+  for (auto& e : s["pool"]["entries"])
+    for (auto key : {"id", "name", "refs", "status", "pid"})
+      EXPECT_TRUE(e.contains(key)) << e.dump();
+  EXPECT_EQ(s["budgets"], json::array()); // off mode
+  // Secrets never appear.
+  EXPECT_EQ(s.dump().find(secret_value), std::string::npos);
+}
+
+TEST_F(serve_test, budget_cells_and_no_pool) {
+  start({"--budget", "5"});
+  auto s = snapshot();
+  ASSERT_EQ(s["budgets"].size(), 1u) << s.dump(2);
+  auto& b = s["budgets"][0];
+  EXPECT_EQ(b["scope"], "workspace");
+  EXPECT_EQ(b["budget"], 5);
+  EXPECT_EQ(b["mode"], "warn");
+  for (auto key : {"reserved", "reserved_count", "live_count", "refused", "status"})
+    EXPECT_TRUE(b.contains(key)) << b.dump();
+  EXPECT_TRUE(b["status"] == "ok" || b["status"] == "warning") << b.dump();
+  daemon_.reset();
+
+  start({"--no-pool"});
+  s = snapshot();
+  EXPECT_TRUE(s["pool"].is_null()) << s.dump(2);
+  EXPECT_EQ(s["budgets"], json::array());
+}
+
+// -- events -----------------------------------------------------------------------------------------
+
+TEST_F(serve_test, events_arrive_in_order_and_replay_from_last_event_id) {
+  start();
+  ASSERT_TRUE(connected("echo"));
+  sse_stream live(port_);
+  ASSERT_EQ(live.status(), 200);
+  // An edit of the user settings: settings_changed, then a reconcile pass.
+  json settings = json::parse(slurp(user_settings()));
+  settings["mcpServers"]["extra"] = test_server_config({"--name-prefix", "extra_"});
+  write_file(user_settings(), settings.dump(2));
+  ASSERT_TRUE(live.wait_for("settings_changed")) << "events so far: " << live.log.size();
+  ASSERT_TRUE(live.wait_for("reconcile_started"));
+  ASSERT_TRUE(live.wait_for("reconcile_finished"));
+  // The new server's connection is reported during or after the pass.
+  auto extra_connected = [](const json& d) {
+    return d.value("server", "") == "extra" && d.value("status", "") == "connected";
+  };
+  bool seen = false;
+  for (auto& ev : live.log)
+    seen = seen || (ev.kind == "client_update" && extra_connected(ev.j()));
+  if (!seen) {
+    ASSERT_TRUE(live.wait_for("client_update", extra_connected));
+  }
+  uint64_t prev = 0;
+  for (auto& ev : live.log) {
+    auto id = std::stoull(ev.id);
+    EXPECT_GT(id, prev) << "ids must increase";
+    prev = id;
+    EXPECT_TRUE(ev.j().is_object()) << ev.data;
+  }
+
+  // From the start: the ring holds everything so far, in order, from id 1.
+  sse_stream replay(port_, {{"Last-Event-ID", "0"}});
+  ASSERT_EQ(replay.status(), 200);
+  std::vector<sse_event> got;
+  while (got.empty() || std::stoull(got.back().id) < prev) {
+    auto ev = replay.next(10s);
+    ASSERT_TRUE(ev) << "replay stopped at " << (got.empty() ? "nothing" : got.back().id);
+    if (!ev->kind.empty()) got.push_back(*ev);
+  }
+  EXPECT_EQ(got.front().id, "1");
+  for (std::size_t i = 1; i < got.size(); ++i)
+    EXPECT_EQ(std::stoull(got[i].id), std::stoull(got[i - 1].id) + 1) << "the replay has a gap";
+  std::map<std::string, std::string> kinds;
+  for (auto& ev : got)
+    kinds[ev.id] = ev.kind;
+  for (auto& ev : live.log)
+    EXPECT_EQ(kinds[ev.id], ev.kind) << "id " << ev.id;
+
+  // From the last seen id: nothing old, then the next event.
+  sse_stream resume(port_, {{"Last-Event-ID", std::to_string(prev)}});
+  ASSERT_EQ(resume.status(), 200);
+  ASSERT_EQ(post("/workspace/mcp/project-tools/approve")->status, 200);
+  auto ev = resume.wait_for("reconcile_started");
+  ASSERT_TRUE(ev);
+  for (auto& e : resume.log)
+    EXPECT_GT(std::stoull(e.id), prev);
+}
+
+TEST_F(serve_test, many_streams_keepalives_and_a_stalled_reader_blocks_nobody) {
+  start({"--sse-keepalive-ms", "200"});
+  ASSERT_TRUE(connected("echo"));
+  // One stream that never reads, with a tiny receive buffer.
+  sse_stream stalled(port_, {}, 1024);
+  std::vector<std::unique_ptr<sse_stream>> streams;
+  for (int i = 0; i < 8; ++i) {
+    streams.push_back(std::make_unique<sse_stream>(port_));
+    ASSERT_EQ(streams.back()->status(), 200);
+  }
+  // Keep-alive comments on an idle stream.
+  bool keepalive = false;
+  for (int i = 0; i < 5 && !keepalive; ++i) {
+    auto ev = streams[0]->next(5s);
+    ASSERT_TRUE(ev);
+    keepalive = ev->comment.find("keep-alive") != std::string::npos;
+  }
+  EXPECT_TRUE(keepalive);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
+    for (auto& s : streams)
+      ASSERT_TRUE(s->wait_for("pool_entry_restarted")) << "round " << round;
+  }
+  auto r = client().Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(serve_test, a_reader_that_falls_behind_is_dropped) {
+  // Two thousand disabled servers (no process) make settings_changed events
+  // of tens of kilobytes: enough to fill the socket buffers of a reader
+  // that does not read, once the daemon's send buffers are small (on
+  // loopback Linux grows them to megabytes otherwise).
+  json servers = {{"echo", test_server_config({})}};
+  auto with_args = [&](const std::string& arg) {
+    for (int i = 0; i < 2000; ++i) {
+      auto cfg = test_server_config({arg});
+      cfg["disabled"] = true;
+      servers["disabled-server-" + std::to_string(i)] = cfg;
+    }
+    write_file(user_settings(), json{{"mcpServers", servers}}.dump());
+  };
+  with_args("a");
+  start({"--sse-queue", "4", "--sndbuf", "8192"});
+  ASSERT_TRUE(connected("echo"));
+  sse_stream stalled(port_, {}, 1024);
+  ASSERT_EQ(stalled.status(), 200);
+  sse_stream live(port_);
+  ASSERT_EQ(live.status(), 200);
+  for (auto arg : {"b", "c", "d"}) {
+    with_args(arg);
+    ASSERT_TRUE(live.wait_for("settings_changed")) << daemon_->err();
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto t0 = clock_type::now();
+    ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
+    EXPECT_LT(clock_type::now() - t0, 5s) << "a stalled reader slowed the runtime down";
+    ASSERT_TRUE(live.wait_for("pool_entry_restarted"));
+  }
+  EXPECT_TRUE(stalled.closed_within(20s)) << "the stalled stream was not dropped\n" << daemon_->err();
+  auto h = client().Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(serve_test, a_bad_last_event_id_is_a_400) {
+  start();
+  sse_stream s(port_, {{"Last-Event-ID", "abc"}});
+  EXPECT_EQ(s.status(), 400);
+}
+
+// -- approvals, restart, reload, tools --------------------------------------------------------------
+
+TEST_F(serve_test, approve_and_reject) {
+  start();
+  auto r = post("/workspace/mcp/project-tools/approve");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body_of(r)["approval"], "approved");
+  ASSERT_TRUE(connected("project-tools")) << snapshot().dump(2);
+  EXPECT_EQ(server("project-tools")["approval"], "approved");
+
+  r = post("/workspace/mcp/project-tools/reject");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(wait_until([&] {
+    auto s = server("project-tools");
+    return s["reason"] == "rejected" && s["status"] == "disconnected";
+  })) << snapshot().dump(2);
+
+  r = post("/workspace/mcp/nope/approve");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(is_json_error(r)) << r->body;
+  r = post("/workspace/mcp/echo/reject");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 409) << r->body;
+  EXPECT_TRUE(is_json_error(r)) << r->body;
+}
+
+TEST_F(serve_test, restart_gives_a_new_process) {
+  start();
+  ASSERT_TRUE(connected("echo"));
+  auto pid = server("echo")["pid"];
+  auto r = post("/workspace/mcp/echo/restart");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = body_of(r);
+  ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["results"][0]["restarted"], true) << j.dump();
+  EXPECT_TRUE(j["results"][0]["id"].is_string());
+  EXPECT_TRUE(wait_until([&] {
+    auto s = server("echo");
+    return s["status"] == "connected" && s["pid"] != pid;
+  })) << snapshot().dump(2);
+  r = post("/workspace/mcp/nope/restart");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_TRUE(is_json_error(r));
+}
+
+TEST_F(serve_test, reload_and_healthz) {
+  start();
+  auto r = post("/workspace/mcp/reload");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 202) << r->body;
+  auto h = client().Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(serve_test, tools_call_results_and_errors) {
+  start();
+  ASSERT_TRUE(connected("echo"));
+  auto r = post("/workspace/mcp/tools/call", R"({"server": "echo", "tool": "echo", "arguments": {"text": "hi"}})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = body_of(r);
+  EXPECT_EQ(j["content"][0]["text"], "hi") << j.dump();
+
+  r = post("/workspace/mcp/tools/call", R"({"server": "project-tools", "tool": "project_echo", "arguments": {}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 409) << r->body;
+  j = body_of(r);
+  EXPECT_EQ(j["reason"], "pending_approval") << j.dump();
+  EXPECT_NE(j.value("remedy", "").find("mcprt approve project-tools"), std::string::npos) << j.dump();
+
+  // Right after an approval the server is still connecting: the call waits for it.
+  ASSERT_EQ(post("/workspace/mcp/project-tools/approve")->status, 200);
+  r = post("/workspace/mcp/tools/call", R"({"server": "project-tools", "tool": "project_echo", "arguments": {"text": "now"}})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body_of(r)["content"][0]["text"], "now");
+
+  r = post("/workspace/mcp/tools/call", R"({"server": "echo", "tool": "no_such_tool"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_TRUE(is_json_error(r));
+
+  r = post("/workspace/mcp/tools/call", R"({"server": "nope", "tool": "echo"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+}
+
+TEST_F(serve_test, bad_requests_get_4xx_json_and_nothing_crashes) {
+  start();
+  struct bad {
+    std::string body;
+    int status;
+  };
+  for (auto& b : std::vector<bad>{{"{not json", 400},
+                                  {"[1, 2]", 400},
+                                  {"", 400},
+                                  {R"({"server": 5, "tool": "echo"})", 400},
+                                  {R"({"server": "echo"})", 400},
+                                  {R"({"server": "echo", "tool": ["x"]})", 400},
+                                  {R"({"server": "echo", "tool": "echo", "arguments": [1]})", 400},
+                                  {R"({"server": "echo", "tool": "echo", "arguments": "x"})", 400}}) {
+    auto r = post("/workspace/mcp/tools/call", b.body);
+    ASSERT_TRUE(r) << b.body;
+    EXPECT_EQ(r->status, b.status) << b.body << " -> " << r->body;
+    EXPECT_TRUE(is_json_error(r)) << b.body << " -> " << r->body;
+  }
+  std::string huge = R"({"server": "echo", "tool": "echo", "arguments": {"text": ")" + std::string(3 << 20, 'x') + "\"}}";
+  auto r = post("/workspace/mcp/tools/call", huge);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_TRUE(is_json_error(r)) << r->body.substr(0, 200);
+
+  r = client().Get("/no/such/route");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(is_json_error(r)) << r->body;
+  r = client().Get("/workspace/mcp/reload"); // wrong method
+  ASSERT_TRUE(r);
+  EXPECT_GE(r->status, 400);
+  EXPECT_LT(r->status, 500);
+  EXPECT_TRUE(is_json_error(r)) << r->body;
+
+  auto h = client().Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_FALSE(daemon_->wait_exit(0ms)) << "the daemon died";
+}
+
+TEST_F(serve_test, launch_flags_reach_the_runtime) {
+  start({"--allowed-mcp-server-names", "echo,top"});
+  EXPECT_EQ(server("calc")["reason"], "not_allowed") << snapshot().dump(2);
+  daemon_.reset();
+
+  start({"--untrusted"});
+  auto s = snapshot();
+  EXPECT_EQ(s["trusted"], false);
+  EXPECT_EQ(server("echo")["reason"], "untrusted") << s.dump(2);
+  daemon_.reset();
+
+  write_file(root_ / "top.json", json{{"mcpServers", {{"top", test_server_config({"--name-prefix", "top_"})}}}}.dump());
+  start({"--mcp-config", (root_ / "top.json").string()});
+  EXPECT_TRUE(connected("top")) << snapshot().dump(2);
+  daemon_.reset();
+
+  write_file(home_ / ".qwen" / "settings.json",
+             json{{"mcpServers", {{"qwen-only", test_server_config({})}}}}.dump());
+  start({"--profile", "qwen"});
+  s = snapshot();
+  // .mcp.json is the same file whatever the profile.
+  EXPECT_EQ(server_names(s), (std::vector<std::string>{"project-tools", "qwen-only"})) << s.dump(2);
+  daemon_.reset();
+
+  auto r = mcprt({"serve", "--workspace", (root_ / "missing").string(), "--home", home_.string()});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "-5"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--log-format", "xml"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+}
+
+TEST_F(serve_test, one_daemon_per_workspace) {
+  start();
+  auto r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("already serves"), std::string::npos) << r.err;
+  // The running daemon's file is untouched.
+  auto doc = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+  EXPECT_EQ(doc["pid"], daemon_->pid());
+}
+
+// -- tokens and addresses ---------------------------------------------------------------------------
+
+TEST_F(serve_test, a_token_is_required_on_every_request) {
+  write_file(root_ / "token", "s3cret-token\n");
+  start({"--token-file", (root_ / "token").string()});
+  for (auto path : {"/healthz", "/workspace/mcp"}) {
+    auto r = client().Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_TRUE(is_json_error(r)) << r->body;
+    r = client("wrong").Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+    r = client("s3cret-token").Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << path;
+  }
+  auto r = post("/workspace/mcp/reload");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  sse_stream s(port_);
+  EXPECT_EQ(s.status(), 401);
+  sse_stream s2(port_, {{"Authorization", "Bearer s3cret-token"}});
+  EXPECT_EQ(s2.status(), 200);
+
+  auto st = cli({"status"});
+  EXPECT_EQ(st.code, 1) << describe(st);
+  EXPECT_NE(st.err.find("401"), std::string::npos) << st.err;
+  st = cli({"status", "--token-file", (root_ / "token").string()});
+  EXPECT_EQ(st.code, 0) << describe(st);
+  EXPECT_EQ((daemon_->err() + st.err + st.out).find("s3cret-token"), std::string::npos) << "the token was printed";
+}
+
+TEST_F(serve_test, a_non_loopback_address_needs_a_token_file) {
+  auto r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("token"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  // With a token it listens there.
+  write_file(root_ / "token", "tok\n");
+  start({"--listen", "0.0.0.0:0", "--token-file", (root_ / "token").string()});
+  EXPECT_EQ(url_.rfind("http://0.0.0.0:", 0), 0u) << url_;
+  httplib::Client c("127.0.0.1", port_);
+  c.set_bearer_token_auth("tok");
+  auto h = c.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  daemon_.reset();
+  for (auto bad : {"127.0.0.1", "127.0.0.1:99999", ":80", "127.0.0.1:x"}) {
+    r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--listen", bad});
+    EXPECT_EQ(r.code, 2) << bad << "\n" << describe(r);
+    EXPECT_NE(r.err.find("--listen"), std::string::npos) << r.err;
+  }
+}
+
+// -- signals --------------------------------------------------------------------------------------------
+
+std::vector<pid_t> server_pids(const json& snap) {
+  std::vector<pid_t> out;
+  if (snap.is_object())
+    for (auto& s : snap["servers"])
+      if (s["pid"].is_number_integer()) out.push_back(s["pid"].get<pid_t>());
+  return out;
+}
+
+TEST_F(serve_test, sigterm_stops_every_child_and_removes_daemon_json) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    start();
+    ASSERT_TRUE(connected("echo") && connected("calc"));
+    auto pids = server_pids(snapshot());
+    ASSERT_EQ(pids.size(), 2u);
+    ASSERT_TRUE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+    daemon_->signal(sig);
+    auto code = daemon_->wait_exit(30s);
+    ASSERT_TRUE(code) << "the daemon did not exit after signal " << sig;
+    EXPECT_EQ(*code, 0) << daemon_->err();
+    EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+    for (auto pid : pids)
+      EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 10s)) << "server " << pid << " outlived the daemon";
+    daemon_.reset();
+  }
+}
+
+TEST_F(serve_test, a_second_signal_forces_the_exit) {
+  // A server that ignores SIGTERM and stdin EOF holds a clean stop for
+  // seconds; the second signal must not wait for it.
+  write_file(user_settings(),
+             json{{"mcpServers", {{"stubborn", test_server_config({"--ignore-sigterm"})}}}}.dump(2));
+  start();
+  ASSERT_TRUE(connected("stubborn"));
+  auto pids = server_pids(snapshot());
+  ASSERT_EQ(pids.size(), 1u);
+  daemon_->signal(SIGTERM);
+  ASSERT_TRUE(wait_until([&] { return daemon_->err().find("stopping") != std::string::npos; }));
+  auto t0 = clock_type::now();
+  daemon_->signal(SIGTERM);
+  auto code = daemon_->wait_exit(10s);
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 128 + SIGTERM);
+  EXPECT_LT(clock_type::now() - t0, 1500ms) << "the second signal did not force";
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  EXPECT_TRUE(wait_until([&] { return process_gone(pids[0]); }, 10s)) << "the server outlived the daemon";
+}
+
+TEST_F(serve_test, sigkill_of_the_daemon_leaves_no_child) {
+  start();
+  ASSERT_TRUE(connected("echo") && connected("calc"));
+  auto pids = server_pids(snapshot());
+  ASSERT_EQ(pids.size(), 2u);
+  daemon_->signal(SIGKILL);
+  ASSERT_TRUE(daemon_->wait_exit(10s));
+  for (auto pid : pids)
+    EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 10s)) << "server " << pid << " outlived the daemon";
+  // A stale daemon.json: client commands say nobody answers; approve falls
+  // back to the store.
+  auto st = cli({"status"});
+  EXPECT_EQ(st.code, 1);
+  auto a = mcprt({"approve", "project-tools", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(a.code, 0) << describe(a);
+  EXPECT_EQ(a.out.find("daemon"), std::string::npos) << a.out;
+}
+
+// -- flags ---------------------------------------------------------------------------------------------------
+
+TEST_F(serve_test, bad_budget_flags_are_refused_before_anything_starts) {
+  auto serve = [&](std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> args{"serve", "--workspace", ws_.string(), "--home", home_.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    spawned p(args, home_, env);
+    auto code = p.wait_exit(20s);
+    auto out = p.line(1s);
+    return std::make_tuple(code ? *code : -1, p.err(), out ? *out : std::string{});
+  };
+  for (auto bad : {"0x10", "1e2", "0", "-1", "ten", ""}) {
+    auto [code, err, out] = serve({"--budget", bad});
+    EXPECT_EQ(code, 2) << "--budget '" << bad << "': " << err;
+    EXPECT_NE(err.find("--budget"), std::string::npos) << err;
+    EXPECT_TRUE(out.empty()) << out;
+  }
+  for (auto bad : {"0x10", "1e2", "0", "-1", "ten"}) {
+    auto [code, err, out] = serve({}, {{"MCPRT_BUDGET", bad}});
+    EXPECT_EQ(code, 2) << "MCPRT_BUDGET=" << bad << ": " << err;
+    EXPECT_NE(err.find("MCPRT_BUDGET"), std::string::npos) << err;
+  }
+  {
+    auto [code, err, out] = serve({"--budget-mode", "enforce"});
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_NE(err.find("enforce needs a budget"), std::string::npos) << err;
+  }
+  {
+    auto [code, err, out] = serve({}, {{"MCPRT_BUDGET_MODE", "enforce"}});
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_NE(err.find("MCPRT_BUDGET_MODE"), std::string::npos) << err;
+  }
+  {
+    auto [code, err, out] = serve({"--budget-mode", "loud", "--budget", "3"});
+    EXPECT_EQ(code, 2) << err;
+  }
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+}
+
+TEST_F(serve_test, budget_from_the_environment_and_enforce) {
+  start({"--budget-mode", "enforce"}, {{"MCPRT_BUDGET", "1"}});
+  ASSERT_TRUE(wait_until([&] {
+    auto s = snapshot();
+    return s["budgets"].size() == 1 && s["budgets"][0]["reserved_count"] == 1 && !s["budgets"][0]["refused"].empty();
+  })) << snapshot().dump(2);
+  auto b = snapshot()["budgets"][0];
+  EXPECT_EQ(b["budget"], 1);
+  EXPECT_EQ(b["mode"], "enforce");
+  EXPECT_EQ(b["status"], "error");
+}
+
+TEST_F(serve_test, json_logs_one_object_per_line_without_secrets) {
+  start({"--log-format", "json", "--log-level", "debug"});
+  ASSERT_TRUE(connected("calc"));
+  ASSERT_EQ(post("/workspace/mcp/calc/restart")->status, 200);
+  ASSERT_TRUE(connected("calc"));
+  daemon_->signal(SIGTERM);
+  ASSERT_TRUE(daemon_->wait_exit(30s));
+  auto err = daemon_->err();
+  std::istringstream in(err);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    auto j = json::parse(line, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("level") && j.contains("msg") && j.contains("ts")) << line;
+    ++n;
+  }
+  EXPECT_GT(n, 2) << err;
+  EXPECT_EQ(err.find(secret_value), std::string::npos) << "a secret was logged";
+}
+
+// -- client commands ----------------------------------------------------------------------------------------
+
+TEST_F(serve_test, status_table_and_json) {
+  start();
+  ASSERT_TRUE(connected("echo") && connected("calc"));
+  auto r = cli({"status"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("NAME"), std::string::npos) << r.out;
+  for (auto col : {"STATUS", "TOOLS", "SCOPE", "REASON"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pending_approval"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("budget:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pool:"), std::string::npos) << r.out;
+  bool echo_line = false;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line))
+    echo_line = echo_line || (line.rfind("echo ", 0) == 0 && line.find("connected") != std::string::npos
+                              && line.find(" 5 ") != std::string::npos && line.find("user") != std::string::npos);
+  EXPECT_TRUE(echo_line) << r.out;
+
+  r = cli({"status", "--json"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_TRUE(r.has_json()) << r.out;
+  EXPECT_EQ(r.j["v"], 1);
+  EXPECT_EQ(server_names(r.j).size(), 3u);
+
+  r = cli({"status", "--url", url_});
+  EXPECT_EQ(r.code, 0) << describe(r);
+}
+
+TEST_F(serve_test, client_commands_without_a_daemon_say_so) {
+  for (auto args : std::vector<std::vector<std::string>>{{"status"}, {"events"}, {"restart", "echo"}, {"call", "echo", "echo"}}) {
+    auto r = cli(args);
+    EXPECT_EQ(r.code, 1) << args[0] << "\n" << describe(r);
+    EXPECT_NE(r.err.find("mcprt serve"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(serve_test, events_command_prints_one_line_per_event) {
+  start();
+  ASSERT_TRUE(connected("echo"));
+  spawned ev({"events", "--workspace", ws_.string(), "--since", "0"}, home_);
+  ASSERT_TRUE(ev.line_containing("reconcile_finished")) << ev.err();
+  for (auto& l : ev.seen)
+    EXPECT_EQ(l[0], '#') << l;
+  // Live events follow.
+  ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
+  ASSERT_TRUE(ev.line_containing("pool_entry_restarted")) << ev.err();
+  // The stream ends with the daemon; the command then exits 0.
+  daemon_->signal(SIGTERM);
+  ASSERT_TRUE(daemon_->wait_exit(30s));
+  auto code = ev.wait_exit(20s);
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0) << ev.err();
+}
+
+TEST_F(serve_test, approve_reject_restart_and_call_through_the_daemon) {
+  start();
+  ASSERT_TRUE(connected("echo"));
+  auto a = mcprt({"approve", "project-tools", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_EQ(a.code, 0) << describe(a);
+  EXPECT_NE(a.out.find("through the daemon"), std::string::npos) << a.out;
+  ASSERT_TRUE(connected("project-tools")) << snapshot().dump(2);
+
+  auto c = cli({"call", "project-tools", "project_echo", R"({"text": "from the project"})"});
+  ASSERT_EQ(c.code, 0) << describe(c);
+  EXPECT_EQ(c.out, "from the project\n");
+
+  auto rj = mcprt({"reject", "project-tools", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_EQ(rj.code, 0) << describe(rj);
+  EXPECT_TRUE(wait_until([&] { return server("project-tools")["reason"] == "rejected"; }));
+  c = cli({"call", "project-tools", "project_echo", R"({"text": "x"})"});
+  EXPECT_EQ(c.code, 1) << describe(c);
+  EXPECT_NE(c.err.find("rejected"), std::string::npos) << c.err;
+
+  auto u = mcprt({"approve", "nope", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(u.code, 2) << describe(u);
+  u = mcprt({"approve", "echo", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(u.code, 2) << describe(u);
+
+  auto pid = server("echo")["pid"];
+  auto r = cli({"restart", "echo"});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("restarted"), std::string::npos) << r.out;
+  EXPECT_TRUE(wait_until([&] { return connected("echo", 1s) && server("echo")["pid"] != pid; }));
+  r = cli({"restart", "nope"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+
+  c = cli({"call", "echo", "echo", R"({"text":"hi"})"});
+  ASSERT_EQ(c.code, 0) << describe(c);
+  EXPECT_EQ(c.out, "hi\n");
+  c = cli({"call", "echo", "echo", R"({"text":"hi"})", "--json"});
+  ASSERT_EQ(c.code, 0) << describe(c);
+  EXPECT_EQ(c.j["content"][0]["text"], "hi");
+  c = cli({"call", "echo", "echo", "not json"});
+  EXPECT_EQ(c.code, 2) << describe(c);
+  c = cli({"call", "echo", "no_such_tool"});
+  EXPECT_EQ(c.code, 1) << describe(c);
+  EXPECT_NE(c.err.find("404"), std::string::npos) << c.err;
+}
+
+} // namespace
+} // namespace mcprt_cli_test
