@@ -68,6 +68,14 @@ protected:
     bool start = true;
   };
 
+  /// A setup with some fields changed: `with([](setup& s) { s.trusted = false; })`.
+  template <class F>
+  static setup with(F change) {
+    setup s;
+    change(s);
+    return s;
+  }
+
   void start(setup s) {
     if (s.mode != budget_mode::off)
       budget = track(spawn_budget(sys, s.budget, s.mode, s.pool ? "workspace" : "session", bus));
@@ -187,7 +195,7 @@ bool is(const caf::error& e, errc x) {
 
 TEST_F(Reload, AReconcileBeforeStartIsANoOp) {
   user["mcpServers"]["a"] = stdio();
-  start({.start = false});
+  start(with([](setup& s) { s.start = false; }));
   self->send(session, atom::reconcile_v);
   push(true);
   EXPECT_TRUE(events(event_kind::reconcile_started).empty());
@@ -202,7 +210,7 @@ TEST_F(Reload, AReconcileBeforeStartIsANoOp) {
 
 TEST_F(Reload, AServerEditReconcilesTheAssembledMapIncludingTheTopTier) {
   user["mcpServers"]["a"] = stdio();
-  start({.session_servers = {config("top", stdio())}});
+  start(with([](setup& s) { s.session_servers = {config("top", stdio())}; }));
   EXPECT_EQ(live_names(), (names{"a", "top"}));
   events();
   user["mcpServers"]["b"] = stdio();
@@ -322,7 +330,7 @@ TEST_F(Reload, TheLaunchBoundNarrowsAndSettingsCannotWidenIt) {
   user["mcpServers"]["a"] = stdio();
   user["mcpServers"]["b"] = stdio();
   user["mcpServers"]["c"] = stdio();
-  start({.launch_bound = names{"a", "b"}});
+  start(with([](setup& s) { s.launch_bound = names{"a", "b"}; }));
   EXPECT_EQ(live_names(), (names{"a", "b"}));
   user["mcp"]["allowed"] = {"a", "c"}; // narrows to a; cannot add c
   push();
@@ -512,7 +520,7 @@ TEST_F(Reload, AFilterOnlyEditRefiltersWithoutReconnecting) {
 
 TEST_F(Reload, AnUntrustedFolderStartsNothing) {
   user["mcpServers"]["a"] = stdio();
-  start({.trusted = false});
+  start(with([](setup& s) { s.trusted = false; }));
   push(true);
   EXPECT_TRUE(events(event_kind::reconcile_started).empty());
   EXPECT_EQ(world->spawns.size(), 0u);
@@ -540,7 +548,10 @@ TEST_F(Reload, RefusalsOfOnePassComeAsOneBatchAndNameTheReason) {
   user["mcpServers"]["a"] = stdio();
   user["mcpServers"]["b"] = stdio();
   user["mcpServers"]["c"] = stdio();
-  start({.budget = 1, .mode = budget_mode::enforce});
+  start(with([](setup& s) {
+    s.budget = 1;
+    s.mode = budget_mode::enforce;
+  }));
   auto all = events();
   std::size_t batches = 0;
   json last_finished;
@@ -562,7 +573,11 @@ TEST_F(Reload, RefusalsOfOnePassComeAsOneBatchAndNameTheReason) {
 TEST_F(Reload, TheKillSwitchRunsSessionOwnedConnectionsUnderASessionBudget) {
   user["mcpServers"]["a"] = stdio();
   user["mcpServers"]["b"] = stdio();
-  start({.pool = false, .budget = 1, .mode = budget_mode::enforce});
+  start(with([](setup& s) {
+    s.pool = false;
+    s.budget = 1;
+    s.mode = budget_mode::enforce;
+  }));
   auto all = events();
   bool batch = false;
   for (auto& e : all)
