@@ -15,6 +15,10 @@
 #include <thread>
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -153,19 +157,20 @@ public:
   /// The exit code (128 + signal when killed), or nullopt at the deadline.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
     if (exited_) return code_;
-    auto deadline = clock_type::now() + timeout;
-    for (;;) {
-      int status = 0;
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (err_reader_.joinable()) err_reader_.join();
-        return code_;
-      }
-      if (clock_type::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(10ms);
+    // A pidfd becomes readable when the child exits: no polling.
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      ::close(fd);
+      if (ready != 1) return std::nullopt;
     }
+    int status = 0;
+    if (::waitpid(pid_, &status, fd >= 0 ? 0 : WNOHANG) != pid_) return std::nullopt;
+    exited_ = true;
+    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (err_reader_.joinable()) err_reader_.join();
+    return code_;
   }
 
   std::string err() {
