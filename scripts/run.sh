@@ -8,6 +8,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
 "$here/scripts/build.sh" "$here/build"
 ws="$here/examples/workspace"
-# The example servers run `mcprt-test-server`, found through PATH.
-export PATH="$here/build/bin:$PATH"
+# The example servers run `mcprt-test-server` and the npm peers'
+# `mcp-server-everything` (installed by setup.sh), both found through PATH.
+export PATH="$here/build/bin:$here/tests/peers/node_modules/.bin:$PATH"
 exec mcprt serve --workspace "$ws" --home "$here/examples/home" "$@"

@@ -70,7 +70,7 @@ TEST_F(example_test, json_explains_every_server_of_the_bundled_example) {
   EXPECT_EQ(r.j["workspace"], example_ws_.lexically_normal().string());
   EXPECT_EQ(r.j["trusted"], true);
   EXPECT_EQ(server_names(r.j),
-            (std::vector<std::string>{"calc", "echo", "legacy-search", "project-tools"}));
+            (std::vector<std::string>{"calc", "echo", "everything", "legacy-search", "project-tools"}));
   EXPECT_TRUE(server_is(r.j, "echo", "user", true, null_j, null_j));
   EXPECT_TRUE(server_is(r.j, "calc", "user", true, null_j, null_j));
   EXPECT_TRUE(server_is(r.j, "legacy-search", "user", false, "excluded", null_j));
