@@ -74,6 +74,7 @@ struct reconciler_state {
   };
   std::map<std::string, std::vector<parked_call>> parked;
   std::vector<unavailability> skipped; // of the last finished pass
+  std::vector<unavailability> failed;  // servers that failed to connect in it
   std::string last_error;
   std::optional<std::vector<std::string>> told_promptable;
   // Timing of the current pass, reported in reconcile_finished.
@@ -201,6 +202,9 @@ void finish_pass(self_ptr self) {
                                                                    - st.applied_from)
                           .count()}});
   st.skipped = std::move(r.skipped);
+  st.failed.clear();
+  for (auto& [name, err] : r.errors)
+    st.failed.push_back({name, "error", err});
   auto& promptable = st.desired.promptable;
   if (!promptable.empty() || (st.told_promptable && *st.told_promptable != promptable)) {
     publish(self, event_kind::pending_approval_changed, {{"session", st.opts.session}, {"promptable", promptable}});
@@ -405,6 +409,7 @@ caf::result<session_snapshot> snapshot(self_ptr self) {
   job->result.in_progress = st.in_progress;
   job->result.last_error = st.last_error;
   job->result.skipped = st.skipped;
+  job->result.failed = st.failed;
   job->pending = 1;
   for (auto& [name, s] : st.live) {
     ++job->pending;

@@ -295,10 +295,13 @@ nlohmann::json runtime::snapshot() {
   if (sess)
     for (auto& s : sess->servers)
       live[s.name] = &s;
-  std::map<std::string, std::string> skipped;
-  if (sess)
+  std::map<std::string, std::string> skipped, failed;
+  if (sess) {
     for (auto& u : sess->skipped)
       skipped[u.server] = u.reason;
+    for (auto& u : sess->failed)
+      failed[u.server] = u.remedy;
+  }
   auto add = [&](const std::string& name, const std::string& scope, const std::string& transport,
                  const std::string& fingerprint, const std::string& reason, const std::string& approval) {
     json s{{"name", name}, {"scope", scope}, {"transport", transport}, {"fingerprint", fingerprint}};
@@ -312,11 +315,12 @@ nlohmann::json runtime::snapshot() {
       s["last_error"] = null_if_empty(ls.last_error);
       s["restarts"] = restarts.count(ls.connection_id) ? restarts[ls.connection_id] : 0;
     } else {
-      s["status"] = "disconnected";
+      auto f = failed.find(name);
+      s["status"] = f != failed.end() ? "error" : "disconnected";
       s["pid"] = nullptr;
       s["tools"] = 0;
       s["prompts"] = 0;
-      s["last_error"] = nullptr;
+      s["last_error"] = f != failed.end() ? json(f->second) : json(nullptr);
       s["restarts"] = 0;
     }
     auto sk = skipped.find(name);

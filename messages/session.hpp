@@ -158,12 +158,13 @@ struct session_snapshot {
   std::string last_error;
   std::vector<session_server> servers; // sorted by name
   std::vector<unavailability> skipped; // budget refusals of the last pass
+  std::vector<unavailability> failed;  // servers that failed to connect in the last pass (remedy: the error)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_snapshot& x) {
   return f(caf::meta::type_name("mcprt.session_snapshot"), x.session, x.generation, x.in_progress, x.last_error,
-           x.servers, x.skipped);
+           x.servers, x.skipped, x.failed);
 }
 
 } // namespace mcprt

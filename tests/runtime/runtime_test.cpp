@@ -317,6 +317,18 @@ TEST_F(Runtime, ASessionsOwnServersRunAndShowInTheSnapshot) {
   EXPECT_EQ(tools->size(), 4u); // echo, add, sleep, pid with the prefix
 }
 
+TEST_F(Runtime, AServerThatCannotStartShowsItsErrorInTheSnapshot) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}, {"broken", {{"command", "/nonexistent/mcp-server"}}}}}});
+  start();
+  auto snap = wait_snapshot([](const json& s) {
+    auto b = find_server(s, "broken");
+    return connected({"a"})(s) && b && (*b)["status"] == "error";
+  });
+  auto& b = *find_server(snap, "broken");
+  EXPECT_NE(b["last_error"].get<std::string>().find("/nonexistent/mcp-server"), std::string::npos) << b.dump();
+  EXPECT_TRUE(b["reason"].is_null());
+}
+
 TEST_F(Runtime, ShutdownLeavesNoChildProcess) {
   save(user_settings(), {{"mcpServers", {{"a", server()}, {"b", server()}}}});
   start();
