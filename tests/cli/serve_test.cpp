@@ -55,6 +55,17 @@ bool process_gone(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
+/// Waits on a pidfd (readable once the process has exited, zombie or not)
+/// until `pid` is gone; false if it still runs after `timeout`.
+bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return process_gone(pid);
+  pollfd p{fd, POLLIN, 0};
+  int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  ::close(fd);
+  return ready == 1;
+}
+
 // -- a spawned program with its output read under deadlines -----------------------------
 
 class spawned {
@@ -890,7 +901,7 @@ TEST_F(serve_test, sigterm_stops_every_child_and_removes_daemon_json) {
     EXPECT_EQ(*code, 0) << daemon_->err();
     EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
     for (auto pid : pids)
-      EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 10s)) << "server " << pid << " outlived the daemon";
+      EXPECT_TRUE(gone_within(pid, 10s)) << "server " << pid << " outlived the daemon";
     daemon_.reset();
   }
 }
@@ -913,7 +924,7 @@ TEST_F(serve_test, a_second_signal_forces_the_exit) {
   EXPECT_EQ(*code, 128 + SIGTERM);
   EXPECT_LT(clock_type::now() - t0, 1500ms) << "the second signal did not force";
   EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
-  EXPECT_TRUE(wait_until([&] { return process_gone(pids[0]); }, 10s)) << "the server outlived the daemon";
+  EXPECT_TRUE(gone_within(pids[0], 10s)) << "the server outlived the daemon";
 }
 
 TEST_F(serve_test, sigkill_of_the_daemon_leaves_no_child) {
@@ -924,7 +935,7 @@ TEST_F(serve_test, sigkill_of_the_daemon_leaves_no_child) {
   daemon_->signal(SIGKILL);
   ASSERT_TRUE(daemon_->wait_exit(10s));
   for (auto pid : pids)
-    EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 10s)) << "server " << pid << " outlived the daemon";
+    EXPECT_TRUE(gone_within(pid, 10s)) << "server " << pid << " outlived the daemon";
   // A stale daemon.json: client commands say nobody answers; approve falls
   // back to the store.
   auto st = cli({"status"});
