@@ -69,6 +69,17 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
       publish(self, out);
       return to_reply(r);
     },
+    [self](atom::reserve, const std::string& name, const std::string& transport) {
+      std::vector<budget_event> out;
+      auto& ledger = *self->state.ledger;
+      auto r = ledger.reserve(name, out);
+      if (r == reserve_result::refused)
+        ledger.record_refusal(name, transport, out);
+      else
+        ledger.clear_refusal(name);
+      publish(self, out);
+      return to_reply(r);
+    },
     [self](atom::release, const std::string& name) {
       return self->state.ledger->release(name);
     },

@@ -292,12 +292,12 @@ void connect(self_ptr self, const server_config& cfg) {
   }
   ++st.pending;
   st.connecting.insert(name);
-  self->request(st.opts.budget, caf::infinite, atom::reserve_v, name)
+  // The budget records the refusal (or clears an earlier one) itself.
+  self->request(st.opts.budget, caf::infinite, atom::reserve_v, name, to_string(cfg.transport()))
     .then(
       [self, cfg, refused](reserve_reply r) {
         auto& st = self->state;
         if (r == reserve_reply::refused) {
-          self->send(st.opts.budget, atom::refused_v, cfg.name, to_string(cfg.transport()));
           refused("budget_exhausted", cfg.name + ": the session budget is full; raise the budget "
                                                  "(--budget / MCPRT_BUDGET) or remove a server");
         } else {

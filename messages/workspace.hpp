@@ -224,6 +224,11 @@ using event_bus_actor = caf::typed_actor<
 /// overshoot.
 using budget_actor = caf::typed_actor<
   caf::replies_to<atom::reserve, std::string>::with<reserve_reply>,
+  // reserve(name, transport): a reserve whose outcome also settles the
+  // name's refusal record in the same handler: a refusal is recorded (with
+  // the transport), a reservation clears an earlier refusal. What a pool or
+  // session does after every reserve, without two more messages.
+  caf::replies_to<atom::reserve, std::string, std::string>::with<reserve_reply>,
   caf::replies_to<atom::release, std::string>::with<bool>,
   // begin_bulk_pass(preserve_refusals)
   caf::reacts_to<atom::begin_pass, bool>,

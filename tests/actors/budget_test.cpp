@@ -269,6 +269,48 @@ TEST_F(Budget, ClearingTheLastRefusalEmitsNothing) {
   EXPECT_TRUE(snapshot(b).refused.empty());
 }
 
+TEST_F(Budget, ReserveWithTransportRecordsItsOwnRefusalAndClearsItOnSuccess) {
+  auto b = spawn(1, budget_mode::enforce);
+  EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("a"), std::string("stdio")),
+            reserve_reply::reserved);
+  events();
+  // Refused: recorded in the same handler, so the batch of one is out
+  // before the reply reaches the caller.
+  EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("b"), std::string("http")),
+            reserve_reply::refused);
+  auto evs = events();
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, event_kind::child_refused_batch);
+  EXPECT_EQ(refused_names(evs[0]), (names{"b"}));
+  EXPECT_EQ(evs[0].data.value.at("refused").at(0).at("transport"), "http");
+  EXPECT_EQ(snapshot(b).refused, (names{"b"}));
+  // Once b gets a slot, its refusal is gone, with no empty batch.
+  release(b, "a");
+  EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("b"), std::string("http")),
+            reserve_reply::reserved);
+  for (auto& ev : events())
+    EXPECT_NE(ev.kind, event_kind::child_refused_batch);
+  EXPECT_TRUE(snapshot(b).refused.empty());
+  // already_held clears too, and a plain reserve records nothing.
+  EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("b"), std::string("http")),
+            reserve_reply::already_held);
+  EXPECT_EQ(reserve(b, "c"), reserve_reply::refused);
+  EXPECT_TRUE(snapshot(b).refused.empty());
+}
+
+TEST_F(Budget, ReserveWithTransportInsideAPassJoinsThePassBatch) {
+  auto b = spawn(1, budget_mode::enforce);
+  tell(b, atom::begin_pass_v, false);
+  for (auto name : {"a", "b", "c"})
+    ask<reserve_reply>(b, atom::reserve_v, std::string(name), std::string("stdio"));
+  for (auto& ev : events())
+    EXPECT_NE(ev.kind, event_kind::child_refused_batch);
+  tell(b, atom::end_pass_v);
+  auto evs = events();
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(refused_names(evs[0]), (names{"b", "c"}));
+}
+
 TEST_F(Budget, LastRefusedSurvivesUntilTheNextFullPassStarts) {
   auto b = spawn(1, budget_mode::enforce);
   reserve(b, "a");
