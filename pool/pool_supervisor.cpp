@@ -25,6 +25,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -61,7 +62,7 @@ struct restart_waiter {
   time_point started;
 };
 
-using holder_map = std::map<std::string, uint64_t>;
+using holder_map = std::unordered_map<std::string, uint64_t>;
 
 /// A session waiting for an entry to connect.
 struct waiter {
@@ -114,7 +115,9 @@ struct pool_state {
   budget_actor budget;
   event_bus_actor bus;
   pool_options opts;
-  std::map<std::string, entry> entries;
+  /// Looked up twice per acquire/release cycle: hashed, not ordered.
+  /// Whatever is reported (snapshot, restart results) is sorted by id.
+  std::unordered_map<std::string, entry> entries;
   /// Last connection generation issued per id. Never forgotten, so a late
   /// update from a closed entry's connection can never pass for one of a
   /// new entry with the same id.
@@ -400,12 +403,11 @@ void on_reserve_reply(self_ptr self, const std::string& id, uint64_t serial, con
     release_slot_if_last(self, name);
     return;
   }
+  // The budget already settled the refusal record (reserve with transport).
   if (r != reserve_reply::refused) {
-    self->send(st.budget, atom::clear_refusal_v, name);
     spawn_conn(self, *e);
     return;
   }
-  self->send(st.budget, atom::refused_v, name, e->transport);
   auto ws = std::move(e->waiters);
   e->waiters.clear();
   e->status = pool_entry_status::failed;
@@ -485,13 +487,15 @@ bool release_handle(self_ptr self, const std::string& session, const std::string
 
 /// Attaches a session to an existing entry: at once when it is live (its
 /// reservation already covers the slot), else with the entry's waiters.
-caf::result<pool_handle> join(self_ptr self, entry& e, const std::string& session) {
+/// `id` is the entry's id for the handle; a caller that owns a copy of it
+/// moves it in, so that a live attach allocates nothing.
+caf::result<pool_handle> join(self_ptr self, entry& e, const std::string& session, std::string id) {
   if (e.status == pool_entry_status::active || e.status == pool_entry_status::draining) {
     attach(self->state, e, session);
     // Ends a drain; its timer (if any) lapses when it finds the entry
     // active again.
     e.status = pool_entry_status::active;
-    return handle_of(e);
+    return pool_handle{std::move(id), e.conn, e.generation};
   }
   auto rp = self->make_response_promise<pool_handle>();
   e.waiters.push_back({session, rp});
@@ -524,7 +528,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       std::string computed;
       if (cfg.connection_id_cache.empty()) computed = compute_connection_id(cfg);
       const std::string& id = cfg.connection_id_cache.empty() ? computed : cfg.connection_id_cache;
-      if (auto e = find(self, id)) return join(self, *e, session);
+      if (auto e = find(self, id)) return join(self, *e, session, e->id);
       auto& e = st.entries[id];
       e.serial = st.next_serial++;
       e.id = id;
@@ -541,7 +545,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       // Not `id`: it may refer into the config just moved into the entry.
       auto serial = e.serial;
       auto name = e.name;
-      self->request(st.budget, caf::infinite, atom::reserve_v, name)
+      self->request(st.budget, caf::infinite, atom::reserve_v, name, e.transport)
         .then([self, id = e.id, serial, name](reserve_reply r) { on_reserve_reply(self, id, serial, name, r); },
               [self, id = e.id, serial](caf::error& err) {
                 if (auto p = find(self, id, serial)) {
@@ -551,9 +555,11 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
               });
       return rp;
     },
-    [self](atom::acquire, const std::string& session, const std::string& id) -> caf::result<pool_handle> {
+    // `id` is taken mutable: the request's own string becomes the reply's,
+    // so attaching to a live entry allocates nothing.
+    [self](atom::acquire, const std::string& session, std::string& id) -> caf::result<pool_handle> {
       if (self->state.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + id);
-      if (auto e = find(self, id)) return join(self, *e, session);
+      if (auto e = find(self, id)) return join(self, *e, session, std::move(id));
       return make_error(errc::not_connected, id + ": no pool entry; acquire it with its config");
     },
     [self](atom::release, const std::string& session, const std::string& id) {
@@ -584,10 +590,14 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       if (st.draining) return results;
       auto req = std::make_shared<restart_request>();
       auto now = self->clock().now();
-      for (auto& [id, e] : st.entries) {
-        if (e.name != name) continue;
+      std::vector<entry*> matching;
+      for (auto& [id, e] : st.entries)
+        if (e.name == name) matching.push_back(&e);
+      std::sort(matching.begin(), matching.end(), [](const entry* a, const entry* b) { return a->id < b->id; });
+      for (auto* match : matching) {
+        auto& e = *match;
         restart_result r;
-        r.id = id;
+        r.id = e.id;
         if (e.status == pool_entry_status::spawning) {
           r.reason = "still starting";
           req->results.push_back(std::move(r));
@@ -625,6 +635,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
         if (e.transport == "stdio" && e.conn && e.conn_status == connection_status::connected)
           ++s.subprocess_count;
       }
+      std::sort(s.entries.begin(), s.entries.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
       return s;
     },
     [self](atom::drain, bool force, caf::timespan timeout) -> caf::result<drain_result> {
