@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   serve->add_option("--log-format", serve_flags.log_format, "text or json (one JSON object per line)")
     ->check(CLI::IsMember({"text", "json"}));
+  serve->add_option("--threads", serve_flags.threads, "Scheduler worker threads (default 0: one per core)");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

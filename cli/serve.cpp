@@ -210,6 +210,7 @@ int run_serve(const serve_flags& f) {
   if (f.allowed_names) opts.allowed_server_names = split_name_list(*f.allowed_names);
   opts.trusted = !f.untrusted;
   if (f.debounce_ms < 0) return fail_usage("--debounce-ms must not be negative");
+  if (f.threads < 0 || f.threads > 256) return fail_usage("--threads must be between 0 (one per core) and 256");
   opts.debounce = std::chrono::milliseconds(f.debounce_ms);
   auto mode = resolve_runtime_mode(std::getenv("MCPRT_NO_POOL"), std::getenv("MCPRT_BUDGET"),
                                    std::getenv("MCPRT_BUDGET_MODE"), f.budget, f.budget_mode, f.no_pool);
@@ -253,6 +254,7 @@ int run_serve(const serve_flags& f) {
   // -- the runtime ---------------------------------------------------------------------
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
+  set_scheduler_threads(cfg, static_cast<std::size_t>(f.threads));
   caf::actor_system sys{cfg};
   auto started = runtime::start(sys, opts);
   if (!started) {

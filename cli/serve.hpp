@@ -23,6 +23,7 @@ struct serve_flags {
   std::string token_file;
   std::string log_level = "info";
   std::string log_format = "text";
+  long long threads = 0; // scheduler workers; 0: one per core
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

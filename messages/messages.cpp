@@ -2,6 +2,9 @@
 #include "messages/workspace.hpp"
 #include "messages/session.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
 #include <caf/message.hpp>
@@ -47,6 +50,11 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& cont
   std::string out = to_string(static_cast<errc>(code));
   if (context.match_elements<std::string>()) out += ": " + context.get_as<std::string>(0);
   return out;
+}
+
+void set_scheduler_threads(caf::actor_system_config& cfg, std::size_t threads) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", threads);
 }
 
 void add_mcprt_types(caf::actor_system_config& cfg) {
