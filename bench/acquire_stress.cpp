@@ -11,6 +11,7 @@
 // that changes during the run hits all three alike.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unordered_set>
 
@@ -48,13 +50,13 @@ using clock_type = std::chrono::steady_clock;
 using echo_actor = caf::typed_actor<caf::replies_to<bench_atom::echo, uint64_t>::with<uint64_t>>;
 
 struct stress_config : caf::actor_system_config {
-  explicit stress_config(int threads) {
+  // threads < 0: CAF's own default, max(cores, 4); 0: one per core, as
+  // `mcprt serve` runs. Every scenario runs in this one system, so the
+  // choice is the same for all of them.
+  stress_config(int threads, const std::string& policy) {
     add_mcprt_types(*this);
-    // CAF starts max(cores, 4) workers by default; on a 2-core machine
-    // `--threads 2` stops idle workers from spinning against busy ones.
-    // Every scenario runs in this one system, so the choice is the same
-    // for all of them.
-    if (threads > 0) set("scheduler.max-threads", threads);
+    if (threads >= 0) set_scheduler_threads(*this, static_cast<std::size_t>(threads));
+    if (!policy.empty()) set("scheduler.policy", caf::atom_from_string(policy));
   }
 };
 
@@ -63,7 +65,9 @@ struct settings {
   int names = 200;
   std::size_t budget = 50;
   double seconds = 3.0;
-  int threads = 0; // 0: CAF's default
+  int threads = 0; // 0: one per core (as mcprt serve); -1: CAF's default
+  int miss_percent = 10; // share of pool acquires that pick any name, live or not
+  std::string policy;    // CAF scheduler policy: stealing (CAF's default) or sharing
 };
 
 // What one client did, reported to the collector when its time is up.
@@ -115,7 +119,7 @@ struct run_result {
 // `pace` between samples, so every scenario carries the same observer load.
 class watcher {
 public:
-  static constexpr auto pace = std::chrono::microseconds(100);
+  static constexpr auto pace = std::chrono::milliseconds(1);
 
   template <class Sample>
   watcher(caf::actor_system& sys, Sample sample)
@@ -168,11 +172,14 @@ run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make)
   return r;
 }
 
-void add(run_result& total, run_result r) {
+/// Adds one slice to its scenario's total; returns the slice's rate.
+double add(run_result& total, run_result r) {
+  auto slice_rate = r.seconds > 0 ? static_cast<double>(r.ops) / r.seconds : 0;
   total.ops += r.ops;
   total.refusals += r.refusals;
   total.seconds += r.seconds;
   total.latencies_us.insert(total.latencies_us.end(), r.latencies_us.begin(), r.latencies_us.end());
+  return slice_rate;
 }
 
 double rate(const run_result& r) {
@@ -226,7 +233,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   settings s;
   std::string server = exe_dir() + "/mcprt-test-server";
   if (args.size() % 2 != 0) {
-    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N]\n";
+    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--miss-percent P]\n";
     return 2;
   }
   for (std::size_t i = 0; i < args.size(); i += 2) {
@@ -234,19 +241,24 @@ int acquire_stress(const std::vector<std::string>& args) {
     else if (args[i] == "--names") s.names = std::stoi(args[i + 1]);
     else if (args[i] == "--budget") s.budget = static_cast<std::size_t>(std::stoul(args[i + 1]));
     else if (args[i] == "--seconds") s.seconds = std::stod(args[i + 1]);
-    else if (args[i] == "--threads") s.threads = std::stoi(args[i + 1]);
+    else if (args[i] == "--threads") s.threads = args[i + 1] == "caf" ? -1 : std::stoi(args[i + 1]);
+    else if (args[i] == "--scheduler" && (args[i + 1] == "stealing" || args[i + 1] == "sharing")) s.policy = args[i + 1];
+    else if (args[i] == "--miss-percent") s.miss_percent = std::clamp(std::stoi(args[i + 1]), 0, 100);
     else {
-      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N]\n";
+      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--miss-percent P]\n";
       return 2;
     }
   }
   std::cout << "acquire_stress: " << s.sessions << " sessions, " << s.names << " names, budget " << s.budget
             << " (enforce), " << s.seconds << " s per scenario in interleaved rounds, scheduler threads "
-            << (s.threads > 0 ? std::to_string(s.threads) : std::string("CAF default")) << "\n";
+            << (s.threads > 0    ? std::to_string(s.threads)
+                : s.threads == 0 ? "one per core (" + std::to_string(std::thread::hardware_concurrency()) + ")"
+                                 : std::string("CAF default, max(cores, 4)"))
+            << ", policy " << (s.policy == "sharing" ? "sharing" : "work stealing") << "\n";
 
   io::reactor reactor;
   io::http_worker_pool http(1);
-  stress_config cfg{s.threads};
+  stress_config cfg{s.threads, s.policy};
   caf::actor_system sys{cfg};
 
   std::vector<server_config> configs;
@@ -267,20 +279,24 @@ int acquire_stress(const std::vector<std::string>& args) {
   // 2. Round trips straight to a budget actor: each reserve and each release
   //    counts as one, as each echo does.
   auto budget_direct = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", event_bus_actor{});
+  struct budget_client {
+    std::string name;
+    budget_actor budget;
+  };
   auto budget_clients = [&](auto& self, auto deadline, auto stats, int i) {
-    auto name = "srv" + std::to_string(i % s.names);
+    auto c = std::make_shared<budget_client>(budget_client{"srv" + std::to_string(i % s.names), budget_direct});
     return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me, int) {
-      return looping_client(me, collector, deadline, stats, [budget_direct, name](caf::event_based_actor* me, auto st, auto next) {
-        me->request(budget_direct, caf::infinite, atom::reserve_v, name)
+      return looping_client(me, collector, deadline, stats, [c](caf::event_based_actor* me, auto st, auto next) {
+        me->request(c->budget, caf::infinite, atom::reserve_v, c->name)
           .then(
-            [=](reserve_reply r) {
+            [me, c, st, next](reserve_reply r) {
               ++st->ops;
               if (r == reserve_reply::refused) {
                 ++st->refusals;
                 next();
                 return;
               }
-              me->request(budget_direct, caf::infinite, atom::release_v, name)
+              me->request(c->budget, caf::infinite, atom::release_v, c->name)
                 .then([st, next](bool) { ++st->ops; next(); }, [next](caf::error&) { next(); });
             },
             [next](caf::error&) { next(); });
@@ -303,40 +319,51 @@ int acquire_stress(const std::vector<std::string>& args) {
         .receive([](pool_handle&) {}, [](caf::error&) {});
   }
   int round = 0; // seeds differ per round
-  auto pool_clients = [&](auto& self, auto deadline, auto stats, int i) {
-    auto session = "session-" + std::to_string(i);
-    auto seed = static_cast<uint32_t>(i + round * s.sessions);
+  // A session's loop state, shared by its handlers through one pointer.
+  struct pool_client {
+    std::string session;
+    std::mt19937 rng;
+    std::uniform_int_distribution<int> any_name;
+    std::uniform_int_distribution<int> live_name;
+    pool_actor pool;
+  };
+  auto live_names = static_cast<int>(std::min<std::size_t>(s.budget, configs.size()));
+  auto pool_clients = [&](int miss) {
+   return [&, miss](auto& self, auto deadline, auto stats, int i) {
+    auto c = std::make_shared<pool_client>(
+      pool_client{"session-" + std::to_string(i), std::mt19937(static_cast<uint32_t>(i + round * s.sessions)),
+                  std::uniform_int_distribution<int>(0, static_cast<int>(configs.size()) - 1),
+                  std::uniform_int_distribution<int>(0, live_names - 1), pool});
+    auto miss_percent = static_cast<uint32_t>(miss);
     return sys.spawn([=, &configs, collector = caf::actor{self}](caf::event_based_actor* me, int) {
-      auto rng = std::make_shared<std::mt19937>(seed);
       return looping_client(me, collector, deadline, stats, [=, &configs](caf::event_based_actor* me, auto st, auto next) {
         // Mostly names that are live (the warmed-up ones), sometimes others.
-        std::uniform_int_distribution<int> pick(0, static_cast<int>(configs.size()) - 1);
-        std::uniform_int_distribution<int> hot(0, static_cast<int>(std::min<std::size_t>(s.budget, configs.size())) - 1);
-        auto idx = ((*rng)() % 10 == 0) ? pick(*rng) : hot(*rng);
+        auto idx = c->rng() % 100 < miss_percent ? c->any_name(c->rng) : c->live_name(c->rng);
+        const auto* cfg = &configs[static_cast<std::size_t>(idx)];
         auto t0 = clock_type::now();
-        auto& cfg = configs[static_cast<std::size_t>(idx)];
         // A session that holds a handle lets go with a one-way detach; the
         // pool sees it before this session's next acquire (same sender).
-        auto got = [=](pool_handle& h) {
+        auto got = [me, c, st, next, t0](pool_handle& h) {
           auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
           if (st->latencies_us.size() < 10000) st->latencies_us.push_back(static_cast<uint32_t>(us));
           ++st->ops;
-          me->send(pool, atom::detach_v, session, h.connection_id);
-          next();
-        };
-        auto refused = [=](caf::error&) {
-          ++st->refusals;
-          ++st->ops;
+          me->send(c->pool, atom::detach_v, c->session, std::move(h.connection_id));
           next();
         };
         // Attach by connection id (a live entry needs no config); a server
         // that is not live is acquired with its config, through the budget.
-        me->request(pool, caf::infinite, atom::acquire_v, session, cfg.connection_id_cache)
-          .then(got, [=, &cfg](caf::error&) {
-            me->request(pool, caf::infinite, atom::acquire_v, session, cfg).then(got, refused);
+        me->request(c->pool, caf::infinite, atom::acquire_v, c->session, cfg->connection_id_cache)
+          .then(got, [me, c, st, next, cfg, got](caf::error&) {
+            me->request(c->pool, caf::infinite, atom::acquire_v, c->session, *cfg)
+              .then(got, [st, next](caf::error&) {
+                ++st->refusals;
+                ++st->ops;
+                next();
+              });
           });
       });
     }, 0);
+   };
   };
 
   // Overshoot checks on both budgets; the echo watcher only loads like them.
@@ -357,37 +384,76 @@ int acquire_stress(const std::vector<std::string>& args) {
       .receive([](uint64_t) {}, [](caf::error&) {});
   };
 
-  // Interleaved rounds of at most half a second each, rotating the order.
-  run_result echo_run, budget_run, pool_run;
-  auto rounds = std::max(1, static_cast<int>(std::lround(s.seconds / 0.5)));
+  // Interleaved rounds of a quarter second per scenario, rotating the
+  // order. The pool runs twice: every acquire on a live entry (what the
+  // target is about), and the mixed workload where `miss_percent` of the
+  // acquires pick any name, so that some go through the budget and are
+  // refused.
+  //
+  // On a small shared machine the scheduler's state swings the rates of
+  // whole slices (by 2x and more on the 2-core machine here), so a ratio is
+  // taken per round, between scenarios run back to back, and the median
+  // over rounds is the figure; the ratio of the totals is printed beside it.
+  run_result echo_run, budget_run, live_run, mixed_run;
+  constexpr int scenarios = 4;
+  enum { echo_s, budget_s, live_s, mixed_s };
+  auto rounds = std::max(1, static_cast<int>(std::lround(s.seconds / 0.25)));
   auto slice = s.seconds / rounds;
+  std::vector<std::array<double, scenarios>> per_round(static_cast<std::size_t>(rounds));
   for (round = 0; round < rounds; ++round) {
-    for (int k = 0; k < 3; ++k) {
-      switch ((round + k) % 3) {
-        case 0: {
+    auto& rates = per_round[static_cast<std::size_t>(round)];
+    for (int k = 0; k < scenarios; ++k) {
+      switch ((round + k) % scenarios) {
+        case echo_s: {
           watcher w{sys, sample_echo};
-          add(echo_run, run_clients(sys, s.sessions, slice, echo_clients));
+          rates[echo_s] = add(echo_run, run_clients(sys, s.sessions, slice, echo_clients));
           w.stop();
           break;
         }
-        case 1: {
+        case budget_s: {
           watcher w{sys, sample_budget(budget_direct)};
-          add(budget_run, run_clients(sys, s.sessions, slice, budget_clients));
+          rates[budget_s] = add(budget_run, run_clients(sys, s.sessions, slice, budget_clients));
+          w.stop();
+          break;
+        }
+        case live_s: {
+          watcher w{sys, sample_budget(budget)};
+          rates[live_s] = add(live_run, run_clients(sys, s.sessions, slice, pool_clients(0)));
           w.stop();
           break;
         }
         default: {
           watcher w{sys, sample_budget(budget)};
-          add(pool_run, run_clients(sys, s.sessions, slice, pool_clients));
+          rates[mixed_s] = add(mixed_run, run_clients(sys, s.sessions, slice, pool_clients(s.miss_percent)));
           w.stop();
           break;
         }
       }
     }
   }
+  struct ratio_stats {
+    double median = 0, min = 0, max = 0;
+  };
+  auto ratio_of = [&](int scenario) {
+    std::vector<double> xs;
+    for (auto& r : per_round)
+      if (r[echo_s] > 0) xs.push_back(r[static_cast<std::size_t>(scenario)] / r[echo_s]);
+    ratio_stats out;
+    if (xs.empty()) return out;
+    std::sort(xs.begin(), xs.end());
+    auto n = xs.size();
+    out.median = n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+    out.min = xs.front();
+    out.max = xs.back();
+    return out;
+  };
+  auto budget_ratio = ratio_of(budget_s);
+  auto live_ratio = ratio_of(live_s);
+  auto mixed_ratio = ratio_of(mixed_s);
   double echo_rate = rate(echo_run);
   double budget_rate = rate(budget_run);
-  double acquire_rate = rate(pool_run);
+  double acquire_rate = rate(live_run);
+  double mixed_rate = rate(mixed_run);
   {
     caf::scoped_actor self{sys};
     self->request(pool, std::chrono::seconds(60), atom::drain_v, true, caf::timespan{std::chrono::seconds(30)})
@@ -397,40 +463,68 @@ int acquire_stress(const std::vector<std::string>& args) {
   // 4. The same reserve/release on a mutex-guarded set: what a lock costs.
   double mutex_rate = mutex_ops_per_s(s.seconds);
 
-  auto p50 = percentile(pool_run.latencies_us, 0.50);
-  auto p99 = percentile(pool_run.latencies_us, 0.99);
-  uint32_t max_us = pool_run.latencies_us.empty()
-                      ? 0
-                      : *std::max_element(pool_run.latencies_us.begin(), pool_run.latencies_us.end());
-  double ratio_budget = echo_rate > 0 ? budget_rate / echo_rate : 0;
-  double ratio_acquire = echo_rate > 0 ? acquire_rate / echo_rate : 0;
+  struct latency {
+    uint32_t p50, p99, max;
+  };
+  auto latency_of = [](std::vector<uint32_t>& xs) {
+    return latency{percentile(xs, 0.50), percentile(xs, 0.99),
+                   xs.empty() ? 0 : *std::max_element(xs.begin(), xs.end())};
+  };
+  auto live_lat = latency_of(live_run.latencies_us);
+  auto mixed_lat = latency_of(mixed_run.latencies_us);
+  double total_budget = echo_rate > 0 ? budget_rate / echo_rate : 0;
+  double total_acquire = echo_rate > 0 ? acquire_rate / echo_rate : 0;
+  double total_mixed = echo_rate > 0 ? mixed_rate / echo_rate : 0;
+  auto mixed_label = "pool acquire+release, " + std::to_string(s.miss_percent) + "% any name";
+  mixed_label.resize(std::max<std::size_t>(mixed_label.size(), 34), ' ');
+  auto ratio_line = [](const char* label, const ratio_stats& r, double total, const char* target) {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(2) << label << r.median << "  (rounds " << r.min << "-" << r.max
+        << ", totals " << total << ")  " << target << "\n";
+    return out.str();
+  };
   std::cout << std::fixed << std::setprecision(0)
-            << "scenario                          per second\n"
+            << "scenario                          per second   latency p50 / p99 / max (us)\n"
             << "echo actor request/response       " << std::setw(12) << echo_rate << "\n"
             << "budget reserve+release            " << std::setw(12) << budget_rate << "\n"
-            << "pool acquire+release              " << std::setw(12) << acquire_rate << "\n"
+            << "pool acquire+release, live entry  " << std::setw(12) << acquire_rate << "   " << live_lat.p50
+            << " / " << live_lat.p99 << " / " << live_lat.max << "\n"
+            << mixed_label << std::setw(12) << mixed_rate << "   " << mixed_lat.p50 << " / " << mixed_lat.p99 << " / "
+            << mixed_lat.max << "\n"
             << "std::mutex set insert+erase       " << std::setw(12) << mutex_rate << "\n"
-            << "acquire latency p50 / p99 / max   " << p50 << " / " << p99 << " / " << max_us << " us\n"
-            << "refusals " << pool_run.refusals << ", overshoots " << overshoots.load() << " in " << samples.load()
-            << " budget samples\n"
-            << std::setprecision(2) << "ratios: budget/echo " << ratio_budget << " (target >= 0.8), acquire/echo "
-            << ratio_acquire << " (target >= 0.5)\n";
+            << "refusals " << mixed_run.refusals << " (mixed workload), overshoots " << overshoots.load() << " in "
+            << samples.load() << " budget samples\n"
+            << "ratios, median of " << rounds << " rounds:\n"
+            << ratio_line("  budget/echo                   ", budget_ratio, total_budget, "target >= 0.8")
+            << ratio_line("  acquire/echo, live entries    ", live_ratio, total_acquire, "target >= 0.5")
+            << ratio_line("  acquire/echo, mixed workload  ", mixed_ratio, total_mixed, "no target");
   json out = {{"bench", "acquire_stress"},
               {"sessions", s.sessions},
               {"names", s.names},
               {"budget", s.budget},
               {"threads", s.threads},
               {"acquires_per_s", acquire_rate},
+              {"mixed_acquires_per_s", mixed_rate},
+              {"miss_percent", s.miss_percent},
               {"budget_rtt_per_s", budget_rate},
               {"echo_rtt_per_s", echo_rate},
               {"mutex_ops_per_s", mutex_rate},
-              {"p50_us", p50},
-              {"p99_us", p99},
-              {"max_us", max_us},
-              {"refusals", pool_run.refusals},
+              {"p50_us", live_lat.p50},
+              {"p99_us", live_lat.p99},
+              {"max_us", live_lat.max},
+              {"mixed_p50_us", mixed_lat.p50},
+              {"mixed_p99_us", mixed_lat.p99},
+              {"mixed_max_us", mixed_lat.max},
+              {"refusals", mixed_run.refusals},
               {"overshoots", overshoots.load()},
-              {"ratio_budget_vs_echo", ratio_budget},
-              {"ratio_acquire_vs_echo", ratio_acquire}};
+              {"rounds", rounds},
+              {"ratio_statistic", "median of per-round ratios"},
+              {"ratio_budget_vs_echo", budget_ratio.median},
+              {"ratio_acquire_vs_echo", live_ratio.median},
+              {"ratio_mixed_acquire_vs_echo", mixed_ratio.median},
+              {"ratio_budget_vs_echo_totals", total_budget},
+              {"ratio_acquire_vs_echo_totals", total_acquire},
+              {"ratio_mixed_acquire_vs_echo_totals", total_mixed}};
   std::cout << out.dump() << "\n";
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(budget, caf::exit_reason::user_shutdown);
