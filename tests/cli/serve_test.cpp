@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <functional>
 #include <map>
@@ -34,16 +35,6 @@ using clock_type = std::chrono::steady_clock;
 
 const std::string test_server = MCPRT_TEST_SERVER;
 const char* const secret_value = "sekrit-value-7c1f";
-
-/// Polls `pred` until it holds or `timeout` passes.
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 20s) {
-  auto deadline = clock_type::now() + timeout;
-  while (clock_type::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
 
 bool process_gone(pid_t pid) {
   if (::kill(pid, 0) != 0) return errno == ESRCH;
@@ -115,6 +106,7 @@ public:
         if (n <= 0) continue;
         std::lock_guard<std::mutex> guard{mtx_};
         err_.append(buf, static_cast<size_t>(n));
+        err_grew_.notify_all();
       }
     });
   }
@@ -188,6 +180,12 @@ public:
     std::lock_guard<std::mutex> guard{mtx_};
     return err_;
   }
+
+  /// Waits until stderr contains `needle`; false at the deadline.
+  bool err_contains(const std::string& needle, std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return err_grew_.wait_for(guard, timeout, [&] { return err_.find(needle) != std::string::npos; });
+  }
   pid_t pid() const { return pid_; }
   void signal(int sig) { ::kill(pid_, sig); }
 
@@ -198,6 +196,7 @@ private:
   int out_fd_ = -1, err_fd_ = -1;
   std::string out_;
   std::mutex mtx_;
+  std::condition_variable err_grew_;
   std::string err_;
   std::thread err_reader_;
   bool exited_ = false;
@@ -293,6 +292,8 @@ public:
   }
 
   bool ok() const { return ok_; }
+  /// The daemon closed the stream (or it never opened).
+  bool ended() const { return ended_ || fd_ < 0 || !ok_; }
   std::vector<sse_event> log;
 
 private:
@@ -305,7 +306,10 @@ private:
     if (r <= 0) return false;
     char buf[8192];
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) return false;
+    if (n <= 0) {
+      ended_ = true;
+      return false;
+    }
     raw_.append(buf, static_cast<size_t>(n));
     if (!headers_done_) {
       auto end = raw_.find("\r\n\r\n");
@@ -335,6 +339,7 @@ private:
 
   int fd_ = -1;
   bool ok_ = false;
+  bool ended_ = false;
   bool headers_done_ = false;
   bool chunked_ = false;
   int status_ = 0;
@@ -402,6 +407,26 @@ protected:
     auto s = snapshot();
     const json* x = find_server(s, name);
     return x ? *x : json(nullptr);
+  }
+
+  /// Waits until `pred` holds, checking it again whenever the daemon
+  /// publishes an event (every state change the tests wait for comes with
+  /// one) and at least every 250 ms in case a change comes without one.
+  bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 20s) const {
+    auto deadline = clock_type::now() + timeout;
+    if (pred()) return true;
+    // Subscribed before the next check, so no change can slip between the
+    // check and the wait.
+    sse_stream events(port_);
+    if (events.status() != 200) return pred();
+    for (;;) {
+      if (pred()) return true;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      if (left <= 0ms) return false;
+      events.next(std::min<std::chrono::milliseconds>(left, 250ms));
+      // A daemon that closed its stream is going away: nothing more changes.
+      if (events.ended()) return pred();
+    }
   }
 
   bool connected(const std::string& name, std::chrono::milliseconds timeout = 20s) const {
@@ -924,7 +949,7 @@ TEST_F(serve_test, a_second_signal_forces_the_exit) {
   auto pids = server_pids(snapshot());
   ASSERT_EQ(pids.size(), 1u);
   daemon_->signal(SIGTERM);
-  ASSERT_TRUE(wait_until([&] { return daemon_->err().find("stopping") != std::string::npos; }));
+  ASSERT_TRUE(daemon_->err_contains("stopping"));
   auto t0 = clock_type::now();
   daemon_->signal(SIGTERM);
   auto code = daemon_->wait_exit(10s);
@@ -1109,7 +1134,10 @@ TEST_F(serve_test, approve_reject_restart_and_call_through_the_daemon) {
   auto r = cli({"restart", "echo"});
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_NE(r.out.find("restarted"), std::string::npos) << r.out;
-  EXPECT_TRUE(wait_until([&] { return connected("echo", 1s) && server("echo")["pid"] != pid; }));
+  EXPECT_TRUE(wait_until([&] {
+    auto s = server("echo");
+    return s["status"] == "connected" && s["pid"] != pid;
+  })) << snapshot().dump(2);
   r = cli({"restart", "nope"});
   EXPECT_EQ(r.code, 2) << describe(r);
 
