@@ -25,6 +25,8 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -742,11 +744,145 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
   };
 }
 
+// -- shards ---------------------------------------------------------------------------
+
+// A server's entries all live in one shard, chosen by the server's name: the
+// slot of a name, its sibling entries and its restarts are then shard-local,
+// so every shard is a whole pool for the names it owns, and acquires of
+// different servers run in parallel.
+
+std::size_t shard_of(std::string_view server, std::size_t shards) {
+  return std::hash<std::string_view>{}(server) % shards;
+}
+
+/// The server name in a connection id (`name::fingerprint`).
+std::string_view server_of(const std::string& id) {
+  auto pos = id.rfind("::");
+  return pos == std::string::npos ? std::string_view(id) : std::string_view(id).substr(0, pos);
+}
+
+bool has_atom(const caf::type_erased_tuple& msg, caf::atom_value a) {
+  return msg.size() > 0 && msg.match_element<caf::atom_value>(0) && msg.get_as<caf::atom_value>(0) == a;
+}
+
+/// The shard that handles `msg`, or nullopt for the requests that concern
+/// every shard (snapshot, release_session, drain).
+std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t shards) {
+  if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, std::string, server_config>())
+    return shard_of(msg.get_as<server_config>(2).name, shards);
+  if ((has_atom(msg, atom::acquire::value) || has_atom(msg, atom::release::value) || has_atom(msg, atom::detach::value))
+      && msg.match_elements<caf::atom_value, std::string, std::string>())
+    return shard_of(server_of(msg.get_as<std::string>(2)), shards);
+  if (has_atom(msg, atom::restart::value) && msg.match_elements<caf::atom_value, std::string>())
+    return shard_of(msg.get_as<std::string>(1), shards);
+  if (has_atom(msg, atom::get::value) && msg.match_elements<caf::atom_value, std::string>())
+    return shard_of(server_of(msg.get_as<std::string>(1)), shards);
+  if (msg.match_elements<client_update>()) return shard_of(server_of(msg.get_as<client_update>(0).connection_id), shards);
+  if ((has_atom(msg, atom::drain_timer::value) || has_atom(msg, atom::idle_timer::value)
+       || has_atom(msg, atom::restart_timer::value))
+      && msg.match_elements<caf::atom_value, std::string, uint64_t>())
+    return shard_of(server_of(msg.get_as<std::string>(1)), shards);
+  if (has_atom(msg, atom::snapshot::value) || has_atom(msg, atom::release_session::value)
+      || has_atom(msg, atom::drain::value))
+    return std::nullopt;
+  return 0; // anything else: one shard answers (typically with an error)
+}
+
+/// Asks every shard the same request, merges the answers with `merge` and
+/// answers the original requester once; then quits.
+template <class T, class Merge, class... Ts>
+caf::result<T> ask_every_shard(caf::event_based_actor* self, const std::vector<pool_actor>& shards, Merge merge,
+                               const Ts&... xs) {
+  struct progress {
+    T value;
+    std::size_t pending = 0;
+    caf::error first_error;
+    caf::typed_response_promise<T> rp;
+  };
+  auto p = std::make_shared<progress>();
+  p->pending = shards.size();
+  p->rp = self->make_response_promise<T>();
+  auto done = [self, p] {
+    if (--p->pending != 0) return;
+    if (p->first_error)
+      p->rp.deliver(std::move(p->first_error));
+    else
+      p->rp.deliver(std::move(p->value));
+    self->quit();
+  };
+  for (auto& shard : shards)
+    self->request(shard, caf::infinite, xs...)
+      .then([p, merge, done](T& part) { merge(p->value, part); done(); },
+            [p, done](caf::error& e) {
+              if (!p->first_error) p->first_error = std::move(e);
+              done();
+            });
+  return p->rp;
+}
+
+/// A one-shot actor that answers one request concerning every shard.
+caf::behavior every_shard(caf::event_based_actor* self, std::vector<pool_actor> shards) {
+  return {
+    [self, shards](atom::snapshot) {
+      return ask_every_shard<pool_snapshot>(
+        self, shards,
+        [](pool_snapshot& all, pool_snapshot& part) {
+          auto& xs = all.entries;
+          xs.insert(xs.end(), std::make_move_iterator(part.entries.begin()), std::make_move_iterator(part.entries.end()));
+          std::sort(xs.begin(), xs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+          all.subprocess_count += part.subprocess_count;
+          all.draining = all.draining || part.draining;
+        },
+        atom::snapshot_v);
+    },
+    [self, shards](atom::release_session, const std::string& session) {
+      return ask_every_shard<uint64_t>(
+        self, shards, [](uint64_t& all, uint64_t part) { all += part; }, atom::release_session_v, session);
+    },
+    [self, shards](atom::drain, bool force, caf::timespan timeout) {
+      return ask_every_shard<drain_result>(
+        self, shards,
+        [](drain_result& all, drain_result& part) {
+          all.drained += part.drained;
+          all.forced += part.forced;
+          all.errors.insert(all.errors.end(), part.errors.begin(), part.errors.end());
+        },
+        atom::drain_v, force, timeout);
+    },
+  };
+}
+
+/// Routes every message in the sender's own context (no extra hop): to the
+/// shard of its server, or to a one-shot actor that asks every shard.
+caf::actor_pool::policy route_to_shards() {
+  return [](caf::actor_system& sys, caf::actor_pool::uplock& guard, const caf::actor_pool::actor_vec& workers,
+            caf::mailbox_element_ptr& ptr, caf::execution_unit* eu) {
+    if (auto target = route(ptr->content(), workers.size())) {
+      auto shard = workers[*target];
+      guard.unlock();
+      shard->enqueue(std::move(ptr), eu);
+      return;
+    }
+    std::vector<pool_actor> shards;
+    for (auto& w : workers)
+      shards.push_back(caf::actor_cast<pool_actor>(w));
+    guard.unlock();
+    auto asker = sys.spawn(every_shard, std::move(shards));
+    caf::actor_cast<caf::abstract_actor*>(asker)->enqueue(std::move(ptr), eu);
+  };
+}
+
 } // namespace
 
 pool_actor spawn_pool(caf::actor_system& sys, connection_factory make, budget_actor budget, event_bus_actor bus,
                       pool_options opts) {
-  return sys.spawn(pool, std::move(make), std::move(budget), std::move(bus), opts);
+  auto shards = opts.shards > 0 ? opts.shards : std::max(1u, std::thread::hardware_concurrency());
+  if (shards == 1) return sys.spawn(pool, std::move(make), std::move(budget), std::move(bus), opts);
+  auto spawn_shard = [&sys, make = std::move(make), budget = std::move(budget), bus = std::move(bus), opts] {
+    return caf::actor_cast<caf::actor>(sys.spawn(pool, make, budget, bus, opts));
+  };
+  return caf::actor_cast<pool_actor>(
+    caf::actor_pool::make(sys.dummy_execution_unit(), shards, spawn_shard, route_to_shards()));
 }
 
 } // namespace mcprt

@@ -32,6 +32,10 @@ struct pool_options {
   std::chrono::milliseconds restart_window{60000};
   /// Stderr lines carried by `pool_entry_failed`.
   std::size_t failed_stderr_lines = 20;
+  /// The pool runs as this many actors (shards), each owning the servers
+  /// whose names hash to it, so that acquires of different servers run in
+  /// parallel; 0: one per core. With one shard the pool is a single actor.
+  std::size_t shards = 0;
 };
 
 /// Starts a connection for a config; the real one is

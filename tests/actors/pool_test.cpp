@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,8 @@ protected:
   void start(std::optional<std::size_t> limit = std::nullopt, budget_mode mode = budget_mode::enforce,
              pool_options opts = {}, bool with_budget = true) {
     if (with_budget) budget = track(spawn_budget(sys, limit, mode, "workspace", bus));
+    // The pool's own rules, on one shard; PoolShards covers the routing.
+    if (opts.shards == 0) opts.shards = 1;
     pool = track(spawn_pool(sys, factory(), budget, bus, opts));
   }
 
@@ -831,4 +834,129 @@ TEST_F(Pool, DrainOfAnEmptyPoolAnswersAtOnce) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->drained, 0u);
   EXPECT_TRUE(snapshot().draining);
+}
+
+// -- shards -----------------------------------------------------------------------------------------
+
+namespace {
+
+/// The pool as it runs by default: several shards behind one handle.
+class PoolShards : public Pool {
+protected:
+  static constexpr std::size_t shard_count = 4;
+
+  void start_sharded(std::optional<std::size_t> limit) {
+    pool_options opts;
+    opts.shards = shard_count;
+    start(limit, budget_mode::enforce, opts);
+  }
+
+  static names server_names(std::size_t n) {
+    names out;
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back("srv" + std::to_string(i));
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
+  start_sharded(10);
+  std::vector<pool_handle> first;
+  for (auto& name : server_names(8))
+    first.push_back(must_acquire("s1", stdio(name)));
+  ASSERT_EQ(world->spawns.size(), 8u);
+  // The servers are spread: their connections report to more than one shard.
+  std::set<caf::actor_addr> shards;
+  for (auto& s : world->spawns) {
+    ASSERT_EQ(s.cfg.subscribers.size(), 1u);
+    shards.insert(s.cfg.subscribers[0].address());
+  }
+  EXPECT_GT(shards.size(), 1u);
+  EXPECT_LE(shards.size(), shard_count);
+  for (auto& h : first) {
+    // Attach by id, get, release and detach find the entry in its shard.
+    auto by_id = ask<pool_handle>(pool, atom::acquire_v, std::string("s2"), h.connection_id);
+    ASSERT_TRUE(by_id) << h.connection_id;
+    EXPECT_EQ(by_id->connection, h.connection);
+    auto current = ask<pool_handle>(pool, atom::get_v, h.connection_id);
+    ASSERT_TRUE(current);
+    EXPECT_EQ(current->connection, h.connection);
+    // By config again: the same entry, no new connection.
+    EXPECT_EQ(must_acquire("s3", stdio(h.connection_id.substr(0, h.connection_id.find("::")))).connection,
+              h.connection);
+    EXPECT_TRUE(release("s2", h.connection_id));
+    self->send(pool, atom::detach_v, std::string("s3"), h.connection_id);
+  }
+  sched.run();
+  EXPECT_EQ(world->spawns.size(), 8u);
+  auto s = snapshot();
+  ASSERT_EQ(s.entries.size(), 8u);
+  EXPECT_TRUE(std::is_sorted(s.entries.begin(), s.entries.end(),
+                             [](const auto& a, const auto& b) { return a.id < b.id; }));
+  for (auto& e : s.entries)
+    EXPECT_EQ(e.refs, 1u) << e.id; // s1's handle only
+  EXPECT_EQ(s.subprocess_count, 8u);
+  EXPECT_EQ(reserved().size(), 8u);
+  // A restart reaches the one server it names.
+  auto rs = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("srv3"));
+  ASSERT_TRUE(rs);
+  ASSERT_EQ(rs->size(), 1u);
+  EXPECT_EQ((*rs)[0].id, connection_id(stdio("srv3")));
+  EXPECT_TRUE((*rs)[0].restarted);
+  EXPECT_EQ(world->spawns.size(), 9u);
+  // An unknown id is answered (not_connected), whichever shard it hashes to.
+  auto rh = self->request(pool, caf::infinite, atom::get_v, std::string("nope::0123456789abcdef"));
+  sched.run();
+  ASSERT_TRUE(self->has_next_message());
+  caf::error none;
+  rh.receive([](pool_handle&) { ADD_FAILURE() << "a handle for an unknown id"; },
+             [&](caf::error& e) { none = e; });
+  EXPECT_TRUE(is(none, errc::not_connected)) << sys.render(none);
+}
+
+TEST_F(PoolShards, TheBudgetIsNeverOvershotAcrossShards) {
+  start_sharded(3);
+  std::size_t admitted = 0, refused = 0;
+  for (auto& name : server_names(8)) {
+    auto r = acquire("s1", stdio(name));
+    if (r.handle)
+      ++admitted;
+    else if (is(r.error, errc::budget_exhausted))
+      ++refused;
+  }
+  EXPECT_EQ(admitted, 3u);
+  EXPECT_EQ(refused, 5u);
+  EXPECT_EQ(reserved().size(), 3u);
+  EXPECT_EQ(world->spawns.size(), 3u);
+}
+
+TEST_F(PoolShards, ReleaseSessionSnapshotAndDrainAskEveryShard) {
+  start_sharded(10);
+  for (auto& name : server_names(6))
+    must_acquire("s1", stdio(name));
+  must_acquire("s2", stdio("srv0"));
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, std::string("s1")), 6u);
+  auto s = snapshot();
+  ASSERT_EQ(s.entries.size(), 6u);
+  for (auto& e : s.entries) {
+    EXPECT_EQ(e.refs, e.name == "srv0" ? 1u : 0u) << e.id;
+    EXPECT_EQ(e.status, e.name == "srv0" ? pool_entry_status::active : pool_entry_status::draining) << e.id;
+  }
+  auto r = ask<drain_result>(pool, atom::drain_v, false, caf::timespan{5s});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->drained, 6u);
+  EXPECT_TRUE(r->errors.empty());
+  for (auto& sp : world->spawns)
+    EXPECT_TRUE(world->was_stopped(connection_id(sp.cfg.server), sp.cfg.generation));
+  s = snapshot();
+  EXPECT_TRUE(s.draining);
+  EXPECT_TRUE(s.entries.empty());
+  EXPECT_TRUE(reserved().empty());
+  // Every shard refuses now, whatever the server.
+  for (auto& name : server_names(6)) {
+    auto late = acquire("s3", stdio(name));
+    EXPECT_TRUE(is(late.error, errc::pool_draining)) << name << ": " << late.text;
+  }
 }
