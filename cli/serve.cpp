@@ -120,30 +120,22 @@ void setup_logging(const serve_flags& f) {
 
 // -- signals -------------------------------------------------------------------------
 
-// The handler only writes to a pipe (or, on the second signal, removes the
-// daemon file and exits): everything else happens on the waiting thread.
-int signal_pipe[2] = {-1, -1};
-std::atomic<int> signal_count{0};
-char daemon_path_c[4096] = {0};
-
-extern "C" void on_signal(int sig) {
-  if (signal_count.fetch_add(1) >= 1) {
-    if (daemon_path_c[0]) ::unlink(daemon_path_c);
-    ::_exit(128 + sig);
-  }
-  unsigned char b = static_cast<unsigned char>(sig);
-  [[maybe_unused]] auto n = ::write(signal_pipe[1], &b, 1);
+// SIGINT and SIGTERM are blocked in every thread (the mask is set before the
+// first thread starts, and threads inherit it) and taken by one waiting
+// thread with sigwait: no async handler, nothing that a sanitizer's deferred
+// signal delivery can hold up. SIGUSR1 wakes that thread at a normal exit.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  return set;
 }
 
 bool install_signal_handlers() {
-  if (::pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  auto set = stop_signals();
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return false;
   std::signal(SIGPIPE, SIG_IGN);
   return true;
 }
@@ -304,11 +296,12 @@ int run_serve(const serve_flags& f) {
   bool v6 = addr.host.find(':') != std::string::npos;
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(port);
   std::string werr;
+  std::string written_daemon_file;
   if (!write_daemon_file(daemon_path, {{"url", url}, {"pid", ::getpid()}, {"workspace", opts.workspace.string()}},
                          werr)) {
     spdlog::error("{}", werr);
   } else {
-    std::snprintf(daemon_path_c, sizeof daemon_path_c, "%s", daemon_path.c_str());
+    written_daemon_file = daemon_path.string();
   }
   // The file first: whoever reads the line can use the file at once.
   std::cout << "listening on " << url << std::endl;
@@ -318,18 +311,31 @@ int run_serve(const serve_flags& f) {
   std::mutex mtx;
   std::condition_variable cv;
   bool listen_done = false;
+  std::atomic<bool> exiting{false};
+  std::atomic<bool> daemon_file_ours{!written_daemon_file.empty()};
   std::thread waiter([&] {
-    unsigned char sig = 0;
-    while (::read(signal_pipe[0], &sig, 1) < 0 && errno == EINTR) {
-    }
-    if (sig == 0) return; // the pipe was closed: normal exit
-    spdlog::info("{}: stopping (a second signal forces)", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    api.stop();
-    // stop() is a no-op until listen has begun: repeat until it has ended.
-    std::unique_lock<std::mutex> lock{mtx};
-    while (!listen_done) {
-      svr.stop();
-      cv.wait_for(lock, std::chrono::milliseconds(50));
+    auto set = stop_signals();
+    int stops = 0;
+    for (;;) {
+      int sig = 0;
+      if (::sigwait(&set, &sig) != 0) continue;
+      if (sig == SIGUSR1) {
+        if (exiting) return;
+        continue;
+      }
+      if (++stops > 1) {
+        // The second signal: leave at once, without the file.
+        if (daemon_file_ours) ::unlink(written_daemon_file.c_str());
+        ::_exit(128 + sig);
+      }
+      spdlog::info("{}: stopping (a second signal forces)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      api.stop();
+      // stop() is a no-op until listen has begun: repeat until it has ended.
+      std::unique_lock<std::mutex> lock{mtx};
+      while (!listen_done) {
+        svr.stop();
+        cv.wait_for(lock, std::chrono::milliseconds(50));
+      }
     }
   });
   bool ok = svr.listen_after_bind();
@@ -343,11 +349,9 @@ int run_serve(const serve_flags& f) {
   auto drained = rt.shutdown();
   spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);
   ::unlink(daemon_path.c_str());
-  daemon_path_c[0] = 0;
-  if (signal_count.load() == 0) {
-    unsigned char zero = 0;
-    [[maybe_unused]] auto n = ::write(signal_pipe[1], &zero, 1);
-  }
+  daemon_file_ours = false;
+  exiting = true;
+  ::pthread_kill(waiter.native_handle(), SIGUSR1);
   waiter.join();
   return ok ? 0 : 1;
 }

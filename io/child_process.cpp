@@ -117,7 +117,8 @@ struct child_setup {
   const char* cwd;               // may be null
   int in_fd, out_fd, err_fd;
   pid_t parent;
-  sigset_t old_mask;
+  sigset_t old_mask;   // the spawning thread's, restored in the parent
+  sigset_t child_mask; // empty: a server starts with no signal blocked
   // Where the child reports a failure: in the parent's memory (clone) or in
   // a shared mapping (fork).
   int* stage; // -1: exec'd; 0: chdir failed; 1: exec failed
@@ -139,7 +140,9 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) int child_main(vo
     if (sig != SIGKILL && sig != SIGSTOP && ::sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler != SIG_DFL)
       ::sigaction(sig, &dfl, nullptr);
   }
-  ::sigprocmask(SIG_SETMASK, &s->old_mask, nullptr);
+  // Not the parent's mask: a daemon blocks SIGTERM in every thread to take
+  // it with sigwait, and its servers must still stop on SIGTERM.
+  ::sigprocmask(SIG_SETMASK, &s->child_mask, nullptr);
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != s->parent) ::_exit(127); // parent died before prctl took effect
@@ -188,6 +191,7 @@ child_process child_process::spawn(const spawn_options& o) {
   // so no runtime handler runs in it.
   sigset_t all;
   ::sigfillset(&all);
+  ::sigemptyset(&setup.child_mask);
   ::pthread_sigmask(SIG_BLOCK, &all, &setup.old_mask);
   pid_t pid;
   int clone_errno = 0;

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <thread>
 #include <filesystem>
 #include <string>
 
@@ -96,6 +99,42 @@ TEST(ChildProcess, AServerIgnoringSigtermIsKilled) {
   EXPECT_FALSE(st.exited);
   EXPECT_EQ(st.signal, SIGKILL) << st.describe();
   EXPECT_EQ(st.describe(), "killed by SIGKILL");
+}
+
+// A daemon blocks SIGTERM in all its threads to take it with sigwait; the
+// servers it starts must not inherit that, or they could not be stopped.
+TEST(ChildProcess, AServerStartsWithNoSignalBlockedWhateverTheSpawningThreadBlocks) {
+  std::string blocked;
+  exit_status st;
+  bool gone = false;
+  // Its own thread: the mask is per thread, and the child dies with the
+  // thread that spawned it (PDEATHSIG), so everything happens in there.
+  std::thread([&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &set, nullptr), 0);
+    auto c = child_process::spawn({"sleep", {"30"}, {}, {}});
+    // Only after exec does /proc show sleep's own mask.
+    for (int i = 0; i < 1000 && blocked.empty(); ++i) {
+      std::ifstream status("/proc/" + std::to_string(c.pid()) + "/status");
+      std::string line, name;
+      bool exec_done = false;
+      while (std::getline(status, line)) {
+        if (line.rfind("Name:", 0) == 0) exec_done = line.find("sleep") != std::string::npos;
+        if (exec_done && line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
+      }
+      if (blocked.empty()) sched_yield();
+    }
+    ::kill(c.pid(), SIGTERM);
+    gone = wait_gone(c.pid());
+    if (auto s = c.try_wait()) st = *s;
+  }).join();
+  EXPECT_EQ(blocked.find_first_not_of("\t 0"), std::string::npos) << "SigBlk:" << blocked;
+  EXPECT_FALSE(blocked.empty());
+  EXPECT_TRUE(gone);
+  EXPECT_EQ(st.signal, SIGTERM) << st.describe();
 }
 
 TEST(ChildProcess, ShutdownLeavesNoGrandchildBehind) {
