@@ -68,6 +68,7 @@ struct settings {
   int threads = 0; // 0: one per core (as mcprt serve); -1: CAF's default
   int miss_percent = 10; // share of pool acquires that pick any name, live or not
   std::string policy;    // CAF scheduler policy: stealing (CAF's default) or sharing
+  int shards = 0;        // pool shards; 0: one per scheduler worker, as the runtime runs it
 };
 
 // What one client did, reported to the collector when its time is up.
@@ -233,7 +234,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   settings s;
   std::string server = exe_dir() + "/mcprt-test-server";
   if (args.size() % 2 != 0) {
-    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--miss-percent P]\n";
+    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--shards N] [--miss-percent P]\n";
     return 2;
   }
   for (std::size_t i = 0; i < args.size(); i += 2) {
@@ -243,9 +244,10 @@ int acquire_stress(const std::vector<std::string>& args) {
     else if (args[i] == "--seconds") s.seconds = std::stod(args[i + 1]);
     else if (args[i] == "--threads") s.threads = args[i + 1] == "caf" ? -1 : std::stoi(args[i + 1]);
     else if (args[i] == "--scheduler" && (args[i + 1] == "stealing" || args[i + 1] == "sharing")) s.policy = args[i + 1];
+    else if (args[i] == "--shards") s.shards = std::max(0, std::stoi(args[i + 1]));
     else if (args[i] == "--miss-percent") s.miss_percent = std::clamp(std::stoi(args[i + 1]), 0, 100);
     else {
-      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--miss-percent P]\n";
+      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--shards N] [--miss-percent P]\n";
       return 2;
     }
   }
@@ -310,7 +312,11 @@ int acquire_stress(const std::vector<std::string>& args) {
   auto budget = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", bus);
   auto pool = spawn_pool(
     sys, [&](caf::actor_system& sys, connection_config cc) { return spawn_connection(sys, cc, {&reactor, &http}); },
-    budget, bus, {});
+    budget, bus, [&] {
+      pool_options po;
+      po.shards = static_cast<std::size_t>(s.shards);
+      return po;
+    }());
   // Warm up: bring up to `budget` entries live so most acquires hit them.
   {
     caf::scoped_actor self{sys};

@@ -26,7 +26,6 @@
 #include <random>
 #include <set>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -876,7 +875,8 @@ caf::actor_pool::policy route_to_shards() {
 
 pool_actor spawn_pool(caf::actor_system& sys, connection_factory make, budget_actor budget, event_bus_actor bus,
                       pool_options opts) {
-  auto shards = opts.shards > 0 ? opts.shards : std::max(1u, std::thread::hardware_concurrency());
+  // More shards than scheduler workers would add routing cost, no parallelism.
+  auto shards = opts.shards > 0 ? opts.shards : std::max<std::size_t>(1, sys.scheduler().num_workers());
   if (shards == 1) return sys.spawn(pool, std::move(make), std::move(budget), std::move(bus), opts);
   auto spawn_shard = [&sys, make = std::move(make), budget = std::move(budget), bus = std::move(bus), opts] {
     return caf::actor_cast<caf::actor>(sys.spawn(pool, make, budget, bus, opts));

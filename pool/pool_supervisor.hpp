@@ -34,7 +34,8 @@ struct pool_options {
   std::size_t failed_stderr_lines = 20;
   /// The pool runs as this many actors (shards), each owning the servers
   /// whose names hash to it, so that acquires of different servers run in
-  /// parallel; 0: one per core. With one shard the pool is a single actor.
+  /// parallel; 0: one per scheduler worker. With one shard the pool is a
+  /// single actor.
   std::size_t shards = 0;
 };
 
