@@ -256,7 +256,8 @@ int acquire_stress(const std::vector<std::string>& args) {
             << (s.threads > 0    ? std::to_string(s.threads)
                 : s.threads == 0 ? "one per core (" + std::to_string(std::thread::hardware_concurrency()) + ")"
                                  : std::string("CAF default, max(cores, 4)"))
-            << ", policy " << (s.policy == "sharing" ? "sharing" : "work stealing") << "\n";
+            << ", policy " << (s.policy == "sharing" ? "sharing" : "work stealing") << ", pool shards "
+            << (s.shards > 0 ? std::to_string(s.shards) : std::string("one per worker")) << "\n";
 
   io::reactor reactor;
   io::http_worker_pool http(1);
@@ -509,6 +510,8 @@ int acquire_stress(const std::vector<std::string>& args) {
               {"names", s.names},
               {"budget", s.budget},
               {"threads", s.threads},
+              {"scheduler", s.policy == "sharing" ? "sharing" : "stealing"},
+              {"shards", s.shards},
               {"acquires_per_s", acquire_rate},
               {"mixed_acquires_per_s", mixed_rate},
               {"miss_percent", s.miss_percent},
