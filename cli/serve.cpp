@@ -133,7 +133,7 @@ sigset_t stop_signals() {
   return set;
 }
 
-bool install_signal_handlers() {
+bool block_stop_signals() {
   auto set = stop_signals();
   if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return false;
   std::signal(SIGPIPE, SIG_IGN);
@@ -238,7 +238,7 @@ int run_serve(const serve_flags& f) {
               << " (" << daemon_path.string() << ")\n";
     return 1;
   }
-  if (!install_signal_handlers()) {
+  if (!block_stop_signals()) {
     std::cerr << "mcprt serve: cannot set up signal handling: " << std::strerror(errno) << "\n";
     return 1;
   }

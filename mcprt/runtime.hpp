@@ -12,7 +12,8 @@
 //   (*rt)->shutdown();                                   // no child left
 //
 // The actor system must have mcprt's types: call mcprt::add_mcprt_types(cfg)
-// on its config. Every member function blocks the calling thread (never call
+// on its config (and mcprt::set_scheduler_threads(cfg) for one scheduler
+// worker per core, unless the host sizes its scheduler itself). Every member function blocks the calling thread (never call
 // them from inside an actor); events arrive at subscribers asynchronously.
 
 #include <chrono>
