@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -138,6 +139,37 @@ void send_error(httplib::Response& res, int status, const std::string& code, con
   for (auto& [k, v] : extra.items())
     body[k] = v;
   send_json(res, status, body);
+}
+
+/// Every route of the API, for telling a wrong method (405) from an
+/// unknown path (404). Kept next to the registrations below.
+struct route_pattern {
+  const char* method;
+  std::regex path;
+};
+
+const std::vector<route_pattern>& api_routes() {
+  static const std::vector<route_pattern> routes{
+    {"GET", std::regex("/healthz")},
+    {"GET", std::regex("/workspace/mcp")},
+    {"GET", std::regex("/workspace/mcp/events")},
+    {"POST", std::regex("/workspace/mcp/reload")},
+    {"POST", std::regex("/workspace/mcp/tools/call")},
+    {"POST", std::regex("/workspace/mcp/[^/]+/(approve|reject|restart)")},
+  };
+  return routes;
+}
+
+/// The methods `path` is served with (HEAD comes with GET), or "" when none.
+std::string allowed_methods(const std::string& path) {
+  std::string out;
+  for (auto& r : api_routes()) {
+    if (!std::regex_match(path, r.path)) continue;
+    std::string m = r.method;
+    if (m == "GET") m += ", HEAD";
+    if (out.find(m) == std::string::npos) out += (out.empty() ? "" : ", ") + m;
+  }
+  return out;
 }
 
 const char* status_code_name(int status) {
@@ -466,6 +498,14 @@ bool http_api::install(httplib::Server& svr) {
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() && res.get_header_value("Content-Type") == "application/json") return;
     std::string msg;
+    if (res.status == 404) {
+      if (auto allow = allowed_methods(req.path); !allow.empty()) {
+        res.status = 405;
+        res.set_header("Allow", allow);
+        send_error(res, 405, status_code_name(405), req.method + " " + req.path + ": allowed are " + allow);
+        return;
+      }
+    }
     switch (res.status) {
       case 404: msg = "no route " + req.method + " " + req.path; break;
       case 413: msg = "the request body is too large"; break;

@@ -804,9 +804,21 @@ TEST_F(serve_test, bad_requests_get_4xx_json_and_nothing_crashes) {
   EXPECT_TRUE(is_json_error(r)) << r->body;
   r = client().Get("/workspace/mcp/reload"); // wrong method
   ASSERT_TRUE(r);
-  EXPECT_GE(r->status, 400);
-  EXPECT_LT(r->status, 500);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
   EXPECT_TRUE(is_json_error(r)) << r->body;
+  r = client().Post("/workspace/mcp", "", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+  EXPECT_TRUE(is_json_error(r)) << r->body;
+  r = client().Get("/workspace/mcp/echo/restart");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  r = client().Get("/workspace/mcp/echo/nonsense");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
 
   auto h = client().Get("/healthz");
   ASSERT_TRUE(h);
