@@ -652,7 +652,11 @@ TEST_F(serve_test, a_reader_that_falls_behind_is_dropped) {
     write_file(user_settings(), json{{"mcpServers", servers}}.dump());
   };
   with_args("a");
-  start({"--sse-queue", "4", "--sndbuf", "8192"});
+  // A queue of 16: short enough for the stalled reader to overflow with the
+  // events below, long enough that a burst of small events (a restart
+  // publishes several at once) never overflows the live reader's queue
+  // before its writer thread runs; with 4 that happened now and then.
+  start({"--sse-queue", "16", "--sndbuf", "8192"});
   ASSERT_TRUE(connected("echo"));
   sse_stream stalled(port_, {}, 1024);
   ASSERT_EQ(stalled.status(), 200);
@@ -662,7 +666,7 @@ TEST_F(serve_test, a_reader_that_falls_behind_is_dropped) {
     with_args(arg);
     ASSERT_TRUE(live.wait_for("settings_changed")) << daemon_->err();
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 10; ++i) {
     auto t0 = clock_type::now();
     ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
     EXPECT_LT(clock_type::now() - t0, 5s) << "a stalled reader slowed the runtime down";
