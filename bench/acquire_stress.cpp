@@ -76,6 +76,10 @@ struct client_stats {
   uint64_t ops = 0;
   uint64_t refusals = 0;
   std::vector<uint32_t> latencies_us; // acquire latencies, a sample
+  // Set (release) before the client reports done, read (acquire) by the
+  // driver before it reads the rest: the hand-over as TSan can see it (the
+  // mailbox that carries `done` is in uninstrumented CAF).
+  std::atomic<bool> finished{false};
 };
 
 // Every spawned function here takes a dummy argument: CAF 0.17 dereferences
@@ -85,7 +89,9 @@ echo_actor::behavior_type echo_behavior(int) {
 }
 
 // Set by the driver once every client of a round is spawned, before `go`.
-using shared_deadline = std::shared_ptr<const clock_type::time_point>;
+// An atomic, so that TSan sees the driver's write before `go` (carried by
+// uninstrumented CAF) ordered before the clients' reads.
+using shared_deadline = std::shared_ptr<const std::atomic<clock_type::rep>>;
 
 // Runs `one` (which must call `next` exactly once when its round trip is
 // done) until the deadline, then reports to `collector`.
@@ -97,7 +103,8 @@ caf::behavior looping_client(caf::event_based_actor* self, caf::actor collector,
   auto step = std::make_shared<std::function<void()>>();
   std::weak_ptr<std::function<void()>> weak = step;
   *step = [=] {
-    if (clock_type::now() >= *deadline) {
+    if (clock_type::now().time_since_epoch().count() >= deadline->load(std::memory_order_acquire)) {
+      stats->finished.store(true, std::memory_order_release);
       self->send(collector, bench_atom::done_v);
       self->quit();
       return;
@@ -152,13 +159,15 @@ run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make)
   caf::scoped_actor self{sys};
   std::vector<std::shared_ptr<client_stats>> stats;
   std::vector<caf::actor> clients;
-  auto deadline = std::make_shared<clock_type::time_point>();
+  auto deadline = std::make_shared<std::atomic<clock_type::rep>>(0);
   for (int i = 0; i < n; ++i) {
     stats.push_back(std::make_shared<client_stats>());
     clients.push_back(make(self, shared_deadline{deadline}, stats.back(), i));
   }
   auto t0 = clock_type::now();
-  *deadline = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  deadline->store(
+    (t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds))).time_since_epoch().count(),
+    std::memory_order_release);
   for (auto& c : clients)
     self->send(c, bench_atom::go_v);
   for (int i = 0; i < n; ++i)
@@ -166,6 +175,8 @@ run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make)
   run_result r;
   r.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   for (auto& s : stats) {
+    // Already set (before `done`): this only orders the reads below.
+    while (!s->finished.load(std::memory_order_acquire)) std::this_thread::yield();
     r.ops += s->ops;
     r.refusals += s->refusals;
     r.latencies_us.insert(r.latencies_us.end(), s->latencies_us.begin(), s->latencies_us.end());

@@ -22,7 +22,9 @@ case $mode in
   asan)  build="$here/build-asan"; args=(-DMCPRT_SANITIZE=address,undefined)
          export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
   tsan)  build="$here/build-tsan"; args=(-DMCPRT_SANITIZE=thread)
-         export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$here/tests/tsan.supp" ;;
+         # history_size=7: the longest history, so that the other stack of a report
+         # (needed to match the CAF suppressions) is restored, not "failed to restore".
+         export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=7 suppressions=$here/tests/tsan.supp" ;;
 esac
 
 "$here/scripts/build.sh" "$build" "${args[@]}"
