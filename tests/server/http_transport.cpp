@@ -5,8 +5,10 @@
 #include <httplib.h>
 #include <pthread.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <mutex>
 #include <random>
 
 namespace mcprt_test_server {
@@ -176,7 +178,7 @@ int run_http(const options& opts, lifetime& life, handler& h) {
 
   // --hang-on-initialize: hold the request open until shutdown.
   auto hang = [&](httplib::Response& res) {
-    while (!life.stopping()) life.sleep_for(1h);
+    while (!life.stopping()) life.wait_for_or_stop(1h);
     send_json(res, 503, make_error(nullptr, -32000, "shutting down"));
   };
 
@@ -271,25 +273,32 @@ int run_http(const options& opts, lifetime& life, handler& h) {
   std::fflush(stdout);
   log_line("mcprt-test-server: listening on http://127.0.0.1:" + std::to_string(port) + "/mcp");
 
-  std::atomic<bool> listen_returned{false};
+  std::mutex listen_mu;
+  std::condition_variable listen_cv;
+  bool listen_returned = false;
   auto signals = shutdown_signals(opts);
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
+    std::unique_lock<std::mutex> lock(listen_mu);
     if (listen_returned) return;
     log_line("mcprt-test-server: got signal " + std::to_string(sig) + ", shutting down");
     life.request_stop();
     sessions.close_all();
     // stop() does nothing until listen_after_bind() has started running,
-    // and a signal can arrive before that.
+    // and a signal can arrive before that: repeat until listen has ended.
     while (!listen_returned) {
       svr.stop();
-      std::this_thread::sleep_for(10ms);
+      listen_cv.wait_for(lock, 10ms, [&] { return listen_returned; });
     }
   });
 
   bool ok = svr.listen_after_bind();
-  listen_returned = true;
+  {
+    std::lock_guard<std::mutex> guard(listen_mu);
+    listen_returned = true;
+  }
+  listen_cv.notify_all();
   // Wakes the signal thread when the listener ended for another reason.
   pthread_kill(signal_thread.native_handle(), SIGINT);
   signal_thread.join();

@@ -193,13 +193,13 @@ int main(int argc, char** argv) {
 
   if (opts.crash_after_ms >= 0) {
     life.spawn_background([&life, &opts, start] {
-      if (!life.sleep_until(start + std::chrono::milliseconds(opts.crash_after_ms))) return;
+      if (!life.wait_until_or_stop(start + std::chrono::milliseconds(opts.crash_after_ms))) return;
       log_line("mcprt-test-server: crashing with exit code 3 (--crash-after-ms " +
                std::to_string(opts.crash_after_ms) + ")");
       std::_Exit(3);
     });
   }
-  if (opts.startup_delay_ms > 0) life.sleep_for(std::chrono::milliseconds(opts.startup_delay_ms));
+  if (opts.startup_delay_ms > 0) life.wait_for_or_stop(std::chrono::milliseconds(opts.startup_delay_ms));
 
   int rc = opts.http_port >= 0 ? run_http(opts, life, h) : run_stdio(opts, life, h);
   life.request_stop();

@@ -120,7 +120,7 @@ lifetime::~lifetime() {
   join_background();
 }
 
-bool lifetime::sleep_until(steady::time_point t) {
+bool lifetime::wait_until_or_stop(steady::time_point t) {
   std::unique_lock<std::mutex> lock(mu_);
   return !cv_.wait_until(lock, t, [this] { return stop_; });
 }
@@ -247,7 +247,7 @@ void handler::handle_notification(const std::shared_ptr<peer>& p, const json& no
 
   if (opts_.list_changed_after_ms >= 0) {
     life_.spawn_background([this, p] {
-      if (!life_.sleep_for(std::chrono::milliseconds(opts_.list_changed_after_ms))) return;
+      if (!life_.wait_for_or_stop(std::chrono::milliseconds(opts_.list_changed_after_ms))) return;
       p->late_tool = true;
       p->send({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
       log_line("mcprt-test-server: added " + opts_.name_prefix +
@@ -256,7 +256,7 @@ void handler::handle_notification(const std::shared_ptr<peer>& p, const json& no
   }
   if (opts_.ping_client_after_ms >= 0) {
     life_.spawn_background([this, p] {
-      if (!life_.sleep_for(std::chrono::milliseconds(opts_.ping_client_after_ms))) return;
+      if (!life_.wait_for_or_stop(std::chrono::milliseconds(opts_.ping_client_after_ms))) return;
       ask_client(p, "ping", json::object());
     });
   }
@@ -399,7 +399,7 @@ json handler::call_tool(const peer& p, const json& params) {
     std::int64_t value = 0;
     if (ms == args.end() || !as_int64(*ms, value) || value < 0)
       return tool_failure("sleep: argument 'ms' must be a non-negative integer");
-    if (!life_.sleep_for(std::chrono::milliseconds(value)))
+    if (!life_.wait_for_or_stop(std::chrono::milliseconds(value)))
       return tool_failure("sleep: interrupted by shutdown");
     return tool_result("slept " + std::to_string(value));
   }

@@ -66,9 +66,11 @@ class lifetime {
   lifetime& operator=(const lifetime&) = delete;
   ~lifetime();
 
-  // False when shutdown cut the wait short.
-  bool sleep_until(steady::time_point t);
-  bool sleep_for(std::chrono::milliseconds d) { return sleep_until(steady::now() + d); }
+  // Waits for the time to come or for shutdown, whichever is first (the
+  // timed features: start-up delay, crash-after, list_changed-after...);
+  // false when shutdown came first.
+  bool wait_until_or_stop(steady::time_point t);
+  bool wait_for_or_stop(std::chrono::milliseconds d) { return wait_until_or_stop(steady::now() + d); }
 
   // Waits until pred() holds (evaluated under the monitor lock), the
   // deadline passes or shutdown starts; returns pred()'s final value.
