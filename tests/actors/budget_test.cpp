@@ -26,6 +26,14 @@ names refused_names(const event& ev) {
   return out;
 }
 
+/// Exactly one event: a refused batch naming only `name`, over `transport`.
+void expect_one_batch_of_one(const std::vector<event>& evs, const std::string& name, const std::string& transport) {
+  ASSERT_EQ(evs.size(), 1u);
+  EXPECT_EQ(evs[0].kind, event_kind::child_refused_batch);
+  EXPECT_EQ(refused_names(evs[0]), (names{name}));
+  EXPECT_EQ(evs[0].data.value.at("refused").at(0).at("transport"), transport);
+}
+
 class Budget : public actor_test {
 protected:
   event_bus_actor bus;
@@ -246,11 +254,7 @@ TEST_F(Budget, RefusalOutsideAPassEmitsABatchOfOneAtOnce) {
   reserve(b, "a");
   events();
   tell(b, atom::refused_v, std::string("b"), std::string("http"));
-  auto evs = events();
-  ASSERT_EQ(evs.size(), 1u);
-  EXPECT_EQ(evs[0].kind, event_kind::child_refused_batch);
-  EXPECT_EQ(refused_names(evs[0]), (names{"b"}));
-  EXPECT_EQ(evs[0].data.value.at("refused").at(0).at("transport"), "http");
+  expect_one_batch_of_one(events(), "b", "http");
   EXPECT_EQ(snapshot(b).refused, (names{"b"}));
 }
 
@@ -278,11 +282,7 @@ TEST_F(Budget, ReserveWithTransportRecordsItsOwnRefusalAndClearsItOnSuccess) {
   // before the reply reaches the caller.
   EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("b"), std::string("http")),
             reserve_reply::refused);
-  auto evs = events();
-  ASSERT_EQ(evs.size(), 1u);
-  EXPECT_EQ(evs[0].kind, event_kind::child_refused_batch);
-  EXPECT_EQ(refused_names(evs[0]), (names{"b"}));
-  EXPECT_EQ(evs[0].data.value.at("refused").at(0).at("transport"), "http");
+  expect_one_batch_of_one(events(), "b", "http");
   EXPECT_EQ(snapshot(b).refused, (names{"b"}));
   // Once b gets a slot, its refusal is gone, with no empty batch.
   release(b, "a");
