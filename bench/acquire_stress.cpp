@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/budget.hpp"
+#include "actors/scheduler.hpp"
 #include "actors/connection.hpp"
 #include "actors/event_bus.hpp"
 #include "bench.hpp"
@@ -55,8 +56,14 @@ struct stress_config : caf::actor_system_config {
   // choice is the same for all of them.
   stress_config(int threads, const std::string& policy) {
     add_mcprt_types(*this);
-    if (threads >= 0) set_scheduler_threads(*this, static_cast<std::size_t>(threads));
-    if (!policy.empty()) set("scheduler.policy", caf::atom_from_string(policy));
+    auto n = threads >= 0 ? static_cast<std::size_t>(threads)
+                          : std::max<std::size_t>(4, std::thread::hardware_concurrency());
+    if (policy == "mcprt") {
+      use_mcprt_scheduler(*this, n);
+    } else {
+      set("scheduler.max-threads", n == 0 ? std::max(1u, std::thread::hardware_concurrency()) : n);
+      set("scheduler.policy", caf::atom_from_string(policy));
+    }
   }
 };
 
@@ -67,7 +74,7 @@ struct settings {
   double seconds = 3.0;
   int threads = 0; // 0: one per core (as mcprt serve); -1: CAF's default
   int miss_percent = 10; // share of pool acquires that pick any name, live or not
-  std::string policy;    // CAF scheduler policy: stealing (CAF's default) or sharing
+  std::string policy = "mcprt"; // mcprt's scheduler, or CAF's: stealing (its default) or sharing
   int shards = 0;        // pool shards; 0: one per scheduler worker, as the runtime runs it
 };
 
@@ -117,6 +124,9 @@ caf::behavior looping_client(caf::event_based_actor* self, caf::actor collector,
 }
 
 struct run_result {
+  /// The slowest client's ops over the median client's, in the worst round:
+  /// 1 when every session got the same share, 0 when one starved.
+  double slowest_vs_median = 1;
   uint64_t ops = 0;
   uint64_t refusals = 0;
   std::vector<uint32_t> latencies_us;
@@ -174,12 +184,21 @@ run_result run_clients(caf::actor_system& sys, int n, double seconds, Make make)
     self->receive([](bench_atom::done) {});
   run_result r;
   r.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+  std::vector<uint64_t> per_client;
   for (auto& s : stats) {
     // Already set (before `done`): this only orders the reads below.
     while (!s->finished.load(std::memory_order_acquire)) std::this_thread::yield();
     r.ops += s->ops;
+    per_client.push_back(s->ops);
     r.refusals += s->refusals;
     r.latencies_us.insert(r.latencies_us.end(), s->latencies_us.begin(), s->latencies_us.end());
+  }
+  if (!per_client.empty()) {
+    auto mid = per_client.begin() + static_cast<std::ptrdiff_t>(per_client.size() / 2);
+    std::nth_element(per_client.begin(), mid, per_client.end());
+    auto median = *mid;
+    auto slowest = *std::min_element(per_client.begin(), per_client.end());
+    r.slowest_vs_median = median > 0 ? static_cast<double>(slowest) / static_cast<double>(median) : 1;
   }
   return r;
 }
@@ -190,6 +209,7 @@ double add(run_result& total, run_result r) {
   total.ops += r.ops;
   total.refusals += r.refusals;
   total.seconds += r.seconds;
+  total.slowest_vs_median = std::min(total.slowest_vs_median, r.slowest_vs_median);
   total.latencies_us.insert(total.latencies_us.end(), r.latencies_us.begin(), r.latencies_us.end());
   return slice_rate;
 }
@@ -245,7 +265,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   settings s;
   std::string server = exe_dir() + "/mcprt-test-server";
   if (args.size() % 2 != 0) {
-    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--shards N] [--miss-percent P]\n";
+    std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler mcprt|stealing|sharing] [--shards N] [--miss-percent P]\n";
     return 2;
   }
   for (std::size_t i = 0; i < args.size(); i += 2) {
@@ -254,11 +274,11 @@ int acquire_stress(const std::vector<std::string>& args) {
     else if (args[i] == "--budget") s.budget = static_cast<std::size_t>(std::stoul(args[i + 1]));
     else if (args[i] == "--seconds") s.seconds = std::stod(args[i + 1]);
     else if (args[i] == "--threads") s.threads = args[i + 1] == "caf" ? -1 : std::stoi(args[i + 1]);
-    else if (args[i] == "--scheduler" && (args[i + 1] == "stealing" || args[i + 1] == "sharing")) s.policy = args[i + 1];
+    else if (args[i] == "--scheduler" && (args[i + 1] == "mcprt" || args[i + 1] == "stealing" || args[i + 1] == "sharing")) s.policy = args[i + 1];
     else if (args[i] == "--shards") s.shards = std::max(0, std::stoi(args[i + 1]));
     else if (args[i] == "--miss-percent") s.miss_percent = std::clamp(std::stoi(args[i + 1]), 0, 100);
     else {
-      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler stealing|sharing] [--shards N] [--miss-percent P]\n";
+      std::cerr << "usage: mcprt-bench acquire_stress [--sessions S] [--names M] [--budget B] [--seconds T] [--threads N|caf] [--scheduler mcprt|stealing|sharing] [--shards N] [--miss-percent P]\n";
       return 2;
     }
   }
@@ -267,7 +287,7 @@ int acquire_stress(const std::vector<std::string>& args) {
             << (s.threads > 0    ? std::to_string(s.threads)
                 : s.threads == 0 ? "one per core (" + std::to_string(std::thread::hardware_concurrency()) + ")"
                                  : std::string("CAF default, max(cores, 4)"))
-            << ", policy " << (s.policy == "sharing" ? "sharing" : "work stealing") << ", pool shards "
+            << ", scheduler " << (s.policy == "mcprt" ? "mcprt" : "CAF " + s.policy) << ", pool shards "
             << (s.shards > 0 ? std::to_string(s.shards) : std::string("one per worker")) << "\n";
 
   io::reactor reactor;
@@ -291,27 +311,33 @@ int acquire_stress(const std::vector<std::string>& args) {
   };
 
   // 2. Round trips straight to a budget actor: each reserve and each release
-  //    counts as one, as each echo does.
+  //    counts as one, as each echo does. A client alternates between them,
+  //    one request per step like the echo clients, so that the two differ
+  //    only in the actor that answers.
   auto budget_direct = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", event_bus_actor{});
   struct budget_client {
     std::string name;
     budget_actor budget;
+    bool held = false;
   };
   auto budget_clients = [&](auto& self, auto deadline, auto stats, int i) {
     auto c = std::make_shared<budget_client>(budget_client{"srv" + std::to_string(i % s.names), budget_direct});
     return sys.spawn([=, collector = caf::actor{self}](caf::event_based_actor* me, int) {
       return looping_client(me, collector, deadline, stats, [c](caf::event_based_actor* me, auto st, auto next) {
+        if (c->held) {
+          me->request(c->budget, caf::infinite, atom::release_v, c->name)
+            .then([c, st, next](bool) { ++st->ops; c->held = false; next(); }, [next](caf::error&) { next(); });
+          return;
+        }
         me->request(c->budget, caf::infinite, atom::reserve_v, c->name)
           .then(
-            [me, c, st, next](reserve_reply r) {
+            [c, st, next](reserve_reply r) {
               ++st->ops;
-              if (r == reserve_reply::refused) {
+              if (r == reserve_reply::refused)
                 ++st->refusals;
-                next();
-                return;
-              }
-              me->request(c->budget, caf::infinite, atom::release_v, c->name)
-                .then([st, next](bool) { ++st->ops; next(); }, [next](caf::error&) { next(); });
+              else
+                c->held = true;
+              next();
             },
             [next](caf::error&) { next(); });
       });
@@ -501,14 +527,20 @@ int acquire_stress(const std::vector<std::string>& args) {
         << ", totals " << total << ")  " << target << "\n";
     return out.str();
   };
+  auto share = [](const run_result& r) {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(2) << std::setw(9) << r.slowest_vs_median;
+    return out.str();
+  };
   std::cout << std::fixed << std::setprecision(0)
-            << "scenario                          per second   latency p50 / p99 / max (us)\n"
-            << "echo actor request/response       " << std::setw(12) << echo_rate << "\n"
-            << "budget reserve+release            " << std::setw(12) << budget_rate << "\n"
-            << "pool acquire+release, live entry  " << std::setw(12) << acquire_rate << "   " << live_lat.p50
-            << " / " << live_lat.p99 << " / " << live_lat.max << "\n"
-            << mixed_label << std::setw(12) << mixed_rate << "   " << mixed_lat.p50 << " / " << mixed_lat.p99 << " / "
-            << mixed_lat.max << "\n"
+            << "scenario                          per second  slowest/median  latency p50 / p99 / max (us)\n"
+            << "echo actor request/response       " << std::setw(12) << echo_rate << share(echo_run) << "\n"
+            << "budget reserve+release            " << std::setw(12) << budget_rate << share(budget_run) << "\n"
+            << "pool acquire+release, live entry  " << std::setw(12) << acquire_rate << share(live_run) << "       "
+            << live_lat.p50 << " / " << live_lat.p99 << " / " << live_lat.max << "\n"
+            << mixed_label << std::setw(12) << mixed_rate << share(mixed_run) << "       " << mixed_lat.p50 << " / "
+            << mixed_lat.p99 << " / " << mixed_lat.max << "\n"
+            << "(slowest/median: the slowest session's round trips over the median session's, worst round)\n"
             << "std::mutex set insert+erase       " << std::setw(12) << mutex_rate << "\n"
             << "refusals " << mixed_run.refusals << " (mixed workload), overshoots " << overshoots.load() << " in "
             << samples.load() << " budget samples\n"
@@ -521,7 +553,7 @@ int acquire_stress(const std::vector<std::string>& args) {
               {"names", s.names},
               {"budget", s.budget},
               {"threads", s.threads},
-              {"scheduler", s.policy == "sharing" ? "sharing" : "stealing"},
+              {"scheduler", s.policy},
               {"shards", s.shards},
               {"acquires_per_s", acquire_rate},
               {"mixed_acquires_per_s", mixed_rate},
@@ -535,6 +567,10 @@ int acquire_stress(const std::vector<std::string>& args) {
               {"mixed_p50_us", mixed_lat.p50},
               {"mixed_p99_us", mixed_lat.p99},
               {"mixed_max_us", mixed_lat.max},
+              {"slowest_vs_median_echo", echo_run.slowest_vs_median},
+              {"slowest_vs_median_budget", budget_run.slowest_vs_median},
+              {"slowest_vs_median_acquire", live_run.slowest_vs_median},
+              {"slowest_vs_median_mixed", mixed_run.slowest_vs_median},
               {"refusals", mixed_run.refusals},
               {"overshoots", overshoots.load()},
               {"rounds", rounds},

@@ -261,6 +261,9 @@ int main(int argc, char** argv) {
   serve->add_option("--log-format", serve_flags.log_format, "text or json (one JSON object per line)")
     ->check(CLI::IsMember({"text", "json"}));
   serve->add_option("--threads", serve_flags.threads, "Scheduler worker threads (default 0: one per core)");
+  serve->add_option("--scheduler", serve_flags.scheduler,
+                    "mcprt (default: fair, per-worker FIFO with stealing) or caf (CAF 0.17's work stealing)")
+    ->check(CLI::IsMember({"mcprt", "caf"}));
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

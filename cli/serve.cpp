@@ -246,7 +246,12 @@ int run_serve(const serve_flags& f) {
   // -- the runtime ---------------------------------------------------------------------
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
-  set_scheduler_threads(cfg, static_cast<std::size_t>(f.threads));
+  if (f.scheduler == "caf") {
+    auto n = f.threads > 0 ? static_cast<std::size_t>(f.threads) : std::max(1u, std::thread::hardware_concurrency());
+    cfg.set("scheduler.max-threads", n);
+  } else {
+    use_mcprt_scheduler(cfg, static_cast<std::size_t>(f.threads));
+  }
   caf::actor_system sys{cfg};
   auto started = runtime::start(sys, opts);
   if (!started) {

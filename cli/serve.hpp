@@ -24,6 +24,7 @@ struct serve_flags {
   std::string log_level = "info";
   std::string log_format = "text";
   long long threads = 0; // scheduler workers; 0: one per core
+  std::string scheduler = "mcprt"; // mcprt's fair scheduler, or "caf": CAF's work stealing
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

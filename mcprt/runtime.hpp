@@ -12,9 +12,11 @@
 //   (*rt)->shutdown();                                   // no child left
 //
 // The actor system must have mcprt's types: call mcprt::add_mcprt_types(cfg)
-// on its config (and mcprt::set_scheduler_threads(cfg) for one scheduler
-// worker per core, unless the host sizes its scheduler itself). Every member function blocks the calling thread (never call
-// them from inside an actor); events arrive at subscribers asynchronously.
+// on its config. mcprt::use_mcprt_scheduler(cfg) runs it on mcprt's fair
+// scheduler with one worker per core (actors/scheduler.hpp says why); a host
+// that keeps CAF's own scheduler can skip it. Every member function blocks
+// the calling thread (never call them from inside an actor); events arrive
+// at subscribers asynchronously.
 
 #include <chrono>
 #include <cstddef>
@@ -28,6 +30,7 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/scheduler.hpp"
 #include "core/budget_ledger.hpp"
 #include "core/server_config.hpp"
 #include "messages/session.hpp"

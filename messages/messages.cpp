@@ -52,11 +52,6 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& cont
   return out;
 }
 
-void set_scheduler_threads(caf::actor_system_config& cfg, std::size_t threads) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  cfg.set("scheduler.max-threads", threads);
-}
-
 void add_mcprt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt>();
   add_workspace_types(cfg);

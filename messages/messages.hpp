@@ -50,13 +50,6 @@ std::string render_error(uint8_t code, caf::atom_value category, const caf::mess
 /// Registers all of mcprt's type ids (both blocks) and its error category.
 void add_mcprt_types(caf::actor_system_config& cfg);
 
-/// Sets the scheduler's worker count: `threads`, or one per core when 0.
-/// CAF 0.17 starts max(cores, 4) workers; on a 2-core machine the two extra
-/// ones steal from the busy ones and get preempted while they run an actor.
-/// Measured with `mcprt-bench acquire_stress` here: pool acquires at 0.34 of
-/// the echo rate with 4 workers, 0.58 with 2.
-void set_scheduler_threads(caf::actor_system_config& cfg, std::size_t threads = 0);
-
 // -- payloads -------------------------------------------------------------------
 
 /// A JSON value in a message, serialized as its text.

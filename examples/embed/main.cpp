@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
 
   caf::actor_system_config cfg;
   mcprt::add_mcprt_types(cfg);
-  mcprt::set_scheduler_threads(cfg); // one worker per core
+  mcprt::use_mcprt_scheduler(cfg); // fair scheduling, one worker per core
   caf::actor_system sys{cfg};
 
   auto rt = mcprt::runtime::start(sys, opts);

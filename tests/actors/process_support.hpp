@@ -18,12 +18,18 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include "actors/scheduler.hpp"
 #include "messages/messages.hpp"
 
 namespace mcprt::test {
 
+/// Real threads on the scheduler the daemon runs, so that every test with
+/// real processes exercises it too.
 struct process_test_config : caf::actor_system_config {
-  process_test_config() { add_mcprt_types(*this); }
+  process_test_config() {
+    add_mcprt_types(*this);
+    use_mcprt_scheduler(*this);
+  }
 };
 
 /// Direct children of this test process.
