@@ -2,9 +2,6 @@
 #include "messages/workspace.hpp"
 #include "messages/session.hpp"
 
-#include <algorithm>
-#include <thread>
-
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
 #include <caf/message.hpp>
