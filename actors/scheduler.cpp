@@ -221,9 +221,9 @@ private:
     return job;
   }
 
-  /// A searching worker found work: if it was the last one searching and
-  /// work is left over, it hands the search on, so idle cores join a
-  /// growing load one by one.
+  /// A searching worker found work: if it was the last one searching, it
+  /// wakes a sleeper to take over the search (as Go's scheduler does), so
+  /// idle cores join a growing load one by one.
   template <class Worker>
   resumable* found(Worker* self, resumable* job) {
     auto& cd = self->parent()->data();
