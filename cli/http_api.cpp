@@ -72,6 +72,7 @@ public:
     {
       std::lock_guard<std::mutex> guard{mtx_};
       cs = clients_;
+      latest_ = std::max(latest_, seq);
     }
     for (auto& c : cs) {
       std::lock_guard<std::mutex> guard{c->mtx};
@@ -102,10 +103,17 @@ public:
     return clients_.size();
   }
 
+  /// The highest event id published to the streams so far.
+  uint64_t latest() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return latest_;
+  }
+
 private:
   std::mutex mtx_;
   std::vector<std::shared_ptr<sse_client>> clients_;
   bool stopping_ = false;
+  uint64_t latest_ = 0;
   std::size_t limit_;
   std::size_t max_;
 };
@@ -113,6 +121,14 @@ private:
 std::string sse_frame(const event& ev) {
   return "id: " + std::to_string(ev.seq) + "\nevent: " + to_string(ev.kind) + "\ndata: " + redact(ev.data.value).dump()
          + "\n\n";
+}
+
+/// Tells a resuming client that events between its Last-Event-ID and
+/// `next_id` are gone (no `id:`, so its Last-Event-ID stays): it should
+/// fetch the snapshot again.
+std::string gap_frame(uint64_t last_event_id, uint64_t next_id, const char* reason) {
+  nlohmann::json data{{"last_event_id", last_event_id}, {"next_id", next_id}, {"reason", reason}};
+  return "event: gap\ndata: " + data.dump() + "\n\n";
 }
 
 event_subscriber_actor::behavior_type hub_sink(event_subscriber_actor::pointer, std::shared_ptr<event_hub> hub) {
@@ -400,7 +416,18 @@ struct http_api::impl {
     auto st = std::make_shared<stream_state>();
     if (after) {
       st->last = *after;
-      for (auto& ev : rt.replay(*after))
+      auto replayed = rt.replay(*after);
+      auto latest = std::max(hub->latest(), replayed.empty() ? 0 : replayed.back().seq);
+      if (*after > latest) {
+        // An id this daemon never sent: from an earlier run of it. The
+        // client missed everything; it gets the whole ring.
+        replayed = rt.replay(0);
+        st->last = 0;
+        st->initial.push_back(gap_frame(*after, replayed.empty() ? latest + 1 : replayed.front().seq, "unknown_id"));
+      } else if (!replayed.empty() && replayed.front().seq > *after + 1) {
+        st->initial.push_back(gap_frame(*after, replayed.front().seq, "evicted"));
+      }
+      for (auto& ev : replayed)
         st->initial.push_back(sse_frame(ev));
     }
     spdlog::debug("events: stream opened (replay from {}, {} events)", after ? std::to_string(*after) : "-",
@@ -420,6 +447,7 @@ struct http_api::impl {
           }
           // The replayed frames carry their ids; remember the highest.
           for (auto& f : st->initial) {
+            if (f.rfind("id: ", 0) != 0) continue; // the gap marker has none
             auto v = parse_seq(f.substr(4, f.find('\n') - 4));
             if (v && *v > st->last) st->last = *v;
           }

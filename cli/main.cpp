@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);
+  serve->add_option("--event-history", serve_flags.event_history)->group("")->check(CLI::PositiveNumber);
 
   auto add_client_flags = [](CLI::App* cmd, cli::client_flags& f) {
     cmd->add_option("--workspace,-w", f.workspace, "Workspace whose daemon to use (default: current directory)");

@@ -201,6 +201,7 @@ int run_serve(const serve_flags& f) {
   }
   if (f.allowed_names) opts.allowed_server_names = split_name_list(*f.allowed_names);
   opts.trusted = !f.untrusted;
+  opts.event_history = static_cast<std::size_t>(f.event_history);
   if (f.debounce_ms < 0) return fail_usage("--debounce-ms must not be negative");
   if (f.threads < 0 || f.threads > 256) return fail_usage("--threads must be between 0 (one per core) and 256");
   opts.debounce = std::chrono::milliseconds(f.debounce_ms);

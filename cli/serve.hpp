@@ -29,6 +29,7 @@ struct serve_flags {
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;
   long long sndbuf = 0; // SO_SNDBUF of every connection: a slow link, for tests
+  long long event_history = 1024; // events the bus keeps for Last-Event-ID replays
 };
 
 /// Runs the daemon until SIGINT / SIGTERM. 0 after a clean stop, 1 when it

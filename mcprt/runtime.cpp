@@ -152,7 +152,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   } catch (const std::exception& e) {
     return make_error(errc::io_error, std::string{"runtime: cannot start the I/O threads: "} + e.what());
   }
-  p->bus = spawn_event_bus(sys);
+  p->bus = spawn_event_bus(sys, std::max<std::size_t>(1, opts.event_history));
   p->forwarder = sys.spawn(update_forwarder, p->bus);
   connection_io io{p->reactor.get(), p->http.get()};
   auto forwarder = p->forwarder;

@@ -65,6 +65,8 @@ struct runtime_options {
   bool watch = true;
   /// Where approvals are stored. Empty: `<home>/<profile dir>/mcp-approvals.json`.
   std::filesystem::path approvals_file;
+  /// How many of the latest events `replay` can still return.
+  std::size_t event_history = 1024;
 };
 
 /// Applies MCPRT_NO_POOL, MCPRT_BUDGET and MCPRT_BUDGET_MODE to `opts`

@@ -684,6 +684,53 @@ TEST_F(serve_test, a_bad_last_event_id_is_a_400) {
   EXPECT_EQ(s.status(), 400);
 }
 
+TEST_F(serve_test, a_replay_past_the_history_starts_with_a_gap_marker) {
+  start({"--event-history", "4"});
+  ASSERT_TRUE(connected("echo"));
+  sse_stream live(port_);
+  ASSERT_EQ(live.status(), 200);
+  ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
+  auto restarted = live.wait_for("pool_entry_restarted");
+  ASSERT_TRUE(restarted);
+  auto newest = std::stoull(restarted->id);
+  ASSERT_GT(newest, 4u) << "the history of 4 must have dropped events";
+  auto next_frame = [](sse_stream& s) {
+    for (;;) {
+      auto ev = s.next(10s);
+      if (!ev || !ev->kind.empty()) return ev;
+    }
+  };
+
+  // From the start: the marker names what is left, then the events from there.
+  sse_stream from_start(port_, {{"Last-Event-ID", "0"}});
+  ASSERT_EQ(from_start.status(), 200);
+  auto gap = next_frame(from_start);
+  ASSERT_TRUE(gap);
+  EXPECT_EQ(gap->kind, "gap");
+  EXPECT_EQ(gap->id, "") << "the marker must not move the client's Last-Event-ID";
+  EXPECT_EQ(gap->j()["reason"], "evicted");
+  EXPECT_EQ(gap->j()["last_event_id"], 0);
+  auto next_id = gap->j()["next_id"].get<uint64_t>();
+  EXPECT_GT(next_id, 1u);
+  auto first = next_frame(from_start);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, std::to_string(next_id));
+
+  // An id this daemon never sent (from an earlier run): the marker, then the whole history.
+  auto future = std::to_string(newest + 1000);
+  sse_stream stale(port_, {{"Last-Event-ID", future}});
+  ASSERT_EQ(stale.status(), 200);
+  gap = next_frame(stale);
+  ASSERT_TRUE(gap);
+  EXPECT_EQ(gap->kind, "gap");
+  EXPECT_EQ(gap->j()["reason"], "unknown_id");
+  EXPECT_EQ(gap->j()["last_event_id"].get<uint64_t>(), newest + 1000);
+  first = next_frame(stale);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, std::to_string(gap->j()["next_id"].get<uint64_t>()));
+  EXPECT_LE(std::stoull(first->id), newest);
+}
+
 // -- approvals, restart, reload, tools --------------------------------------------------------------
 
 TEST_F(serve_test, approve_and_reject) {
