@@ -24,12 +24,17 @@ constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 
 /// The daemon's URL from `<ws>/.mcprt/daemon.json`, or empty.
-std::string url_from_daemon_file(const std::string& workspace) {
+/// A string field of `<ws>/.mcprt/daemon.json`, or "" when absent.
+std::string daemon_file_field(const std::string& workspace, const char* field) {
   std::ifstream in(daemon_file(workspace));
   if (!in) return {};
   auto j = json::parse(in, nullptr, false);
-  if (j.is_object() && j.contains("url") && j["url"].is_string()) return j["url"].get<std::string>();
+  if (j.is_object() && j.contains(field) && j[field].is_string()) return j[field].get<std::string>();
   return {};
+}
+
+std::string url_from_daemon_file(const std::string& workspace) {
+  return daemon_file_field(workspace, "url");
 }
 
 struct connection {
@@ -332,9 +337,19 @@ int run_call(const client_flags& f, const std::string& server, const std::string
   return j.is_object() && j.value("isError", false) ? exit_failure : exit_ok;
 }
 
-std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve) {
+std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,
+                                     const std::string& own_store) {
   auto c = resolve(f);
   if (c.url.empty()) return std::nullopt;
+  if (!own_store.empty()) {
+    // A daemon file without the field comes from an older daemon: trust it.
+    auto theirs = daemon_file_field(f.workspace, "approvals");
+    if (!theirs.empty() && theirs != own_store) {
+      std::cerr << "mcprt: note: the daemon at " << c.url << " keeps approvals in " << theirs
+                << "; writing " << own_store << " instead, which that daemon does not read\n";
+      return std::nullopt;
+    }
+  }
   if (!c.error.empty()) {
     std::cerr << "mcprt: " << c.error << "\n";
     return exit_usage;

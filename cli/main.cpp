@@ -331,7 +331,18 @@ int main(int argc, char** argv) {
     cli::client_flags cf;
     cf.workspace = flags->workspace;
     cf.token_file = *token;
-    if (auto rc = cli::decide_via_daemon(cf, *name, decision == approval_state::approved)) return *rc;
+    // An explicit --home or --profile names a store; the daemon is only
+    // asked when it reads that same store.
+    std::string own_store;
+    if (cmd->count("--home") > 0 || cmd->count("--profile") > 0) {
+      auto o = make_options(*flags);
+      if (!o) return exit_usage;
+      std::error_code ec;
+      own_store = fs::absolute(approvals_store::default_path(o->home, o->settings_profile.dir_name), ec)
+                    .lexically_normal()
+                    .string();
+    }
+    if (auto rc = cli::decide_via_daemon(cf, *name, decision == approval_state::approved, own_store)) return *rc;
     return run_decision(*flags, *name, decision);
   }
   return exit_usage;

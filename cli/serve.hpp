@@ -51,8 +51,11 @@ int run_restart(const client_flags& f, const std::string& name);
 int run_call(const client_flags& f, const std::string& server, const std::string& tool, const std::string& args);
 
 /// approve / reject through the running daemon of `f.workspace`. nullopt:
-/// no daemon answers (the caller writes the store itself).
-std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve);
+/// no daemon answers, or `own_store` (the approvals file the caller's
+/// explicit --home / --profile name; empty when it gave neither) is not the
+/// daemon's: the caller writes the store itself.
+std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,
+                                     const std::string& own_store = {});
 
 /// `<ws>/.mcprt/daemon.json`.
 std::string daemon_file(const std::string& workspace);

@@ -689,11 +689,15 @@ TEST_F(serve_test, a_replay_past_the_history_starts_with_a_gap_marker) {
   ASSERT_TRUE(connected("echo"));
   sse_stream live(port_);
   ASSERT_EQ(live.status(), 200);
-  ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
-  auto restarted = live.wait_for("pool_entry_restarted");
-  ASSERT_TRUE(restarted);
-  auto newest = std::stoull(restarted->id);
-  ASSERT_GT(newest, 4u) << "the history of 4 must have dropped events";
+  // Restarts until the history of 4 has dropped events.
+  uint64_t newest = 0;
+  for (int i = 0; i < 5 && newest <= 4; ++i) {
+    ASSERT_EQ(post("/workspace/mcp/echo/restart")->status, 200);
+    auto restarted = live.wait_for("pool_entry_restarted");
+    ASSERT_TRUE(restarted);
+    newest = std::stoull(restarted->id);
+  }
+  ASSERT_GT(newest, 4u);
   auto next_frame = [](sse_stream& s) {
     for (;;) {
       auto ev = s.next(10s);
@@ -728,7 +732,6 @@ TEST_F(serve_test, a_replay_past_the_history_starts_with_a_gap_marker) {
   first = next_frame(stale);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->id, std::to_string(gap->j()["next_id"].get<uint64_t>()));
-  EXPECT_LE(std::stoull(first->id), newest);
 }
 
 // -- approvals, restart, reload, tools --------------------------------------------------------------
@@ -1182,6 +1185,27 @@ TEST_F(serve_test, events_command_prints_one_line_per_event) {
   auto code = ev.wait_exit(20s);
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, 0) << ev.err();
+}
+
+TEST_F(serve_test, approve_with_another_home_writes_that_store_not_the_daemons) {
+  start();
+  ASSERT_TRUE(connected("echo"));
+  auto other = root_ / "other-home";
+  fs::create_directories(other);
+  auto a = mcprt({"approve", "project-tools", "--workspace", ws_.string(), "--home", other.string()});
+  ASSERT_EQ(a.code, 0) << describe(a);
+  EXPECT_EQ(a.out.find("through the daemon"), std::string::npos) << a.out;
+  EXPECT_NE(a.err.find("does not read"), std::string::npos) << a.err;
+  auto store = json::parse(slurp(other / ".mcprt" / "mcp-approvals.json"), nullptr, false);
+  EXPECT_NE(store.dump().find("project-tools"), std::string::npos) << store.dump();
+  EXPECT_FALSE(fs::exists(home_ / ".mcprt" / "mcp-approvals.json")) << "the daemon's store was written";
+  EXPECT_EQ(server("project-tools")["approval"], "pending");
+
+  // The daemon's own home, given explicitly, still goes through the daemon.
+  a = mcprt({"approve", "project-tools", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_EQ(a.code, 0) << describe(a);
+  EXPECT_NE(a.out.find("through the daemon"), std::string::npos) << a.out;
+  EXPECT_TRUE(connected("project-tools")) << snapshot().dump(2);
 }
 
 TEST_F(serve_test, approve_reject_restart_and_call_through_the_daemon) {
