@@ -23,7 +23,6 @@ constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 
-/// The daemon's URL from `<ws>/.mcprt/daemon.json`, or empty.
 /// A string field of `<ws>/.mcprt/daemon.json`, or "" when absent.
 std::string daemon_file_field(const std::string& workspace, const char* field) {
   std::ifstream in(daemon_file(workspace));
@@ -33,6 +32,7 @@ std::string daemon_file_field(const std::string& workspace, const char* field) {
   return {};
 }
 
+/// The daemon's URL from `<ws>/.mcprt/daemon.json`, or empty.
 std::string url_from_daemon_file(const std::string& workspace) {
   return daemon_file_field(workspace, "url");
 }

@@ -304,9 +304,8 @@ int run_serve(const serve_flags& f) {
   std::string werr;
   std::string written_daemon_file;
   // `approvals` lets `mcprt approve --home/--profile` tell whether this
-  // daemon reads the store it means.
-  // (The runtime started, so the profile name is valid; its home default
-  // is the same.)
+  // daemon reads the store those flags name. (The runtime has accepted the
+  // profile name, and defaults the home the same way.)
   const char* env_home = std::getenv("HOME");
   auto home = !opts.home.empty() ? opts.home : fs::path{env_home ? env_home : "/"};
   auto approvals = approvals_store::default_path(home, profile::parse(opts.profile)->dir_name);
