@@ -67,8 +67,12 @@ std::optional<workspace_options> make_options(const common_flags& f) {
   return o;
 }
 
+fs::path approvals_path(const workspace_options& o) {
+  return approvals_store::default_path(o.home, o.settings_profile.dir_name);
+}
+
 approvals_store open_approvals(const workspace_options& o) {
-  return approvals_store(approvals_store::default_path(o.home, o.settings_profile.dir_name));
+  return approvals_store(approvals_path(o));
 }
 
 ordered_json optional_list(const std::optional<std::vector<std::string>>& xs) {
@@ -338,9 +342,7 @@ int main(int argc, char** argv) {
       auto o = make_options(*flags);
       if (!o) return exit_usage;
       std::error_code ec;
-      own_store = fs::absolute(approvals_store::default_path(o->home, o->settings_profile.dir_name), ec)
-                    .lexically_normal()
-                    .string();
+      own_store = fs::absolute(approvals_path(*o), ec).lexically_normal().string();
     }
     if (auto rc = cli::decide_via_daemon(cf, *name, decision == approval_state::approved, own_store)) return *rc;
     return run_decision(*flags, *name, decision);

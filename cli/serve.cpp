@@ -303,17 +303,13 @@ int run_serve(const serve_flags& f) {
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(port);
   std::string werr;
   std::string written_daemon_file;
-  // `approvals` lets `mcprt approve --home/--profile` tell whether this
-  // daemon reads the store those flags name. (The runtime has accepted the
-  // profile name, and defaults the home the same way.)
-  const char* env_home = std::getenv("HOME");
-  auto home = !opts.home.empty() ? opts.home : fs::path{env_home ? env_home : "/"};
-  auto approvals = approvals_store::default_path(home, profile::parse(opts.profile)->dir_name);
+  // `approvals` (the store the runtime resolved) lets `mcprt approve
+  // --home/--profile` tell whether this daemon reads the store they name.
   if (!write_daemon_file(daemon_path,
                          {{"url", url},
                           {"pid", ::getpid()},
                           {"workspace", opts.workspace.string()},
-                          {"approvals", fs::absolute(approvals).lexically_normal().string()}},
+                          {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()}},
                          werr)) {
     spdlog::error("{}", werr);
   } else {

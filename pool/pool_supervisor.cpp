@@ -826,9 +826,12 @@ caf::behavior every_shard(caf::event_based_actor* self, std::vector<pool_actor> 
       return ask_every_shard<pool_snapshot>(
         self, shards,
         [](pool_snapshot& all, pool_snapshot& part) {
+          // Each shard answers sorted by id: merging keeps the whole sorted.
           auto& xs = all.entries;
+          auto mid = static_cast<std::ptrdiff_t>(xs.size());
           xs.insert(xs.end(), std::make_move_iterator(part.entries.begin()), std::make_move_iterator(part.entries.end()));
-          std::sort(xs.begin(), xs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+          std::inplace_merge(xs.begin(), xs.begin() + mid, xs.end(),
+                             [](const auto& a, const auto& b) { return a.id < b.id; });
           all.subprocess_count += part.subprocess_count;
           all.draining = all.draining || part.draining;
         },
