@@ -18,6 +18,7 @@
 //   entry's deadline, and the timer re-arms itself for what is left.
 
 #include "pool/pool_supervisor.hpp"
+#include "pool/shard_router.hpp"
 
 #include <algorithm>
 #include <map>
@@ -756,6 +757,10 @@ std::size_t shard_of(std::string_view server, std::size_t shards) {
 
 /// The server name in a connection id (`name::fingerprint`).
 std::string_view server_of(const std::string& id) {
+  // Ids the pool issues end in "::" and 16 hex digits: no search needed.
+  constexpr std::size_t suffix = 2 + 16;
+  if (id.size() >= suffix && id[id.size() - suffix] == ':' && id[id.size() - suffix + 1] == ':')
+    return std::string_view(id).substr(0, id.size() - suffix);
   auto pos = id.rfind("::");
   return pos == std::string::npos ? std::string_view(id) : std::string_view(id).substr(0, pos);
 }
@@ -767,6 +772,14 @@ bool has_atom(const caf::type_erased_tuple& msg, caf::atom_value a) {
 /// The shard that handles `msg`, or nullopt for the requests that concern
 /// every shard (snapshot, release_session, drain).
 std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t shards) {
+  // The hot path (acquire by id, detach, release) first, by one comparison
+  // of the message's type token.
+  static constexpr auto by_id = caf::make_type_token<caf::atom_value, std::string, std::string>();
+  if (msg.type_token() == by_id) {
+    auto a = msg.get_as<caf::atom_value>(0);
+    if (a == atom::acquire::value || a == atom::detach::value || a == atom::release::value)
+      return shard_of(server_of(msg.get_as<std::string>(2)), shards);
+  }
   if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, std::string, server_config>())
     return shard_of(msg.get_as<server_config>(2).name, shards);
   if ((has_atom(msg, atom::acquire::value) || has_atom(msg, atom::release::value) || has_atom(msg, atom::detach::value))
@@ -854,24 +867,11 @@ caf::behavior every_shard(caf::event_based_actor* self, std::vector<pool_actor> 
   };
 }
 
-/// Routes every message in the sender's own context (no extra hop): to the
-/// shard of its server, or to a one-shot actor that asks every shard.
-caf::actor_pool::policy route_to_shards() {
-  return [](caf::actor_system& sys, caf::actor_pool::uplock& guard, const caf::actor_pool::actor_vec& workers,
-            caf::mailbox_element_ptr& ptr, caf::execution_unit* eu) {
-    if (auto target = route(ptr->content(), workers.size())) {
-      auto shard = workers[*target];
-      guard.unlock();
-      shard->enqueue(std::move(ptr), eu);
-      return;
-    }
-    std::vector<pool_actor> shards;
-    for (auto& w : workers)
-      shards.push_back(caf::actor_cast<pool_actor>(w));
-    guard.unlock();
-    auto asker = sys.spawn(every_shard, std::move(shards));
-    caf::actor_cast<caf::abstract_actor*>(asker)->enqueue(std::move(ptr), eu);
-  };
+caf::actor fan_out(caf::actor_system& sys, const std::vector<caf::actor>& workers) {
+  std::vector<pool_actor> shards;
+  for (auto& w : workers)
+    shards.push_back(caf::actor_cast<pool_actor>(w));
+  return sys.spawn(every_shard, std::move(shards));
 }
 
 } // namespace
@@ -881,11 +881,10 @@ pool_actor spawn_pool(caf::actor_system& sys, connection_factory make, budget_ac
   // More shards than scheduler workers would add routing cost, no parallelism.
   auto shards = opts.shards > 0 ? opts.shards : std::max<std::size_t>(1, sys.scheduler().num_workers());
   if (shards == 1) return sys.spawn(pool, std::move(make), std::move(budget), std::move(bus), opts);
-  auto spawn_shard = [&sys, make = std::move(make), budget = std::move(budget), bus = std::move(bus), opts] {
-    return caf::actor_cast<caf::actor>(sys.spawn(pool, make, budget, bus, opts));
-  };
-  return caf::actor_cast<pool_actor>(
-    caf::actor_pool::make(sys.dummy_execution_unit(), shards, spawn_shard, route_to_shards()));
+  std::vector<caf::actor> workers;
+  for (std::size_t i = 0; i < shards; ++i)
+    workers.push_back(caf::actor_cast<caf::actor>(sys.spawn(pool, make, budget, bus, opts)));
+  return caf::actor_cast<pool_actor>(spawn_shard_router(sys, std::move(workers), route, fan_out));
 }
 
 } // namespace mcprt

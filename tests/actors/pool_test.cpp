@@ -916,6 +916,34 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
   EXPECT_TRUE(is(none, errc::not_connected)) << sys.render(none);
 }
 
+TEST_F(PoolShards, AShardThatDiesTakesThePoolAndEveryOtherShardDown) {
+  start_sharded(10);
+  for (auto& name : server_names(8))
+    must_acquire("s1", stdio(name));
+  std::set<caf::actor_addr> shards;
+  for (auto& s : world->spawns)
+    shards.insert(s.cfg.subscribers[0].address());
+  ASSERT_GT(shards.size(), 1u);
+  self->monitor(pool);
+  for (auto& shard : shards)
+    self->monitor(shard);
+  caf::anon_send_exit(*shards.begin(), caf::exit_reason::kill);
+  sched.run();
+  auto downs = drain<caf::down_msg>();
+  EXPECT_EQ(downs.size(), shards.size() + 1);
+  for (auto& d : downs)
+    EXPECT_EQ(d.reason, caf::exit_reason::kill) << sys.render(d.reason);
+  // No server's request goes to a shard that does not own it: each is
+  // answered with an error, and none starts a connection.
+  auto spawned = world->spawns.size();
+  for (auto& name : server_names(8)) {
+    auto r = acquire("s2", stdio(name));
+    EXPECT_FALSE(r.handle) << name;
+    EXPECT_NE(r.text, "no reply") << name;
+  }
+  EXPECT_EQ(world->spawns.size(), spawned);
+}
+
 TEST_F(PoolShards, TheBudgetIsNeverOvershotAcrossShards) {
   start_sharded(3);
   std::size_t admitted = 0, refused = 0;
