@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "actors/scheduler.hpp"
 #include "bench.hpp"
 
 namespace mcprt::bench {
@@ -45,6 +46,8 @@ std::string exe_dir() {
 
 int main(int argc, char** argv) {
   using namespace mcprt::bench;
+  // As the daemon runs, so that the figures are the daemon's.
+  mcprt::tune_allocator_for_messages();
   std::map<std::string, int (*)(const std::vector<std::string>&)> benches = {
     {"connect_fanout", connect_fanout},
     {"acquire_stress", acquire_stress},

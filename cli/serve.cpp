@@ -245,6 +245,7 @@ int run_serve(const serve_flags& f) {
   }
 
   // -- the runtime ---------------------------------------------------------------------
+  tune_allocator_for_messages();
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
   if (f.scheduler == "caf") {

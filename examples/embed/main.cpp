@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   for (auto& problem : mcprt::apply_environment(opts))
     std::cerr << "warning: " << problem << "\n";
 
+  mcprt::tune_allocator_for_messages(); // process-wide: the host's call
   caf::actor_system_config cfg;
   mcprt::add_mcprt_types(cfg);
   mcprt::use_mcprt_scheduler(cfg); // fair scheduling, one worker per core
