@@ -14,7 +14,9 @@
 // The actor system must have mcprt's types: call mcprt::add_mcprt_types(cfg)
 // on its config. mcprt::use_mcprt_scheduler(cfg) runs it on mcprt's fair
 // scheduler with one worker per core (actors/scheduler.hpp says why); a host
-// that keeps CAF's own scheduler can skip it. Every member function blocks
+// that keeps CAF's own scheduler can skip it. A host on glibc may also call
+// mcprt::tune_allocator_for_messages() first thing in main (process-wide;
+// the same header says why). Every member function blocks
 // the calling thread (never call them from inside an actor); events arrive
 // at subscribers asynchronously.
 
