@@ -782,9 +782,6 @@ std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t 
   }
   if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, std::string, server_config>())
     return shard_of(msg.get_as<server_config>(2).name, shards);
-  if ((has_atom(msg, atom::acquire::value) || has_atom(msg, atom::release::value) || has_atom(msg, atom::detach::value))
-      && msg.match_elements<caf::atom_value, std::string, std::string>())
-    return shard_of(server_of(msg.get_as<std::string>(2)), shards);
   if (has_atom(msg, atom::restart::value) && msg.match_elements<caf::atom_value, std::string>())
     return shard_of(msg.get_as<std::string>(1), shards);
   if (has_atom(msg, atom::get::value) && msg.match_elements<caf::atom_value, std::string>())
