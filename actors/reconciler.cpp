@@ -225,7 +225,7 @@ void let_go(self_ptr self, const std::string& name, const std::string& why) {
   auto s = std::move(i->second);
   st.erase_live(name);
   if (st.pool_mode()) {
-    self->send(st.opts.pool, atom::detach_v, st.opts.session, s.id);
+    self->send(st.opts.pool, atom::detach_v, st.opts.pool_session, s.id);
   } else {
     auto conn = s.conn;
     self->request(conn, std::chrono::seconds(10), atom::stop_v)
@@ -261,7 +261,7 @@ void connect(self_ptr self, const server_config& cfg) {
   if (st.pool_mode()) {
     ++st.pending;
     st.connecting.insert(name);
-    self->request(st.opts.pool, st.opts.acquire_timeout, atom::acquire_v, st.opts.session, cfg)
+    self->request(st.opts.pool, st.opts.acquire_timeout, atom::acquire_v, st.opts.pool_session, cfg)
       .then(
         [self, cfg](pool_handle& h) {
           live_server s;
@@ -457,7 +457,7 @@ caf::result<bool> stop(self_ptr self) {
   st.parked.clear();
   auto rp = self->make_response_promise<bool>();
   if (st.pool_mode()) {
-    self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.session)
+    self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.pool_session)
       .then([self, rp](uint64_t) mutable { rp.deliver(true); self->quit(); },
             [self, rp](caf::error&) mutable { rp.deliver(true); self->quit(); });
     st.live.clear();

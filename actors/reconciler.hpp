@@ -11,7 +11,10 @@
 namespace mcprt {
 
 struct reconciler_options {
+  /// The session's name in events ("s1").
   std::string session;
+  /// How the pool knows the session (unique per runtime).
+  session_id pool_session = 0;
   /// Pool mode when valid: connections are acquired from and released to
   /// the pool, which admits new ones through the workspace budget.
   pool_actor pool;

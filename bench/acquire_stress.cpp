@@ -370,13 +370,13 @@ int acquire_stress(const std::vector<std::string>& args) {
   {
     caf::scoped_actor self{sys};
     for (std::size_t i = 0; i < std::min<std::size_t>(s.budget, configs.size()); ++i)
-      self->request(pool, std::chrono::seconds(30), atom::acquire_v, std::string("warmup"), configs[i])
+      self->request(pool, std::chrono::seconds(30), atom::acquire_v, session_id{0}, configs[i])
         .receive([](pool_handle&) {}, [](caf::error&) {});
   }
   int round = 0; // seeds differ per round
   // A session's loop state, shared by its handlers through one pointer.
   struct pool_client {
-    std::string session;
+    session_id session;
     std::minstd_rand rng; // 8 bytes: a mt19937 per session (2.5 KB) would not stay in cache
     std::uniform_int_distribution<int> any_name;
     std::uniform_int_distribution<int> live_name;
@@ -387,7 +387,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   auto pool_clients = [&](int miss) {
    return [&, miss](auto& self, auto deadline, auto stats, int i) {
     auto c = std::make_shared<pool_client>(
-      pool_client{"session-" + std::to_string(i), std::minstd_rand(static_cast<uint32_t>(1 + i + round * s.sessions)),
+      pool_client{session_id(1 + i), std::minstd_rand(static_cast<uint32_t>(1 + i + round * s.sessions)),
                   std::uniform_int_distribution<int>(0, static_cast<int>(configs.size()) - 1),
                   std::uniform_int_distribution<int>(0, live_names - 1), pool});
     auto miss_percent = static_cast<uint32_t>(miss);

@@ -194,13 +194,15 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
 
 std::string runtime::open_session(std::vector<server_config> servers) {
   auto& p = *impl_;
-  std::string id;
+  session_id number = 0;
   {
     std::lock_guard<std::mutex> guard{p.mtx};
-    id = "s" + std::to_string(p.next_session++);
+    number = p.next_session++;
   }
+  auto id = "s" + std::to_string(number);
   reconciler_options ro;
   ro.session = id;
+  ro.pool_session = number;
   ro.bus = p.bus;
   impl::session_entry entry;
   if (p.opts.pool) {

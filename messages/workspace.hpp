@@ -107,6 +107,12 @@ typename Inspector::result_type inspect(Inspector& f, budget_snapshot& x) {
 
 // -- pool ---------------------------------------------------------------------------
 
+/// How the pool knows a session: a number, unique per runtime (the runtime
+/// numbers its sessions; events name them). Not a string: every acquire and
+/// detach carries it, and with two strings those messages outgrow the
+/// allocator's lock-free size classes (see actors/scheduler.hpp).
+using session_id = uint64_t;
+
 /// What an acquire hands a session: the live connection it shares.
 struct pool_handle {
   std::string connection_id;
@@ -243,17 +249,17 @@ using budget_actor = caf::typed_actor<
 /// The POOL SUPERVISOR interface (SPEC section 7).
 using pool_actor = caf::typed_actor<
   // acquire(session, config): a shared live connection, or budget_exhausted.
-  caf::replies_to<atom::acquire, std::string, server_config>::with<pool_handle>,
+  caf::replies_to<atom::acquire, session_id, server_config>::with<pool_handle>,
   // acquire(session, connection id): attaches to an existing entry without
   // sending its config again; not_connected when there is none.
-  caf::replies_to<atom::acquire, std::string, std::string>::with<pool_handle>,
+  caf::replies_to<atom::acquire, session_id, std::string>::with<pool_handle>,
   // release(session, connection id)
-  caf::replies_to<atom::release, std::string, std::string>::with<bool>,
+  caf::replies_to<atom::release, session_id, std::string>::with<bool>,
   // release without an answer: a session letting go needs no confirmation,
   // and messages from one sender arrive in order.
-  caf::reacts_to<atom::detach, std::string, std::string>,
+  caf::reacts_to<atom::detach, session_id, std::string>,
   // Releases everything a session holds; answers how many handles.
-  caf::replies_to<atom::release_session, std::string>::with<uint64_t>,
+  caf::replies_to<atom::release_session, session_id>::with<uint64_t>,
   // Restarts every entry of a server name.
   caf::replies_to<atom::restart, std::string>::with<std::vector<restart_result>>,
   caf::replies_to<atom::snapshot>::with<pool_snapshot>,

@@ -64,11 +64,11 @@ struct restart_waiter {
   time_point started;
 };
 
-using holder_map = std::unordered_map<std::string, uint64_t>;
+using holder_map = std::unordered_map<session_id, uint64_t>;
 
 /// A session waiting for an entry to connect.
 struct waiter {
-  std::string session;
+  session_id session = 0;
   caf::typed_response_promise<pool_handle> rp;
 };
 
@@ -286,7 +286,7 @@ pool_handle handle_of(const entry& e) {
   return pool_handle{e.id, e.conn, e.generation};
 }
 
-void attach(pool_state& st, entry& e, const std::string& session) {
+void attach(pool_state& st, entry& e, session_id session) {
   ++e.refs;
   if (auto h = e.holders.find(session); h != e.holders.end()) {
     ++h->second;
@@ -298,7 +298,7 @@ void attach(pool_state& st, entry& e, const std::string& session) {
   }
   auto node = std::move(st.spare_holders.back());
   st.spare_holders.pop_back();
-  node.key() = session; // reuses the node's string buffer when it fits
+  node.key() = session;
   node.mapped() = 1;
   e.holders.insert(std::move(node));
 }
@@ -468,7 +468,7 @@ struct drain_progress {
 };
 
 /// Drops one handle of `session` on entry `id`; false if it held none.
-bool release_handle(self_ptr self, const std::string& session, const std::string& id) {
+bool release_handle(self_ptr self, session_id session, const std::string& id) {
   auto e = find(self, id);
   if (!e) return false;
   if (auto h = e->holders.find(session); h != e->holders.end()) {
@@ -491,7 +491,7 @@ bool release_handle(self_ptr self, const std::string& session, const std::string
 /// reservation already covers the slot), else with the entry's waiters.
 /// `id` is the entry's id for the handle; a caller that owns a copy of it
 /// moves it in, so that a live attach allocates nothing.
-caf::result<pool_handle> join(self_ptr self, entry& e, const std::string& session, std::string id) {
+caf::result<pool_handle> join(self_ptr self, entry& e, session_id session, std::string id) {
   if (e.status == pool_entry_status::active || e.status == pool_entry_status::draining) {
     attach(self->state, e, session);
     // Ends a drain; its timer (if any) lapses when it finds the entry
@@ -523,7 +523,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
     }
   });
   return {
-    [self](atom::acquire, const std::string& session, server_config& cfg) -> caf::result<pool_handle> {
+    [self](atom::acquire, session_id session, server_config& cfg) -> caf::result<pool_handle> {
       auto& st = self->state;
       if (st.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + cfg.name);
       // The parsed config carries its id: no copy, no hashing per acquire.
@@ -559,17 +559,17 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
     },
     // `id` is taken mutable: the request's own string becomes the reply's,
     // so attaching to a live entry allocates nothing.
-    [self](atom::acquire, const std::string& session, std::string& id) -> caf::result<pool_handle> {
+    [self](atom::acquire, session_id session, std::string& id) -> caf::result<pool_handle> {
       if (self->state.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + id);
       if (auto e = find(self, id)) return join(self, *e, session, std::move(id));
       return make_error(errc::not_connected, id + ": no pool entry; acquire it with its config");
     },
-    [self](atom::release, const std::string& session, const std::string& id) {
+    [self](atom::release, session_id session, const std::string& id) {
       return release_handle(self, session, id);
     },
-    [self](atom::detach, const std::string& session, const std::string& id) { release_handle(self, session, id); },
+    [self](atom::detach, session_id session, const std::string& id) { release_handle(self, session, id); },
 
-    [self](atom::release_session, const std::string& session) -> uint64_t {
+    [self](atom::release_session, session_id session) -> uint64_t {
       uint64_t n = 0;
       for (auto& [id, e] : self->state.entries) {
         if (auto h = e.holders.find(session); h != e.holders.end()) {
@@ -774,13 +774,13 @@ bool has_atom(const caf::type_erased_tuple& msg, caf::atom_value a) {
 std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t shards) {
   // The hot path (acquire by id, detach, release) first, by one comparison
   // of the message's type token.
-  static constexpr auto by_id = caf::make_type_token<caf::atom_value, std::string, std::string>();
+  static constexpr auto by_id = caf::make_type_token<caf::atom_value, session_id, std::string>();
   if (msg.type_token() == by_id) {
     auto a = msg.get_as<caf::atom_value>(0);
     if (a == atom::acquire::value || a == atom::detach::value || a == atom::release::value)
       return shard_of(server_of(msg.get_as<std::string>(2)), shards);
   }
-  if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, std::string, server_config>())
+  if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, session_id, server_config>())
     return shard_of(msg.get_as<server_config>(2).name, shards);
   if (has_atom(msg, atom::restart::value) && msg.match_elements<caf::atom_value, std::string>())
     return shard_of(msg.get_as<std::string>(1), shards);
@@ -847,7 +847,7 @@ caf::behavior every_shard(caf::event_based_actor* self, std::vector<pool_actor> 
         },
         atom::snapshot_v);
     },
-    [self, shards](atom::release_session, const std::string& session) {
+    [self, shards](atom::release_session, session_id session) {
       return ask_every_shard<uint64_t>(
         self, shards, [](uint64_t& all, uint64_t part) { all += part; }, atom::release_session_v, session);
     },

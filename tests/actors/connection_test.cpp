@@ -187,7 +187,9 @@ TEST_F(connection_test, HangOnInitializeTimesOutDiscovery) {
 }
 
 TEST_F(connection_test, ACrashAfterConnectingIsReportedWithExitCode) {
-  auto c = start(server({{"command", test_server}, {"args", {"--crash-after-ms", "400", "--stderr-lines", "2"}}}));
+  // The crash must come after the handshake: 400 ms was too little under
+  // TSan on a loaded 2-core machine.
+  auto c = start(server({{"command", test_server}, {"args", {"--crash-after-ms", "1500", "--stderr-lines", "2"}}}));
   ASSERT_EQ(settled()->status, connection_status::connected);
   auto u = settled();
   ASSERT_TRUE(u);

@@ -83,7 +83,7 @@ protected:
     return *r.config;
   }
 
-  std::optional<pool_handle> acquire(const std::string& session, const server_config& c) {
+  std::optional<pool_handle> acquire(session_id session, const server_config& c) {
     std::optional<pool_handle> out;
     (*self)->request(pool, 30s, atom::acquire_v, session, c)
       .receive([&](pool_handle& h) { out = h; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
@@ -124,8 +124,8 @@ protected:
 TEST_F(PoolProcess, TwoSessionsShareOneProcess) {
   start();
   auto c = server({"--tools", "2"});
-  auto a = acquire("s1", c);
-  auto b = acquire("s2", c);
+  auto a = acquire(1, c);
+  auto b = acquire(2, c);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->connection, b->connection);
   auto pid = info(a->connection).pid;
@@ -144,7 +144,7 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
   o.backoff_cap = 200ms;
   start(o);
   listen(event_kind::pool_entry_restarted);
-  auto h = acquire("s1", server({"--crash-after-ms", "1000"}));
+  auto h = acquire(1, server({"--crash-after-ms", "1000"}));
   ASSERT_TRUE(h);
   auto pid1 = info(h->connection).pid;
   ASSERT_GT(pid1, 0);
@@ -153,13 +153,13 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
   auto ev = next_event();
   ASSERT_TRUE(ev) << "no restart seen";
   EXPECT_EQ(ev->data.value.value("id", ""), h->connection_id);
-  auto again = acquire("s2", server({"--crash-after-ms", "1000"}));
+  auto again = acquire(2, server({"--crash-after-ms", "1000"}));
   ASSERT_TRUE(again);
   EXPECT_EQ(again->generation, h->generation + 1);
   auto pid2 = info(again->connection).pid;
   EXPECT_GT(pid2, 0);
   EXPECT_NE(pid2, pid1);
-  (*self)->request(pool, 10s, atom::release_v, std::string("s2"), again->connection_id)
+  (*self)->request(pool, 10s, atom::release_v, session_id{2}, again->connection_id)
     .receive([](bool) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
   std::optional<pool_entry_info> e;
   for (auto& x : snapshot().entries)
@@ -175,9 +175,9 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
 
 TEST_F(PoolProcess, ForcedDrainLeavesNoChildProcess) {
   start();
-  ASSERT_TRUE(acquire("s1", server({}, "a")));
-  ASSERT_TRUE(acquire("s1", server({"--ignore-sigterm"}, "b")));
-  ASSERT_TRUE(acquire("s2", server({"--tools", "3"}, "c")));
+  ASSERT_TRUE(acquire(1, server({}, "a")));
+  ASSERT_TRUE(acquire(1, server({"--ignore-sigterm"}, "b")));
+  ASSERT_TRUE(acquire(2, server({"--tools", "3"}, "c")));
   auto pids = child_pids();
   EXPECT_EQ(pids.size(), 3u);
   drain_result r;
@@ -189,7 +189,7 @@ TEST_F(PoolProcess, ForcedDrainLeavesNoChildProcess) {
     EXPECT_TRUE(gone_within(pid, 5s)) << pid;
   EXPECT_TRUE(child_pids().empty());
   EXPECT_TRUE(snapshot().entries.empty());
-  (*self)->request(pool, 10s, atom::acquire_v, std::string("s1"), server({}, "a"))
+  (*self)->request(pool, 10s, atom::acquire_v, session_id{1}, server({}, "a"))
     .receive([](pool_handle&) { ADD_FAILURE() << "acquire after drain succeeded"; },
              [&](caf::error& e) { EXPECT_NE(sys.render(e).find("pool_draining"), std::string::npos) << sys.render(e); });
 }

@@ -85,7 +85,7 @@ protected:
     return out;
   }
 
-  acquired acquire(const std::string& session, const server_config& cfg) {
+  acquired acquire(session_id session, const server_config& cfg) {
     auto rh = self->request(pool, caf::infinite, atom::acquire_v, session, cfg);
     sched.run();
     if (!self->has_next_message()) {
@@ -96,13 +96,13 @@ protected:
     return receive_acquire(rh);
   }
 
-  pool_handle must_acquire(const std::string& session, const server_config& cfg) {
+  pool_handle must_acquire(session_id session, const server_config& cfg) {
     auto r = acquire(session, cfg);
     EXPECT_TRUE(r.handle) << r.text;
     return r.handle.value_or(pool_handle{});
   }
 
-  bool release(const std::string& session, const std::string& id) {
+  bool release(session_id session, const std::string& id) {
     return ask<bool>(pool, atom::release_v, session, id).value_or(false);
   }
 
@@ -154,8 +154,8 @@ bool is(const caf::error& e, errc x) {
 TEST_F(Pool, TwoSessionsShareOneConnection) {
   start(4);
   auto cfg = stdio("fs");
-  auto a = must_acquire("s1", cfg);
-  auto b = must_acquire("s2", cfg);
+  auto a = must_acquire(1, cfg);
+  auto b = must_acquire(2, cfg);
   EXPECT_EQ(world->spawns.size(), 1u);
   EXPECT_EQ(a.connection_id, connection_id(cfg));
   EXPECT_EQ(a.connection, b.connection);
@@ -173,15 +173,15 @@ TEST_F(Pool, TwoSessionsShareOneConnection) {
 TEST_F(Pool, AcquireByIdAttachesToALiveEntryAndFailsForAnUnknownOne) {
   start(4);
   auto cfg = stdio("fs");
-  auto a = must_acquire("s1", cfg);
-  auto rh = self->request(pool, caf::infinite, atom::acquire_v, std::string{"s2"}, a.connection_id);
+  auto a = must_acquire(1, cfg);
+  auto rh = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, a.connection_id);
   sched.run();
   auto b = receive_acquire(rh);
   ASSERT_TRUE(b.handle) << b.text;
   EXPECT_EQ(b.handle->connection, a.connection);
   EXPECT_EQ(entry(a.connection_id)->refs, 2u);
   EXPECT_EQ(world->spawns.size(), 1u);
-  auto rh2 = self->request(pool, caf::infinite, atom::acquire_v, std::string{"s2"}, std::string{"nope::0"});
+  auto rh2 = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, std::string{"nope::0"});
   sched.run();
   auto c = receive_acquire(rh2);
   EXPECT_FALSE(c.handle);
@@ -190,8 +190,8 @@ TEST_F(Pool, AcquireByIdAttachesToALiveEntryAndFailsForAnUnknownOne) {
 
 TEST_F(Pool, DetachReleasesWithoutAnAnswerAndStartsTheDrain) {
   start(4);
-  auto a = must_acquire("s1", stdio("fs"));
-  self->send(pool, atom::detach_v, std::string{"s1"}, a.connection_id);
+  auto a = must_acquire(1, stdio("fs"));
+  self->send(pool, atom::detach_v, session_id{1}, a.connection_id);
   sched.run();
   auto e = entry(a.connection_id);
   ASSERT_TRUE(e);
@@ -201,8 +201,8 @@ TEST_F(Pool, DetachReleasesWithoutAnAnswerAndStartsTheDrain) {
 
 TEST_F(Pool, DifferentEnvMakesDistinctEntriesSharingOneSlot) {
   start(4);
-  auto a = must_acquire("s1", server("fs", {{"command", "x"}, {"env", {{"TOKEN", "a"}}}}));
-  auto b = must_acquire("s2", server("fs", {{"command", "x"}, {"env", {{"TOKEN", "b"}}}}));
+  auto a = must_acquire(1, server("fs", {{"command", "x"}, {"env", {{"TOKEN", "a"}}}}));
+  auto b = must_acquire(2, server("fs", {{"command", "x"}, {"env", {{"TOKEN", "b"}}}}));
   EXPECT_NE(a.connection_id, b.connection_id);
   EXPECT_NE(a.connection, b.connection);
   EXPECT_EQ(world->spawns.size(), 2u);
@@ -214,9 +214,9 @@ TEST_F(Pool, FingerprintChangeStartsANewEntryWhileTheOldOneDrains) {
   start(4);
   auto old_cfg = stdio("fs", "ok", {"--root", "/a"});
   auto new_cfg = stdio("fs", "ok", {"--root", "/b"});
-  auto a = must_acquire("s1", old_cfg);
-  EXPECT_TRUE(release("s1", a.connection_id));
-  auto b = must_acquire("s1", new_cfg);
+  auto a = must_acquire(1, old_cfg);
+  EXPECT_TRUE(release(1, a.connection_id));
+  auto b = must_acquire(1, new_cfg);
   EXPECT_NE(a.connection_id, b.connection_id);
   EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
   EXPECT_EQ(entry(b.connection_id)->status, pool_entry_status::active);
@@ -229,10 +229,10 @@ TEST_F(Pool, FingerprintChangeStartsANewEntryWhileTheOldOneDrains) {
 
 TEST_F(Pool, WorksWithoutABudget) {
   start(std::nullopt, budget_mode::off, {}, /*with_budget=*/false);
-  auto a = must_acquire("s1", stdio("a"));
-  auto b = must_acquire("s1", stdio("b"));
+  auto a = must_acquire(1, stdio("a"));
+  auto b = must_acquire(1, stdio("b"));
   EXPECT_NE(a.connection, b.connection);
-  EXPECT_TRUE(release("s1", a.connection_id));
+  EXPECT_TRUE(release(1, a.connection_id));
   advance(30s);
   EXPECT_EQ(snapshot().entries.size(), 1u);
 }
@@ -241,8 +241,8 @@ TEST_F(Pool, WorksWithoutABudget) {
 
 TEST_F(Pool, RefusesPastTheCapRecordsTheRefusalAndAdmitsAfterAClose) {
   start(1, budget_mode::enforce);
-  auto a = must_acquire("s1", stdio("a"));
-  auto r = acquire("s1", stdio("b"));
+  auto a = must_acquire(1, stdio("a"));
+  auto r = acquire(1, stdio("b"));
   ASSERT_FALSE(r.handle);
   EXPECT_TRUE(is(r.error, errc::budget_exhausted)) << r.text;
   EXPECT_NE(r.text.find("b: budget 1 exhausted (1 reserved)"), std::string::npos) << r.text;
@@ -252,13 +252,13 @@ TEST_F(Pool, RefusesPastTheCapRecordsTheRefusalAndAdmitsAfterAClose) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->refused, (names{"b"}));
   // Sharing the live entry needs no slot.
-  must_acquire("s2", stdio("a"));
+  must_acquire(2, stdio("a"));
   // Once a's entry closes, b gets the slot.
-  EXPECT_TRUE(release("s1", a.connection_id));
-  EXPECT_TRUE(release("s2", a.connection_id));
+  EXPECT_TRUE(release(1, a.connection_id));
+  EXPECT_TRUE(release(2, a.connection_id));
   advance(30s);
   EXPECT_TRUE(reserved().empty());
-  auto ok = acquire("s1", stdio("b"));
+  auto ok = acquire(1, stdio("b"));
   EXPECT_TRUE(ok.handle) << ok.text;
   EXPECT_EQ(reserved(), (names{"b"}));
 }
@@ -266,10 +266,10 @@ TEST_F(Pool, RefusesPastTheCapRecordsTheRefusalAndAdmitsAfterAClose) {
 TEST_F(Pool, FiveConcurrentAcquiresSpawnOneConnection) {
   start(4);
   auto cfg = stdio("fs", "hang");
-  using handle_t = decltype(self->request(pool, caf::infinite, atom::acquire_v, std::string(), cfg));
+  using handle_t = decltype(self->request(pool, caf::infinite, atom::acquire_v, session_id{}, cfg));
   std::vector<handle_t> pending;
   for (int i = 0; i < 5; ++i)
-    pending.push_back(self->request(pool, caf::infinite, atom::acquire_v, "s" + std::to_string(i), cfg));
+    pending.push_back(self->request(pool, caf::infinite, atom::acquire_v, session_id(i), cfg));
   sched.run();
   ASSERT_EQ(world->spawns.size(), 1u);
   EXPECT_FALSE(self->has_next_message()); // nobody is answered before connected
@@ -287,8 +287,8 @@ TEST_F(Pool, FiveConcurrentAcquiresSpawnOneConnection) {
 TEST_F(Pool, AFailedSpawnFailsEveryWaiterAndRollsBackItsReservation) {
   start(4);
   auto cfg = stdio("fs", "fail");
-  auto r1 = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), cfg);
-  auto r2 = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), cfg);
+  auto r1 = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, cfg);
+  auto r2 = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, cfg);
   sched.run();
   for (auto* rh : {&r1, &r2}) {
     auto r = receive_acquire(*rh);
@@ -306,15 +306,15 @@ TEST_F(Pool, AFailedSpawnAfterAlreadyHeldDoesNotPhantomRelease) {
   start(4);
   // Someone else (not the pool) holds the slot of "fs".
   ASSERT_EQ(ask<reserve_reply>(budget, atom::reserve_v, std::string("fs")), reserve_reply::reserved);
-  auto r = acquire("s1", stdio("fs", "fail"));
+  auto r = acquire(1, stdio("fs", "fail"));
   ASSERT_FALSE(r.handle);
   EXPECT_EQ(reserved(), (names{"fs"}));
 }
 
 TEST_F(Pool, AFailedSpawnKeepsTheSlotWhileALiveSiblingHoldsIt) {
   start(4);
-  must_acquire("s1", stdio("fs", "ok", {"1"}));
-  auto r = acquire("s1", stdio("fs", "fail", {"2"}));
+  must_acquire(1, stdio("fs", "ok", {"1"}));
+  auto r = acquire(1, stdio("fs", "fail", {"2"}));
   ASSERT_FALSE(r.handle);
   EXPECT_EQ(reserved(), (names{"fs"}));
   EXPECT_EQ(snapshot().entries.size(), 1u);
@@ -322,11 +322,11 @@ TEST_F(Pool, AFailedSpawnKeepsTheSlotWhileALiveSiblingHoldsIt) {
 
 TEST_F(Pool, AnEntryClosingDuringASameNameInFlightSpawnKeepsTheSlot) {
   start(4);
-  auto a = must_acquire("s1", stdio("fs", "ok", {"1"}));
+  auto a = must_acquire(1, stdio("fs", "ok", {"1"}));
   auto slow = stdio("fs", "hang", {"2"});
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), slow);
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, slow);
   sched.run();
-  EXPECT_TRUE(release("s1", a.connection_id));
+  EXPECT_TRUE(release(1, a.connection_id));
   advance(30s); // a closes while the sibling is still spawning
   EXPECT_FALSE(entry(a.connection_id));
   EXPECT_EQ(reserved(), (names{"fs"}));
@@ -340,11 +340,11 @@ TEST_F(Pool, TheLastSiblingFailingReleasesTheSlotEvenIfItGotAlreadyHeld) {
   // Better than the reference, which leaks the slot here: the pool itself
   // reserved "fs" for the first entry, so the slot is the pool's to give back.
   start(4);
-  auto a = must_acquire("s1", stdio("fs", "ok", {"1"}));
+  auto a = must_acquire(1, stdio("fs", "ok", {"1"}));
   auto slow = stdio("fs", "hang", {"2"});
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), slow);
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, slow);
   sched.run();
-  EXPECT_TRUE(release("s1", a.connection_id));
+  EXPECT_TRUE(release(1, a.connection_id));
   advance(30s);
   EXPECT_EQ(reserved(), (names{"fs"}));
   tell_conn(conn_of(connection_id(slow), 1), atom::io_exit_v, std::string("exit code 1"));
@@ -359,7 +359,7 @@ TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
   pool_options o;
   o.backoff_base = 1000ms;
   start(4, budget_mode::enforce, o);
-  auto h = must_acquire("s1", stdio("fs"));
+  auto h = must_acquire(1, stdio("fs"));
   auto pid1 = entry(h.connection_id)->pid;
   tell_conn(h.connection, atom::io_err_v, std::string("panic: boom"));
   tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
@@ -393,7 +393,7 @@ TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
   EXPECT_EQ(evs[0].data.value["restarts"], 1);
   EXPECT_EQ(evs[0].data.value["last_error"], "server exited (exit code 3)");
   // A new acquire gets the new connection.
-  auto h2 = must_acquire("s2", stdio("fs"));
+  auto h2 = must_acquire(2, stdio("fs"));
   EXPECT_EQ(h2.connection, world->spawns[1].conn);
   EXPECT_EQ(h2.generation, h.generation + 1);
   EXPECT_EQ(world->spawns.size(), 2u);
@@ -401,7 +401,7 @@ TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
 
 TEST_F(Pool, AnUnrequestedDisconnectAndAFabricatedErrorUpdateAreCrashesToo) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
+  auto h = must_acquire(1, stdio("fs"));
   tell_conn(h.connection, atom::http_gone_v);
   EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
   advance(2s);
@@ -417,7 +417,7 @@ TEST_F(Pool, AnUnrequestedDisconnectAndAFabricatedErrorUpdateAreCrashesToo) {
 
 TEST_F(Pool, UpdatesFromASupersededGenerationAreIgnored) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
+  auto h = must_acquire(1, stdio("fs"));
   tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
   advance(2s);
   ASSERT_EQ(entry(h.connection_id)->generation, h.generation + 1);
@@ -435,7 +435,7 @@ TEST_F(Pool, UpdatesFromASupersededGenerationAreIgnored) {
 
 TEST_F(Pool, AConnectionActorThatDiesIsACrash) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
+  auto h = must_acquire(1, stdio("fs"));
   self->send_exit(h.connection, caf::exit_reason::kill);
   sched.run();
   auto e = entry(h.connection_id);
@@ -452,7 +452,7 @@ TEST_F(Pool, BackoffGrowsAndTheEntryFailsBeyondMaxRestarts) {
   o.max_restarts = 2;
   o.restart_window = 60s;
   start(4, budget_mode::enforce, o);
-  auto h = must_acquire("s1", stdio("fs"));
+  auto h = must_acquire(1, stdio("fs"));
   auto id = h.connection_id;
   // crash 1 -> restart after ~1 s
   tell_conn(conn_of(id, h.generation), atom::io_exit_v, std::string("exit code 3"));
@@ -482,7 +482,7 @@ TEST_F(Pool, BackoffGrowsAndTheEntryFailsBeyondMaxRestarts) {
   EXPECT_EQ(world->spawns.size(), 3u); // nothing restarts it later
   EXPECT_TRUE(world->was_stopped(id, h.generation + 2));
   // A fresh acquire starts over with a new entry.
-  auto again = must_acquire("s1", stdio("fs"));
+  auto again = must_acquire(1, stdio("fs"));
   EXPECT_EQ(again.generation, h.generation + 3);
   EXPECT_EQ(entry(id)->restarts, 0u);
 }
@@ -491,10 +491,10 @@ TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
   pool_options o;
   o.max_restarts = 2;
   start(4, budget_mode::enforce, o);
-  auto h = must_acquire("s1", stdio("fs", "fail_restarts"));
+  auto h = must_acquire(1, stdio("fs", "fail_restarts"));
   // A session waiting for the restarting entry is answered with its fate.
   tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
-  auto waiting = self->request(pool, caf::infinite, atom::acquire_v, std::string("s2"), stdio("fs", "fail_restarts"));
+  auto waiting = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, stdio("fs", "fail_restarts"));
   sched.run();
   EXPECT_FALSE(self->has_next_message());
   advance(1100ms); // restart 1 fails at once
@@ -513,8 +513,8 @@ TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
 
 TEST_F(Pool, AnIdleEntryThatCrashesIsClosedNotRestarted) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
-  EXPECT_TRUE(release("s1", h.connection_id));
+  auto h = must_acquire(1, stdio("fs"));
+  EXPECT_TRUE(release(1, h.connection_id));
   tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
   EXPECT_FALSE(entry(h.connection_id));
   EXPECT_TRUE(reserved().empty());
@@ -526,10 +526,10 @@ TEST_F(Pool, AnIdleEntryThatCrashesIsClosedNotRestarted) {
 
 TEST_F(Pool, TheDrainTimerClosesTheEntryAndReleasesTheSlot) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
-  EXPECT_TRUE(release("s1", h.connection_id));
-  EXPECT_FALSE(release("s1", h.connection_id)); // nothing left to release
-  EXPECT_FALSE(release("s1", "nope::0"));
+  auto h = must_acquire(1, stdio("fs"));
+  EXPECT_TRUE(release(1, h.connection_id));
+  EXPECT_FALSE(release(1, h.connection_id)); // nothing left to release
+  EXPECT_FALSE(release(1, "nope::0"));
   EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::draining);
   advance(29s);
   EXPECT_TRUE(entry(h.connection_id));
@@ -544,8 +544,8 @@ TEST_F(Pool, DrainDelayIsClampedToAtLeastOneSecond) {
   pool_options o;
   o.drain_delay = 10ms;
   start(4, budget_mode::enforce, o);
-  auto h = must_acquire("s1", stdio("fs"));
-  EXPECT_TRUE(release("s1", h.connection_id));
+  auto h = must_acquire(1, stdio("fs"));
+  EXPECT_TRUE(release(1, h.connection_id));
   advance(500ms);
   EXPECT_TRUE(entry(h.connection_id));
   advance(500ms);
@@ -554,10 +554,10 @@ TEST_F(Pool, DrainDelayIsClampedToAtLeastOneSecond) {
 
 TEST_F(Pool, ReattachingWithinTheDrainCancelsIt) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
-  EXPECT_TRUE(release("s1", h.connection_id));
+  auto h = must_acquire(1, stdio("fs"));
+  EXPECT_TRUE(release(1, h.connection_id));
   advance(20s);
-  auto again = must_acquire("s2", stdio("fs"));
+  auto again = must_acquire(2, stdio("fs"));
   EXPECT_EQ(again.connection, h.connection);
   EXPECT_EQ(world->spawns.size(), 1u);
   EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::active);
@@ -574,13 +574,13 @@ TEST_F(Pool, TheIdleTimerIsNotResetByAttachDetachFlapping) {
   o.max_idle = 100s;
   start(4, budget_mode::enforce, o);
   auto cfg = stdio("fs");
-  auto h = must_acquire("s1", cfg);
-  EXPECT_TRUE(release("s1", h.connection_id)); // t=0: first idle
+  auto h = must_acquire(1, cfg);
+  EXPECT_TRUE(release(1, h.connection_id)); // t=0: first idle
   for (int i = 0; i < 3; ++i) {                 // t=20..75: flapping, never 30 s idle
     advance(20s);
-    must_acquire("s1", cfg);
+    must_acquire(1, cfg);
     advance(5s);
-    EXPECT_TRUE(release("s1", h.connection_id));
+    EXPECT_TRUE(release(1, h.connection_id));
   }
   advance(24s); // t=99
   EXPECT_TRUE(entry(h.connection_id));
@@ -596,13 +596,13 @@ TEST_F(Pool, TheIdleTimerSparesAnEntryInUseAndRearmsAtTheNextIdle) {
   o.max_idle = 100s;
   start(4, budget_mode::enforce, o);
   auto cfg = stdio("fs");
-  auto h = must_acquire("s1", cfg);
-  EXPECT_TRUE(release("s1", h.connection_id)); // t=0
+  auto h = must_acquire(1, cfg);
+  EXPECT_TRUE(release(1, h.connection_id)); // t=0
   advance(10s);
-  must_acquire("s1", cfg); // in use at t=100
+  must_acquire(1, cfg); // in use at t=100
   advance(100s);
   ASSERT_TRUE(entry(h.connection_id));
-  EXPECT_TRUE(release("s1", h.connection_id)); // t=110: new idle period
+  EXPECT_TRUE(release(1, h.connection_id)); // t=110: new idle period
   advance(29s);
   EXPECT_TRUE(entry(h.connection_id));
   advance(1s);
@@ -611,15 +611,15 @@ TEST_F(Pool, TheIdleTimerSparesAnEntryInUseAndRearmsAtTheNextIdle) {
 
 TEST_F(Pool, ReleaseSessionDropsEverythingTheSessionHolds) {
   start(4);
-  auto a = must_acquire("s1", stdio("a"));
-  must_acquire("s1", stdio("a"));
-  auto b = must_acquire("s1", stdio("b"));
-  must_acquire("s2", stdio("b"));
-  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, std::string("s1")), 3u);
+  auto a = must_acquire(1, stdio("a"));
+  must_acquire(1, stdio("a"));
+  auto b = must_acquire(1, stdio("b"));
+  must_acquire(2, stdio("b"));
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, session_id{1}), 3u);
   EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
   EXPECT_EQ(entry(b.connection_id)->refs, 1u);
   EXPECT_EQ(entry(b.connection_id)->status, pool_entry_status::active);
-  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, std::string("s1")), 0u);
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, session_id{1}), 0u);
   advance(30s);
   EXPECT_FALSE(entry(a.connection_id));
   EXPECT_TRUE(entry(b.connection_id));
@@ -629,9 +629,9 @@ TEST_F(Pool, ReleaseSessionDropsEverythingTheSessionHolds) {
 TEST_F(Pool, ReleasingBeforeTheConnectionIsReadyFailsTheWaitingAcquire) {
   start(4);
   auto cfg = stdio("fs", "hang");
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), cfg);
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, cfg);
   sched.run();
-  EXPECT_TRUE(release("s1", connection_id(cfg)));
+  EXPECT_TRUE(release(1, connection_id(cfg)));
   auto r = receive_acquire(pending);
   EXPECT_FALSE(r.handle);
   // The spawn still completes and then drains like any idle entry.
@@ -646,9 +646,9 @@ TEST_F(Pool, ReleasingBeforeTheConnectionIsReadyFailsTheWaitingAcquire) {
 
 TEST_F(Pool, RestartByNameRestartsEveryEntryOfThatName) {
   start(4);
-  auto a1 = must_acquire("s1", stdio("fs", "ok", {"1"}));
-  auto a2 = must_acquire("s1", stdio("fs", "ok", {"2"}));
-  auto other = must_acquire("s1", stdio("git"));
+  auto a1 = must_acquire(1, stdio("fs", "ok", {"1"}));
+  auto a2 = must_acquire(1, stdio("fs", "ok", {"2"}));
+  auto other = must_acquire(1, stdio("git"));
   auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
   ASSERT_TRUE(results);
   ASSERT_EQ(results->size(), 2u);
@@ -674,8 +674,8 @@ TEST_F(Pool, RestartByNameRestartsEveryEntryOfThatName) {
 
 TEST_F(Pool, RestartingAnIdleEntryRearmsItsDrain) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs"));
-  EXPECT_TRUE(release("s1", h.connection_id));
+  auto h = must_acquire(1, stdio("fs"));
+  EXPECT_TRUE(release(1, h.connection_id));
   advance(20s);
   auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
   ASSERT_TRUE(results);
@@ -691,7 +691,7 @@ TEST_F(Pool, RestartingAnIdleEntryRearmsItsDrain) {
 
 TEST_F(Pool, RestartReportsAFailedReconnect) {
   start(4);
-  auto h = must_acquire("s1", stdio("fs", "fail_restarts"));
+  auto h = must_acquire(1, stdio("fs", "fail_restarts"));
   auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
   ASSERT_TRUE(results);
   ASSERT_EQ(results->size(), 1u);
@@ -703,9 +703,9 @@ TEST_F(Pool, RestartReportsAFailedReconnect) {
 
 TEST_F(Pool, RestartOfAnEntryStillStartingSaysSo) {
   start(4);
-  must_acquire("s0", stdio("fs", "ok"));
+  must_acquire(0, stdio("fs", "ok"));
   auto slow = stdio("fs", "hang", {"x"});
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), slow);
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, slow);
   sched.run();
   auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
   ASSERT_TRUE(results);
@@ -723,11 +723,11 @@ TEST_F(Pool, RestartOfAnEntryStillStartingSaysSo) {
 
 TEST_F(Pool, SnapshotReportsEntryFieldsAndLiveStdioSubprocesses) {
   start(4);
-  auto a = must_acquire("s1", stdio("fs"));
-  must_acquire("s2", stdio("fs"));
-  must_acquire("s1", server("web", {{"httpUrl", "http://127.0.0.1:1/mcp"}}));
+  auto a = must_acquire(1, stdio("fs"));
+  must_acquire(2, stdio("fs"));
+  must_acquire(1, server("web", {{"httpUrl", "http://127.0.0.1:1/mcp"}}));
   auto slow = stdio("slow", "hang");
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), slow);
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, slow);
   sched.run();
   auto s = snapshot();
   EXPECT_FALSE(s.draining);
@@ -763,11 +763,11 @@ TEST_F(Pool, SnapshotReportsEntryFieldsAndLiveStdioSubprocesses) {
 
 TEST_F(Pool, DrainAllStopsEverythingReleasesTheSlotsAndRefusesLaterAcquires) {
   start(4);
-  auto a = must_acquire("s1", stdio("a"));
-  auto b = must_acquire("s1", stdio("b"));
-  EXPECT_TRUE(release("s1", b.connection_id)); // an idle one too
+  auto a = must_acquire(1, stdio("a"));
+  auto b = must_acquire(1, stdio("b"));
+  EXPECT_TRUE(release(1, b.connection_id)); // an idle one too
   auto slow = stdio("c", "hang");
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, std::string("s1"), slow);
+  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, slow);
   sched.run();
   auto r = ask<drain_result>(pool, atom::drain_v, false, caf::timespan{5s});
   ASSERT_TRUE(r);
@@ -783,7 +783,7 @@ TEST_F(Pool, DrainAllStopsEverythingReleasesTheSlotsAndRefusesLaterAcquires) {
   EXPECT_TRUE(s.draining);
   EXPECT_TRUE(s.entries.empty());
   EXPECT_TRUE(reserved().empty());
-  auto late = acquire("s1", stdio("a"));
+  auto late = acquire(1, stdio("a"));
   EXPECT_TRUE(is(late.error, errc::pool_draining)) << late.text;
   EXPECT_NE(late.text.find("draining"), std::string::npos);
   auto rs = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("a"));
@@ -795,8 +795,8 @@ TEST_F(Pool, DrainAllStopsEverythingReleasesTheSlotsAndRefusesLaterAcquires) {
 
 TEST_F(Pool, ForcedDrainKillsAConnectionThatDoesNotStopInTime) {
   start(4);
-  auto h = must_acquire("s1", stdio("stuck", "stuck"));
-  must_acquire("s1", stdio("fine"));
+  auto h = must_acquire(1, stdio("stuck", "stuck"));
+  must_acquire(1, stdio("fine"));
   auto rh = self->request(pool, caf::infinite, atom::drain_v, true, caf::timespan{1s});
   sched.run();
   EXPECT_FALSE(self->has_next_message());
@@ -816,7 +816,7 @@ TEST_F(Pool, ForcedDrainKillsAConnectionThatDoesNotStopInTime) {
 
 TEST_F(Pool, UnforcedDrainReportsAConnectionThatDoesNotStopInTime) {
   start(4);
-  must_acquire("s1", stdio("stuck", "stuck"));
+  must_acquire(1, stdio("stuck", "stuck"));
   auto rh = self->request(pool, caf::infinite, atom::drain_v, false, caf::timespan{1s});
   sched.run();
   advance(1s);
@@ -865,7 +865,7 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
   start_sharded(10);
   std::vector<pool_handle> first;
   for (auto& name : server_names(8))
-    first.push_back(must_acquire("s1", stdio(name)));
+    first.push_back(must_acquire(1, stdio(name)));
   ASSERT_EQ(world->spawns.size(), 8u);
   // The servers are spread: their connections report to more than one shard.
   std::set<caf::actor_addr> shards;
@@ -877,17 +877,17 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
   EXPECT_LE(shards.size(), shard_count);
   for (auto& h : first) {
     // Attach by id, get, release and detach find the entry in its shard.
-    auto by_id = ask<pool_handle>(pool, atom::acquire_v, std::string("s2"), h.connection_id);
+    auto by_id = ask<pool_handle>(pool, atom::acquire_v, session_id{2}, h.connection_id);
     ASSERT_TRUE(by_id) << h.connection_id;
     EXPECT_EQ(by_id->connection, h.connection);
     auto current = ask<pool_handle>(pool, atom::get_v, h.connection_id);
     ASSERT_TRUE(current);
     EXPECT_EQ(current->connection, h.connection);
     // By config again: the same entry, no new connection.
-    EXPECT_EQ(must_acquire("s3", stdio(h.connection_id.substr(0, h.connection_id.find("::")))).connection,
+    EXPECT_EQ(must_acquire(3, stdio(h.connection_id.substr(0, h.connection_id.find("::")))).connection,
               h.connection);
-    EXPECT_TRUE(release("s2", h.connection_id));
-    self->send(pool, atom::detach_v, std::string("s3"), h.connection_id);
+    EXPECT_TRUE(release(2, h.connection_id));
+    self->send(pool, atom::detach_v, session_id{3}, h.connection_id);
   }
   sched.run();
   EXPECT_EQ(world->spawns.size(), 8u);
@@ -919,7 +919,7 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
 TEST_F(PoolShards, AShardThatDiesTakesThePoolAndEveryOtherShardDown) {
   start_sharded(10);
   for (auto& name : server_names(8))
-    must_acquire("s1", stdio(name));
+    must_acquire(1, stdio(name));
   std::set<caf::actor_addr> shards;
   for (auto& s : world->spawns)
     shards.insert(s.cfg.subscribers[0].address());
@@ -937,7 +937,7 @@ TEST_F(PoolShards, AShardThatDiesTakesThePoolAndEveryOtherShardDown) {
   // answered with an error, and none starts a connection.
   auto spawned = world->spawns.size();
   for (auto& name : server_names(8)) {
-    auto r = acquire("s2", stdio(name));
+    auto r = acquire(2, stdio(name));
     EXPECT_FALSE(r.handle) << name;
     EXPECT_NE(r.text, "no reply") << name;
   }
@@ -948,7 +948,7 @@ TEST_F(PoolShards, TheBudgetIsNeverOvershotAcrossShards) {
   start_sharded(3);
   std::size_t admitted = 0, refused = 0;
   for (auto& name : server_names(8)) {
-    auto r = acquire("s1", stdio(name));
+    auto r = acquire(1, stdio(name));
     if (r.handle)
       ++admitted;
     else if (is(r.error, errc::budget_exhausted))
@@ -963,9 +963,9 @@ TEST_F(PoolShards, TheBudgetIsNeverOvershotAcrossShards) {
 TEST_F(PoolShards, ReleaseSessionSnapshotAndDrainAskEveryShard) {
   start_sharded(10);
   for (auto& name : server_names(6))
-    must_acquire("s1", stdio(name));
-  must_acquire("s2", stdio("srv0"));
-  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, std::string("s1")), 6u);
+    must_acquire(1, stdio(name));
+  must_acquire(2, stdio("srv0"));
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, session_id{1}), 6u);
   auto s = snapshot();
   ASSERT_EQ(s.entries.size(), 6u);
   for (auto& e : s.entries) {
@@ -984,7 +984,7 @@ TEST_F(PoolShards, ReleaseSessionSnapshotAndDrainAskEveryShard) {
   EXPECT_TRUE(reserved().empty());
   // Every shard refuses now, whatever the server.
   for (auto& name : server_names(6)) {
-    auto late = acquire("s3", stdio(name));
+    auto late = acquire(3, stdio(name));
     EXPECT_TRUE(is(late.error, errc::pool_draining)) << name << ": " << late.text;
   }
 }

@@ -81,6 +81,7 @@ protected:
       budget = track(spawn_budget(sys, s.budget, s.mode, s.pool ? "workspace" : "session", bus));
     reconciler_options ro;
     ro.session = "s1";
+    ro.pool_session = 1;
     ro.bus = bus;
     ro.budget = budget;
     if (s.pool) {
