@@ -225,7 +225,7 @@ void let_go(self_ptr self, const std::string& name, const std::string& why) {
   auto s = std::move(i->second);
   st.erase_live(name);
   if (st.pool_mode()) {
-    self->send(st.opts.pool, atom::detach_v, st.opts.pool_session, s.id);
+    self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id});
   } else {
     auto conn = s.conn;
     self->request(conn, std::chrono::seconds(10), atom::stop_v)

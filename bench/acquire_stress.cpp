@@ -410,12 +410,12 @@ int acquire_stress(const std::vector<std::string>& args) {
             if (st->latencies_us.size() < 10000) st->latencies_us.push_back(static_cast<uint32_t>(us));
           }
           ++st->ops;
-          me->send(cp->pool, atom::detach_v, cp->session, std::move(h.connection_id));
+          me->send(cp->pool, pool_detach{cp->session, std::move(h.connection_id)});
           next();
         };
         // Attach by connection id (a live entry needs no config); a server
         // that is not live is acquired with its config, through the budget.
-        me->request(cp->pool, caf::infinite, atom::acquire_v, cp->session, cfg->connection_id_cache)
+        me->request(cp->pool, caf::infinite, pool_attach{cp->session, cfg->connection_id_cache})
           .then(got, [me, cp, st, next, cfg, got](caf::error&) {
             me->request(cp->pool, caf::infinite, atom::acquire_v, cp->session, *cfg)
               .then(got, [st, next](caf::error&) {

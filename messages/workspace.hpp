@@ -113,6 +113,32 @@ typename Inspector::result_type inspect(Inspector& f, budget_snapshot& x) {
 /// allocator's lock-free size classes (see actors/scheduler.hpp).
 using session_id = uint64_t;
 
+/// The pool's two hot-path messages, each one struct: attach to a live
+/// entry by connection id (answered with a pool_handle), and let go of a
+/// handle without an answer. CAF 0.17 keeps type information per message
+/// element: as (atom, session, id) these messages were 168 bytes, past
+/// glibc's lock-free size classes (see actors/scheduler.hpp); as one struct
+/// they are 128.
+struct pool_attach {
+  session_id session = 0;
+  std::string connection_id;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_attach& x) {
+  return f(caf::meta::type_name("mcprt.pool_attach"), x.session, x.connection_id);
+}
+
+struct pool_detach {
+  session_id session = 0;
+  std::string connection_id;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_detach& x) {
+  return f(caf::meta::type_name("mcprt.pool_detach"), x.session, x.connection_id);
+}
+
 /// What an acquire hands a session: the live connection it shares.
 struct pool_handle {
   std::string connection_id;
@@ -250,14 +276,14 @@ using budget_actor = caf::typed_actor<
 using pool_actor = caf::typed_actor<
   // acquire(session, config): a shared live connection, or budget_exhausted.
   caf::replies_to<atom::acquire, session_id, server_config>::with<pool_handle>,
-  // acquire(session, connection id): attaches to an existing entry without
-  // sending its config again; not_connected when there is none.
-  caf::replies_to<atom::acquire, session_id, std::string>::with<pool_handle>,
+  // Attaches to an existing entry by its connection id, without sending
+  // its config again; not_connected when there is none.
+  caf::replies_to<pool_attach>::with<pool_handle>,
   // release(session, connection id)
   caf::replies_to<atom::release, session_id, std::string>::with<bool>,
   // release without an answer: a session letting go needs no confirmation,
   // and messages from one sender arrive in order.
-  caf::reacts_to<atom::detach, session_id, std::string>,
+  caf::reacts_to<pool_detach>,
   // Releases everything a session holds; answers how many handles.
   caf::replies_to<atom::release_session, session_id>::with<uint64_t>,
   // Restarts every entry of a server name.
@@ -288,6 +314,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_workspace, (std::vector<mcprt::event_kind>))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::reserve_reply))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::budget_snapshot))
+  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_attach))
+  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_detach))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_handle))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_entry_status))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_entry_info))

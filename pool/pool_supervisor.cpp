@@ -557,17 +557,18 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
               });
       return rp;
     },
-    // `id` is taken mutable: the request's own string becomes the reply's,
-    // so attaching to a live entry allocates nothing.
-    [self](atom::acquire, session_id session, std::string& id) -> caf::result<pool_handle> {
-      if (self->state.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + id);
-      if (auto e = find(self, id)) return join(self, *e, session, std::move(id));
-      return make_error(errc::not_connected, id + ": no pool entry; acquire it with its config");
+    // Taken mutable: the request's own string becomes the reply's, so
+    // attaching to a live entry allocates nothing.
+    [self](pool_attach& a) -> caf::result<pool_handle> {
+      if (self->state.draining)
+        return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + a.connection_id);
+      if (auto e = find(self, a.connection_id)) return join(self, *e, a.session, std::move(a.connection_id));
+      return make_error(errc::not_connected, a.connection_id + ": no pool entry; acquire it with its config");
     },
     [self](atom::release, session_id session, const std::string& id) {
       return release_handle(self, session, id);
     },
-    [self](atom::detach, session_id session, const std::string& id) { release_handle(self, session, id); },
+    [self](const pool_detach& d) { release_handle(self, d.session, d.connection_id); },
 
     [self](atom::release_session, session_id session) -> uint64_t {
       uint64_t n = 0;
@@ -772,14 +773,13 @@ bool has_atom(const caf::type_erased_tuple& msg, caf::atom_value a) {
 /// The shard that handles `msg`, or nullopt for the requests that concern
 /// every shard (snapshot, release_session, drain).
 std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t shards) {
-  // The hot path (acquire by id, detach, release) first, by one comparison
-  // of the message's type token.
-  static constexpr auto by_id = caf::make_type_token<caf::atom_value, session_id, std::string>();
-  if (msg.type_token() == by_id) {
-    auto a = msg.get_as<caf::atom_value>(0);
-    if (a == atom::acquire::value || a == atom::detach::value || a == atom::release::value)
-      return shard_of(server_of(msg.get_as<std::string>(2)), shards);
+  // The hot path first: attach and detach.
+  if (msg.size() == 1) {
+    if (msg.match_element<pool_attach>(0)) return shard_of(server_of(msg.get_as<pool_attach>(0).connection_id), shards);
+    if (msg.match_element<pool_detach>(0)) return shard_of(server_of(msg.get_as<pool_detach>(0).connection_id), shards);
   }
+  if (has_atom(msg, atom::release::value) && msg.match_elements<caf::atom_value, session_id, std::string>())
+    return shard_of(server_of(msg.get_as<std::string>(2)), shards);
   if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, session_id, server_config>())
     return shard_of(msg.get_as<server_config>(2).name, shards);
   if (has_atom(msg, atom::restart::value) && msg.match_elements<caf::atom_value, std::string>())

@@ -174,14 +174,14 @@ TEST_F(Pool, AcquireByIdAttachesToALiveEntryAndFailsForAnUnknownOne) {
   start(4);
   auto cfg = stdio("fs");
   auto a = must_acquire(1, cfg);
-  auto rh = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, a.connection_id);
+  auto rh = self->request(pool, caf::infinite, pool_attach{session_id{2}, a.connection_id});
   sched.run();
   auto b = receive_acquire(rh);
   ASSERT_TRUE(b.handle) << b.text;
   EXPECT_EQ(b.handle->connection, a.connection);
   EXPECT_EQ(entry(a.connection_id)->refs, 2u);
   EXPECT_EQ(world->spawns.size(), 1u);
-  auto rh2 = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, std::string{"nope::0"});
+  auto rh2 = self->request(pool, caf::infinite, pool_attach{session_id{2}, std::string{"nope::0"}});
   sched.run();
   auto c = receive_acquire(rh2);
   EXPECT_FALSE(c.handle);
@@ -191,7 +191,7 @@ TEST_F(Pool, AcquireByIdAttachesToALiveEntryAndFailsForAnUnknownOne) {
 TEST_F(Pool, DetachReleasesWithoutAnAnswerAndStartsTheDrain) {
   start(4);
   auto a = must_acquire(1, stdio("fs"));
-  self->send(pool, atom::detach_v, session_id{1}, a.connection_id);
+  self->send(pool, pool_detach{session_id{1}, a.connection_id});
   sched.run();
   auto e = entry(a.connection_id);
   ASSERT_TRUE(e);
@@ -836,6 +836,23 @@ TEST_F(Pool, DrainOfAnEmptyPoolAnswersAtOnce) {
   EXPECT_TRUE(snapshot().draining);
 }
 
+TEST_F(Pool, AttachAndDetachAreRegisteredMessagesThatSurviveSerialization) {
+  // They could reach a pool on another CAF node: registered types with an
+  // inspect overload, as every pool message.
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  auto out = caf::make_message(pool_attach{7, "fs::0123456789abcdef"}, pool_detach{8, "git::fedcba9876543210"});
+  ASSERT_FALSE(sink(out));
+  caf::message in;
+  caf::binary_deserializer source{sys, buf};
+  ASSERT_FALSE(source(in));
+  ASSERT_TRUE((in.match_elements<pool_attach, pool_detach>()));
+  EXPECT_EQ(in.get_as<pool_attach>(0).session, 7u);
+  EXPECT_EQ(in.get_as<pool_attach>(0).connection_id, "fs::0123456789abcdef");
+  EXPECT_EQ(in.get_as<pool_detach>(1).session, 8u);
+  EXPECT_EQ(in.get_as<pool_detach>(1).connection_id, "git::fedcba9876543210");
+}
+
 // -- shards -----------------------------------------------------------------------------------------
 
 namespace {
@@ -877,7 +894,7 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
   EXPECT_LE(shards.size(), shard_count);
   for (auto& h : first) {
     // Attach by id, get, release and detach find the entry in its shard.
-    auto by_id = ask<pool_handle>(pool, atom::acquire_v, session_id{2}, h.connection_id);
+    auto by_id = ask<pool_handle>(pool, pool_attach{session_id{2}, h.connection_id});
     ASSERT_TRUE(by_id) << h.connection_id;
     EXPECT_EQ(by_id->connection, h.connection);
     auto current = ask<pool_handle>(pool, atom::get_v, h.connection_id);
@@ -887,7 +904,7 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
     EXPECT_EQ(must_acquire(3, stdio(h.connection_id.substr(0, h.connection_id.find("::")))).connection,
               h.connection);
     EXPECT_TRUE(release(2, h.connection_id));
-    self->send(pool, atom::detach_v, session_id{3}, h.connection_id);
+    self->send(pool, pool_detach{session_id{3}, h.connection_id});
   }
   sched.run();
   EXPECT_EQ(world->spawns.size(), 8u);
