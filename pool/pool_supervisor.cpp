@@ -774,16 +774,17 @@ bool has_atom(const caf::type_erased_tuple& msg, caf::atom_value a) {
 /// The shard that handles `msg`, or nullopt for the requests that concern
 /// every shard (snapshot, release_session, drain).
 std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t shards) {
-  // The hot path first: attach and detach. Comparing type_info addresses
-  // first spares the name comparison a mismatch costs (strcmp); where a
+  // The hot path first: attach and detach, by type_info address, which
+  // spares the name comparison (strcmp) a mismatched check costs. Where a
   // type has two type_info objects (two shared libraries), match_element
   // still decides.
   if (msg.size() == 1) {
+    auto by_id = [&](const std::string& id) { return shard_of(server_of(id), shards); };
     auto rtti = msg.type(0).second;
-    if (rtti == &typeid(pool_attach) || (rtti != &typeid(pool_detach) && msg.match_element<pool_attach>(0)))
-      return shard_of(server_of(msg.get_as<pool_attach>(0).connection_id), shards);
-    if (rtti == &typeid(pool_detach) || msg.match_element<pool_detach>(0))
-      return shard_of(server_of(msg.get_as<pool_detach>(0).connection_id), shards);
+    if (rtti == &typeid(pool_attach)) return by_id(msg.get_as<pool_attach>(0).connection_id);
+    if (rtti == &typeid(pool_detach)) return by_id(msg.get_as<pool_detach>(0).connection_id);
+    if (msg.match_element<pool_attach>(0)) return by_id(msg.get_as<pool_attach>(0).connection_id);
+    if (msg.match_element<pool_detach>(0)) return by_id(msg.get_as<pool_detach>(0).connection_id);
   }
   if (has_atom(msg, atom::release::value) && msg.match_elements<caf::atom_value, session_id, std::string>())
     return shard_of(server_of(msg.get_as<std::string>(2)), shards);
