@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     {"acquire_stress", acquire_stress},
     {"reconcile_scale", reconcile_scale},
     {"hot_reload_latency", hot_reload_latency},
+    {"soak", soak},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";
