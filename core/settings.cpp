@@ -150,12 +150,12 @@ settings_document fill_document(settings_document doc, json parsed, const settin
 
 std::string describe_file_type(mode_t mode) {
   if (S_ISDIR(mode)) return "is a directory, expected a JSON file";
-  const char* what = S_ISFIFO(mode)  ? "a FIFO"
-                     : S_ISCHR(mode) ? "a character device"
-                     : S_ISBLK(mode) ? "a block device"
-                     : S_ISSOCK(mode) ? "a socket"
-                                      : "not a regular file";
-  return std::string("is ") + what + ", not a regular file: settings are read only from regular files";
+  const char* what = S_ISFIFO(mode)   ? "a FIFO, "
+                     : S_ISCHR(mode)  ? "a character device, "
+                     : S_ISBLK(mode)  ? "a block device, "
+                     : S_ISSOCK(mode) ? "a socket, "
+                                      : "";
+  return std::string("is ") + what + "not a regular file: settings are read only from regular files";
 }
 
 std::string too_large(std::size_t max_bytes) {

@@ -789,5 +789,16 @@ TEST_F(hostile_text_test, list_entries_are_escaped_in_the_table_and_exact_in_jso
   EXPECT_EQ(r.j["gating"]["excluded"][0], "x\r\nINFO forged");
 }
 
+TEST_F(hostile_text_test, mcp_config_that_is_a_fifo_is_an_error_not_a_wait) {
+  auto fifo = root_ / "top.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = explain({"--mcp-config", fifo.string()}); // a blocking open would wait for a writer forever
+  EXPECT_EQ(r.code, 2) << describe(r);
+  ASSERT_TRUE(r.has_json()) << describe(r);
+  ASSERT_EQ(r.j["errors"].size(), 1u) << r.out;
+  EXPECT_EQ(r.j["errors"][0]["path"], fifo.string());
+  EXPECT_NE(r.j["errors"][0].value("message", "").find("FIFO"), std::string::npos) << r.out;
+}
+
 } // namespace
 } // namespace mcprt_cli_test
