@@ -116,11 +116,38 @@ scan_result rescan(std::vector<file_slot>& slots) {
   return out;
 }
 
+/// An event goes to every subscriber and stays in the replay ring: a file
+/// with half a million keys, or one key of a megabyte, must not make one of
+/// that size. The gating actor still gets every key (settings_update).
+constexpr std::size_t max_event_keys = 100;
+constexpr std::size_t max_event_key_bytes = 256;
+
+nlohmann::json event_keys(const std::vector<std::string>& keys) {
+  auto out = nlohmann::json::array();
+  for (std::size_t i = 0; i < keys.size() && i < max_event_keys; ++i) {
+    auto k = keys[i];
+    if (k.size() > max_event_key_bytes) {
+      std::size_t cut = max_event_key_bytes;
+      while (cut > 0 && (static_cast<unsigned char>(k[cut]) & 0xC0) == 0x80)
+        --cut; // on a character boundary
+      k.resize(cut);
+      k += "...";
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 nlohmann::json changed_json(uint64_t batch, const std::vector<settings_change>& changes) {
   auto arr = nlohmann::json::array();
-  for (auto& c : changes)
-    arr.push_back({{"path", replace_invalid_utf8(c.path)}, {"scope", c.scope}, {"change", to_string(c.change)},
-                   {"keys", c.keys}});
+  for (auto& c : changes) {
+    nlohmann::json one{{"path", replace_invalid_utf8(c.path)},
+                       {"scope", c.scope},
+                       {"change", to_string(c.change)},
+                       {"keys", event_keys(c.keys)}};
+    if (c.keys.size() > max_event_keys) one["keys_omitted"] = c.keys.size() - max_event_keys;
+    arr.push_back(std::move(one));
+  }
   return {{"batch", batch}, {"changes", std::move(arr)}};
 }
 

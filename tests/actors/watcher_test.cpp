@@ -477,6 +477,27 @@ TEST_F(Watcher, ErrorPayloadsNeverQuoteASecret) {
   EXPECT_EQ(errs[0].data.value.dump().find("hunter2"), std::string::npos) << errs[0].data.value.dump();
 }
 
+TEST_F(Watcher, ChangedEventsStaySmallWhateverTheFileHolds) {
+  start();
+  updates();
+  std::vector<std::string> names;
+  for (int i = 0; i < 150; ++i)
+    names.push_back("s" + std::to_string(1000 + i));
+  auto long_key = std::string(1000, 'k');
+  write_text(workspace, servers_json(names, ", \"" + long_key + "\": 1"));
+  saved(workspace);
+  auto ups = updates();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].changes.at(0).keys.size(), 151u); // the gating actor gets them all
+  auto changed = events_of(event_kind::settings_changed);
+  ASSERT_EQ(changed.size(), 1u);
+  auto& c = changed[0].data.value.at("changes").at(0);
+  EXPECT_EQ(c.at("keys").size(), 100u);
+  EXPECT_EQ(c.at("keys_omitted"), 51);
+  EXPECT_EQ(c.at("keys").at(0), std::string(256, 'k') + "..."); // sorted first, cut
+  EXPECT_LT(changed[0].data.value.dump().size(), 100u * 300u);
+}
+
 // -- restart-required keys (SPEC 3.4) -------------------------------------------------------
 
 TEST_F(Watcher, OnlyServerCommandChangedEmitsNothingButIsRecorded) {
