@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/settings_schema.hpp"
+#include "core/untrusted_text.hpp"
 #include "io/inotify_watch.hpp"
 
 namespace mcprt {
@@ -61,13 +62,18 @@ file_change change_of(bool existed, bool exists) {
 }
 
 /// Records a parse error; returns its payload when it differs from the one
-/// last published for this file.
+/// last published for this file (and logs it then).
 std::optional<nlohmann::json> note_error(file_slot& slot, const settings_error& e) {
-  auto payload = settings_error_json(e, slot.file.scope);
-  payload["path"] = slot.last_good.path;
-  auto key = payload.dump();
+  auto shown = e;
+  shown.path = slot.last_good.path;
+  auto payload = settings_error_json(shown, slot.file.scope);
+  auto key = dump_json(payload);
   if (key == slot.published_error) return std::nullopt;
   slot.published_error = std::move(key);
+  // The message is printable by contract; the path is the host's, not
+  // necessarily printable.
+  spdlog::warn("settings file {}:{}:{}: {}", escape_for_display(shown.path), shown.line, shown.column,
+               shown.message);
   return payload;
 }
 
@@ -110,10 +116,38 @@ scan_result rescan(std::vector<file_slot>& slots) {
   return out;
 }
 
+/// An event goes to every subscriber and stays in the replay ring: a file
+/// with half a million keys, or one key of a megabyte, must not make one of
+/// that size. The gating actor still gets every key (settings_update).
+constexpr std::size_t max_event_keys = 100;
+constexpr std::size_t max_event_key_bytes = 256;
+
+nlohmann::json event_keys(const std::vector<std::string>& keys) {
+  auto out = nlohmann::json::array();
+  for (std::size_t i = 0; i < keys.size() && i < max_event_keys; ++i) {
+    auto k = keys[i];
+    if (k.size() > max_event_key_bytes) {
+      std::size_t cut = max_event_key_bytes;
+      while (cut > 0 && (static_cast<unsigned char>(k[cut]) & 0xC0) == 0x80)
+        --cut; // on a character boundary
+      k.resize(cut);
+      k += "...";
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 nlohmann::json changed_json(uint64_t batch, const std::vector<settings_change>& changes) {
   auto arr = nlohmann::json::array();
-  for (auto& c : changes)
-    arr.push_back({{"path", c.path}, {"scope", c.scope}, {"change", to_string(c.change)}, {"keys", c.keys}});
+  for (auto& c : changes) {
+    nlohmann::json one{{"path", replace_invalid_utf8(c.path)},
+                       {"scope", c.scope},
+                       {"change", to_string(c.change)},
+                       {"keys", event_keys(c.keys)}};
+    if (c.keys.size() > max_event_keys) one["keys_omitted"] = c.keys.size() - max_event_keys;
+    arr.push_back(std::move(one));
+  }
   return {{"batch", batch}, {"changes", std::move(arr)}};
 }
 
@@ -149,7 +183,9 @@ void start_inotify(self_ptr self) {
   auto on_change = [me](const std::string& path) {
     if (auto a = caf::actor_cast<caf::actor>(me)) caf::anon_send(a, atom::fs_event_v, path);
   };
-  auto on_error = [bus](const std::string& message) {
+  auto on_error = [bus](const std::string& raw) {
+    // It names directories, which may hold any bytes.
+    auto message = escape_for_display(raw);
     spdlog::warn("settings watcher: {}", message);
     if (bus)
       caf::anon_send(bus, atom::publish_v, event_kind::settings_error,
@@ -200,7 +236,8 @@ watcher_actor::behavior_type watcher(self_ptr self, watcher_options opts, gating
 } // namespace
 
 nlohmann::json settings_error_json(const settings_error& e, config_scope scope) {
-  return {{"path", e.path},
+  // A path that is not UTF-8 would make every later dump of the event throw.
+  return {{"path", replace_invalid_utf8(e.path)},
           {"scope", to_string(scope)},
           {"line", e.line},
           {"column", e.column},

@@ -58,7 +58,8 @@ struct watcher_options {
 ///
 /// Payloads:
 ///   settings_changed: {"batch", "changes": [{"path", "scope", "change",
-///                      "keys"}]}
+///                      "keys"[, "keys_omitted"]}]} (at most 100 keys of at
+///                      most 256 bytes each; `keys_omitted` counts the rest)
 ///   settings_error:   {"path", "scope", "line", "column", "message"}
 ///
 /// Invalid `target` or `bus` handles are allowed (the messages are dropped).

@@ -12,6 +12,7 @@
 #include "core/fingerprint.hpp"
 #include "cli/inspect.hpp"
 #include "cli/serve.hpp"
+#include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
 
 namespace fs = std::filesystem;
@@ -75,77 +76,11 @@ approvals_store open_approvals(const workspace_options& o) {
   return approvals_store(approvals_path(o));
 }
 
-ordered_json optional_list(const std::optional<std::vector<std::string>>& xs) {
-  return xs ? ordered_json(*xs) : ordered_json(nullptr);
-}
-
-ordered_json explain_json(const workspace_view& v, bool trusted) {
-  ordered_json out = ordered_json::object();
-  out["workspace"] = v.workspace;
-  out["trusted"] = trusted;
-  out["servers"] = ordered_json::array();
-  for (auto& [name, cfg] : v.merged.servers) {
-    auto& adm = v.gating.servers.at(name);
-    ordered_json s = ordered_json::object();
-    s["name"] = name;
-    s["scope"] = to_string(cfg.scope);
-    s["transport"] = to_string(cfg.transport());
-    s["fingerprint"] = connection_id(cfg);
-    s["admitted"] = adm.admitted;
-    s["reason"] = adm.reason ? ordered_json(to_string(*adm.reason)) : ordered_json(nullptr);
-    s["approval"] = adm.approval ? ordered_json(to_string(*adm.approval)) : ordered_json(nullptr);
-    out["servers"].push_back(std::move(s));
-  }
-  ordered_json g = ordered_json::object();
-  g["allowed"] = optional_list(v.gating.lists.allowed);
-  g["excluded"] = v.gating.lists.excluded;
-  g["pending"] = v.gating.lists.pending;
-  g["promptable"] = v.gating.promptable;
-  out["gating"] = std::move(g);
-  out["errors"] = ordered_json::array();
-  for (auto& e : v.errors)
-    out["errors"].push_back({{"path", e.path}, {"line", e.line}, {"column", e.column}, {"message", e.message}});
-  return out;
-}
-
-std::string pad(const std::string& s, std::size_t w) {
-  return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
-}
-
 std::string join(const std::vector<std::string>& xs) {
   std::string out;
   for (auto& x : xs)
-    out += (out.empty() ? "" : ", ") + x;
+    out += (out.empty() ? "" : ", ") + escape_for_display(x);
   return out.empty() ? "-" : out;
-}
-
-void explain_table(const workspace_view& v, bool trusted, std::ostream& os) {
-  os << "workspace " << v.workspace << (trusted ? "" : " (untrusted: nothing starts)") << "\n\n";
-  if (v.merged.servers.empty()) {
-    os << "no MCP servers configured\n";
-  } else {
-    std::size_t w = 6;
-    for (auto& [name, cfg] : v.merged.servers)
-      w = std::max(w, name.size() + 2);
-    os << pad("NAME", w) << pad("SCOPE", 11) << pad("TRANSPORT", 11) << pad("STATE", 10) << "WHY\n";
-    for (auto& [name, cfg] : v.merged.servers) {
-      auto& adm = v.gating.servers.at(name);
-      std::string why;
-      if (adm.reason) why = to_string(*adm.reason) + ": " + remedy(*adm.reason, name);
-      else if (adm.approval) why = "approved";
-      os << pad(name, w) << pad(to_string(cfg.scope), 11) << pad(to_string(cfg.transport()), 11)
-         << pad(adm.admitted ? "admitted" : "blocked", 10) << why << "\n";
-    }
-  }
-  os << "\nallowed:    " << (v.gating.lists.allowed ? join(*v.gating.lists.allowed) : "all") << "\n"
-     << "excluded:   " << join(v.gating.lists.excluded) << "\n"
-     << "pending:    " << join(v.gating.lists.pending) << "\n"
-     << "promptable: " << join(v.gating.promptable) << "\n";
-  if (!v.errors.empty()) {
-    os << "\nsettings errors (these files are ignored until fixed):\n";
-    for (auto& e : v.errors)
-      os << "  " << e.path << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
-  }
 }
 
 // Reads the workspace as a command sees it; store warnings go to stderr.
@@ -161,8 +96,9 @@ int run_explain(const common_flags& f) {
   if (!opts) return exit_usage;
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
-  if (f.json) std::cout << explain_json(view, opts->trusted).dump(2) << "\n";
-  else explain_table(view, opts->trusted, std::cout);
+  // The workspace path and the files' text need not be UTF-8: replaced, not thrown.
+  if (f.json) std::cout << explain_json(view, opts->trusted).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  else write_explain_table(view, opts->trusted, std::cout);
   return view.errors.empty() ? exit_ok : exit_usage;
 }
 
@@ -172,13 +108,14 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
   for (auto& e : view.errors)
-    std::cerr << "mcprt: warning: " << e.path << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
+    std::cerr << "mcprt: warning: " << escape_for_display(e.path) << ":" << e.line << ":" << e.column << ": "
+              << e.message << "\n";
   auto it = view.merged.servers.find(name);
   if (it == view.merged.servers.end()) {
     std::vector<std::string> names;
     for (auto& [n, c] : view.merged.servers)
       names.push_back(n);
-    std::cerr << "mcprt: no server named '" << name << "' in " << view.workspace
+    std::cerr << "mcprt: no server named '" << escape_for_display(name) << "' in " << escape_for_display(view.workspace)
               << " (configured: " << join(names) << ")\n";
     return exit_usage;
   }

@@ -1,15 +1,20 @@
 #include "core/json_locate.hpp"
 
+#include <algorithm>
+#include <climits>
+
 namespace mcprt {
 
 text_position position_of(std::string_view text, std::size_t offset) {
   text_position pos;
-  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++pos.line;
+  auto end = std::min(offset, text.size());
+  for (std::size_t i = 0; i < end; ++i) {
+    auto b = static_cast<unsigned char>(text[i]);
+    if (b == '\n') {
+      if (pos.line < INT_MAX) ++pos.line;
       pos.column = 1;
-    } else {
-      ++pos.column;
+    } else if ((b & 0xC0) != 0x80 && pos.column < INT_MAX) {
+      ++pos.column; // a continuation byte belongs to the character before it
     }
   }
   return pos;
@@ -17,24 +22,31 @@ text_position position_of(std::string_view text, std::size_t offset) {
 
 namespace {
 
-// A forgiving scanner over text that nlohmann already accepted: it only has
-// to skip values correctly, not validate them.
+// A forgiving scanner: it only has to find values in text the parser
+// accepted, but settings text is hostile, so on any other text it must still
+// end (every loop consumes input or stops) and must not recurse (nesting is
+// counted, not descended into).
 struct scanner {
   std::string_view s;
   std::size_t i = 0;
+
+  bool at_end() const { return i >= s.size(); }
+
+  bool at_comment() const {
+    return i + 1 < s.size() && s[i] == '/' && (s[i + 1] == '/' || s[i + 1] == '*');
+  }
 
   void skip_ws() {
     for (;;) {
       while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
         ++i;
-      if (i + 1 < s.size() && s[i] == '/' && s[i + 1] == '/') {
+      if (!at_comment()) return;
+      if (s[i + 1] == '/') {
         while (i < s.size() && s[i] != '\n')
           ++i;
-      } else if (i + 1 < s.size() && s[i] == '/' && s[i + 1] == '*') {
+      } else {
         auto end = s.find("*/", i + 2);
         i = end == std::string_view::npos ? s.size() : end + 2;
-      } else {
-        return;
       }
     }
   }
@@ -85,10 +97,12 @@ struct scanner {
     return used;
   }
 
-  // Reads a string literal and returns its decoded content.
-  std::string read_string() {
+  // At a string literal: its decoded content, or nullopt when there is no
+  // string here or it does not end.
+  std::optional<std::string> read_string() {
+    if (at_end() || s[i] != '"') return std::nullopt;
     std::string out;
-    ++i; // opening quote
+    ++i;
     while (i < s.size() && s[i] != '"') {
       if (s[i] == '\\' && i + 1 < s.size()) {
         char e = s[i + 1];
@@ -109,44 +123,60 @@ struct scanner {
         out.push_back(s[i++]);
       }
     }
+    if (at_end()) return std::nullopt;
     ++i; // closing quote
     return out;
   }
 
-  void skip_value() {
+  // Like read_string, without building the content.
+  bool skip_string() {
+    if (at_end() || s[i] != '"') return false;
+    for (++i; i < s.size() && s[i] != '"'; ++i)
+      if (s[i] == '\\') ++i;
+    if (at_end()) return false;
+    ++i;
+    return true;
+  }
+
+  static bool ends_scalar(char c) {
+    return c == ',' || c == '}' || c == ']' || c == ':' || c == '"' || c == '{' || c == '['
+           || c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '/';
+  }
+
+  // Skips one value; false when there is none here (the text is not JSON).
+  bool skip_value() {
     skip_ws();
-    if (i >= s.size()) return;
+    if (at_end()) return false;
     char c = s[i];
-    if (c == '"') {
-      read_string();
-    } else if (c == '{' || c == '[') {
-      char close = c == '{' ? '}' : ']';
-      ++i;
-      skip_ws();
-      while (i < s.size() && s[i] != close) {
-        if (c == '{') {
-          skip_ws();
-          read_string();
-          skip_ws();
-          ++i; // ':'
+    if (c == '"') return skip_string();
+    if (c == '{' || c == '[') {
+      std::size_t depth = 0;
+      while (!at_end()) {
+        char ch = s[i];
+        if (ch == '"') {
+          if (!skip_string()) return false;
+          continue;
         }
-        skip_value();
-        skip_ws();
-        if (i < s.size() && s[i] == ',') ++i;
-        skip_ws();
-      }
-      ++i;
-    } else {
-      while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' '
-             && s[i] != '\n' && s[i] != '\r' && s[i] != '\t' && s[i] != '/')
+        if (at_comment()) {
+          skip_ws();
+          continue;
+        }
         ++i;
+        if (ch == '{' || ch == '[') ++depth;
+        else if ((ch == '}' || ch == ']') && --depth == 0) return true;
+      }
+      return false;
     }
+    auto start = i;
+    while (!at_end() && !ends_scalar(s[i]))
+      ++i;
+    return i > start;
   }
 
   // Positions `i` on the value for `key` (object) or index (array).
   bool enter(const std::string& token) {
     skip_ws();
-    if (i >= s.size()) return false;
+    if (at_end()) return false;
     if (s[i] == '{') {
       // The parser keeps the last of duplicated keys, so the last one is the
       // value that was validated.
@@ -154,21 +184,26 @@ struct scanner {
       std::optional<std::size_t> found;
       for (;;) {
         skip_ws();
-        if (i >= s.size() || s[i] == '}') break;
-        std::string key = read_string();
+        if (at_end()) return false;
+        if (s[i] == '}') break;
+        auto key = read_string();
+        if (!key) return false;
         skip_ws();
-        ++i; // ':'
+        if (at_end() || s[i] != ':') return false;
+        ++i;
         skip_ws();
-        if (key == token) found = i;
-        skip_value();
+        if (*key == token) found = i;
+        if (!skip_value()) return false;
         skip_ws();
-        if (i < s.size() && s[i] == ',') ++i;
+        if (!at_end() && s[i] == ',') ++i;
       }
       if (!found) return false;
       i = *found;
       return true;
     }
     if (s[i] == '[') {
+      // Nineteen digits and more could overflow; no array is that long.
+      if (token.empty() || token.size() > 18) return false;
       std::size_t want = 0;
       for (char ch : token) {
         if (ch < '0' || ch > '9') return false;
@@ -177,11 +212,11 @@ struct scanner {
       ++i;
       for (std::size_t n = 0;; ++n) {
         skip_ws();
-        if (i >= s.size() || s[i] == ']') return false;
+        if (at_end() || s[i] == ']') return false;
         if (n == want) return true;
-        skip_value();
+        if (!skip_value()) return false;
         skip_ws();
-        if (i < s.size() && s[i] == ',') ++i;
+        if (!at_end() && s[i] == ',') ++i;
       }
     }
     return false;

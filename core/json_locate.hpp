@@ -8,7 +8,9 @@
 
 namespace mcprt {
 
-/// 1-based line and column of a byte offset in `text`.
+/// 1-based line and column of a byte offset in `text`. Columns count
+/// characters (UTF-8 sequences), as editors show them; a byte that is not
+/// part of valid UTF-8 counts as one character.
 struct text_position {
   int line = 1;
   int column = 1;
@@ -19,6 +21,10 @@ text_position position_of(std::string_view text, std::size_t offset);
 /// arrays, decimal indices) through the JSON (with comments) in `text`. The
 /// parser reports where text is malformed; this reports where a well-formed
 /// value has the wrong type. Returns nullopt when the path is not found.
+///
+/// Meant for text the parser accepted, but safe on any text: it takes time
+/// linear in the text for each path element, uses no recursion, and gives
+/// up (nullopt) where the text is not JSON.
 std::optional<std::size_t> locate_json_value(std::string_view text,
                                              const std::vector<std::string>& path);
 

@@ -20,23 +20,37 @@ std::size_t char_len(std::string_view s, std::size_t i) {
 } // namespace
 
 bool glob_match(std::string_view p, std::string_view t) {
-  std::size_t pi = 0, ti = 0;
-  std::size_t star = std::string_view::npos, resume = 0;
+  // Every pattern position but `*` consumes at least one byte of text. A
+  // retry that leaves fewer bytes than the rest of the pattern needs cannot
+  // match, nor can any later one (the text only gets shorter): stopping
+  // there bounds the work by (|t| - need) * need instead of |t| * |p|, which
+  // matters because names and patterns come from settings files.
+  std::size_t need_total = 0;
+  for (char c : p)
+    need_total += c != '*';
+  if (t.size() < need_total) return false;
+  std::size_t pi = 0, ti = 0, seen = 0; // seen: non-`*` positions before pi
+  std::size_t star = std::string_view::npos, resume = 0, seen_at_star = 0;
   while (ti < t.size()) {
     if (pi < p.size() && p[pi] == '?') {
       ++pi;
+      ++seen;
       ti += char_len(t, ti);
     } else if (pi < p.size() && p[pi] != '*' && p[pi] == t[ti]) {
       ++pi;
+      ++seen;
       ++ti;
     } else if (pi < p.size() && p[pi] == '*') {
       star = pi++;
+      seen_at_star = seen;
       resume = ti;
     } else if (star != std::string_view::npos) {
       // Let the last `*` swallow one more character and retry from there.
       pi = star + 1;
+      seen = seen_at_star;
       resume += char_len(t, resume);
       ti = resume;
+      if (t.size() - ti < need_total - seen) return false;
     } else {
       return false;
     }

@@ -1,6 +1,9 @@
 #include "core/server_config.hpp"
 
+#include <algorithm>
+
 #include "core/fingerprint.hpp"
+#include "core/untrusted_text.hpp"
 
 namespace mcprt {
 
@@ -69,6 +72,44 @@ const char* type_name(const json& v) {
   }
 }
 
+bool has_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
+
+bool is_http_token(std::string_view s) {
+  static constexpr std::string_view extra = "!#$%&'*+-.^_`|~";
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || extra.find(c) != std::string_view::npos;
+  });
+}
+
+/// What a string field may not hold (nullopt: anything goes).
+using string_rule = std::optional<std::string> (*)(std::string_view);
+
+std::optional<std::string> no_nul(std::string_view s) {
+  if (has_nul(s)) return "must not contain a NUL character";
+  return std::nullopt;
+}
+
+std::optional<std::string> env_name_rule(std::string_view s) {
+  if (s.empty() || s.find('=') != std::string_view::npos || has_nul(s))
+    return "an environment variable name must not be empty or contain '=' or a NUL character";
+  return std::nullopt;
+}
+
+std::optional<std::string> header_name_rule(std::string_view s) {
+  if (!is_http_token(s))
+    return "a header name must be an HTTP token: letters, digits and !#$%&'*+-.^_`|~";
+  return std::nullopt;
+}
+
+std::optional<std::string> header_value_rule(std::string_view s) {
+  if (s.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos)
+    return "a header value must not contain a line break or a NUL character";
+  return std::nullopt;
+}
+
 struct validator {
   std::optional<config_error> error;
 
@@ -84,13 +125,21 @@ struct validator {
     return false;
   }
 
-  bool string(const json& v, const path_t& path, std::optional<std::string>& out) {
+  bool refuse(const path_t& path, std::string why, bool index_last = false) {
+    if (!error) error = config_error{path, std::move(why), index_last};
+    return false;
+  }
+
+  bool string(const json& v, const path_t& path, std::optional<std::string>& out, string_rule rule = no_nul) {
     if (!v.is_string()) return fail(path, "a string", v);
-    out = v.get<std::string>();
+    auto& s = v.get_ref<const std::string&>();
+    if (rule)
+      if (auto why = rule(s)) return refuse(path, std::move(*why));
+    out = s;
     return true;
   }
 
-  bool string_list(const json& v, const path_t& path, std::vector<std::string>& out) {
+  bool string_list(const json& v, const path_t& path, std::vector<std::string>& out, string_rule rule = nullptr) {
     if (!v.is_array()) return fail(path, "an array of strings", v);
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (!v[i].is_string()) {
@@ -98,16 +147,23 @@ struct validator {
         error->index_last = true;
         return false;
       }
-      out.push_back(v[i].get<std::string>());
+      auto& s = v[i].get_ref<const std::string&>();
+      if (rule)
+        if (auto why = rule(s)) return refuse(child(path, std::to_string(i)), std::move(*why), true);
+      out.push_back(s);
     }
     return true;
   }
 
-  bool string_map(const json& v, const path_t& path, std::map<std::string, std::string>& out) {
+  bool string_map(const json& v, const path_t& path, std::map<std::string, std::string>& out,
+                  string_rule key_rule, string_rule value_rule) {
     if (!v.is_object()) return fail(path, "an object of strings", v);
     for (auto& [k, x] : v.items()) {
+      if (auto why = key_rule(k)) return refuse(child(path, k), std::move(*why));
       if (!x.is_string()) return fail(child(path, k), "a string", x);
-      out.emplace(k, x.get<std::string>());
+      auto& s = x.get_ref<const std::string&>();
+      if (auto why = value_rule(s)) return refuse(child(path, k), std::move(*why));
+      out.emplace(k, s);
     }
     return true;
   }
@@ -132,6 +188,10 @@ server_parse_result parse_server_config(const std::string& name, const json& val
                                         config_scope scope,
                                         const std::vector<std::string>& prefix) {
   validator check;
+  if (auto why = server_name_problem(name)) {
+    check.refuse(prefix, std::move(*why));
+    return {std::nullopt, check.error};
+  }
   if (!value.is_object()) {
     check.fail(prefix, "an object", value);
     return {std::nullopt, check.error};
@@ -144,13 +204,13 @@ server_parse_result parse_server_config(const std::string& name, const json& val
   auto field = [&](const char* key) { return validator::child(prefix, key); };
   for (auto& [key, v] : c.spec.items()) {
     if (key == "command") check.string(v, field("command"), c.command);
-    else if (key == "args") check.string_list(v, field("args"), c.args);
-    else if (key == "env") check.string_map(v, field("env"), c.env);
+    else if (key == "args") check.string_list(v, field("args"), c.args, no_nul);
+    else if (key == "env") check.string_map(v, field("env"), c.env, env_name_rule, no_nul);
     else if (key == "cwd") check.string(v, field("cwd"), c.cwd);
     else if (key == "url") check.string(v, field("url"), c.url);
     else if (key == "httpUrl") check.string(v, field("httpUrl"), c.http_url);
-    else if (key == "headers") check.string_map(v, field("headers"), c.headers);
-    else if (key == "description") check.string(v, field("description"), c.description);
+    else if (key == "headers") check.string_map(v, field("headers"), c.headers, header_name_rule, header_value_rule);
+    else if (key == "description") check.string(v, field("description"), c.description, nullptr);
     else if (key == "timeout") {
       if (!v.is_number_integer() || v.get<long long>() < 0)
         check.fail(field("timeout"), "a non-negative integer (milliseconds)", v);
@@ -175,14 +235,44 @@ server_parse_result parse_server_config(const std::string& name, const json& val
   return {std::move(c), std::nullopt};
 }
 
+namespace {
+
+/// A key from the file as it may appear in a message: escaped, and cut on
+/// a character boundary so that a megabyte-long key stays one short line.
+std::string shown_key(std::string_view key) {
+  auto shown = escape_for_display(key);
+  if (shown.size() <= max_shown_key_bytes) return shown;
+  std::size_t cut = max_shown_key_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80)
+    --cut;
+  shown.resize(cut);
+  return shown + "...";
+}
+
+/// Whether escape_for_display leaves `s` as it is, backslashes aside: every
+/// other escape makes the text longer than the doubled backslashes alone.
+bool displays_as_is(std::string_view s) {
+  auto backslashes = static_cast<std::size_t>(std::count(s.begin(), s.end(), '\\'));
+  return escape_for_display(s).size() == s.size() + backslashes;
+}
+
+} // namespace
+
+std::optional<std::string> server_name_problem(std::string_view name) {
+  if (name.empty() || name.size() > max_server_name_bytes || !displays_as_is(name))
+    return "a server name must be 1 to " + std::to_string(max_server_name_bytes)
+           + " bytes of printable text (no control characters, line breaks or bidirectional controls)";
+  return std::nullopt;
+}
+
 std::string config_error::path_string() const {
   std::string out;
   for (std::size_t i = 0; i < path.size(); ++i) {
     if (i + 1 == path.size() && index_last) {
-      out += "[" + path[i] + "]";
+      out += "[" + shown_key(path[i]) + "]";
     } else {
       if (!out.empty()) out += ".";
-      out += path[i];
+      out += shown_key(path[i]);
     }
   }
   return out;

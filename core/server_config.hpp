@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,17 +61,40 @@ struct server_config {
 
 /// A validation failure, with the path of the offending value (object keys
 /// and array indices) so its position in the source text can be found.
+/// `message` never quotes a value from the file (a half-typed secret must
+/// not reach an event or a log).
 struct config_error {
   std::vector<std::string> path;
   std::string message;
   bool index_last = false; // whether path.back() is an array index
 
-  /// `mcpServers.fs.args[2]`, for messages.
+  /// `mcpServers.fs.args[2]`, for messages. The keys come from the file:
+  /// each is escaped for display (escape_for_display) and cut after
+  /// `max_shown_key_bytes`, so the path can be logged and printed as is.
   std::string path_string() const;
 };
 
+inline constexpr std::size_t max_shown_key_bytes = 64;
+
+/// The longest server name accepted, in bytes. Names are matched against
+/// every `mcp.allowed` / `mcp.excluded` glob on each reload, at a cost that
+/// grows with the square of their length; and a gateway's tool names
+/// (`<server>__<tool>`) must fit the 64 characters model APIs allow.
+inline constexpr std::size_t max_server_name_bytes = 64;
+
+/// Why `name` cannot name a server, or nullopt when it can. A name is shown
+/// in tables, log lines and events, so it must be 1 to
+/// `max_server_name_bytes` bytes of printable UTF-8: no control characters
+/// (C0, DEL, C1), no line or paragraph separators, no bidirectional
+/// controls. The answer says what is allowed and does not quote the name.
+std::optional<std::string> server_name_problem(std::string_view name);
+
 /// Parses one `mcpServers` entry. Returns the config or the first error.
-/// Never throws.
+/// Besides types it refuses what would run differently from what was
+/// written or approved: a NUL in `command`, `args`, `cwd`, `env`, `url` or
+/// `headers` (the C strings handed to exec and HTTP end there), an `env`
+/// name with `=`, a header name that is not an HTTP token and a header
+/// value with a line break (it would add headers). Never throws.
 struct server_parse_result {
   std::optional<server_config> config;
   std::optional<config_error> error;

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <cstdint>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/json_locate.hpp"
 #include "core/patterns.hpp"
+#include "core/untrusted_text.hpp"
 
 namespace mcprt {
 
@@ -29,11 +33,22 @@ settings_paths resolve_settings_paths(const fs::path& home, const fs::path& work
 
 namespace {
 
-settings_error error_at(const std::string& path, std::string_view text, std::size_t offset,
-                        std::string message) {
-  auto pos = position_of(text, offset);
-  return {path, pos.line, pos.column, std::move(message)};
-}
+/// The text a position is counted in: without the byte-order mark, which
+/// editors do not show as a character.
+struct settings_text {
+  std::string_view text; // as read
+  std::size_t bom = 0;   // bytes of byte-order mark at its start
+
+  explicit settings_text(std::string_view t) : text(t) {
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") bom = 3;
+  }
+  std::string_view body() const { return text.substr(bom); }
+
+  /// Position of a byte offset in `text`.
+  text_position at(std::size_t offset) const {
+    return position_of(body(), offset > bom ? offset - bom : 0);
+  }
+};
 
 settings_document failed(settings_document doc, settings_error err) {
   doc.content = json::object();
@@ -55,11 +70,22 @@ bool read_list(const json& mcp, const char* key, std::optional<std::vector<std::
     err_path = {"mcp", key};
     return false;
   }
+  if (i->size() > max_list_entries) {
+    err = std::string("mcp.") + key + ": more than " + std::to_string(max_list_entries) + " entries";
+    err_path = {"mcp", key};
+    return false;
+  }
   std::vector<std::string> xs;
   for (std::size_t n = 0; n < i->size(); ++n) {
     auto& v = (*i)[n];
     if (!v.is_string()) {
       err = std::string("mcp.") + key + "[" + std::to_string(n) + "]: expected a string";
+      err_path = {"mcp", key, std::to_string(n)};
+      return false;
+    }
+    if (v.get_ref<const std::string&>().size() > max_pattern_bytes) {
+      err = std::string("mcp.") + key + "[" + std::to_string(n) + "]: longer than "
+            + std::to_string(max_pattern_bytes) + " bytes";
       err_path = {"mcp", key, std::to_string(n)};
       return false;
     }
@@ -74,7 +100,7 @@ bool read_list(const json& mcp, const char* key, std::optional<std::vector<std::
 /// `mcp` lists. `error_at(path, message)` places an error.
 template <class ErrorAt>
 settings_document fill_document(settings_document doc, json parsed, const settings_document* previous,
-                                ErrorAt error_at_path) {
+                                std::size_t max_servers, ErrorAt error_at_path) {
   auto scope = doc.scope;
   auto fail = [&](const std::vector<std::string>& where, std::string msg) {
     auto err = error_at_path(where, std::move(msg));
@@ -83,9 +109,9 @@ settings_document fill_document(settings_document doc, json parsed, const settin
   if (auto servers = parsed.find("mcpServers"); servers != parsed.end() && !servers->is_null()) {
     if (!servers->is_object())
       return fail({"mcpServers"}, "mcpServers: expected an object");
+    if (servers->size() > max_servers)
+      return fail({"mcpServers"}, "mcpServers: more than " + std::to_string(max_servers) + " servers in one file");
     for (auto& [name, value] : servers->items()) {
-      if (name.empty())
-        return fail({"mcpServers"}, "mcpServers: a server name must not be empty");
       if (previous) {
         // An entry whose JSON did not change keeps its parse (and its
         // fingerprint): re-parsing 10,000 servers for one edit is waste.
@@ -122,6 +148,25 @@ settings_document fill_document(settings_document doc, json parsed, const settin
   return doc;
 }
 
+std::string describe_file_type(mode_t mode) {
+  if (S_ISDIR(mode)) return "is a directory, expected a JSON file";
+  const char* what = S_ISFIFO(mode)   ? "a FIFO, "
+                     : S_ISCHR(mode)  ? "a character device, "
+                     : S_ISBLK(mode)  ? "a block device, "
+                     : S_ISSOCK(mode) ? "a socket, "
+                                      : "";
+  return std::string("is ") + what + "not a regular file: settings are read only from regular files";
+}
+
+std::string too_large(std::size_t max_bytes) {
+  auto size = max_bytes % (1u << 20) == 0 ? std::to_string(max_bytes >> 20) + " MiB"
+                                          : std::to_string(max_bytes) + " bytes";
+  return "larger than " + size + ", not read";
+}
+
+std::string errno_text(int e) {
+  return std::generic_category().message(e); // strerror_r underneath: thread-safe
+}
 
 } // namespace
 
@@ -130,41 +175,33 @@ settings_document parse_settings_text(std::string path, config_scope scope, std:
   doc.path = std::move(path);
   doc.scope = scope;
   doc.exists = true;
-  auto fail = [&](std::size_t offset, std::string msg) {
-    auto err = error_at(doc.path, text, offset, std::move(msg));
-    return failed(std::move(doc), std::move(err));
+  settings_text src(text);
+  // A copy: `doc` is moved into fill_document before errors are placed.
+  auto where = doc.path;
+  auto error_at = [&](std::size_t offset, std::string msg) {
+    auto pos = src.at(offset);
+    return settings_error{where, pos.line, pos.column, std::move(msg)};
   };
-  std::string_view body = text;
-  std::size_t bom = 0;
-  if (body.substr(0, 3) == "\xEF\xBB\xBF") {
-    body.remove_prefix(3);
-    bom = 3;
-  }
   // An empty file is what a truncating save looks like halfway through; it
   // is reported, not taken as "no servers".
-  json parsed;
-  try {
-    parsed = json::parse(body.begin(), body.end(), nullptr, true, true);
-  } catch (const json::parse_error& e) {
-    std::size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    std::string msg = e.what();
-    // nlohmann prefixes "[json.exception.parse_error.101] parse error at line
-    // L, column C: "; the position is reported separately.
-    if (auto colon = msg.find(": ", msg.find("parse error")); colon != std::string::npos)
-      msg = msg.substr(colon + 2);
-    return fail(bom + offset, "invalid JSON: " + msg);
+  json_limits limits;
+  limits.max_bytes = max_settings_bytes;
+  limits.max_depth = max_settings_depth;
+  limits.allow_comments = true;
+  limits.replace_invalid_utf8 = false;
+  auto parsed = parse_bounded_json(src.body(), limits);
+  if (!parsed.ok()) {
+    auto err = error_at(src.bom + parsed.error->offset, "invalid JSON: " + parsed.error->message);
+    return failed(std::move(doc), std::move(err));
   }
-  if (!parsed.is_object())
-    return fail(bom, "expected a JSON object at the top level");
-
-  auto locate = [&](const std::vector<std::string>& p) {
-    auto off = locate_json_value(text, p);
-    return off ? *off : bom;
-  };
-  auto where = doc.path;
-  return fill_document(std::move(doc), std::move(parsed), nullptr,
+  if (!parsed.value.is_object()) {
+    auto err = error_at(src.bom, "expected a JSON object at the top level");
+    return failed(std::move(doc), std::move(err));
+  }
+  return fill_document(std::move(doc), std::move(parsed.value), nullptr, max_servers_per_file,
                        [&](const std::vector<std::string>& p, std::string msg) {
-                         return error_at(where, text, locate(p), std::move(msg));
+                         auto off = locate_json_value(text, p);
+                         return error_at(off ? *off : src.bom, std::move(msg));
                        });
 }
 
@@ -174,42 +211,70 @@ settings_document parse_settings_value(std::string path, config_scope scope, nlo
   doc.path = std::move(path);
   doc.scope = scope;
   doc.exists = true;
-  if (!content.is_object())
-    return failed(std::move(doc), settings_error{doc.path, 0, 0, "expected a JSON object at the top level"});
   auto where = doc.path;
-  return fill_document(std::move(doc), std::move(content), previous,
+  if (!content.is_object())
+    return failed(std::move(doc), settings_error{where, 0, 0, "expected a JSON object at the top level"});
+  return fill_document(std::move(doc), std::move(content), previous, SIZE_MAX,
                        [&](const std::vector<std::string>&, std::string msg) {
                          return settings_error{where, 0, 0, std::move(msg)};
                        });
 }
 
+settings_read read_settings_bytes(const fs::path& path, std::size_t max_bytes) {
+  settings_read out;
+  auto fail = [&](std::string why) {
+    out.result = settings_read::outcome::failed;
+    out.reason = std::move(why);
+    out.bytes.clear();
+    out.bytes.shrink_to_fit();
+    return out;
+  };
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENOENT || e == ENOTDIR) return out; // missing: no servers
+    return fail("cannot open: " + errno_text(e));
+  }
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return fail("cannot read: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) return fail(describe_file_type(st.st_mode));
+  if (st.st_size < 0 || static_cast<unsigned long long>(st.st_size) > max_bytes) return fail(too_large(max_bytes));
+  // The size is only a hint (the file may grow while it is read): the
+  // bound is enforced on what is read.
+  out.bytes.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail("cannot read: " + errno_text(errno));
+    }
+    if (n == 0) break;
+    if (out.bytes.size() + static_cast<std::size_t>(n) > max_bytes) return fail(too_large(max_bytes));
+    out.bytes.append(buf, static_cast<std::size_t>(n));
+  }
+  out.result = settings_read::outcome::read;
+  return out;
+}
+
 settings_document load_settings_file(const fs::path& path, config_scope scope) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    settings_document doc;
-    doc.path = path.string();
-    doc.scope = scope;
-    return doc;
-  }
-  if (fs::is_directory(path, ec)) {
-    settings_document doc;
-    doc.path = path.string();
-    doc.scope = scope;
-    doc.exists = true;
-    return failed(std::move(doc), settings_error{path.string(), 0, 0, "is a directory, expected a JSON file"});
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    settings_document doc;
-    doc.path = path.string();
-    doc.scope = scope;
-    doc.exists = true;
-    return failed(std::move(doc), settings_error{path.string(), 0, 0,
-                                                 std::string("cannot read: ") + std::strerror(errno)});
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse_settings_text(path.string(), scope, buf.str());
+  auto read = read_settings_bytes(path);
+  if (read.result == settings_read::outcome::read)
+    return parse_settings_text(path.string(), scope, read.bytes);
+  settings_document doc;
+  doc.path = path.string();
+  doc.scope = scope;
+  if (read.result == settings_read::outcome::missing) return doc;
+  doc.exists = true;
+  auto where = doc.path;
+  return failed(std::move(doc), settings_error{where, 0, 0, std::move(read.reason)});
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -13,10 +14,13 @@
 namespace mcprt {
 
 /// A settings file that could not be used, with the position of the problem.
+/// `message` is printable (no control characters) and never quotes a value
+/// from the file; `path` is the file's path as given, which a caller that
+/// prints it as text escapes (escape_for_display).
 struct settings_error {
   std::string path;
   int line = 0;   // 1-based; 0 when the file could not be read at all
-  int column = 0; // 1-based
+  int column = 0; // 1-based, in characters
   std::string message;
 };
 
@@ -54,18 +58,59 @@ struct settings_document {
 
 /// Parses settings text. `.mcp.json` and `--mcp-config` files carry only
 /// `mcpServers`; settings files may also carry `mcp.allowed` / `mcp.excluded`.
-/// Comments (// and /* */) are accepted, as editors of these files write them.
+/// Comments (// and /* */) and a UTF-8 byte-order mark are accepted, as
+/// editors of these files write them. The text is input from whoever wrote
+/// the repository: it must be UTF-8 (an invalid byte is an error at its
+/// position), at most `max_settings_bytes` long and nested at most
+/// `max_settings_depth` deep, and no error message quotes it (key paths are
+/// escaped for display, values never appear).
 settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text);
 
 /// Builds a document from JSON content that was read before (the watcher
 /// hands its last good content over as JSON). Servers whose entry equals
 /// the one in `previous` keep their parse instead of being parsed again.
-/// Errors carry no position (line and column 0).
+/// Errors carry no position (line and column 0). The content is validated as
+/// `parse_settings_text` does, except for the number of servers: a host may
+/// hand over more than a file may hold.
 settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
                                        const settings_document* previous = nullptr);
 
+/// Limits on a settings file: the largest one read, the deepest nesting of
+/// objects and arrays parsed (a settings file needs about five levels), the
+/// servers one file may define and the entries of one `mcp.allowed` /
+/// `mcp.excluded` list, each at most `max_pattern_bytes` long. Gating
+/// matches every name against every list entry on each reload: these keep
+/// that work small whatever a repository's files hold.
+inline constexpr std::size_t max_settings_bytes = 16u << 20;
+inline constexpr std::size_t max_settings_depth = 64;
+inline constexpr std::size_t max_servers_per_file = 2000;
+inline constexpr std::size_t max_list_entries = 100;
+inline constexpr std::size_t max_pattern_bytes = 256;
+
+/// What reading a settings file found.
+struct settings_read {
+  enum class outcome { read, missing, failed };
+  outcome result = outcome::missing;
+  std::string bytes;  // when read
+  std::string reason; // when failed: why, never the file's content
+};
+
+/// Reads the file at `path` (following symlinks) so that nothing there can
+/// block or exhaust the reader, which runs on an actor thread:
+/// - the open never waits (O_NONBLOCK: a FIFO opens at once), and then only
+///   a regular file is read (fstat on the descriptor, so nothing can be
+///   swapped in between); a FIFO, a device (`/dev/zero`), a socket or a
+///   directory is `failed`, saying what it is;
+/// - more than `max_bytes` is `failed`, whatever the file claims its size is;
+/// - only "it does not exist" is `missing`: ENOENT, ENOTDIR, a dangling
+///   symlink. Every other error (EACCES, ELOOP, EIO, ENAMETOOLONG, ...) is
+///   `failed`, so a caller keeps the last good content instead of taking the
+///   file's servers away.
+settings_read read_settings_bytes(const std::filesystem::path& path, std::size_t max_bytes = max_settings_bytes);
+
 /// Reads and parses a file; a file that does not exist yields an empty,
-/// valid document with `exists == false`.
+/// valid document with `exists == false`; a file that cannot be read is an
+/// error (line and column 0) with `exists == true`.
 settings_document load_settings_file(const std::filesystem::path& path, config_scope scope);
 
 /// The merged view of all scopes.

@@ -2,8 +2,11 @@
 
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/approvals_store.hpp"
 #include "core/gating.hpp"
@@ -40,5 +43,17 @@ workspace_view load_workspace(const workspace_options& opts, approvals_store& ap
 /// Gating for already-loaded documents (the watcher keeps last good ones).
 gating_result gate(const assembled_settings& merged, const workspace_options& opts,
                    const std::string& project_root, approvals_store& approvals);
+
+/// `mcprt explain --json`: the servers with scope, transport, fingerprint
+/// and admission, the gating lists and the settings errors. Text in it comes
+/// from settings files and paths: print it with dump_json-style replacement
+/// (`error_handler_t::replace`), never a plain `dump`, which throws on a
+/// path that is not UTF-8.
+nlohmann::ordered_json explain_json(const workspace_view& v, bool trusted);
+
+/// `mcprt explain`'s table. Every name, path and list entry is escaped for
+/// the terminal (escape_for_display): nothing from a settings file can move
+/// the cursor, clear the screen or start a line of its own.
+void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os);
 
 } // namespace mcprt

@@ -4,6 +4,7 @@
 // the real watcher: a threaded actor system, inotify and rename saves.
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -357,6 +358,144 @@ TEST_F(Watcher, WrongTypesAreErrorsToo) {
   auto errs = events_of(event_kind::settings_error);
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0].data.value.at("line"), 2);
+}
+
+// -- hostile files (issue 13): an error keeps the last good content -------------------------
+
+TEST_F(Watcher, ALatin1ByteOnAHotEditIsAnErrorWithItsPositionAndTheLastGoodStays) {
+  write_text(project, servers_json({"a"}));
+  start();
+  updates();
+  write_text(project, "{\n  \"mcpServers\": {\"a\": {\"command\": \"srv-a\"}, \"caf\xE9\": {\"command\": \"x\"}}\n}\n");
+  saved(project);
+  EXPECT_TRUE(updates().empty());
+  auto errs = events_of(event_kind::settings_error);
+  ASSERT_EQ(errs.size(), 1u);
+  auto& d = errs[0].data.value;
+  EXPECT_EQ(d.at("path"), project.string());
+  EXPECT_EQ(d.at("scope"), "project");
+  EXPECT_EQ(d.at("line"), 2);
+  EXPECT_EQ(d.at("column"), 49);
+  EXPECT_NE(d.at("message").get<std::string>().find("UTF-8"), std::string::npos) << d.dump();
+  auto snap = ask<std::vector<settings_file>>(w, atom::snapshot_v);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ((*snap)[1].content.value, json::parse(servers_json({"a"})));
+  // A later good save applies.
+  write_text(project, servers_json({"a", "b"}));
+  saved(project);
+  auto ups = updates();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].changes.at(0).keys, keys{"mcpServers.b.command"});
+}
+
+TEST_F(Watcher, ALatin1ByteAtStartIsReportedAndTheWatcherRuns) {
+  write_text(project, "{\"mcpServers\": {\"caf\xE9\": {\"command\": \"x\"}}}");
+  start();
+  auto errs = events_of(event_kind::settings_error);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].data.value.at("line"), 1);
+  EXPECT_EQ(errs[0].data.value.at("column"), 21);
+  ASSERT_EQ(updates().size(), 1u);
+  write_text(project, servers_json({"p"}));
+  saved(project);
+  EXPECT_EQ(updates().size(), 1u);
+}
+
+TEST_F(Watcher, ASymlinkLoopOnAHotEditIsAnErrorNotADeletion) {
+  write_text(project, servers_json({"p"}));
+  start();
+  updates();
+  auto other = project.parent_path() / "loop.json";
+  fs::remove(project);
+  fs::create_symlink(other, project);
+  fs::create_symlink(project, other);
+  saved(project);
+  EXPECT_TRUE(updates().empty()) << "the loop must not take p away";
+  auto errs = events_of(event_kind::settings_error);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].data.value.at("message").get<std::string>().find("symbolic links"), std::string::npos);
+  auto snap = ask<std::vector<settings_file>>(w, atom::snapshot_v);
+  ASSERT_TRUE(snap);
+  EXPECT_TRUE((*snap)[1].exists);
+  EXPECT_EQ((*snap)[1].content.value, json::parse(servers_json({"p"})));
+  // A dangling symlink is a file that does not exist: its servers go.
+  fs::remove(other);
+  saved(project);
+  auto ups = updates();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].changes.at(0).change, file_change::deleted);
+}
+
+TEST_F(Watcher, AFifoNeverBlocksTheWatcherAtStartOrOnAHotEdit) {
+  fs::create_directories(project.parent_path());
+  ASSERT_EQ(::mkfifo(project.c_str(), 0600), 0);
+  start(); // a blocking open would hang here: nobody ever writes the FIFO
+  auto errs = events_of(event_kind::settings_error);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].data.value.at("message").get<std::string>().find("FIFO"), std::string::npos);
+  auto ups = updates();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_FALSE(find_file(ups[0], project)->exists);
+  fs::remove(project);
+  write_text(project, servers_json({"p"}));
+  saved(project);
+  ASSERT_EQ(updates().size(), 1u);
+  // A FIFO renamed over the good file: an error, and p stays.
+  auto fifo = project.parent_path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::rename(fifo, project);
+  saved(project);
+  EXPECT_TRUE(updates().empty());
+  EXPECT_EQ(events_of(event_kind::settings_error).size(), 1u);
+  EXPECT_EQ(ask<bool>(w, atom::reload_v), true);
+  ups = updates();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(find_file(ups[0], project)->content.value, json::parse(servers_json({"p"})));
+}
+
+TEST_F(Watcher, ASymlinkToADeviceIsNotRead) {
+  write_text(project, servers_json({"p"}));
+  start();
+  updates();
+  fs::remove(project);
+  fs::create_symlink("/dev/zero", project);
+  saved(project); // reading /dev/zero would never end
+  EXPECT_TRUE(updates().empty());
+  auto errs = events_of(event_kind::settings_error);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0].data.value.at("message").get<std::string>().find("character device"), std::string::npos);
+}
+
+TEST_F(Watcher, ErrorPayloadsNeverQuoteASecret) {
+  write_text(workspace, servers_json({"a"}));
+  start();
+  updates();
+  write_text(workspace, "{\"mcpServers\": {\"a\": {\"command\": \"srv-a\", \"env\": {\"TOKEN\": \"hunter2\n");
+  saved(workspace);
+  auto errs = events_of(event_kind::settings_error);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].data.value.dump().find("hunter2"), std::string::npos) << errs[0].data.value.dump();
+}
+
+TEST_F(Watcher, ChangedEventsStaySmallWhateverTheFileHolds) {
+  start();
+  updates();
+  std::vector<std::string> names;
+  for (int i = 0; i < 150; ++i)
+    names.push_back("s" + std::to_string(1000 + i));
+  auto long_key = std::string(1000, 'k');
+  write_text(workspace, servers_json(names, ", \"" + long_key + "\": 1"));
+  saved(workspace);
+  auto ups = updates();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].changes.at(0).keys.size(), 151u); // the gating actor gets them all
+  auto changed = events_of(event_kind::settings_changed);
+  ASSERT_EQ(changed.size(), 1u);
+  auto& c = changed[0].data.value.at("changes").at(0);
+  EXPECT_EQ(c.at("keys").size(), 100u);
+  EXPECT_EQ(c.at("keys_omitted"), 51);
+  EXPECT_EQ(c.at("keys").at(0), std::string(256, 'k') + "..."); // sorted first, cut
+  EXPECT_LT(changed[0].data.value.dump().size(), 100u * 300u);
 }
 
 // -- restart-required keys (SPEC 3.4) -------------------------------------------------------

@@ -755,5 +755,50 @@ TEST_F(usage_test, human_output_with_no_servers) {
   EXPECT_NE(r.out.find("no MCP servers configured"), std::string::npos) << r.out;
 }
 
+// ---------------------------------------------------------------------------
+// Text that is not the user's: a cloned repository's names and paths
+
+using hostile_text_test = cli_test;
+
+TEST_F(hostile_text_test, a_workspace_path_that_is_not_utf8_is_shown_not_thrown) {
+  auto ws = root_ / "caf\xE9";
+  write_file(ws / ".mcp.json", R"({"mcpServers": {"p": {"command": "x"}}})");
+  auto r = mcprt({"explain", "--json", "--workspace", ws.string(), "--home", home_.string()});
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_TRUE(r.has_json()) << describe(r);
+  EXPECT_NE(r.j["workspace"].get<std::string>().find("caf\xEF\xBF\xBD"), std::string::npos) << r.out;
+  EXPECT_EQ(server_names(r.j), std::vector<std::string>{"p"});
+  auto table = mcprt({"explain", "--workspace", ws.string(), "--home", home_.string()});
+  ASSERT_EQ(table.code, 0) << describe(table);
+  EXPECT_NE(table.out.find("caf\\xe9"), std::string::npos) << table.out;
+}
+
+TEST_F(hostile_text_test, list_entries_are_escaped_in_the_table_and_exact_in_json) {
+  write_file(workspace_settings(),
+             R"({"mcp": {"allowed": ["\u001b[31mred", "*"], "excluded": ["x\r\nINFO forged", "\u202eevil"]}})");
+  auto table = mcprt({"explain", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_EQ(table.code, 0) << describe(table);
+  EXPECT_EQ(table.out.find('\x1b'), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find('\r'), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("\xE2\x80\xAE"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("\\x1b[31mred"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("x\\r\\nINFO forged"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("\\u202eevil"), std::string::npos) << table.out;
+  auto r = explain();
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.j["gating"]["excluded"][0], "x\r\nINFO forged");
+}
+
+TEST_F(hostile_text_test, mcp_config_that_is_a_fifo_is_an_error_not_a_wait) {
+  auto fifo = root_ / "top.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = explain({"--mcp-config", fifo.string()}); // a blocking open would wait for a writer forever
+  EXPECT_EQ(r.code, 2) << describe(r);
+  ASSERT_TRUE(r.has_json()) << describe(r);
+  ASSERT_EQ(r.j["errors"].size(), 1u) << r.out;
+  EXPECT_EQ(r.j["errors"][0]["path"], fifo.string());
+  EXPECT_NE(r.j["errors"][0].value("message", "").find("FIFO"), std::string::npos) << r.out;
+}
+
 } // namespace
 } // namespace mcprt_cli_test

@@ -118,3 +118,58 @@ TEST(ServersEqual, UnknownFieldsTakePart) {
   auto b = make_map(json::parse(R"({"s": {"command": "x", "extra": 2}})"));
   EXPECT_FALSE(servers_equal(a, b));
 }
+
+// -- what would run differently from what was written (issue 13) ---------------------------
+
+TEST(ServerConfig, RefusesWhatExecAndHttpWouldCutOrSplit) {
+  struct row {
+    json spec;
+    const char* path;
+    const char* needle;
+  } rows[] = {
+    {{{"command", std::string("node\0 --evil", 12)}}, "mcpServers.s.command", "NUL"},
+    {{{"command", "x"}, {"args", {"ok", std::string("a\0b", 3)}}}, "mcpServers.s.args[1]", "NUL"},
+    {{{"command", "x"}, {"cwd", std::string("/tmp\0/x", 7)}}, "mcpServers.s.cwd", "NUL"},
+    {{{"command", "x"}, {"env", {{"K", std::string("v\0w", 3)}}}}, "mcpServers.s.env.K", "NUL"},
+    {{{"command", "x"}, {"env", {{"A=B", "v"}}}}, "mcpServers.s.env.A=B", "'='"},
+    {{{"command", "x"}, {"env", {{"", "v"}}}}, "mcpServers.s.env.", "empty"},
+    {{{"httpUrl", std::string("http://h/\0", 10)}}, "mcpServers.s.httpUrl", "NUL"},
+    {{{"url", std::string("http://h/\0", 10)}}, "mcpServers.s.url", "NUL"},
+    {{{"httpUrl", "http://h"}, {"headers", {{"X-A", "v\r\nHost: evil"}}}}, "mcpServers.s.headers.X-A", "line break"},
+    {{{"httpUrl", "http://h"}, {"headers", {{"X-A", "v\nw"}}}}, "mcpServers.s.headers.X-A", "line break"},
+    {{{"httpUrl", "http://h"}, {"headers", {{"Bad Name", "v"}}}}, "mcpServers.s.headers.Bad Name", "token"},
+    {{{"httpUrl", "http://h"}, {"headers", {{"X:Y", "v"}}}}, "mcpServers.s.headers.X:Y", "token"},
+  };
+  for (auto& r : rows) {
+    auto res = parse_server_config("s", r.spec, config_scope::project, {"mcpServers", "s"});
+    ASSERT_FALSE(res.config) << r.spec.dump();
+    ASSERT_TRUE(res.error);
+    EXPECT_EQ(res.error->path_string(), r.path);
+    EXPECT_NE(res.error->message.find(r.needle), std::string::npos) << res.error->message;
+    // The message says what is wrong, never what the value was.
+    EXPECT_EQ(res.error->message.find("evil"), std::string::npos) << res.error->message;
+  }
+  // Headers and env as people write them stay fine.
+  auto ok = parse_server_config("s", json::parse(R"({"httpUrl": "http://h", "headers":
+    {"Authorization": "Bearer a.b-c_d", "X-Api-Key": "k", "Accept": "text/event-stream, application/json"},
+    "env": {"PATH": "/usr/bin:/bin", "EMPTY": ""}, "description": "any\ttext"})"), config_scope::user);
+  EXPECT_TRUE(ok.config) << (ok.error ? ok.error->message : "");
+}
+
+TEST(ServerConfig, ServerNameRule) {
+  EXPECT_FALSE(server_name_problem("github"));
+  EXPECT_FALSE(server_name_problem("caf\xC3\xA9 tools"));
+  EXPECT_TRUE(server_name_problem(""));
+  EXPECT_TRUE(server_name_problem("a\x1b[2J"));
+  EXPECT_TRUE(server_name_problem("a\nb"));
+  EXPECT_TRUE(server_name_problem("a\x7f"));
+  EXPECT_TRUE(server_name_problem("\xE2\x80\xAE" "abc")); // U+202E
+  EXPECT_TRUE(server_name_problem("caf\xE9"));            // not UTF-8 (a host may hand it over)
+  EXPECT_TRUE(server_name_problem(std::string(max_server_name_bytes + 1, 'a')));
+  auto why = server_name_problem("a\nb");
+  ASSERT_TRUE(why);
+  EXPECT_EQ(why->find('\n'), std::string::npos);
+  // Host-provided configs go through the same door.
+  auto r = parse_server_config("a\nINFO forged", json{{"command", "x"}}, config_scope::session);
+  EXPECT_FALSE(r.config);
+}

@@ -1,9 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/json_locate.hpp"
 #include "core/settings.hpp"
+#include "core/untrusted_text.hpp"
 
 using namespace mcprt;
 using nlohmann::json;
@@ -12,6 +19,15 @@ namespace {
 
 settings_document parse(std::string_view text, config_scope scope = config_scope::workspace) {
   return parse_settings_text("/ws/.mcprt/settings.json", scope, text);
+}
+
+/// Valid UTF-8 without control characters (backslashes aside, nothing
+/// escape_for_display would change): safe for a log line or a terminal.
+bool printable(std::string_view s) {
+  std::size_t backslashes = 0;
+  for (char c : s)
+    backslashes += c == '\\';
+  return escape_for_display(s).size() == s.size() + backslashes;
 }
 
 } // namespace
@@ -303,4 +319,307 @@ TEST(SettingsValue, ReportsErrorsWithoutAPosition) {
   EXPECT_NE(doc.error->message.find("mcpServers.a"), std::string::npos) << doc.error->message;
   EXPECT_TRUE(doc.servers.empty());
   EXPECT_FALSE(parse_settings_value("/s.json", config_scope::user, json::array()).ok());
+}
+
+// -- hostile text (issue 13) ------------------------------------------------------------
+
+TEST(SettingsHostile, ALatin1ByteIsAnErrorAtItsPosition) {
+  auto d = parse("{\n  \"mcpServers\": {\"caf\xE9\": {\"command\": \"x\"}}\n}\n");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->line, 2);
+  EXPECT_EQ(d.error->column, 22); // `  "mcpServers": {"caf` is 21 characters
+  EXPECT_NE(d.error->message.find("UTF-8"), std::string::npos) << d.error->message;
+  EXPECT_TRUE(printable(d.error->message)) << d.error->message;
+  EXPECT_TRUE(d.servers.empty());
+}
+
+TEST(SettingsHostile, InvalidUtf8InAValueAfterAByteOrderMark) {
+  // tests/fuzz/regressions/settings/crash-9257ec9a…: a BOM, then a Latin-1-ish
+  // byte inside a string value. nlohmann's message quoted the byte, and the
+  // JSON holding the message threw when it was dumped.
+  const std::string text = "\xEF\xBB\xBF{\"mcpServers\":{\"h\":{\"httpUrl\":\"htt\xC3:://127.0.0.1:1/mcp\"}}}";
+  auto d = parse(text);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->line, 1);
+  EXPECT_EQ(d.error->column, 35); // the BOM is not a column
+  EXPECT_TRUE(printable(d.error->message)) << d.error->message;
+  nlohmann::json shown{{"message", d.error->message}};
+  EXPECT_NO_THROW((void)shown.dump());
+}
+
+TEST(SettingsHostile, NestingIsBoundedBeforeATreeIsBuilt) {
+  std::string deep(1'000'000, '[');
+  auto d = parse("{\"x\": " + deep);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->line, 1);
+  EXPECT_EQ(d.error->column, 6 + 64); // the 65th opening bracket
+  EXPECT_NE(d.error->message.find("64"), std::string::npos) << d.error->message;
+  // 64 levels in all (the top-level object is one) still parse.
+  auto nest = [](std::size_t arrays) {
+    return "{\"x\": " + std::string(arrays, '[') + std::string(arrays, ']') + "}";
+  };
+  EXPECT_TRUE(parse(nest(max_settings_depth - 1)).ok());
+  EXPECT_FALSE(parse(nest(max_settings_depth)).ok());
+}
+
+TEST(SettingsHostile, NoErrorMessageQuotesAValue) {
+  const std::string secret = "hunter2-SECRET";
+  const std::vector<std::string> texts = {
+    // a half-typed secret: the line break is still inside the string
+    "{\"mcpServers\": {\"s\": {\"command\": \"x\", \"env\": {\"TOKEN\": \"" + secret + "\n",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": \"" + secret + "\t\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": \"" + secret + "\\q\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": \"" + secret + "\\u12\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": \"" + secret + "\xFF\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": \"" + secret + "\\u0000\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"headers\": {\"Authorization\": \"Bearer " + secret + "\\r\\nX: y\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"args\": [\"--token=" + secret + "\\u0000\"]}}}",
+    "{\"mcpServers\": {\"s\": {\"command\": \"" + secret + "\\u0000\"}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": " + secret + "}}}}",
+    "{\"mcpServers\": {\"s\": {\"timeout\": 1e999, \"env\": {\"T\": \"" + secret + "\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": {\"TOKEN\": \"" + secret + "\" \"x\"}}}}",
+    "{\"mcpServers\": {\"s\": {\"env\": [\"" + secret + "\"]}}}",
+    "{\"mcpServers\": \"" + secret + "\"}",
+    "{\"mcp\": {\"allowed\": \"" + secret + "\"}}",
+    "\"" + secret + "\"",
+  };
+  for (auto& text : texts) {
+    auto d = parse(text);
+    ASSERT_FALSE(d.ok()) << text;
+    EXPECT_EQ(d.error->message.find("hunter2"), std::string::npos) << d.error->message;
+    EXPECT_TRUE(printable(d.error->message)) << d.error->message;
+    EXPECT_GE(d.error->line, 1);
+  }
+}
+
+TEST(SettingsHostile, ServerNamesThatCannotBeShownAreRefusedWhereTheyAre) {
+  const std::vector<std::string> names = {
+    "\\u001b[2J",                  // clears the screen
+    "a\\nINFO forged log line",    // starts a line of its own
+    "tab\\there",
+    "\\u202egnp.exe",              // right-to-left override
+    "next\\u0085line",             // C1 NEL
+    "line\\u2028sep",
+    std::string(max_server_name_bytes + 1, 'n'),
+  };
+  for (auto& name : names) {
+    auto text = "{\n  \"mcpServers\": {\n    \"ok\": {\"command\": \"x\"},\n    \"" + name
+                + "\": {\"command\": \"x\"}\n  }\n}\n";
+    auto d = parse(text, config_scope::project);
+    ASSERT_FALSE(d.ok()) << name;
+    EXPECT_EQ(d.error->line, 4) << name;
+    EXPECT_NE(d.error->message.find("printable"), std::string::npos) << d.error->message;
+    EXPECT_TRUE(printable(d.error->message)) << d.error->message;
+    EXPECT_LT(d.error->message.size(), 400u) << d.error->message;
+    EXPECT_TRUE(d.servers.empty());
+  }
+  // What people do name servers stays fine.
+  for (std::string ok : std::vector<std::string>{"github", "brave-search", "fs.local", "@scope/pkg", "my server", "caf\xC3\xA9",
+                         "\xE6\x96\x87\xE4\xBB\xB6", "a\\\\b", std::string(max_server_name_bytes, 'n')}) {
+    auto d = parse("{\"mcpServers\": {\"" + ok + "\": {\"command\": \"x\"}}}");
+    EXPECT_TRUE(d.ok()) << ok << ": " << (d.error ? d.error->message : "");
+  }
+  // An empty name is refused too.
+  EXPECT_FALSE(parse(R"({"mcpServers": {"": {"command": "x"}}})").ok());
+}
+
+TEST(SettingsHostile, KeyPathsInMessagesAreEscapedAndShort) {
+  auto d = parse("{\"mcpServers\": {\"s\": {\"env\": {\"A\\nB\\u001b[2J\": 5}}}}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->path, "/ws/.mcprt/settings.json");
+  EXPECT_NE(d.error->message.find("mcpServers.s.env.A\\nB\\x1b[2J"), std::string::npos) << d.error->message;
+  EXPECT_TRUE(printable(d.error->message)) << d.error->message;
+  auto long_key = std::string(100000, 'k');
+  d = parse("{\"mcpServers\": {\"s\": {\"env\": {\"" + long_key + "\": 5}}}}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_LT(d.error->message.size(), 300u);
+  // Cut on a character boundary: still valid UTF-8.
+  std::string wide;
+  for (int i = 0; i < 100; ++i)
+    wide += "\xE2\x82\xAC";
+  d = parse("{\"mcpServers\": {\"s\": {\"env\": {\"x" + wide + "\": 5}}}}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(printable(d.error->message)) << d.error->message;
+}
+
+TEST(SettingsHostile, ColumnsCountCharactersNotBytes) {
+  auto d = parse("{\"mcpServers\": {\"\xC3\xA9\xE2\x82\xAC\": {\"args\": 1}}}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error->column, 32); // `{"mcpServers": {"é€": {"args": ` is 31 characters
+  auto p = position_of("\xF0\x9F\x98\x80x", 4);
+  EXPECT_EQ(p.column, 2);
+}
+
+TEST(SettingsHostile, DocumentsRebuiltFromKeptContentAreValidatedAlike) {
+  // The gating actor re-parses what the watcher kept; a refused name must
+  // not slip in that way either.
+  auto d = parse_settings_value("/s.json", config_scope::workspace,
+                                json{{"mcpServers", {{"a\nINFO x", {{"command", "x"}}}}}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(printable(d.error->message));
+}
+
+TEST(SettingsHostile, CountsAndLengthsThatGatingMatchesAreBounded) {
+  auto servers = [](std::size_t n) {
+    json doc{{"mcpServers", json::object()}};
+    for (std::size_t i = 0; i < n; ++i)
+      doc["mcpServers"]["s" + std::to_string(i)] = {{"command", "x"}};
+    return doc;
+  };
+  EXPECT_TRUE(parse(servers(max_servers_per_file).dump()).ok());
+  auto d = parse(servers(max_servers_per_file + 1).dump());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("more than 2000 servers"), std::string::npos) << d.error->message;
+  // A host may hand over more through the value path (benchmarks do).
+  EXPECT_TRUE(parse_settings_value("/s.json", config_scope::user, servers(max_servers_per_file + 1)).ok());
+
+  json list = json::array();
+  for (std::size_t i = 0; i < max_list_entries; ++i)
+    list.push_back("p" + std::to_string(i) + "*");
+  EXPECT_TRUE(parse(json{{"mcp", {{"excluded", list}}}}.dump()).ok());
+  list.push_back("one-more");
+  d = parse(json{{"mcp", {{"excluded", list}}}}.dump());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("mcp.excluded: more than 100 entries"), std::string::npos) << d.error->message;
+  d = parse(json{{"mcp", {{"allowed", {"ok", std::string(max_pattern_bytes + 1, '*')}}}}}.dump());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("mcp.allowed[1]: longer than 256 bytes"), std::string::npos) << d.error->message;
+}
+
+TEST(JsonLocate, EndsOnTextThatIsNotJson) {
+  // Each of these once could, or could loop: the scanner must stop and say
+  // "not found" (or some offset), never hang or recurse.
+  const std::vector<std::string> texts = {
+    "[}", "{\"a\" 1}", "[1 / 2]", "{\"a\": [1 2 3", "[[[[[", "{\"a\": \"unterminated", "{\"a\":",
+    "[/", "{,,,}", "[,,,]", "{\"a\": {]}", "\"\\", "/* unterminated", "[\"a\\",
+  };
+  for (auto& text : texts) {
+    for (auto path : {std::vector<std::string>{"a"}, std::vector<std::string>{"0"},
+                      std::vector<std::string>{"999999999999"}, std::vector<std::string>{"a", "0", "b"}}) {
+      auto at = locate_json_value(text, path);
+      if (at) {
+        EXPECT_LE(*at, text.size()) << text;
+      }
+    }
+  }
+  // A million open brackets, walked into and skipped over without recursion.
+  std::string deep = "[" + std::string(1'000'000, '[') + std::string(1'000'000, ']') + ", 7]";
+  auto at = locate_json_value(deep, {"1"});
+  ASSERT_TRUE(at);
+  EXPECT_EQ(deep[*at], '7');
+  EXPECT_FALSE(locate_json_value(deep, {"0", "0", "0", "5"}));
+}
+
+// -- reading files: only regular ones, bounded, never blocking ----------------------------
+
+namespace {
+
+class SettingsFiles : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "mcprt-settings-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  void write(const std::filesystem::path& p, const std::string& text) {
+    std::ofstream(p, std::ios::binary) << text;
+  }
+  std::filesystem::path dir;
+};
+
+} // namespace
+
+TEST_F(SettingsFiles, ARegularFileAndASymlinkToOneAreRead) {
+  write(dir / "real.json", R"({"mcpServers": {"a": {"command": "x"}}})");
+  std::filesystem::create_symlink(dir / "real.json", dir / "link.json");
+  for (auto name : {"real.json", "link.json"}) {
+    auto d = load_settings_file(dir / name, config_scope::project);
+    ASSERT_TRUE(d.ok()) << name << ": " << d.error->message;
+    EXPECT_TRUE(d.exists);
+    EXPECT_EQ(d.servers.count("a"), 1u);
+  }
+}
+
+TEST_F(SettingsFiles, OnlyWhatDoesNotExistIsMissing) {
+  std::filesystem::create_symlink(dir / "nowhere.json", dir / "dangling.json");
+  write(dir / "plain", "x");
+  for (auto p : {dir / "absent.json", dir / "dangling.json", dir / "plain" / "settings.json",
+                 dir / "no" / "such" / "dir.json"}) {
+    auto r = read_settings_bytes(p);
+    EXPECT_EQ(r.result, settings_read::outcome::missing) << p << ": " << r.reason;
+    auto d = load_settings_file(p, config_scope::project);
+    EXPECT_TRUE(d.ok()) << p;
+    EXPECT_FALSE(d.exists) << p;
+  }
+}
+
+TEST_F(SettingsFiles, ASymlinkLoopIsAnErrorNotAMissingFile) {
+  std::filesystem::create_symlink(dir / "b.json", dir / "a.json");
+  std::filesystem::create_symlink(dir / "a.json", dir / "b.json");
+  auto r = read_settings_bytes(dir / "a.json");
+  EXPECT_EQ(r.result, settings_read::outcome::failed);
+  auto d = load_settings_file(dir / "a.json", config_scope::project);
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(d.exists);
+  EXPECT_NE(d.error->message.find("symbolic links"), std::string::npos) << d.error->message;
+  EXPECT_EQ(d.error->line, 0);
+}
+
+TEST_F(SettingsFiles, ANameTooLongIsAnError) {
+  auto d = load_settings_file(dir / (std::string(300, 'x') + ".json"), config_scope::project);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("too long"), std::string::npos) << d.error->message;
+}
+
+TEST_F(SettingsFiles, AnUnreadableFileIsAnError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  write(dir / "secret.json", "{}");
+  std::filesystem::permissions(dir / "secret.json", std::filesystem::perms::none);
+  auto d = load_settings_file(dir / "secret.json", config_scope::project);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("ermission"), std::string::npos) << d.error->message;
+}
+
+TEST_F(SettingsFiles, AFifoIsRefusedWithoutWaitingForAWriter) {
+  ASSERT_EQ(::mkfifo((dir / "fifo.json").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir / "fifo.json", dir / "to-fifo.json");
+  for (auto name : {"fifo.json", "to-fifo.json"}) {
+    auto started = std::chrono::steady_clock::now();
+    auto d = load_settings_file(dir / name, config_scope::project);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+    ASSERT_FALSE(d.ok()) << name;
+    EXPECT_TRUE(d.exists);
+    EXPECT_NE(d.error->message.find("FIFO"), std::string::npos) << d.error->message;
+  }
+}
+
+TEST_F(SettingsFiles, DevicesAndDirectoriesAreRefused) {
+  std::filesystem::create_symlink("/dev/zero", dir / "zero.json");
+  auto d = load_settings_file(dir / "zero.json", config_scope::project);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("character device"), std::string::npos) << d.error->message;
+  std::filesystem::create_directory(dir / "dir.json");
+  d = load_settings_file(dir / "dir.json", config_scope::project);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("directory"), std::string::npos) << d.error->message;
+}
+
+TEST_F(SettingsFiles, ALargerFileIsRefusedBeforeItIsRead) {
+  {
+    std::ofstream out(dir / "big.json", std::ios::binary);
+  }
+  // Sparse: 16 MiB and one byte that take no disk space.
+  std::filesystem::resize_file(dir / "big.json", max_settings_bytes + 1);
+  auto d = load_settings_file(dir / "big.json", config_scope::project);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error->message.find("16 MiB"), std::string::npos) << d.error->message;
+  // The bound holds on what is read, whatever the size said.
+  write(dir / "small.json", std::string(100, ' ') + "{}");
+  auto r = read_settings_bytes(dir / "small.json", 64);
+  EXPECT_EQ(r.result, settings_read::outcome::failed);
+  EXPECT_TRUE(r.bytes.empty());
 }

@@ -1,22 +1,118 @@
-// Settings files come from whoever wrote the repository: any bytes must
-// give a document or a settings_error, and whatever is reported must be
-// printable as JSON (the daemon sends it in events and `explain --json`).
+// Settings files come from whoever wrote the repository: any bytes must give
+// a document or a settings_error, and everything shown from them must be
+// printable. This runs the pure half of what the daemon and `mcprt explain`
+// do with a file: text -> document (every scope) -> the gating actor's
+// re-parse of the kept content -> the watcher's diff -> assembled scopes ->
+// gating -> approval hash and fingerprint -> `explain --json` and the table.
+// It aborts on anything a caller could not show safely.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <sstream>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/fingerprint.hpp"
+#include "core/gating.hpp"
+#include "core/json_locate.hpp"
 #include "core/settings.hpp"
+#include "core/settings_schema.hpp"
+#include "core/untrusted_text.hpp"
+#include "core/workspace_view.hpp"
+
+using namespace mcprt;
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) std::abort();
+}
+
+/// Valid UTF-8 without control characters: what a log line or a terminal
+/// may show as is (escape_for_display changes nothing but backslashes).
+bool printable(std::string_view s) {
+  std::size_t backslashes = 0;
+  for (char c : s)
+    backslashes += c == '\\';
+  return escape_for_display(s).size() == s.size() + backslashes;
+}
+
+/// Printable, line breaks allowed (a table is several lines).
+bool printable_lines(const std::string& s) {
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (!printable(line)) return false;
+  return true;
+}
+
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  for (auto scope : {mcprt::config_scope::user, mcprt::config_scope::project}) {
-    auto doc = mcprt::parse_settings_text("fuzz.json", scope, text);
-    nlohmann::json shown{{"content", doc.content}};
-    if (doc.error) shown["error"] = {{"line", doc.error->line}, {"column", doc.error->column}, {"message", doc.error->message}};
-    (void)shown.dump();
+  const config_scope scopes[] = {config_scope::user, config_scope::project, config_scope::workspace,
+                                 config_scope::session};
+  std::vector<settings_document> docs;
+  for (auto scope : scopes) {
+    auto doc = parse_settings_text("/ws/fuzz.json", scope, text);
+    if (doc.error) {
+      require(doc.error->line >= 1 && doc.error->column >= 1);
+      require(printable(doc.error->message));
+      require(doc.servers.empty());
+    } else {
+      // The gating actor rebuilds the document from the content the watcher
+      // kept: it must come to the same servers, or a good file would lose
+      // them on the way.
+      auto again = parse_settings_value("/ws/fuzz.json", scope, doc.content, &doc);
+      require(again.ok() && servers_equal(again.servers, doc.servers));
+      auto fresh = parse_settings_value("/ws/fuzz.json", scope, doc.content);
+      require(fresh.ok() && servers_equal(fresh.servers, doc.servers));
+      for (auto& [name, cfg] : doc.servers) {
+        require(!server_name_problem(name));
+        (void)approval_hash(cfg);
+        (void)connection_id(cfg);
+        (void)filter_key(cfg);
+      }
+      // The watcher's diff against an empty and against the same content.
+      auto keys = changed_keys(nlohmann::json::object(), doc.content);
+      (void)should_notify(keys);
+      require(changed_keys(doc.content, doc.content).empty());
+      (void)dump_json(nlohmann::json{{"keys", keys}});
+    }
+    docs.push_back(std::move(doc));
   }
+
+  // Where an error would be placed, for paths the text may or may not hold.
+  std::vector<std::string> path{"mcpServers"};
+  if (!docs[0].servers.empty()) path.push_back(docs[0].servers.begin()->first);
+  path.push_back("args");
+  path.push_back("0");
+  for (std::size_t n = 0; n <= path.size(); ++n) {
+    auto at = locate_json_value(text, {path.begin(), path.begin() + static_cast<std::ptrdiff_t>(n)});
+    require(!at || *at <= text.size());
+  }
+  (void)position_of(text, text.size() / 2);
+
+  workspace_view view;
+  view.workspace = "/ws";
+  std::vector<const settings_document*> layers{&docs[0], &docs[1], &docs[2]};
+  view.merged = assemble(layers, docs[3].servers);
+  for (auto& d : docs)
+    if (d.error) view.errors.push_back(*d.error);
+  gating_input in;
+  in.servers = &view.merged.servers;
+  in.settings_allowed = view.merged.allowed;
+  in.settings_excluded = view.merged.excluded;
+  in.approval = [](const server_config&) { return approval_state::pending; };
+  view.gating = compute_gating(in);
+
+  auto shown = explain_json(view, true).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  require(!nlohmann::json::parse(shown, nullptr, false).is_discarded());
+  std::ostringstream table;
+  write_explain_table(view, true, table);
+  require(printable_lines(table.str()));
   return 0;
 }
