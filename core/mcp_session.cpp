@@ -234,6 +234,8 @@ std::int64_t mcp_session::send_request(session_effects& fx, std::string_view met
 void mcp_session::fail(session_effects& fx, std::string reason) {
   if (!live())
     return;
+  // Reasons from the transport quote the server's stderr too.
+  reason = replace_invalid_utf8(reason);
   state_ = session_state::failed;
   failure_ = reason;
   fx.failure = reason;
@@ -666,9 +668,9 @@ session_effects mcp_session::on_tick(time_point now) {
 session_effects mcp_session::call_tool(std::uint64_t token, std::string name, json arguments,
                                        time_point now) {
   session_effects fx;
-  auto reject = [&](int code, std::string message) {
+  auto reject = [&](int code, const std::string& message) {
     fx.completed_calls.push_back(
-        {token, call_outcome::rejected, json(), rpc_error{code, std::move(message), json()}});
+        {token, call_outcome::rejected, json(), rpc_error{code, replace_invalid_utf8(message), json()}});
     return fx;
   };
   if (state_ == session_state::failed)
@@ -708,7 +710,7 @@ session_effects mcp_session::cancel_call(std::uint64_t token, std::string reason
                  {"method", "notifications/cancelled"},
                  {"params", {{"requestId", id}, {"reason", reason}}}});
   fx.completed_calls.push_back({token, call_outcome::cancelled, json(),
-                                rpc_error{error_request_cancelled, std::move(reason), json()}});
+                                rpc_error{error_request_cancelled, replace_invalid_utf8(reason), json()}});
   return fx;
 }
 
