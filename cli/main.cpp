@@ -10,6 +10,7 @@
 
 #include "core/approvals_store.hpp"
 #include "core/fingerprint.hpp"
+#include "core/fingerprint_key.hpp"
 #include "cli/inspect.hpp"
 #include "cli/serve.hpp"
 #include "core/workspace_view.hpp"
@@ -79,7 +80,19 @@ ordered_json optional_list(const std::optional<std::vector<std::string>>& xs) {
   return xs ? ordered_json(*xs) : ordered_json(nullptr);
 }
 
-ordered_json explain_json(const workspace_view& v, bool trusted) {
+// The fingerprint explain shows: the same keyed digest as the daemon's
+// snapshot and events (same key file), or null when the key is unusable.
+ordered_json shown_fingerprint(const server_config& cfg, const std::optional<fingerprint_key>& key) {
+  return key ? ordered_json(keyed_connection_id(connection_id(cfg), *key)) : ordered_json(nullptr);
+}
+
+std::optional<fingerprint_key> explain_key(const workspace_options& o) {
+  auto r = load_or_create_fingerprint_key(default_fingerprint_key_path(o.home, o.settings_profile.dir_name));
+  if (!r.ok()) std::cerr << "mcprt: warning: " << r.error << "; fingerprints are not shown\n";
+  return r.key;
+}
+
+ordered_json explain_json(const workspace_view& v, bool trusted, const std::optional<fingerprint_key>& key) {
   ordered_json out = ordered_json::object();
   out["workspace"] = v.workspace;
   out["trusted"] = trusted;
@@ -90,7 +103,7 @@ ordered_json explain_json(const workspace_view& v, bool trusted) {
     s["name"] = name;
     s["scope"] = to_string(cfg.scope);
     s["transport"] = to_string(cfg.transport());
-    s["fingerprint"] = connection_id(cfg);
+    s["fingerprint"] = shown_fingerprint(cfg, key);
     s["admitted"] = adm.admitted;
     s["reason"] = adm.reason ? ordered_json(to_string(*adm.reason)) : ordered_json(nullptr);
     s["approval"] = adm.approval ? ordered_json(to_string(*adm.approval)) : ordered_json(nullptr);
@@ -161,7 +174,7 @@ int run_explain(const common_flags& f) {
   if (!opts) return exit_usage;
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
-  if (f.json) std::cout << explain_json(view, opts->trusted).dump(2) << "\n";
+  if (f.json) std::cout << explain_json(view, opts->trusted, explain_key(*opts)).dump(2) << "\n";
   else explain_table(view, opts->trusted, std::cout);
   return view.errors.empty() ? exit_ok : exit_usage;
 }
