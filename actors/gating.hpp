@@ -15,9 +15,11 @@ struct gating_options {
   /// Where approval decisions live (approvals_store::default_path).
   std::filesystem::path approvals_file;
   /// Watch the store's directory with inotify, so that decisions written by
-  /// another process (`mcprt approve --home`, another daemon) take effect.
-  /// Off in deterministic tests, which inject `fs_event` themselves.
-  bool watch_approvals = true;
+  /// another process (`mcprt approve --home`, another daemon) take effect
+  /// (the runtime turns it on with `runtime_options::watch`). Off by
+  /// default: deterministic tests inject `fs_event` themselves, and a
+  /// callback from the inotify thread would race their test coordinator.
+  bool watch_approvals = false;
   /// Trailing debounce of store events.
   std::chrono::milliseconds debounce{300};
 };

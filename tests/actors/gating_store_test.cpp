@@ -45,7 +45,7 @@ protected:
     go.workspace.workspace = ws;
     go.workspace.home = dir;
     go.approvals_file = store_file;
-    go.watch_approvals = false; // events are injected
+    // go.watch_approvals stays off: events are injected.
     go.debounce = 50ms;
     gating = track(spawn_gating(sys, go, bus));
     settings_update u;
