@@ -11,6 +11,7 @@
 
 #include "core/fingerprint.hpp"
 #include "core/mcp_session.hpp"
+#include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
 
@@ -67,8 +68,7 @@ std::string stderr_excerpt(const connection_state& st, std::size_t lines = 5) {
   return out;
 }
 
-void publish(self_ptr self) {
-  auto& st = self->state;
+client_update update_of(const connection_state& st) {
   client_update u;
   u.server = st.cfg.server.name;
   u.connection_id = st.id;
@@ -80,7 +80,12 @@ void publish(self_ptr self) {
   }
   u.pid = st.pid;
   u.error = st.last_error;
-  for (auto& sub : st.cfg.subscribers)
+  return u;
+}
+
+void publish(self_ptr self) {
+  auto u = update_of(self->state);
+  for (auto& sub : self->state.cfg.subscribers)
     self->send(sub, u);
 }
 
@@ -114,9 +119,11 @@ void fail(self_ptr self, const std::string& reason) {
   auto& st = self->state;
   if (st.status == connection_status::error || st.status == connection_status::disconnected)
     return;
-  st.last_error = reason;
+  // Reasons quote server output (stderr, HTTP bodies); last_error reaches
+  // events and the snapshot as JSON, the log line a terminal.
+  st.last_error = replace_invalid_utf8(reason);
   st.status = connection_status::error;
-  spdlog::warn("[{}] {}", st.cfg.server.name, reason);
+  spdlog::warn("[{}] {}", escape_for_display(st.cfg.server.name), escape_for_display(reason));
   publish(self);
   fail_calls(self, reason);
   shut_down_transport(self);
@@ -309,6 +316,10 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
     },
     [=](atom::subscribe, event_sink_actor sink) {
       self->state.cfg.subscribers.push_back(sink);
+      // The current status at once: a subscriber that replaces one that died
+      // (the runtime's restarted event forwarder) must not wait for the next
+      // change to learn it.
+      self->send(sink, update_of(self->state));
     },
     [=](atom::filter, tool_filter_spec f) {
       auto& st = self->state;
@@ -348,8 +359,8 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
     },
     [=](atom::io_err, std::string& line) {
       auto& st = self->state;
-      spdlog::debug("[{}] stderr: {}", st.cfg.server.name, line);
-      st.stderr_tail.push_back(std::move(line));
+      spdlog::debug("[{}] stderr: {}", escape_for_display(st.cfg.server.name), escape_for_display(line));
+      st.stderr_tail.push_back(replace_invalid_utf8(line));
       while (st.stderr_tail.size() > st.cfg.stderr_lines)
         st.stderr_tail.pop_front();
     },

@@ -8,6 +8,8 @@
 
 #include <caf/all.hpp>
 
+#include "core/event_payload.hpp"
+
 namespace mcprt {
 
 namespace {
@@ -25,6 +27,7 @@ struct event_bus_state {
   static inline const char* name = "mcprt.event_bus";
 
   std::size_t capacity = 1024;
+  std::function<std::string(const std::string&)> show_connection_id;
   uint64_t last_seq = 0;
   int64_t last_timestamp_ms = 0;
   std::deque<event> ring;
@@ -44,8 +47,38 @@ int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-event_bus_actor::behavior_type event_bus(self_ptr self, std::size_t capacity) {
-  self->state.capacity = capacity;
+/// The payload as subscribers may see it (see spawn_event_bus).
+void make_publishable(event_bus_state& st, event_kind kind, nlohmann::json& data) {
+  try {
+    make_payload_safe(data);
+    show_connection_ids(data, to_string(kind), st.show_connection_id);
+  } catch (...) {
+    // Out of memory, or a throwing id function: the event still counts
+    // (subscribers see its sequence number), its payload does not.
+    data = nlohmann::json{{"error", "payload dropped: it could not be made safe to publish"}};
+  }
+}
+
+void publish(self_ptr self, event_kind kind, json_value& data) {
+  auto& st = self->state;
+  event ev;
+  ev.seq = ++st.last_seq;
+  // Wall-clock time, but never going backwards when the clock is set back.
+  ev.timestamp_ms = std::max(now_ms(), st.last_timestamp_ms);
+  st.last_timestamp_ms = ev.timestamp_ms;
+  ev.kind = kind;
+  make_publishable(st, kind, data.value);
+  ev.data = std::move(data);
+  for (auto& s : st.subscribers)
+    if (s.wants(kind)) self->send(s.sink, ev);
+  if (st.capacity == 0) return;
+  if (st.ring.size() == st.capacity) st.ring.pop_front();
+  st.ring.push_back(std::move(ev));
+}
+
+event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) {
+  self->state.capacity = opts.replay_capacity;
+  self->state.show_connection_id = std::move(opts.show_connection_id);
   // A dead subscriber is dropped; its pending events are simply lost.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& subs = self->state.subscribers;
@@ -55,19 +88,12 @@ event_bus_actor::behavior_type event_bus(self_ptr self, std::size_t capacity) {
   });
   return {
     [self](atom::publish, event_kind kind, json_value& data) {
-      auto& st = self->state;
-      event ev;
-      ev.seq = ++st.last_seq;
-      // Wall-clock time, but never going backwards when the clock is set back.
-      ev.timestamp_ms = std::max(now_ms(), st.last_timestamp_ms);
-      st.last_timestamp_ms = ev.timestamp_ms;
-      ev.kind = kind;
-      ev.data = std::move(data);
-      for (auto& s : st.subscribers)
-        if (s.wants(kind)) self->send(s.sink, ev);
-      if (st.capacity == 0) return;
-      if (st.ring.size() == st.capacity) st.ring.pop_front();
-      st.ring.push_back(std::move(ev));
+      // Nothing a publisher sends may end the bus (CAF 0.17 ends an actor
+      // on any exception from a handler): at worst this one event is lost.
+      try {
+        publish(self, kind, data);
+      } catch (...) {
+      }
     },
     [self](atom::subscribe, event_subscriber_actor& sink,
            std::vector<event_kind>& kinds) -> uint64_t {
@@ -102,7 +128,13 @@ event_bus_actor::behavior_type event_bus(self_ptr self, std::size_t capacity) {
 } // namespace
 
 event_bus_actor spawn_event_bus(caf::actor_system& sys, std::size_t replay_capacity) {
-  return sys.spawn(event_bus, replay_capacity);
+  event_bus_options opts;
+  opts.replay_capacity = replay_capacity;
+  return spawn_event_bus(sys, std::move(opts));
+}
+
+event_bus_actor spawn_event_bus(caf::actor_system& sys, event_bus_options opts) {
+  return sys.spawn(event_bus, std::move(opts));
 }
 
 } // namespace mcprt

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <string>
 
 #include <caf/fwd.hpp>
 
@@ -23,6 +25,20 @@ namespace mcprt {
 /// - `unsubscribe(sink)` drops a subscriber (no-op if unknown).
 /// - `replay(after_seq)` answers the events with `seq > after_seq` that are
 ///   still in the ring, oldest first.
+///
+/// Every payload passes through core/event_payload on its way in: invalid
+/// UTF-8 is replaced, nesting is cut at max_event_payload_depth, and
+/// internal connection ids are shown through `show_connection_id` (the
+/// runtime's keyed digest). A payload can thus never make a subscriber's
+/// JSON dump throw, and no handler of the bus lets an exception end it.
 event_bus_actor spawn_event_bus(caf::actor_system& sys, std::size_t replay_capacity = 1024);
+
+struct event_bus_options {
+  std::size_t replay_capacity = 1024;
+  /// How a connection id appears outside the runtime; empty: unchanged.
+  std::function<std::string(const std::string&)> show_connection_id;
+};
+
+event_bus_actor spawn_event_bus(caf::actor_system& sys, event_bus_options opts);
 
 } // namespace mcprt

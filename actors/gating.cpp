@@ -6,9 +6,12 @@
 #include <stdexcept>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/fingerprint.hpp"
+#include "core/untrusted_text.hpp"
 #include "core/workspace_gating.hpp"
+#include "io/inotify_watch.hpp"
 
 namespace mcprt {
 
@@ -28,6 +31,13 @@ struct gating_state {
   bool started = false;
   uint64_t revision = 0;
   std::map<caf::actor_addr, session_entry> sessions;
+  std::chrono::milliseconds debounce{300};
+  // The debounce timer of the current burst of store events; older timers
+  // carry an older token and do nothing.
+  uint64_t store_token = 0;
+  bool store_pending = false;
+  // Last member: destroyed first, so no callback outlives the rest.
+  std::unique_ptr<io::inotify_watch> store_watch;
 };
 
 using self_ptr = gating_actor::stateful_pointer<gating_state>;
@@ -74,6 +84,48 @@ std::vector<settings_document> documents_of(settings_update& u, const std::vecto
   return docs;
 }
 
+/// The store's problems (a symlinked lock file, a malformed store) reach
+/// the log; the store collects them, core has no output channel.
+void log_store_warnings(self_ptr self) {
+  for (auto& w : self->state.model->approvals().take_warnings())
+    spdlog::warn("approvals: {}", escape_for_display(w));
+}
+
+/// The decision in force for every configured gated server.
+std::map<std::string, std::optional<approval_state>> decisions_of(const workspace_gating& model) {
+  std::map<std::string, std::optional<approval_state>> out;
+  for (auto& [name, adm] : model.gating().servers)
+    out.emplace(name, adm.approval);
+  return out;
+}
+
+/// The store changed on disk: re-read it, and regate only when a decision
+/// that matters here changed.
+void reread_store(self_ptr self) {
+  auto& model = *self->state.model;
+  auto before = decisions_of(model);
+  model.approvals().reload();
+  model.refresh();
+  log_store_warnings(self);
+  if (decisions_of(model) != before) push_all(self);
+}
+
+void start_store_watch(self_ptr self, const std::filesystem::path& file) {
+  caf::actor_addr me = self->address();
+  auto on_change = [me](const std::string& path) {
+    if (auto a = caf::actor_cast<caf::actor>(me)) caf::anon_send(a, atom::fs_event_v, path);
+  };
+  auto on_error = [](const std::string& message) {
+    spdlog::warn("approvals store watch: {}", escape_for_display(message));
+  };
+  try {
+    self->state.store_watch = std::make_unique<io::inotify_watch>(std::vector<std::filesystem::path>{file},
+                                                                  on_change, on_error);
+  } catch (const std::exception& e) {
+    on_error(std::string("decisions written by other processes are not seen until a restart: ") + e.what());
+  }
+}
+
 caf::result<bool> decide(self_ptr self, const std::string& name, approval_state decision) {
   auto& model = *self->state.model;
   auto& servers = model.merged().servers;
@@ -86,8 +138,10 @@ caf::result<bool> decide(self_ptr self, const std::string& name, approval_state 
   try {
     model.approvals().set(model.project_root(), name, approval_hash(i->second), decision);
   } catch (const std::exception& e) {
-    return make_error(errc::io_error, e.what());
+    log_store_warnings(self);
+    return make_error(errc::io_error, replace_invalid_utf8(e.what()));
   }
+  log_store_warnings(self);
   model.refresh();
   push_all(self);
   return true;
@@ -123,6 +177,9 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
   st.bus = std::move(bus);
   st.approvals = std::make_unique<approvals_store>(opts.approvals_file);
   st.model = std::make_unique<workspace_gating>(std::move(opts.workspace), *st.approvals);
+  st.debounce = opts.debounce;
+  log_store_warnings(self);
+  if (opts.watch_approvals) start_store_watch(self, opts.approvals_file);
   self->set_down_handler([self](const caf::down_msg& dm) { self->state.sessions.erase(dm.source); });
   return {
     [self](settings_update& u) {
@@ -164,6 +221,17 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
         self->send(s.reconciler, atom::start_v);
     },
     [self](atom::snapshot) { return snapshot_of(self->state); },
+    [self](atom::fs_event, const std::string&) {
+      auto& st = self->state;
+      st.store_pending = true;
+      self->delayed_send(self, st.debounce, atom::debounce_v, ++st.store_token);
+    },
+    [self](atom::debounce, uint64_t token) {
+      auto& st = self->state;
+      if (!st.store_pending || token != st.store_token) return; // superseded
+      st.store_pending = false;
+      reread_store(self);
+    },
   };
 }
 

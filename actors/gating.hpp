@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 
 #include <caf/fwd.hpp>
@@ -13,6 +14,14 @@ struct gating_options {
   workspace_options workspace;
   /// Where approval decisions live (approvals_store::default_path).
   std::filesystem::path approvals_file;
+  /// Watch the store's directory with inotify, so that decisions written by
+  /// another process (`mcprt approve --home`, another daemon) take effect
+  /// (the runtime turns it on with `runtime_options::watch`). Off by
+  /// default: deterministic tests inject `fs_event` themselves, and a
+  /// callback from the inotify thread would race their test coordinator.
+  bool watch_approvals = false;
+  /// Trailing debounce of store events.
+  std::chrono::milliseconds debounce{300};
 };
 
 /// Spawns the gating actor (SPEC section 4). It owns the launch bound, the
@@ -25,7 +34,11 @@ struct gating_options {
 /// reconcile that follows) and then a `reconcile` request.
 ///
 /// `approve` / `reject` persist the decision for the server's current config
-/// hash and reconcile every session. Sessions are monitored and forgotten
+/// hash and reconcile every session. Decisions written to the store by
+/// others arrive as `fs_event`s (the actor watches the store's directory):
+/// after the debounce it re-reads the store and, only when the decision of
+/// some configured server changed, pushes every session its new state and a
+/// reconcile. Its own writes therefore cost one re-read and nothing more. Sessions are monitored and forgotten
 /// when they die. A session attached before `start` gets its state but no
 /// pass runs until `start`.
 gating_actor spawn_gating(caf::actor_system& sys, gating_options opts, event_bus_actor bus);

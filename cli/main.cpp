@@ -10,6 +10,7 @@
 
 #include "core/approvals_store.hpp"
 #include "core/fingerprint.hpp"
+#include "core/fingerprint_key.hpp"
 #include "cli/inspect.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
@@ -76,6 +77,14 @@ approvals_store open_approvals(const workspace_options& o) {
   return approvals_store(approvals_path(o));
 }
 
+// The fingerprint explain shows: the same keyed digest as the daemon's
+// snapshot and events (same key file), or null when the key is unusable.
+std::optional<fingerprint_key> explain_key(const workspace_options& o) {
+  auto r = load_or_create_fingerprint_key(default_fingerprint_key_path(o.home, o.settings_profile.dir_name));
+  if (!r.ok()) std::cerr << "mcprt: warning: " << escape_for_display(r.error) << "; fingerprints are not shown\n";
+  return r.key;
+}
+
 std::string join(const std::vector<std::string>& xs) {
   std::string out;
   for (auto& x : xs)
@@ -97,7 +106,7 @@ int run_explain(const common_flags& f) {
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
   // The workspace path and the files' text need not be UTF-8: replaced, not thrown.
-  if (f.json) std::cout << explain_json(view, opts->trusted).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  if (f.json) std::cout << explain_json(view, opts->trusted, explain_key(*opts)).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
   else write_explain_table(view, opts->trusted, std::cout);
   return view.errors.empty() ? exit_ok : exit_usage;
 }

@@ -1,5 +1,7 @@
 #include "core/approvals_store.hpp"
 
+#include "core/untrusted_text.hpp"
+
 #include <atomic>
 #include <cerrno>
 #include <ctime>
@@ -173,7 +175,7 @@ std::string record_problem(const json& rec) {
     return "has no string \"status\"";
   auto parsed = parse_approval_state(status->get_ref<const std::string&>());
   if (!parsed || *parsed == approval_state::pending)
-    return "has status \"" + status->get<std::string>()
+    return "has status \"" + escape_for_display(status->get<std::string>().substr(0, 40))
            + "\" (expected \"approved\" or \"rejected\")";
   return {};
 }
@@ -216,19 +218,47 @@ approvals_store::file_stamp approvals_store::stat_file(int fd) const {
   return s;
 }
 
+namespace {
+
+// What a sane store holds is small: a few hundred bytes per server. The
+// bound is for a file that is not one (a repository's home with a
+// symlink to a device, say).
+constexpr std::size_t max_store_bytes = std::size_t{16} << 20;
+
+// The JSON of the store: projects → servers → records, three levels.
+json_limits store_limits() {
+  json_limits lim;
+  lim.max_bytes = max_store_bytes;
+  lim.max_depth = 16;
+  lim.allow_comments = true;
+  return lim;
+}
+
+// Text from the file, quoted in a warning that reaches a terminal or a log.
+std::string shown(const std::string& text) {
+  return escape_for_display(text.substr(0, 200));
+}
+
+} // namespace
+
 approvals_store::loaded approvals_store::load(bool strict) {
   loaded out;
+  // `err` 0: `what` says it all.
   auto fail = [&](const std::string& what, int err) {
-    if (strict)
+    if (strict && err != 0)
       throw_io(what, file_, err);
+    if (strict)
+      throw std::runtime_error("approvals file " + quoted(file_) + " is " + what + "; refusing to replace it");
     // Stamp what we could not read, so the next lookup does not retry (and
     // warn) until the file actually changes.
     out.stamp = stat_file();
-    out.problems.push_back("approvals file " + quoted(file_) + ": " + what + ": "
-                           + std::generic_category().message(err)
+    out.problems.push_back("approvals file " + quoted(file_) + ": "
+                           + (err != 0 ? what + ": " + std::generic_category().message(err) : "it is " + what)
                            + "; treating every server as pending");
   };
-  unique_fd fd{::open(file_.c_str(), O_RDONLY | O_CLOEXEC)};
+  // Non-blocking: a FIFO planted at the path must not hang the reader (an
+  // actor thread in the daemon); it is refused below as not a regular file.
+  unique_fd fd{::open(file_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)};
   if (fd.get() < 0) {
     if (errno != ENOENT)
       fail("cannot open", errno);
@@ -239,6 +269,15 @@ approvals_store::loaded approvals_store::load(bool strict) {
   out.stamp = stat_file(fd.get());
   if (!out.stamp.exists) {
     fail("cannot stat", errno);
+    return out;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fail("not a regular file", 0);
+    return out;
+  }
+  if (static_cast<std::size_t>(st.st_size) > max_store_bytes) {
+    fail("larger than " + std::to_string(max_store_bytes) + " bytes", 0);
     return out;
   }
   char buf[8192];
@@ -254,18 +293,24 @@ approvals_store::loaded approvals_store::load(bool strict) {
     if (n == 0)
       break;
     out.bytes.append(buf, static_cast<size_t>(n));
+    // The file grew while we read it (it is still being written, or it is
+    // not what it claims to be): stop at the bound.
+    if (out.bytes.size() > max_store_bytes) {
+      fail("larger than " + std::to_string(max_store_bytes) + " bytes", 0);
+      out.bytes.clear();
+      return out;
+    }
   }
   auto file = quoted(file_);
-  json parsed;
-  try {
-    parsed = json::parse(out.bytes, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::exception& e) {
+  auto doc = parse_bounded_json(out.bytes, store_limits());
+  if (!doc.ok()) {
     out.malformed = true;
-    out.problems.push_back("approvals file " + file + " is not valid JSON (" + e.what()
-                           + "); treating it as empty, it will be backed up before the next "
-                             "write");
+    out.problems.push_back("approvals file " + file + " is not valid JSON (at byte "
+                           + std::to_string(doc.error->offset) + ": " + doc.error->message
+                           + "); treating it as empty, it will be backed up before the next write");
     return out;
   }
+  json parsed = std::move(doc.value);
   if (!parsed.is_object()) {
     out.malformed = true;
     out.problems.push_back("approvals file " + file + " holds a JSON " + parsed.type_name()
@@ -276,7 +321,7 @@ approvals_store::loaded approvals_store::load(bool strict) {
   for (auto& [root, servers] : parsed.items()) {
     if (!servers.is_object()) {
       out.malformed = true;
-      out.problems.push_back("approvals file " + file + ": the record for project \"" + root
+      out.problems.push_back("approvals file " + file + ": the record for project \"" + shown(root)
                              + "\" is a " + servers.type_name()
                              + ", not an object; ignoring it");
       continue;
@@ -286,8 +331,8 @@ approvals_store::loaded approvals_store::load(bool strict) {
       auto why = record_problem(rec);
       if (!why.empty()) {
         out.malformed = true;
-        out.problems.push_back("approvals file " + file + ": the record for server \"" + name
-                               + "\" in project \"" + root + "\" " + why + "; ignoring it");
+        out.problems.push_back("approvals file " + file + ": the record for server \"" + shown(name)
+                               + "\" in project \"" + shown(root) + "\" " + why + "; ignoring it");
         continue;
       }
       kept[name] = rec;
@@ -359,9 +404,21 @@ void approvals_store::set(const std::string& project_root, const std::string& se
   auto root = normalize_project_root(project_root);
   make_private_dirs(parent_or_dot(file_));
   auto lock_path = fs::path{file_.string() + ".lock"};
-  unique_fd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-  if (lock.get() < 0)
+  // Never through a symlink: whoever can plant one next to the store (a
+  // repository that ships a home directory, say) must not make us create
+  // or open a file of their choosing.
+  unique_fd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+                        0600)};
+  if (lock.get() < 0) {
+    if (errno == ELOOP)
+      throw std::runtime_error("lock file '" + lock_path.string()
+                               + "' is a symbolic link; refusing to use it (remove it)");
     throw_io("cannot open lock file", lock_path, errno);
+  }
+  struct stat lock_stat {};
+  if (::fstat(lock.get(), &lock_stat) != 0 || !S_ISREG(lock_stat.st_mode))
+    throw std::runtime_error("lock file '" + lock_path.string()
+                             + "' is not a regular file; refusing to use it (remove it)");
   while (::flock(lock.get(), LOCK_EX) != 0) {
     if (errno != EINTR)
       throw_io("cannot lock", lock_path, errno);

@@ -25,10 +25,18 @@ std::string sha256_hex(std::string_view data) {
 
 namespace {
 
+// A config a host builds itself may hold strings that are not UTF-8, where
+// nlohmann's dump throws; an id is computed for it anyway (valid text dumps
+// byte for byte as before, so ids stay compatible with the reference).
+template <class J>
+std::string dump_text(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
 ordered_json or_null(const json& spec, const char* key) {
   auto i = spec.find(key);
   if (i == spec.end() || i->is_null()) return nullptr;
-  return ordered_json::parse(i->dump());
+  return ordered_json::parse(dump_text(*i));
 }
 
 // Maps become arrays of [key, value] pairs sorted by key, as the reference
@@ -38,7 +46,7 @@ ordered_json sorted_pairs(const json& spec, const char* key) {
   auto i = spec.find(key);
   if (i == spec.end() || !i->is_object()) return out;
   for (auto& [k, v] : i->items()) // json objects iterate in key order
-    out.push_back(ordered_json::array({k, ordered_json::parse(v.dump())}));
+    out.push_back(ordered_json::array({k, ordered_json::parse(dump_text(v))}));
   return out;
 }
 
@@ -78,7 +86,7 @@ std::string canonical_transport(const server_config& c) {
   ordered_json o = ordered_json::object();
   o["transport"] = to_string(c.transport());
   o["command"] = or_null(s, "command");
-  o["args"] = s.contains("args") ? ordered_json::parse(s["args"].dump()) : ordered_json::array();
+  o["args"] = s.contains("args") ? ordered_json::parse(dump_text(s["args"])) : ordered_json::array();
   o["cwd"] = or_null(s, "cwd");
   o["env"] = sorted_pairs(s, "env");
   o["url"] = or_null(s, "url");
@@ -90,7 +98,7 @@ std::string canonical_transport(const server_config& c) {
   o["authProviderType"] = or_null(s, "authProviderType");
   o["targetAudience"] = or_null(s, "targetAudience");
   o["targetServiceAccount"] = or_null(s, "targetServiceAccount");
-  return o.dump();
+  return dump_text(o);
 }
 
 std::string compute_connection_id(const server_config& c) {
@@ -112,7 +120,7 @@ std::string approval_hash(const server_config& c) {
   x.erase("scope");
   x.erase("description");
   x.erase("extensionName");
-  return sha256_hex(x.dump());
+  return sha256_hex(dump_text(x));
 }
 
 std::string filter_key(const server_config& c) {
@@ -127,7 +135,7 @@ std::string filter_key(const server_config& c) {
   k["trust"] = c.trust ? json(*c.trust) : json(nullptr);
   k["includeTools"] = sorted(c.include_tools);
   k["excludeTools"] = sorted(c.exclude_tools);
-  return k.dump();
+  return dump_text(k);
 }
 
 } // namespace mcprt

@@ -1,5 +1,7 @@
 #include "core/line_reader.hpp"
 
+#include "core/untrusted_text.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -15,16 +17,15 @@ bool is_blank(std::string_view s) {
 
 std::string line_preview(std::string_view line, std::size_t max_bytes) {
   std::size_t cut = std::min(line.size(), max_bytes);
-  // Back off to a code point start so the message stays valid UTF-8.
+  // Back off to a code point start (at most three bytes: further back the
+  // text is not UTF-8 anyway) so a valid character is not split.
   if (cut < line.size())
-    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
+    for (int k = 0; k < 3 && cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80; ++k)
       --cut;
-  std::string out;
-  out.reserve(cut + 3);
-  for (std::size_t i = 0; i < cut; ++i) {
-    auto c = static_cast<unsigned char>(line[i]);
-    out.push_back(c < 0x20 || c == 0x7F ? '?' : static_cast<char>(c));
-  }
+  // The preview lands in error messages, which reach JSON events and log
+  // lines: escaping keeps it valid UTF-8 and on one line whatever the server
+  // wrote.
+  std::string out = escape_for_display(line.substr(0, cut));
   if (cut < line.size())
     out += "...";
   return out;

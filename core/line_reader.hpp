@@ -79,9 +79,10 @@ private:
   std::optional<std::string> error_;
 };
 
-/// The first `max_bytes` of `line`, cut on a UTF-8 boundary, control
-/// characters shown as '?', "..." appended when cut: safe to put in a log
-/// line or an error message.
+/// The first `max_bytes` of `line`, cut on a UTF-8 boundary and passed
+/// through escape_for_display (control characters and invalid UTF-8 become
+/// escapes), "..." appended when cut: safe to put in a log line, an error
+/// message or a JSON string.
 std::string line_preview(std::string_view line, std::size_t max_bytes = 80);
 
 } // namespace mcprt

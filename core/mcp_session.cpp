@@ -1,5 +1,7 @@
 #include "core/mcp_session.hpp"
 
+#include "core/untrusted_text.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -92,6 +94,81 @@ const char* list_method(bool tools) {
   return tools ? "tools/list" : "prompts/list";
 }
 
+// Server text quoted in a failure reason: the reason becomes last_error,
+// which every later event and snapshot carries, so it is short, on one line
+// and valid UTF-8.
+std::string quote_server_text(std::string_view server_text, std::size_t max_bytes = 200) {
+  return line_preview(server_text, max_bytes);
+}
+
+// Reads a message's envelope (is it a response, and to which id?) without
+// building the message, for text that parse_bounded_json refused as too
+// deep or too large. nlohmann's SAX parser keeps its own stack on the heap,
+// so any depth is safe here.
+class envelope_probe {
+public:
+  using json_t = json;
+  bool null() { return top_value(); }
+  bool boolean(bool) { return top_value(); }
+  bool number_integer(json::number_integer_t v) {
+    if (depth_ == 1 && key_ == "id") id_ = v;
+    return top_value();
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (depth_ == 1 && key_ == "id" && v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      id_ = static_cast<std::int64_t>(v);
+    return top_value();
+  }
+  bool number_float(json::number_float_t, const std::string&) { return top_value(); }
+  bool string(std::string&) { return top_value(); }
+  bool binary(json::binary_t&) { return top_value(); }
+  bool start_object(std::size_t) {
+    if (depth_ == 0) object_ = true;
+    top_value();
+    ++depth_;
+    return true;
+  }
+  bool key(std::string& k) {
+    if (depth_ == 1) key_ = k;
+    return true;
+  }
+  bool end_object() {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) {
+    top_value();
+    ++depth_;
+    return true;
+  }
+  bool end_array() {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+
+  /// The id of a JSON-RPC response (result or error, no method), if it is one.
+  std::optional<std::int64_t> response_id() const {
+    if (!object_ || method_ || !(result_ || error_)) return std::nullopt;
+    return id_;
+  }
+
+private:
+  bool top_value() {
+    if (depth_ == 1) {
+      method_ |= key_ == "method";
+      result_ |= key_ == "result";
+      error_ |= key_ == "error";
+    }
+    return true;
+  }
+
+  std::size_t depth_ = 0;
+  std::string key_;
+  bool object_ = false, method_ = false, result_ = false, error_ = false;
+  std::optional<std::int64_t> id_;
+};
+
 } // namespace
 
 bool is_supported_protocol_version(std::string_view v) {
@@ -157,6 +234,8 @@ std::int64_t mcp_session::send_request(session_effects& fx, std::string_view met
 void mcp_session::fail(session_effects& fx, std::string reason) {
   if (!live())
     return;
+  // Reasons from the transport quote the server's stderr too.
+  reason = replace_invalid_utf8(reason);
   state_ = session_state::failed;
   failure_ = reason;
   fx.failure = reason;
@@ -219,10 +298,17 @@ session_effects mcp_session::on_line(std::string_view line, time_point now) {
   session_effects fx;
   if (!live())
     return fx;
-  auto msg = json::parse(line.begin(), line.end(), nullptr, false);
-  bool valid = !msg.is_discarded() &&
+  json_limits limits;
+  limits.max_bytes = opts_.limits.max_line_bytes;
+  limits.max_depth = opts_.max_message_depth;
+  limits.replace_invalid_utf8 = true;
+  auto parsed = parse_bounded_json(line, limits);
+  auto& msg = parsed.value;
+  bool valid = parsed.ok() &&
                (is_message(msg) ||
                 (msg.is_array() && !msg.empty() && std::all_of(msg.begin(), msg.end(), is_message)));
+  if (!parsed.ok() && refuse_answer(line, parsed.error->message, fx, now))
+    return fx;
   if (!valid) {
     reader_.note_garbage(line);
     if (reader_.error())
@@ -247,6 +333,39 @@ session_effects mcp_session::on_line(std::string_view line, time_point now) {
     fail(fx, std::string("internal error handling a server message: ") + e.what());
   }
   return fx;
+}
+
+bool mcp_session::refuse_answer(std::string_view line, const std::string& why, session_effects& fx,
+                                time_point now) {
+  envelope_probe probe;
+  auto text = replace_invalid_utf8(line);
+  if (!json::sax_parse(text.begin(), text.end(), &probe))
+    return false; // not JSON at all: garbage
+  auto id = probe.response_id();
+  auto it = id ? pending_.find(*id) : pending_.end();
+  if (it == pending_.end())
+    return false;
+  auto p = it->second;
+  pending_.erase(it);
+  auto reason = "the server's answer was refused: " + why;
+  switch (p.kind) {
+    case request_kind::initialize:
+      fail(fx, "initialize failed: " + reason);
+      break;
+    case request_kind::list_tools:
+    case request_kind::list_prompts:
+      on_list_error(p.kind, std::string(list_method(p.kind == request_kind::list_tools)) + " failed: " + reason,
+                    fx, now);
+      break;
+    case request_kind::call:
+      fx.completed_calls.push_back(
+          {p.token, call_outcome::rpc_error, json(), rpc_error{error_response_refused, reason, json()}});
+      break;
+    case request_kind::ping:
+      fx.pong = true; // an answer all the same: the server is alive
+      break;
+  }
+  return true;
 }
 
 void mcp_session::handle_message(const json& msg, session_effects& fx, time_point now) {
@@ -309,7 +428,7 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
     case request_kind::initialize:
       if (is_error) {
         auto e = parse_error(*err);
-        fail(fx, "initialize failed: " + e.message + " (code " + std::to_string(e.code) + ")");
+        fail(fx, "initialize failed: " + quote_server_text(e.message) + " (code " + std::to_string(e.code) + ")");
       } else {
         on_initialize_result(result, fx, now);
       }
@@ -320,7 +439,7 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
         auto e = parse_error(*err);
         on_list_error(p.kind,
                       std::string(list_method(p.kind == request_kind::list_tools)) +
-                          " failed: " + e.message + " (code " + std::to_string(e.code) + ")",
+                          " failed: " + quote_server_text(e.message) + " (code " + std::to_string(e.code) + ")",
                       fx, now);
       } else {
         on_list_page(p.kind, result, fx, now);
@@ -347,7 +466,7 @@ void mcp_session::on_initialize_result(const json& result, session_effects& fx, 
   }
   const auto& version = pv->get_ref<const std::string&>();
   if (!is_supported_protocol_version(version)) {
-    fail(fx, "server answered with unsupported protocol version " + version);
+    fail(fx, "server answered with unsupported protocol version " + quote_server_text(version, 40));
     return;
   }
   protocol_ = version;
@@ -549,9 +668,9 @@ session_effects mcp_session::on_tick(time_point now) {
 session_effects mcp_session::call_tool(std::uint64_t token, std::string name, json arguments,
                                        time_point now) {
   session_effects fx;
-  auto reject = [&](int code, std::string message) {
+  auto reject = [&](int code, const std::string& message) {
     fx.completed_calls.push_back(
-        {token, call_outcome::rejected, json(), rpc_error{code, std::move(message), json()}});
+        {token, call_outcome::rejected, json(), rpc_error{code, replace_invalid_utf8(message), json()}});
     return fx;
   };
   if (state_ == session_state::failed)
@@ -591,7 +710,7 @@ session_effects mcp_session::cancel_call(std::uint64_t token, std::string reason
                  {"method", "notifications/cancelled"},
                  {"params", {{"requestId", id}, {"reason", reason}}}});
   fx.completed_calls.push_back({token, call_outcome::cancelled, json(),
-                                rpc_error{error_request_cancelled, std::move(reason), json()}});
+                                rpc_error{error_request_cancelled, replace_invalid_utf8(reason), json()}});
   return fx;
 }
 

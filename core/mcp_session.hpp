@@ -44,6 +44,9 @@ inline constexpr std::chrono::milliseconds default_call_timeout{600000};
 inline constexpr int error_connection_closed = -32000;
 inline constexpr int error_request_timeout = -32001;
 inline constexpr int error_not_ready = -32002;
+/// The server answered, but the answer was refused (nested too deep or too
+/// large to accept): the request fails at once instead of timing out.
+inline constexpr int error_response_refused = -32003;
 inline constexpr int error_method_not_found = -32601;
 inline constexpr int error_invalid_params = -32602;
 
@@ -137,6 +140,10 @@ public:
     std::chrono::milliseconds ping_timeout{30000};
     /// Guards against a server whose cursors never end.
     std::size_t max_list_pages = 1000;
+    /// Deepest nesting of arrays and objects accepted in one message. A
+    /// server's output is parsed within it (and within the line limit), so
+    /// a hostile answer cannot exhaust the stack of whoever walks it later.
+    std::size_t max_message_depth = 128;
     std::optional<std::vector<std::string>> include_tools;
     std::optional<std::vector<std::string>> exclude_tools;
     line_reader_limits limits;
@@ -149,6 +156,12 @@ public:
   /// Raw transport bytes (stdio): split into lines, then as on_line.
   session_effects on_bytes(const char* data, std::size_t n, time_point now);
   /// One message (a line of stdio, or an HTTP/SSE body); may be garbage.
+  /// Invalid UTF-8 is replaced by U+FFFD before parsing, so one stray
+  /// Latin-1 byte costs a character, not the message; every string the
+  /// session keeps or reports is therefore valid UTF-8. A message nested
+  /// deeper than `max_message_depth` or longer than the line limit is never
+  /// built: when it answers a request we wait for, that request fails with
+  /// `error_response_refused`, otherwise it counts as garbage.
   session_effects on_line(std::string_view line, time_point now);
   /// Fires every deadline at or before `now`.
   session_effects on_tick(time_point now);
@@ -222,6 +235,8 @@ private:
   void fail(session_effects& fx, std::string reason);
   void complete_all_calls(session_effects& fx, const std::string& why);
 
+  bool refuse_answer(std::string_view line, const std::string& why, session_effects& fx,
+                     time_point now);
   void handle_message(const nlohmann::json& msg, session_effects& fx, time_point now);
   void handle_response(const nlohmann::json& msg, session_effects& fx, time_point now);
   void handle_request(const nlohmann::json& msg, session_effects& fx);

@@ -88,7 +88,7 @@ std::string shown_list(const std::vector<std::string>& xs) {
 
 } // namespace
 
-ordered_json explain_json(const workspace_view& v, bool trusted) {
+ordered_json explain_json(const workspace_view& v, bool trusted, const std::optional<fingerprint_key>& key) {
   ordered_json out = ordered_json::object();
   out["workspace"] = v.workspace;
   out["trusted"] = trusted;
@@ -98,7 +98,7 @@ ordered_json explain_json(const workspace_view& v, bool trusted) {
     s["name"] = name;
     s["scope"] = to_string(cfg.scope);
     s["transport"] = to_string(cfg.transport());
-    s["fingerprint"] = connection_id(cfg);
+    s["fingerprint"] = key ? ordered_json(keyed_connection_id(connection_id(cfg), *key)) : ordered_json(nullptr);
     auto adm = v.gating.servers.find(name);
     bool known = adm != v.gating.servers.end();
     s["admitted"] = known && adm->second.admitted;

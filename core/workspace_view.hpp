@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/approvals_store.hpp"
+#include "core/fingerprint_key.hpp"
 #include "core/gating.hpp"
 #include "core/settings.hpp"
 
@@ -45,11 +46,13 @@ gating_result gate(const assembled_settings& merged, const workspace_options& op
                    const std::string& project_root, approvals_store& approvals);
 
 /// `mcprt explain --json`: the servers with scope, transport, fingerprint
-/// and admission, the gating lists and the settings errors. Text in it comes
+/// (the keyed digest the daemon shows, with `key`; null without one) and
+/// admission, the gating lists and the settings errors. Text in it comes
 /// from settings files and paths: print it with dump_json-style replacement
 /// (`error_handler_t::replace`), never a plain `dump`, which throws on a
 /// path that is not UTF-8.
-nlohmann::ordered_json explain_json(const workspace_view& v, bool trusted);
+nlohmann::ordered_json explain_json(const workspace_view& v, bool trusted,
+                                    const std::optional<fingerprint_key>& key = std::nullopt);
 
 /// `mcprt explain`'s table. Every name, path and list entry is escaped for
 /// the terminal (escape_for_display): nothing from a settings file can move

@@ -401,6 +401,14 @@ void sse_parser::line(std::string_view l, const sink& out) {
     dispatch(out);
     return;
   }
+  // One chunk can hold a whole line of any length: the bound holds per
+  // line too, or an `event:` or `id:` line would be kept whatever its size.
+  if (l.size() > max_) {
+    failed_ = true;
+    buf_.clear();
+    data_.clear();
+    return;
+  }
   if (l.front() == ':') return; // comment
   auto colon = l.find(':');
   std::string_view field = l.substr(0, colon);
@@ -496,14 +504,19 @@ std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
   }
 }
 
-// Printable excerpt of a response body for error messages.
+// Printable excerpt of a response body for error messages. Cut on a
+// character boundary, so a UTF-8 body stays UTF-8; the connection actor
+// replaces whatever else is invalid before the reason reaches JSON.
 std::string excerpt(std::string_view body, std::size_t max = 200) {
+  std::size_t cut = std::min(body.size(), max);
+  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80; ++k)
+    --cut;
   std::string out;
-  for (char c : body.substr(0, max)) {
+  for (char c : body.substr(0, cut)) {
     unsigned char u = static_cast<unsigned char>(c);
     out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
   }
-  if (body.size() > max) out += "…";
+  if (body.size() > cut) out += "…";
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/budget.hpp"
 #include "actors/connection.hpp"
@@ -14,7 +15,10 @@
 #include "actors/reconciler.hpp"
 #include "actors/watcher.hpp"
 #include "core/approvals_store.hpp"
+#include "core/event_payload.hpp"
+#include "core/fingerprint_key.hpp"
 #include "core/runtime_mode.hpp"
+#include "core/untrusted_text.hpp"
 #include "core/settings.hpp"
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
@@ -29,16 +33,88 @@ namespace {
 
 /// Turns the client_update of every connection into a bus event: the one
 /// place connection status reaches subscribers, whichever session or pool
-/// entry the connection serves.
+/// entry the connection serves. The bus makes the payload safe; a failure
+/// here costs one event, never the forwarder.
 event_sink_actor::behavior_type update_forwarder(event_sink_actor::pointer self, event_bus_actor bus) {
   return {
     [self, bus](client_update& u) {
-      json data{{"server", u.server},         {"connection_id", u.connection_id},
-                {"generation", u.generation}, {"status", to_string(u.status)},
-                {"tools", u.tools},           {"prompts", u.prompts},
-                {"pid", u.pid < 0 ? json(nullptr) : json(u.pid)}};
-      if (!u.error.empty()) data["error"] = u.error;
-      self->send(bus, atom::publish_v, event_kind::client_update, json_value{std::move(data)});
+      try {
+        json data{{"server", u.server},         {"connection_id", u.connection_id},
+                  {"generation", u.generation}, {"status", to_string(u.status)},
+                  {"tools", u.tools},           {"prompts", u.prompts},
+                  {"pid", u.pid < 0 ? json(nullptr) : json(u.pid)}};
+        if (!u.error.empty()) data["error"] = u.error;
+        self->send(bus, atom::publish_v, event_kind::client_update, json_value{std::move(data)});
+      } catch (...) {
+      }
+    },
+  };
+}
+
+/// The forwarder in force. The connection factory (running in pool and
+/// reconciler actors) reads it for each new connection; the generation
+/// tells the supervisor whether that forwarder was replaced meanwhile.
+struct forwarder_cell {
+  mutable std::mutex mtx;
+  event_sink_actor current;
+  uint64_t generation = 0;
+
+  std::pair<event_sink_actor, uint64_t> get() const {
+    std::lock_guard<std::mutex> guard{mtx};
+    return {current, generation};
+  }
+  void set(event_sink_actor f) {
+    std::lock_guard<std::mutex> guard{mtx};
+    current = std::move(f);
+    ++generation;
+  }
+};
+
+struct forwarding_state {
+  static inline const char* name = "mcprt.event_forwarding";
+  std::shared_ptr<forwarder_cell> cell;
+  event_bus_actor bus;
+  std::map<caf::actor_addr, connection_actor> connections;
+};
+
+/// Supervises the event forwarder: knows every live connection (the factory
+/// announces each), and when the forwarder dies starts a new one and
+/// subscribes every connection to it. Monitoring, not linking: a forwarder
+/// killed with exit_reason::kill would take a linked supervisor along.
+caf::behavior event_forwarding(caf::stateful_actor<forwarding_state>* self, std::shared_ptr<forwarder_cell> cell,
+                               event_bus_actor bus) {
+  self->state.cell = cell;
+  self->state.bus = bus;
+  self->monitor(cell->get().first);
+  self->monitor(bus);
+  // The forwarder goes with its supervisor (at shutdown).
+  self->attach_functor([cell](const caf::error&) {
+    caf::anon_send_exit(cell->get().first, caf::exit_reason::user_shutdown);
+  });
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source == st.cell->get().first.address()) {
+      spdlog::warn("event forwarder stopped ({}); starting a new one", escape_for_display(to_string(dm.reason)));
+      auto next = self->system().spawn(update_forwarder, st.bus);
+      st.cell->set(next);
+      self->monitor(next);
+      for (auto& [addr, c] : st.connections)
+        self->send(c, atom::subscribe_v, next);
+    } else if (dm.source == st.bus.address()) {
+      spdlog::error("the event bus stopped ({}); no more events are published",
+                    escape_for_display(to_string(dm.reason)));
+    } else {
+      st.connections.erase(dm.source);
+    }
+  });
+  return {
+    [self](atom::attach, connection_actor& c, uint64_t generation) {
+      auto& st = self->state;
+      self->monitor(c);
+      st.connections.emplace(c.address(), c);
+      auto [current, now] = st.cell->get();
+      // Spawned with a forwarder that has been replaced since.
+      if (now != generation) self->send(c, atom::subscribe_v, current);
     },
   };
 }
@@ -88,7 +164,9 @@ struct runtime::impl {
   std::unique_ptr<io::reactor> reactor;
   std::unique_ptr<io::http_worker_pool> http;
   event_bus_actor bus;
-  event_sink_actor forwarder;
+  std::shared_ptr<forwarder_cell> forwarders = std::make_shared<forwarder_cell>();
+  caf::actor forwarding; // supervises the forwarder
+  std::function<std::string(const std::string&)> show_id;
   budget_actor budget; // workspace budget (pool mode)
   pool_actor pool;
   gating_actor gating;
@@ -143,30 +221,46 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (opts.mode == budget_mode::enforce && !opts.budget)
     return make_error(errc::io_error, "runtime: budget mode enforce needs a budget");
   if (opts.approvals_file.empty()) opts.approvals_file = approvals_store::default_path(opts.home, prof->dir_name);
+  if (opts.fingerprint_key_file.empty())
+    opts.fingerprint_key_file = default_fingerprint_key_path(opts.home, prof->dir_name);
+  auto key = load_or_create_fingerprint_key(opts.fingerprint_key_file);
+  if (key.outcome == fingerprint_key_result::status::refused) return make_error(errc::io_error, "runtime: " + key.error);
+  if (!key.ok())
+    spdlog::warn("{}; the fingerprints shown hold for this run only", escape_for_display(key.error));
 
   auto p = std::make_unique<impl>(sys);
   p->opts = opts;
+  p->show_id = [k = key.ok() ? *key.key : random_fingerprint_key()](const std::string& id) {
+    return keyed_connection_id(id, k);
+  };
   try {
     p->reactor = std::make_unique<io::reactor>();
     p->http = std::make_unique<io::http_worker_pool>(2);
   } catch (const std::exception& e) {
     return make_error(errc::io_error, std::string{"runtime: cannot start the I/O threads: "} + e.what());
   }
-  p->bus = spawn_event_bus(sys, std::max<std::size_t>(1, opts.event_history));
-  p->forwarder = sys.spawn(update_forwarder, p->bus);
+  event_bus_options bo;
+  bo.replay_capacity = std::max<std::size_t>(1, opts.event_history);
+  bo.show_connection_id = p->show_id;
+  p->bus = spawn_event_bus(sys, std::move(bo));
+  p->forwarders->set(sys.spawn(update_forwarder, p->bus));
+  p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   connection_io io{p->reactor.get(), p->http.get()};
-  auto forwarder = p->forwarder;
-  p->make = [io, forwarder](caf::actor_system& s, connection_config cc) {
+  p->make = [io, cell = p->forwarders, supervisor = p->forwarding](caf::actor_system& s, connection_config cc) {
     // Sessions sharing a connection filter its tools each on their own.
     cc.server.include_tools.reset();
     cc.server.exclude_tools.reset();
+    auto [forwarder, generation] = cell->get();
     cc.subscribers.push_back(forwarder);
-    return spawn_connection(s, std::move(cc), io);
+    auto c = spawn_connection(s, std::move(cc), io);
+    caf::anon_send(supervisor, atom::attach_v, c, generation);
+    return c;
   };
   if (opts.pool) {
     if (opts.mode != budget_mode::off) p->budget = spawn_budget(sys, opts.budget, opts.mode, "workspace", p->bus);
     pool_options po;
     po.drain_delay = opts.drain_delay;
+    po.show_id = p->show_id;
     p->pool = spawn_pool(sys, p->make, p->budget, p->bus, po);
   }
   gating_options go;
@@ -177,6 +271,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   go.workspace.launch_bound = opts.allowed_server_names;
   go.workspace.trusted = opts.trusted;
   go.approvals_file = opts.approvals_file;
+  go.watch_approvals = opts.watch;
+  go.debounce = opts.debounce;
   p->gating = spawn_gating(sys, go, p->bus);
   auto paths = resolve_settings_paths(opts.home, opts.workspace, *prof);
   watcher_options wo;
@@ -306,7 +402,7 @@ nlohmann::json runtime::snapshot() {
   }
   auto add = [&](const std::string& name, const std::string& scope, const std::string& transport,
                  const std::string& fingerprint, const std::string& reason, const std::string& approval) {
-    json s{{"name", name}, {"scope", scope}, {"transport", transport}, {"fingerprint", fingerprint}};
+    json s{{"name", name}, {"scope", scope}, {"transport", transport}, {"fingerprint", p.show_id(fingerprint)}};
     auto l = live.find(name);
     if (l != live.end()) {
       auto& ls = *l->second;
@@ -345,7 +441,7 @@ nlohmann::json runtime::snapshot() {
   if (pool) {
     json entries = json::array();
     for (auto& e : pool->entries)
-      entries.push_back({{"id", e.id}, {"name", e.name}, {"refs", e.refs}, {"status", to_string(e.status)},
+      entries.push_back({{"id", p.show_id(e.id)}, {"name", e.name}, {"refs", e.refs}, {"status", to_string(e.status)},
                          {"pid", e.pid < 0 ? json(nullptr) : json(e.pid)}, {"restarts", e.restarts}});
     out["pool"] = {{"entries", entries}, {"subprocess_count", pool->subprocess_count}};
   } else {
@@ -357,6 +453,9 @@ nlohmann::json runtime::snapshot() {
     if (auto r = p.ask<budget_snapshot>(b, timeout, atom::snapshot_v)) cells.push_back(budget_json(*r));
   out["budgets"] = std::move(cells);
   if (g && !g->errors.empty()) out["errors"] = g->errors;
+  // Server text (last_error, stderr) and settings text reach the snapshot:
+  // whatever a source let through, the answer dumps as valid UTF-8.
+  make_payload_safe(out);
   return out;
 }
 
@@ -378,7 +477,13 @@ caf::expected<unavailability> runtime::unavailable_reason(const std::string& ser
 
 caf::expected<std::vector<restart_result>> runtime::restart(const std::string& server) {
   if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
-  return impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), atom::restart_v, server);
+  auto r = impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), atom::restart_v, server);
+  if (r)
+    for (auto& x : *r) {
+      x.id = impl_->show_id(x.id);
+      x.reason = replace_invalid_utf8(x.reason);
+    }
+  return r;
 }
 
 drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
@@ -409,7 +514,8 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   kill(p.gating);
   kill(p.pool);
   kill(p.budget);
-  kill(p.forwarder);
+  kill(p.forwarding); // and with it the forwarder
+  kill(p.forwarders->get().first);
   kill(p.bus);
   // Stops the I/O threads; the reactor kills and reaps whatever is left.
   p.http.reset();
@@ -429,8 +535,15 @@ const runtime_options& runtime::options() const {
   return impl_->opts;
 }
 
+std::string runtime::shown_connection_id(const std::string& internal_id) const {
+  return impl_->show_id(internal_id);
+}
+
 event_bus_actor runtime::bus() const {
   return impl_->bus;
+}
+event_sink_actor runtime::event_forwarder() const {
+  return impl_->forwarders->get().first;
 }
 gating_actor runtime::gating() const {
   return impl_->gating;

@@ -67,6 +67,14 @@ struct runtime_options {
   bool watch = true;
   /// Where approvals are stored. Empty: `<home>/<profile dir>/mcp-approvals.json`.
   std::filesystem::path approvals_file;
+  /// The per-installation key of the fingerprints shown outside the runtime
+  /// (snapshot, events, restart results; `mcprt explain` reads the same
+  /// default file). Created on first use (32 random bytes, mode 0600).
+  /// Empty: `<home>/<profile dir>/fingerprint.key`. A key file that is a
+  /// symlink, not a regular file, or accessible to others makes start fail;
+  /// one that cannot be created (a read-only home) gives a key for this run
+  /// only, with a warning in the log.
+  std::filesystem::path fingerprint_key_file;
   /// How many of the latest events `replay` can still return.
   std::size_t event_history = 1024;
 };
@@ -140,7 +148,17 @@ public:
   std::vector<std::string> capabilities() const;
   const runtime_options& options() const;
 
+  /// How a connection id is shown outside the runtime: `name::` and 16 hex
+  /// of HMAC-SHA256(installation key, internal id). The internal id hashes
+  /// env and headers values with plain SHA-256, so it never leaves.
+  std::string shown_connection_id(const std::string& internal_id) const;
+
   event_bus_actor bus() const;
+  /// The actor that turns every connection's client_update into an event.
+  /// It is supervised: when it dies it is replaced and every live
+  /// connection re-subscribes to its successor (which then gets each one's
+  /// current status), so this handle may change.
+  event_sink_actor event_forwarder() const;
   gating_actor gating() const;
   watcher_actor watcher() const;
   pool_actor pool() const;     // invalid without the pool

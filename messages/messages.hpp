@@ -18,6 +18,8 @@
 #include <caf/error.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/untrusted_text.hpp"
+
 namespace mcprt {
 
 // -- errors -------------------------------------------------------------------
@@ -57,10 +59,13 @@ struct json_value {
   nlohmann::json value;
 };
 
+// Serialized as text: a value holding a server's invalid UTF-8 must not
+// throw on the way out, and text from another node is parsed within bounds
+// (a deep value would otherwise be built here, on an actor's stack).
 template <class Inspector>
 typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
 inspect(Inspector& f, json_value& x) {
-  auto text = x.value.dump();
+  auto text = dump_json(x.value);
   return f(caf::meta::type_name("mcprt.json"), text);
 }
 
@@ -69,7 +74,11 @@ typename std::enable_if<Inspector::writes_state, typename Inspector::result_type
 inspect(Inspector& f, json_value& x) {
   std::string text;
   auto load = [&]() -> caf::error {
-    x.value = nlohmann::json::parse(text, nullptr, false);
+    json_limits limits;
+    limits.max_depth = 128;
+    limits.replace_invalid_utf8 = true;
+    auto parsed = parse_bounded_json(text, limits);
+    x.value = parsed.ok() ? std::move(parsed.value) : nlohmann::json(nlohmann::json::value_t::discarded);
     return caf::none;
   };
   return f(caf::meta::type_name("mcprt.json"), text, caf::meta::load_callback(load));

@@ -220,6 +220,10 @@ using gating_actor = caf::typed_actor<
   caf::reacts_to<atom::detach, reconciler_actor>,
   // The runtime has started: reconcile every attached session.
   caf::reacts_to<atom::start>,
+  // Something happened next to the approvals store (from the inotify
+  // adapter, or injected by tests); INTERNAL: its debounce ran out.
+  caf::reacts_to<atom::fs_event, std::string>,
+  caf::reacts_to<atom::debounce, uint64_t>,
   caf::replies_to<atom::snapshot>::with<gating_snapshot>>;
 
 /// The WATCHER actor interface (SPEC section 3).

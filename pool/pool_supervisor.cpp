@@ -37,6 +37,7 @@
 
 #include "core/backoff.hpp"
 #include "core/fingerprint.hpp"
+#include "core/untrusted_text.hpp"
 
 namespace mcprt {
 
@@ -161,6 +162,12 @@ entry* find(self_ptr self, const std::string& id, uint64_t serial = 0) {
   return &i->second;
 }
 
+/// A connection id as the pool's log lines show it (see pool_options).
+std::string shown(self_ptr self, const std::string& id) {
+  auto& show = self->state.opts.show_id;
+  return show ? show(id) : id;
+}
+
 void publish(self_ptr self, event_kind kind, nlohmann::json data) {
   if (self->state.bus) self->send(self->state.bus, atom::publish_v, kind, json_value{std::move(data)});
 }
@@ -178,7 +185,7 @@ void release_slot_if_last(self_ptr self, const std::string& name) {
   if (!st.budget || st.held.count(name) == 0 || has_sibling(st, name)) return;
   st.held.erase(name);
   self->request(st.budget, caf::infinite, atom::release_v, name)
-    .then([](bool) {}, [name](caf::error& e) { spdlog::warn("pool: releasing slot of {} failed: {}", name, to_string(e)); });
+    .then([](bool) {}, [name](caf::error& e) { spdlog::warn("pool: releasing slot of {} failed: {}", escape_for_display(name), escape_for_display(to_string(e))); });
 }
 
 /// Stops a connection the pool no longer uses; first asks it for its stderr
@@ -240,7 +247,7 @@ void remove_entry(self_ptr self, std::string id) {
 }
 
 void close_entry(self_ptr self, entry& e, const char* reason) {
-  spdlog::debug("pool: closing {} ({})", e.id, reason);
+  spdlog::debug("pool: closing {} ({})", shown(self, e.id), reason);
   e.status = pool_entry_status::closed;
   auto conn = std::move(e.conn);
   e.conn = nullptr;
@@ -344,7 +351,7 @@ void on_failure(self_ptr self, entry& e, const std::string& why) {
   if (e.status == pool_entry_status::spawning) {
     // Never connected: a failed spawn. Every waiter fails; the slot goes
     // back unless a sibling of the name remains.
-    spdlog::warn("pool: {} failed to start: {}", e.id, e.last_error);
+    spdlog::warn("pool: {} failed to start: {}", shown(self, e.id), escape_for_display(e.last_error));
     fail_waiters(e, make_error(errc::spawn_failed, e.name + ": " + e.last_error));
     e.status = pool_entry_status::failed;
     retire(self, old);
@@ -353,7 +360,7 @@ void on_failure(self_ptr self, entry& e, const std::string& why) {
   }
   if (e.status == pool_entry_status::draining && e.refs == 0 && e.waiters.empty()) {
     // Nobody uses it: close it now instead of restarting it.
-    spdlog::info("pool: idle {} went away ({}); closing it", e.id, e.last_error);
+    spdlog::info("pool: idle {} went away ({}); closing it", shown(self, e.id), escape_for_display(e.last_error));
     e.status = pool_entry_status::closed;
     retire(self, old);
     remove_entry(self, e.id);
@@ -365,7 +372,8 @@ void on_failure(self_ptr self, entry& e, const std::string& why) {
     auto attempt = static_cast<unsigned>(in_window > 0 ? in_window - 1 : 0);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     auto delay = backoff_delay(attempt, st.opts.backoff_base, st.opts.backoff_cap, backoff_jitter, unit(st.rng));
-    spdlog::warn("pool: {} crashed ({}); restarting in {} ms", e.id, e.last_error, delay.count());
+    spdlog::warn("pool: {} crashed ({}); restarting in {} ms", shown(self, e.id), escape_for_display(e.last_error),
+                 delay.count());
     e.status = pool_entry_status::restarting;
     e.drain_token = 0; // no drain while restarting
     e.restart_token = st.next_token++;
@@ -378,8 +386,8 @@ void on_failure(self_ptr self, entry& e, const std::string& why) {
     return;
   }
   // Beyond the restart intensity: give up on it.
-  spdlog::error("pool: {} crashed {} times within {} ms; giving up: {}", e.id, e.intensity.max_restarts() + 1,
-                e.intensity.window().count(), e.last_error);
+  spdlog::error("pool: {} crashed {} times within {} ms; giving up: {}", shown(self, e.id),
+                e.intensity.max_restarts() + 1, e.intensity.window().count(), escape_for_display(e.last_error));
   e.status = pool_entry_status::failed;
   fail_waiters(e, make_error(errc::spawn_failed, e.name + ": " + e.last_error));
   auto id = e.id;

@@ -37,6 +37,9 @@ struct pool_options {
   /// parallel; 0: one per scheduler worker. With one shard the pool is a
   /// single actor.
   std::size_t shards = 0;
+  /// How a connection id appears in the pool's log lines (the runtime's
+  /// keyed digest; its events are shown by the bus); empty: unchanged.
+  std::function<std::string(const std::string&)> show_id;
 };
 
 /// Starts a connection for a config; the real one is

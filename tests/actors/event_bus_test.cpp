@@ -243,3 +243,83 @@ TEST_F(EventBus, ZeroCapacityKeepsNothingButStillDelivers) {
   ASSERT_TRUE(evs);
   EXPECT_TRUE(evs->empty());
 }
+
+// -- payloads from outside ---------------------------------------------------
+// Payloads carry text that servers and settings files wrote. Whatever they
+// hold, subscribers and the replay ring get payloads that dump as valid
+// UTF-8, and the bus itself lives on.
+
+namespace {
+
+bool dumps_valid_utf8(const json& j) {
+  try {
+    auto text = j.dump();
+    // nlohmann only throws on invalid UTF-8 when dumping; a dump that
+    // succeeds is valid.
+    return !text.empty();
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+} // namespace
+
+TEST_F(EventBus, PayloadsWithInvalidUtf8OrDeepNestingAreMadeSafeAndTheBusLivesOn) {
+  ASSERT_TRUE(subscribe(self_sink()));
+  json deep = json::array();
+  json* cur = &deep;
+  for (int i = 0; i < 10000; ++i) {
+    cur->push_back(json::array());
+    cur = &(*cur)[0];
+  }
+  publish(event_kind::client_update, json{{"server", "echo"}, {"error", "last stderr: caf\xe9 \xff"}});
+  publish(event_kind::settings_error, json{{"message\xfe", std::move(deep)}});
+  publish(event_kind::client_update, json("\xff"));
+  publish(event_kind::client_update, json{{"server", "after"}});
+  sched.run();
+  auto got = drain<event>();
+  ASSERT_EQ(seqs(got), (std::vector<uint64_t>{1, 2, 3, 4}));
+  for (auto& e : got)
+    EXPECT_TRUE(dumps_valid_utf8(e.data.value)) << e.seq;
+  EXPECT_EQ(got[0].data.value["error"], "last stderr: caf\xEF\xBF\xBD \xEF\xBF\xBD");
+  EXPECT_EQ(got[3].data.value["server"], "after");
+  auto replayed = ask<std::vector<event>>(bus, atom::replay_v, uint64_t{0});
+  ASSERT_TRUE(replayed);
+  for (auto& e : *replayed)
+    EXPECT_TRUE(dumps_valid_utf8(e.data.value)) << e.seq;
+}
+
+TEST_F(EventBus, ConnectionIdsAreShownThroughTheRuntimesFunction) {
+  event_bus_options opts;
+  opts.replay_capacity = 8;
+  opts.show_connection_id = [](const std::string& id) { return "shown:" + id; };
+  auto keyed = track(spawn_event_bus(sys, opts));
+  ASSERT_TRUE(ask<uint64_t>(keyed, atom::subscribe_v, self_sink(), std::vector<event_kind>{}));
+  self->send(keyed, atom::publish_v, event_kind::client_update,
+             json_value{json{{"server", "echo"}, {"connection_id", "echo::0011223344556677"}}});
+  self->send(keyed, atom::publish_v, event_kind::pool_entry_failed,
+             json_value{json{{"id", "echo::0011223344556677"}, {"name", "echo"}}});
+  sched.run();
+  auto got = drain<event>();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].data.value["connection_id"], "shown:echo::0011223344556677");
+  EXPECT_EQ(got[1].data.value["id"], "shown:echo::0011223344556677");
+  auto replayed = ask<std::vector<event>>(keyed, atom::replay_v, uint64_t{0});
+  ASSERT_TRUE(replayed && replayed->size() == 2u);
+  EXPECT_EQ((*replayed)[0].data.value["connection_id"], "shown:echo::0011223344556677");
+}
+
+TEST_F(EventBus, AThrowingIdFunctionCostsThePayloadNotTheBus) {
+  event_bus_options opts;
+  opts.show_connection_id = [](const std::string&) -> std::string { throw std::runtime_error("boom"); };
+  auto keyed = track(spawn_event_bus(sys, opts));
+  ASSERT_TRUE(ask<uint64_t>(keyed, atom::subscribe_v, self_sink(), std::vector<event_kind>{}));
+  self->send(keyed, atom::publish_v, event_kind::client_update, json_value{json{{"connection_id", "a::1"}}});
+  self->send(keyed, atom::publish_v, event_kind::client_update, json_value{json{{"server", "b"}}});
+  sched.run();
+  auto got = drain<event>();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].data.value.contains("error"));
+  EXPECT_FALSE(got[0].data.value.contains("connection_id"));
+  EXPECT_EQ(got[1].data.value["server"], "b");
+}

@@ -94,6 +94,8 @@ gating_actor::behavior_type recording_gate(gating_actor::pointer, recording_ptr 
     [](atom::detach, const reconciler_actor&) {},
     [](atom::start) {},
     [](atom::snapshot) { return gating_snapshot{}; },
+    [](atom::fs_event, const std::string&) {},
+    [](atom::debounce, uint64_t) {},
   };
 }
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/cli/cli_test_util.hpp"
+#include "tests/cli/daemon_process.hpp"
 
 namespace mcprt_cli_test {
 namespace {
@@ -294,5 +295,78 @@ TEST_F(approve_test, qwen_profile_keeps_approvals_under_qwen) {
   EXPECT_EQ(state("wq", {"--profile", "qwen"})["approval"], "approved");
 }
 
+// -- the store as others may leave it ---------------------------------------------
+
+TEST_F(approve_test, a_symlinked_lock_file_is_refused_and_nothing_is_written_through_it) {
+  fs::create_directories(approvals_file().parent_path());
+  auto victim = root_ / "victim";
+  fs::create_symlink(victim, approvals_file().string() + ".lock");
+  auto r = decide("approve", "project-tools");
+  EXPECT_NE(r.code, 0) << describe(r);
+  EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(victim)) << "a file was created through the planted symlink";
+  EXPECT_FALSE(fs::exists(approvals_file()));
+}
+
+TEST_F(approve_test, a_fifo_in_place_of_the_store_neither_hangs_nor_is_replaced) {
+  fs::create_directories(approvals_file().parent_path());
+  ASSERT_EQ(::mkfifo(approvals_file().c_str(), 0600), 0);
+  auto e = explain(); // would block for ever on a blocking open
+  EXPECT_EQ(e.code, 0) << describe(e);
+  EXPECT_NE(e.err.find("not a regular file"), std::string::npos) << e.err;
+  auto r = decide("approve", "project-tools");
+  EXPECT_NE(r.code, 0) << describe(r);
+  struct stat st {};
+  ASSERT_EQ(::lstat(approvals_file().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
 } // namespace
+
+// -- decisions written straight into the store reach a running daemon --------------
+
+namespace daemon {
+namespace {
+
+class approve_store_test : public daemon_test {
+protected:
+  void SetUp() override {
+    daemon_test::SetUp();
+    json cfg = {{"command", MCPRT_TEST_SERVER}, {"args", json::array()}};
+    write_file(project_file(), json{{"mcpServers", {{"project-tools", cfg}}}}.dump(2));
+    // The same store under another spelling: the client then writes it
+    // itself instead of asking the daemon, as another process would.
+    link_ = root_ / "home-link";
+    fs::create_directory_symlink(home_, link_);
+  }
+
+  run_result decide_directly(const std::string& verb) const {
+    auto r = mcprt({verb, "project-tools", "--workspace", ws_.string(), "--home", link_.string()});
+    EXPECT_EQ(r.code, 0) << describe(r);
+    EXPECT_EQ(r.out.find("through the daemon"), std::string::npos)
+        << "went through the daemon; this test needs a direct write: " << r.out;
+    return r;
+  }
+
+  fs::path link_;
+};
+
+TEST_F(approve_store_test, an_approval_written_to_the_store_starts_the_server_and_a_rejection_stops_it) {
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(wait_until([&] { return server("project-tools").value("reason", "") == "pending_approval"; }))
+      << snapshot().dump(2);
+  decide_directly("approve");
+  ASSERT_TRUE(status_is("project-tools", "connected")) << snapshot().dump(2);
+  EXPECT_EQ(server("project-tools")["approval"], "approved");
+
+  decide_directly("reject");
+  ASSERT_TRUE(wait_until([&] {
+    auto s = server("project-tools");
+    return s.value("status", "") == "disconnected" && s.value("reason", "") == "rejected";
+  })) << snapshot().dump(2);
+  EXPECT_TRUE(server("project-tools")["pid"].is_null());
+}
+
+} // namespace
+} // namespace daemon
 } // namespace mcprt_cli_test

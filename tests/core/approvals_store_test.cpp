@@ -1,6 +1,8 @@
 #include "core/approvals_store.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <future>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -391,13 +393,13 @@ TEST_F(ApprovalsStore, UnreadableFileWarnsOnReadAndIsNeverOverwritten) {
   EXPECT_EQ(store.state("/proj", "git", hash_a), approval_state::pending);
   ASSERT_THAT(store.warnings(), SizeIs(1)) << "one warning per file version";
   EXPECT_THAT(store.warnings()[0], HasSubstr(file_.string()));
-  EXPECT_THAT(store.warnings()[0], HasSubstr("Is a directory"));
+  EXPECT_THAT(store.warnings()[0], HasSubstr("not a regular file"));
   try {
     store.set("/proj", "fs", hash_a, approval_state::approved);
     FAIL() << "expected a read error";
   } catch (const std::runtime_error& e) {
     EXPECT_THAT(e.what(), HasSubstr(file_.string()));
-    EXPECT_THAT(e.what(), HasSubstr("Is a directory"));
+    EXPECT_THAT(e.what(), HasSubstr("not a regular file"));
   }
   EXPECT_TRUE(fs::is_directory(file_));
 }
@@ -457,6 +459,117 @@ TEST_F(ApprovalsStore, TwoProcessesWritingConcurrentlyNeverLoseADecision) {
     }
   EXPECT_THAT(json::parse(read_bytes(file_))["/proj"], SizeIs(2 * per_child));
   EXPECT_THAT(store.warnings(), IsEmpty());
+}
+
+// -- hostile files ---------------------------------------------------------------
+// The store's directory may be reachable by others (a home directory that a
+// repository ships, as the bundled example's is): what lies there is
+// refused, never followed, never waited on.
+
+TEST_F(ApprovalsStore, LockFileSymlinkIsRefusedAndNothingIsCreatedThroughIt) {
+  fs::create_directories(file_.parent_path());
+  auto victim = dir_ / "victim";
+  fs::create_symlink(victim, file_.string() + ".lock");
+  approvals_store store{file_};
+  try {
+    store.set("/proj", "fs", hash_a, approval_state::approved);
+    FAIL() << "expected the symlinked lock file to be refused";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("symbolic link"));
+    EXPECT_THAT(e.what(), HasSubstr(file_.string() + ".lock"));
+  }
+  EXPECT_FALSE(fs::exists(victim)) << "created a file through the symlink";
+  EXPECT_FALSE(fs::exists(file_));
+  // A target that exists is not opened either.
+  write_bytes(victim, "precious");
+  EXPECT_THROW(store.set("/proj", "fs", hash_a, approval_state::approved), std::runtime_error);
+  EXPECT_EQ(read_bytes(victim), "precious");
+}
+
+TEST_F(ApprovalsStore, LockFileThatIsAFifoIsRefused) {
+  fs::create_directories(file_.parent_path());
+  ASSERT_EQ(::mkfifo((file_.string() + ".lock").c_str(), 0600), 0);
+  approvals_store store{file_};
+  auto r = std::async(std::launch::async, [&] {
+    try {
+      store.set("/proj", "fs", hash_a, approval_state::approved);
+      return std::string("no error");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  });
+  ASSERT_EQ(r.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "blocked on a FIFO";
+  EXPECT_THAT(r.get(), HasSubstr("not a regular file"));
+}
+
+TEST_F(ApprovalsStore, StoreFileThatIsAFifoIsReadWithoutBlockingAndNeverReplaced) {
+  fs::create_directories(file_.parent_path());
+  ASSERT_EQ(::mkfifo(file_.c_str(), 0600), 0);
+  approvals_store store{file_};
+  auto r = std::async(std::launch::async, [&] { return store.state("/proj", "fs", hash_a); });
+  ASSERT_EQ(r.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "blocked on a FIFO";
+  EXPECT_EQ(r.get(), approval_state::pending);
+  ASSERT_THAT(store.warnings(), SizeIs(1));
+  EXPECT_THAT(store.warnings()[0], HasSubstr("not a regular file"));
+  EXPECT_THROW(store.set("/proj", "fs", hash_a, approval_state::approved), std::runtime_error);
+  struct stat st {};
+  ASSERT_EQ(::lstat(file_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+TEST_F(ApprovalsStore, StoreFileLinkedToADeviceIsNotReadWithoutEnd) {
+  fs::create_directories(file_.parent_path());
+  fs::create_symlink("/dev/zero", file_);
+  approvals_store store{file_};
+  auto r = std::async(std::launch::async, [&] { return store.state("/proj", "fs", hash_a); });
+  ASSERT_EQ(r.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "read /dev/zero without end";
+  EXPECT_EQ(r.get(), approval_state::pending);
+  ASSERT_THAT(store.warnings(), SizeIs(1));
+  EXPECT_THAT(store.warnings()[0], HasSubstr("not a regular file"));
+}
+
+TEST_F(ApprovalsStore, OversizedStoreFileIsRefused) {
+  fs::create_directories(file_.parent_path());
+  write_bytes(file_, "{\"/proj\": {}, \"pad\": \"" + std::string(16u << 20, 'x') + "\"}");
+  approvals_store store{file_};
+  EXPECT_EQ(store.state("/proj", "fs", hash_a), approval_state::pending);
+  ASSERT_THAT(store.warnings(), SizeIs(1));
+  EXPECT_THAT(store.warnings()[0], HasSubstr("larger than"));
+}
+
+TEST_F(ApprovalsStore, DeeplyNestedStoreIsMalformedNotAStackOverflow) {
+  fs::create_directories(file_.parent_path());
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  write_bytes(file_, deep);
+  approvals_store store{file_};
+  EXPECT_EQ(store.state("/proj", "fs", hash_a), approval_state::pending);
+  ASSERT_THAT(store.warnings(), SizeIs(1));
+  EXPECT_THAT(store.warnings()[0], HasSubstr("nested deeper"));
+  EXPECT_LT(store.warnings()[0].size(), 400u) << "the warning quotes the file";
+  store.set("/proj", "fs", hash_a, approval_state::approved);
+  ASSERT_THAT(backups_in(file_.parent_path()), SizeIs(1));
+  EXPECT_EQ(approvals_store{file_}.state("/proj", "fs", hash_a), approval_state::approved);
+}
+
+TEST_F(ApprovalsStore, InvalidUtf8IsMalformedAndWarningsNeverCarryControlCharacters) {
+  fs::create_directories(file_.parent_path());
+  write_bytes(file_, "{\"/proj\": {\"fs\": {\"hash\": \"caf\xe9\", \"status\": \"approved\"}}}");
+  approvals_store store{file_};
+  EXPECT_EQ(store.state("/proj", "fs", "caf\xe9"), approval_state::pending);
+  ASSERT_THAT(store.warnings(), SizeIs(1));
+  EXPECT_THAT(store.warnings()[0], HasSubstr("invalid UTF-8"));
+  store.take_warnings();
+  // Valid JSON whose names would forge a log line or clear a terminal.
+  write_bytes(file_, R"({"/p\u001b[2J": {"x\nINFO approved everything": 5},)"
+                     R"( "/q": {"y": {"hash": "h", "status": "maybe\r\n"}}})");
+  store.reload();
+  store.state("/proj", "fs", hash_a);
+  ASSERT_THAT(store.warnings(), SizeIs(2)) << joined(store.warnings());
+  for (auto& w : store.warnings()) {
+    for (char c : w)
+      EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << w;
+  }
+  EXPECT_THAT(joined(store.warnings()), HasSubstr("x\\nINFO"));
 }
 
 TEST(ApprovalsStorePath, DefaultPathIsUnderTheConfigDirectory) {

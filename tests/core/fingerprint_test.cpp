@@ -159,3 +159,19 @@ TEST(Fingerprint, ParsedConfigsCarryTheirIdAndItMatchesAFreshComputation) {
   bare.connection_id_cache.clear();
   EXPECT_EQ(connection_id(bare), connection_id(c));
 }
+
+// A config a host builds in code is not checked for UTF-8 like a settings
+// file: its id and approval hash must still be computed (nlohmann's dump
+// throws on such text), never an exception in the actor that asks.
+TEST(Fingerprint, ConfigWithInvalidUtf8GetsAnIdInsteadOfAnException) {
+  server_config c;
+  c.name = "host";
+  c.spec = {{"command", "srv\xff"}, {"args", {"caf\xe9"}}, {"env", {{"K", "\xfe"}}}};
+  c.include_tools = std::vector<std::string>{"t\xff"};
+  std::string id, hash, filter;
+  EXPECT_NO_THROW(id = compute_connection_id(c));
+  EXPECT_NO_THROW(hash = approval_hash(c));
+  EXPECT_NO_THROW(filter = filter_key(c));
+  EXPECT_EQ(id.rfind("host::", 0), 0u);
+  EXPECT_EQ(hash.size(), 64u);
+}

@@ -1,4 +1,5 @@
 #include "core/line_reader.hpp"
+#include "core/untrusted_text.hpp"
 
 #include <gtest/gtest.h>
 
@@ -136,8 +137,33 @@ TEST(LineReader, OversizedLinesCountAgainstTheLineBudget) {
 }
 
 TEST(LineReader, PreviewIsSafeForLogs) {
-  EXPECT_EQ(line_preview("a\tb\x1b[0m"), "a?b?[0m");
+  EXPECT_EQ(line_preview("a\tb\x1b[0m"), "a\\tb\\x1b[0m");
   // Cut on a code point boundary: "é" is two bytes.
   EXPECT_EQ(line_preview("aé", 2), "a...");
   EXPECT_EQ(line_preview("abc", 3), "abc");
+}
+
+// A server's bytes reach error messages through the preview, and error
+// messages reach JSON events: the preview must be valid UTF-8 on one line
+// whatever the server wrote.
+TEST(LineReader, PreviewOfInvalidUtf8IsValidUtf8) {
+  EXPECT_EQ(line_preview("caf\xe9 \xff"), "caf\\xe9 \\xff");
+  EXPECT_EQ(line_preview("line\nINFO forged"), "line\\nINFO forged");
+  // A run of continuation bytes: the cut does not walk back to nothing.
+  std::string junk(100, '\x80');
+  auto p = line_preview(junk, 10);
+  EXPECT_FALSE(first_invalid_utf8(p).has_value()) << p;
+  EXPECT_NE(p.find("\\x80"), std::string::npos) << p;
+}
+
+TEST(LineReader, GarbageErrorQuotingInvalidUtf8IsValidUtf8) {
+  line_reader_limits lim;
+  lim.max_garbage_lines = 1;
+  line_reader r(lim);
+  std::vector<std::string> out;
+  r.feed("\xff\xfe not json\n\xc3\n", out);
+  for (auto& l : out) r.note_garbage(l);
+  ASSERT_TRUE(r.error());
+  EXPECT_FALSE(first_invalid_utf8(*r.error()).has_value()) << *r.error();
+  EXPECT_NE(r.error()->find("\\xc3"), std::string::npos) << *r.error();
 }

@@ -1,4 +1,5 @@
 #include "core/mcp_session.hpp"
+#include "core/untrusted_text.hpp"
 
 #include <gtest/gtest.h>
 
@@ -773,4 +774,186 @@ TEST_F(McpSession, JsonThatIsNotJsonRpcCountsAsGarbage) {
     EXPECT_TRUE(s->on_line(line, now).empty()) << line;
   EXPECT_EQ(s->reader().garbage_lines(), 7u);
   EXPECT_EQ(s->state(), session_state::initializing);
+}
+
+// -- hostile output ----------------------------------------------------------
+// A server's bytes end up in JSON (events, the snapshot, tool results) and
+// in log lines. Whatever it writes, what the session keeps and reports is
+// valid UTF-8, a deep answer is never built, and a call is never lost to
+// one bad byte.
+
+namespace {
+
+// `line` with every "@BAD@" replaced by raw bytes that are not UTF-8 (a
+// Latin-1 "é" and a lone 0xff), which nlohmann::json cannot produce.
+std::string with_bad_bytes(std::string line) {
+  for (auto p = line.find("@BAD@"); p != std::string::npos; p = line.find("@BAD@"))
+    line.replace(p, 5, "caf\xe9\xff");
+  return line;
+}
+
+std::string nested(std::size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+bool valid_utf8_dump(const json& j) {
+  try {
+    return !first_invalid_utf8(j.dump()).has_value();
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+} // namespace
+
+TEST_F(McpSession, Latin1ByteInAToolResultDoesNotLoseTheCall) {
+  auto s = ready_with({"echo"});
+  auto sent = parsed(s->call_tool(3, "echo", {{"text", "hi"}}, now));
+  auto line = with_bad_bytes(
+      result_line(sent.at(0)["id"], {{"content", {{{"type", "text"}, {"text", "@BAD@"}}}}}));
+  ASSERT_TRUE(first_invalid_utf8(line).has_value()); // the test sends what it means to
+  auto fx = s->on_line(line, now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::ok);
+  EXPECT_EQ(fx.completed_calls[0].result["content"][0]["text"], "caf\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(valid_utf8_dump(fx.completed_calls[0].result));
+  EXPECT_EQ(s->reader().total_garbage_lines(), 0u);
+}
+
+TEST_F(McpSession, InvalidUtf8InDiscoveryIsReplacedEverywhere) {
+  auto s = make();
+  auto id = parsed(s->start(now))[0]["id"];
+  auto fx = s->on_line(with_bad_bytes(result_line(
+                           id, {{"protocolVersion", "2025-11-25"},
+                                {"capabilities", {{"tools", json::object()}, {"prompts", json::object()}}},
+                                {"serverInfo", {{"name", "srv @BAD@"}, {"version", "@BAD@"}}},
+                                {"instructions", "@BAD@"}})),
+                       now);
+  ASSERT_FALSE(fx.failure);
+  auto sent = parsed(fx);
+  fx = s->on_line(with_bad_bytes(result_line(find_request(sent, "tools/list")["id"],
+                                             {{"tools",
+                                               {{{"name", "t@BAD@"},
+                                                 {"description", "@BAD@"},
+                                                 {"inputSchema", {{"type", "object"}, {"title", "@BAD@"}}}}}}})),
+                  now);
+  fx = s->on_line(with_bad_bytes(result_line(find_request(sent, "prompts/list")["id"],
+                                             {{"prompts", {{{"name", "p@BAD@"}, {"description", "@BAD@"}}}}})),
+                  now);
+  ASSERT_TRUE(fx.ready);
+  ASSERT_EQ(s->tools().size(), 1u);
+  for (auto& text : {s->server_info().name, s->server_info().version, *s->instructions(), s->tools()[0].name,
+                     s->tools()[0].description, s->prompts().at(0).name, s->prompts()[0].description})
+    EXPECT_FALSE(first_invalid_utf8(text).has_value()) << text;
+  EXPECT_TRUE(valid_utf8_dump(s->tools()[0].raw));
+  EXPECT_TRUE(valid_utf8_dump(s->tools()[0].input_schema));
+  EXPECT_TRUE(valid_utf8_dump(s->server_info().raw));
+  // The tool is callable under its replaced name.
+  EXPECT_TRUE(s->call_tool(1, s->tools()[0].name, json::object(), now).completed_calls.empty());
+}
+
+TEST_F(McpSession, ServerTextInAFailureReasonIsShortOneLineAndValidUtf8) {
+  auto s = make();
+  auto id = parsed(s->start(now))[0]["id"];
+  std::string message = "bad\nINFO forged log line @BAD@ " + std::string(100000, 'x');
+  auto fx = s->on_line(with_bad_bytes(error_line(id, -32602, message)), now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(fx.failure->find('\n'), std::string::npos) << *fx.failure;
+  EXPECT_FALSE(first_invalid_utf8(*fx.failure).has_value()) << *fx.failure;
+  EXPECT_LT(fx.failure->size(), 400u);
+  EXPECT_NE(fx.failure->find("initialize failed: bad\\nINFO forged"), std::string::npos) << *fx.failure;
+
+  s = make();
+  fx = initialize(*s, json::object(), "2025\n-01-01@BAD@");
+  ASSERT_TRUE(fx.failure);
+  EXPECT_EQ(fx.failure->find('\n'), std::string::npos) << *fx.failure;
+  EXPECT_FALSE(first_invalid_utf8(*fx.failure).has_value()) << *fx.failure;
+}
+
+TEST_F(McpSession, RawNonJsonLineWithInvalidUtf8IsGarbageWithAValidReason) {
+  mcp_session::options opts;
+  opts.limits.max_garbage_lines = 1;
+  auto s = make(opts);
+  s->start(now);
+  std::string banner = "\xff\xfe banner\n", clear = "\xc3(\x1b[2J\n";
+  EXPECT_FALSE(s->on_bytes(banner.data(), banner.size(), now).failure);
+  auto fx = s->on_bytes(clear.data(), clear.size(), now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_FALSE(first_invalid_utf8(*fx.failure).has_value()) << *fx.failure;
+  EXPECT_EQ(fx.failure->find('\x1b'), std::string::npos) << *fx.failure;
+}
+
+TEST_F(McpSession, DeeplyNestedToolResultFailsTheCallAtOnce) {
+  auto s = ready_with({"echo"});
+  auto sent = parsed(s->call_tool(9, "echo", json::object(), now));
+  auto id = sent.at(0)["id"].get<std::int64_t>();
+  // Deep enough to overflow the stack of anything that recurses per level.
+  std::string line = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"result":{"content":)" +
+                     nested(200000) + "}}";
+  auto fx = s->on_line(line, now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].token, 9u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rpc_error);
+  ASSERT_TRUE(fx.completed_calls[0].error);
+  EXPECT_EQ(fx.completed_calls[0].error->code, error_response_refused);
+  EXPECT_NE(fx.completed_calls[0].error->message.find("nested deeper than 128"), std::string::npos)
+      << fx.completed_calls[0].error->message;
+  EXPECT_EQ(s->in_flight_calls(), 0u);
+  EXPECT_EQ(s->state(), session_state::ready);
+  EXPECT_FALSE(fx.failure);
+}
+
+TEST_F(McpSession, NestingUpToTheLimitIsAccepted) {
+  mcp_session::options opts;
+  opts.max_message_depth = 10;
+  auto s = ready_with({"echo"}, opts);
+  auto id = parsed(s->call_tool(1, "echo", json::object(), now)).at(0)["id"];
+  // The envelope's object and "result" take two levels.
+  auto fx = s->on_line(R"({"jsonrpc":"2.0","id":)" + id.dump() + R"(,"result":{"x":)" + nested(8) + "}}", now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::ok);
+  id = parsed(s->call_tool(2, "echo", json::object(), now)).at(0)["id"];
+  fx = s->on_line(R"({"jsonrpc":"2.0","id":)" + id.dump() + R"(,"result":{"x":)" + nested(9) + "}}", now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rpc_error);
+}
+
+TEST_F(McpSession, DeeplyNestedToolsListDuringDiscoveryFailsWithTheReason) {
+  auto s = make();
+  auto fx = initialize(*s, {{"tools", json::object()}});
+  auto list = find_request(parsed(fx), "tools/list");
+  fx = s->on_line(R"({"jsonrpc":"2.0","id":)" + list["id"].dump() + R"(,"result":{"tools":)" + nested(100000) +
+                      "}}",
+                  now);
+  ASSERT_TRUE(fx.failure);
+  EXPECT_NE(fx.failure->find("tools/list failed: the server's answer was refused: nested deeper"),
+            std::string::npos)
+      << *fx.failure;
+}
+
+TEST_F(McpSession, DeepMessagesThatAnswerNothingAreGarbage) {
+  auto s = ready_with({"echo"});
+  // A deep notification, a deep request, a deep answer to an unknown id.
+  for (const std::string& line :
+       {R"({"jsonrpc":"2.0","method":"notifications/message","params":)" + nested(50000) + "}",
+        R"({"jsonrpc":"2.0","id":"x","method":"ping","params":)" + nested(50000) + "}",
+        R"({"jsonrpc":"2.0","id":12345,"result":)" + nested(50000) + "}"}) {
+    auto fx = s->on_line(line, now);
+    EXPECT_TRUE(fx.empty());
+  }
+  EXPECT_EQ(s->reader().garbage_lines(), 3u);
+  EXPECT_EQ(s->state(), session_state::ready);
+}
+
+TEST_F(McpSession, OversizedHttpMessageFailsTheCallItAnswers) {
+  mcp_session::options opts;
+  opts.limits.max_line_bytes = 1000;
+  auto s = ready_with({"echo"}, opts);
+  auto id = parsed(s->call_tool(4, "echo", json::object(), now)).at(0)["id"];
+  // on_line is the HTTP path: no line reader has cut this message.
+  auto fx = s->on_line(result_line(id, {{"content", std::string(5000, 'y')}}), now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rpc_error);
+  EXPECT_NE(fx.completed_calls[0].error->message.find("larger than 1000 bytes"), std::string::npos)
+      << fx.completed_calls[0].error->message;
 }

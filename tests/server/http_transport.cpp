@@ -128,13 +128,12 @@ class session_table {
 };
 
 std::string sse_frame(const json& msg) {
-  return "event: message\ndata: " + msg.dump(-1, ' ', false, json::error_handler_t::replace) +
-         "\n\n";
+  return "event: message\ndata: " + serialize_message(msg) + "\n\n";
 }
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.set_content(serialize_message(body), "application/json");
 }
 
 void send_rpc_reply(httplib::Response& res, const json& reply, bool sse) {

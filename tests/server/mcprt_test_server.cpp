@@ -23,10 +23,16 @@ class stdout_writer {
 
   // Responses come from worker threads too; one lock keeps lines whole.
   void write_message(const json& msg) {
-    auto text = msg.dump(-1, ' ', false, json::error_handler_t::replace);
+    auto text = serialize_message(msg);
     std::lock_guard<std::mutex> lock(mu_);
     if (garbage_) put(garbage_line(garbage_count_++));
     put(text);
+  }
+
+  // --invalid-utf8 stdout: one raw line that is neither JSON nor UTF-8.
+  void write_invalid_utf8_line() {
+    std::lock_guard<std::mutex> lock(mu_);
+    put(std::string("not json: ") + k_invalid_utf8_bytes);
   }
 
   void write_garbage_prelude() {
@@ -104,6 +110,7 @@ int run_stdio(const options& opts, lifetime& life, handler& h) {
   stdout_writer writer(opts.garbage);
   auto self = std::make_shared<stdio_peer>(writer);
   if (opts.garbage) writer.write_garbage_prelude();
+  if (opts.invalid_utf8_in("stdout")) writer.write_invalid_utf8_line();
 
   char* buffer = nullptr;
   std::size_t capacity = 0;
@@ -178,6 +185,7 @@ int main(int argc, char** argv) {
   // A vanished reader must show up as a write error, not kill us.
   std::signal(SIGPIPE, SIG_IGN);
   for (int i = 1; i <= opts.stderr_lines; ++i) log_line("stderr line " + std::to_string(i));
+  if (opts.invalid_utf8_in("stderr")) log_line(std::string("stderr with invalid UTF-8: ") + k_invalid_utf8_bytes);
   // Before any signal tweaks so the grandchild gets default dispositions.
   if (opts.spawn_child) spawn_grandchild();
   if (opts.ignore_sigterm) std::signal(SIGTERM, SIG_IGN);

@@ -50,6 +50,14 @@ Faults and timing:
                               sampling/createMessage to the client and log
                               what came back (or that nothing did within 5 s)
 
+Hostile output:
+  --invalid-utf8 WHERE[,WHERE] write bytes that are not UTF-8 (a Latin-1
+                              byte, a lone 0xff, a cut sequence) into:
+                              stderr (a line at start-up), stdout (a raw
+                              non-JSON line at start-up), result (echo's
+                              text), description (every tool's), server-info
+                              (serverInfo.name)
+
   --version                   print the version and exit
   -h, --help                  print this help and exit
 )";
@@ -138,6 +146,18 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       ok = number(out.ping_client_after_ms, 0);
     } else if (arg == "--request-sampling") {
       ok = flag(out.request_sampling);
+    } else if (arg == "--invalid-utf8") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      for (std::size_t start = 0; ok && start <= v->size();) {
+        auto comma = v->find(',', start);
+        auto where = v->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        ok = where == "stderr" || where == "stdout" || where == "result" || where == "description" ||
+             where == "server-info";
+        if (ok) out.invalid_utf8.push_back(where);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
     } else {
       return fail("unknown flag " + std::string(argv[i]));
     }

@@ -108,6 +108,16 @@ void log_line(const std::string& line) {
   std::fflush(stderr);
 }
 
+// -- hostile output (--invalid-utf8) ------------------------------------------
+
+std::string serialize_message(const json& msg) {
+  auto text = msg.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string marker = k_invalid_utf8_marker;
+  for (auto p = text.find(marker); p != std::string::npos; p = text.find(marker, p))
+    text.replace(p, marker.size(), k_invalid_utf8_bytes);
+  return text;
+}
+
 bool is_supported_protocol(const std::string& version) {
   for (const char* v : k_protocols)
     if (version == v) return true;
@@ -321,9 +331,11 @@ json handler::initialize(const json& params) const {
 
   json capabilities = {{"tools", {{"listChanged", true}}}};
   if (opts_.prompts > 0) capabilities["prompts"] = {{"listChanged", true}};
+  std::string name = k_server_name;
+  if (opts_.invalid_utf8_in("server-info")) name += std::string(" ") + k_invalid_utf8_marker;
   return {{"protocolVersion", version},
           {"capabilities", capabilities},
-          {"serverInfo", {{"name", k_server_name}, {"version", k_server_version}}}};
+          {"serverInfo", {{"name", name}, {"version", k_server_version}}}};
 }
 
 std::size_t handler::tool_count(const peer& p) const {
@@ -335,7 +347,8 @@ std::size_t handler::tool_count(const peer& p) const {
 json handler::tool_at(std::size_t index) const {
   const auto& prefix = opts_.name_prefix;
   auto tool = [&](const std::string& name, const std::string& description, json schema) {
-    return json{{"name", prefix + name}, {"description", description}, {"inputSchema", schema}};
+    auto text = opts_.invalid_utf8_in("description") ? description + " " + k_invalid_utf8_marker : description;
+    return json{{"name", prefix + name}, {"description", text}, {"inputSchema", schema}};
   };
   switch (index) {
     case 0:
@@ -382,6 +395,8 @@ json handler::call_tool(const peer& p, const json& params) {
     auto text = args.find("text");
     if (text == args.end() || !text->is_string())
       return tool_failure("echo: argument 'text' must be a string");
+    if (opts_.invalid_utf8_in("result"))
+      return tool_result(text->get<std::string>() + " " + k_invalid_utf8_marker);
     return tool_result(text->get<std::string>());
   }
   if (base == "add") {

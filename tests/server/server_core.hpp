@@ -45,6 +45,17 @@ struct options {
   bool spawn_child = false;
   int ping_client_after_ms = -1;
   bool request_sampling = false;
+
+  // -- hostile output (--invalid-utf8) --------------------------------------
+  // Where to put bytes that are not UTF-8: "stderr", "stdout" (a raw
+  // non-JSON line), "result" (echo's text), "description" (every tool's),
+  // "server-info" (serverInfo.name).
+  std::vector<std::string> invalid_utf8;
+  bool invalid_utf8_in(const char* where) const {
+    for (auto& w : invalid_utf8)
+      if (w == where) return true;
+    return false;
+  }
 };
 
 enum class parse_outcome { run, exit_ok, exit_usage };
@@ -54,6 +65,15 @@ parse_outcome parse_options(int argc, char** argv, options& out);
 
 // One whole line on stderr; several threads log at once.
 void log_line(const std::string& line);
+
+// -- hostile output (--invalid-utf8) ------------------------------------------
+// nlohmann::json cannot hold bytes that are not UTF-8, so message text
+// carries this marker and serialize_message() swaps in the raw bytes.
+inline constexpr const char* k_invalid_utf8_marker = "@@mcprt-invalid-utf8@@";
+// A Latin-1 "é", a lone 0xff and a truncated sequence.
+inline constexpr const char* k_invalid_utf8_bytes = "caf\xe9 \xff\xfe \xe2\x82";
+// One JSON-RPC message as the wire carries it (no newline).
+std::string serialize_message(const json& msg);
 
 bool is_supported_protocol(const std::string& version);
 

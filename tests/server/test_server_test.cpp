@@ -485,6 +485,38 @@ TEST(faults, stderr_lines) {
               std::string::npos);
 }
 
+// -- hostile output (--invalid-utf8) -------------------------------------------
+
+TEST(faults, invalid_utf8_in_every_place_asked_for) {
+  const std::string bad = "caf\xe9 \xff\xfe \xe2\x82";
+  server_process server({"--invalid-utf8", "stdout,stderr,result,description,server-info"});
+  auto first = server.read_line();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(*first, "not json: " + bad);
+  ASSERT_TRUE(server.wait_stderr(bad));
+  // Messages carrying the bytes are not JSON to a strict parser: read raw.
+  server.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                           {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}}});
+  auto init = server.read_line();
+  ASSERT_TRUE(init);
+  EXPECT_NE(init->find("\"name\":\"mcprt-test-server " + bad + "\""), std::string::npos) << *init;
+  server.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
+  auto list = server.read_line();
+  ASSERT_TRUE(list);
+  EXPECT_NE(list->find("Returns the given text. " + bad), std::string::npos) << *list;
+  server.send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"},
+               {"params", {{"name", "echo"}, {"arguments", {{"text", "hi"}}}}}});
+  auto call = server.read_line();
+  ASSERT_TRUE(call);
+  EXPECT_NE(call->find("\"text\":\"hi " + bad + "\""), std::string::npos) << *call;
+}
+
+TEST(faults, invalid_utf8_rejects_unknown_places) {
+  server_process server({"--invalid-utf8", "result,elsewhere"});
+  EXPECT_EQ(exit_code(server.wait_exit()), 2);
+}
+
 TEST(faults, list_changed_after_ms) {
   server_process server({"--list-changed-after-ms", "100", "--name-prefix", "p_"});
   server.initialize();

@@ -1,0 +1,180 @@
+// A server's stdout (or HTTP bodies) through core/line_reader and
+// core/mcp_session, with the session's state machine driven by the input
+// too: after the handshake (a valid one, or whatever the input says), the
+// rest of the input is a list of operations — raw bytes, whole lines,
+// answers to the request the session sent last, tool calls, cancels, pings,
+// ticks, filter changes, a closed transport.
+//
+// Whatever happens: nothing throws or crashes, the stack stays shallow
+// (deep answers are never built), every line the session sends is one
+// valid JSON-RPC message, and everything it reports (failure reasons, tool
+// names and descriptions, call results and errors) is valid UTF-8.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/mcp_session.hpp"
+#include "core/untrusted_text.hpp"
+
+namespace {
+
+using namespace mcprt;
+using nlohmann::json;
+
+[[noreturn]] void fail_invariant() {
+  __builtin_trap();
+}
+
+void check_utf8(const std::string& s) {
+  if (first_invalid_utf8(s)) fail_invariant();
+}
+
+void check_json(const json& j) {
+  try {
+    check_utf8(j.dump());
+  } catch (const json::exception&) {
+    fail_invariant(); // invalid UTF-8 made it into a value
+  }
+}
+
+struct driver {
+  mcp_session session;
+  mcp_session::time_point now = mcp_session::time_point{} + std::chrono::hours(1000);
+  std::int64_t last_request_id = 0;
+  std::uint64_t next_token = 1;
+
+  explicit driver(mcp_session::options o) : session(std::move(o)) {}
+
+  void absorb(const session_effects& fx) {
+    for (auto& line : fx.send) {
+      if (line.find('\n') != std::string::npos) fail_invariant();
+      auto msg = json::parse(line, nullptr, false);
+      if (msg.is_discarded() || !msg.is_object() || msg.value("jsonrpc", "") != "2.0") fail_invariant();
+      if (msg.contains("method") && msg.contains("id") && msg["id"].is_number_integer())
+        last_request_id = msg["id"].get<std::int64_t>();
+    }
+    if (fx.failure) check_utf8(*fx.failure);
+    for (auto& c : fx.completed_calls) {
+      check_json(c.result);
+      if (c.error) {
+        check_utf8(c.error->message);
+        check_json(c.error->data);
+      }
+    }
+    if (session.reader().buffered_bytes() > session.reader().limits().max_line_bytes) fail_invariant();
+  }
+
+  std::string answer(std::string_view body, bool error) {
+    std::string line = R"({"jsonrpc":"2.0","id":)" + std::to_string(last_request_id) + (error ? R"(,"error":)" : R"(,"result":)");
+    line.append(body);
+    line += "}";
+    return line;
+  }
+
+  void check_views() {
+    check_utf8(session.server_info().name);
+    check_utf8(session.server_info().version);
+    check_json(session.server_info().raw);
+    if (session.instructions()) check_utf8(*session.instructions());
+    for (auto& t : session.tools()) {
+      check_utf8(t.name);
+      check_utf8(t.description);
+      check_json(t.raw);
+    }
+    for (auto& p : session.prompts()) {
+      check_utf8(p.name);
+      check_utf8(p.description);
+    }
+  }
+};
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  auto take = [&](std::size_t n) {
+    auto s = in.substr(0, n);
+    in.remove_prefix(s.size());
+    return s;
+  };
+  auto byte = [&]() -> unsigned {
+    if (in.empty()) return 0;
+    return static_cast<unsigned char>(take(1)[0]);
+  };
+
+  // Small limits, so the input reaches them.
+  mcp_session::options o;
+  unsigned cfg = byte();
+  o.limits.max_line_bytes = 64 + (cfg & 0x0f) * 64;
+  o.limits.max_garbage_lines = 1 + ((cfg >> 4) & 7);
+  o.limits.max_garbage_bytes = 4096;
+  o.max_message_depth = 4 + (byte() & 15);
+  o.max_list_pages = 3;
+  if (cfg & 0x80) o.exclude_tools = std::vector<std::string>{"x*"};
+  driver d(o);
+  d.absorb(d.session.start(d.now));
+
+  // The handshake: a valid initialize answer, or none (the input decides).
+  if (byte() & 1) {
+    json caps = {{"tools", {{"listChanged", true}}}, {"prompts", json::object()}};
+    d.absorb(d.session.on_line(d.answer(json{{"protocolVersion", "2025-06-18"}, {"capabilities", caps}}.dump(), false), d.now));
+    d.absorb(d.session.on_line(d.answer(R"({"tools":[{"name":"echo"},{"name":"xy"}]})", false), d.now));
+    // prompts/list was sent before tools/list answered: answer id - 1.
+    --d.last_request_id;
+    d.absorb(d.session.on_line(d.answer(R"({"prompts":[]})", false), d.now));
+  }
+
+  while (!in.empty()) {
+    unsigned op = byte() % 12;
+    auto len = static_cast<std::size_t>(byte());
+    auto payload = take(len);
+    switch (op) {
+      case 0:
+      case 1:
+        d.absorb(d.session.on_bytes(payload.data(), payload.size(), d.now));
+        break;
+      case 2:
+        d.absorb(d.session.on_line(payload, d.now));
+        break;
+      case 3:
+        d.absorb(d.session.on_line(d.answer(payload, false), d.now));
+        break;
+      case 4:
+        d.absorb(d.session.on_line(d.answer(payload, true), d.now));
+        break;
+      case 5: {
+        auto tools = d.session.visible_tools();
+        std::string name = tools.empty() || payload.empty() ? std::string(payload)
+                                                            : tools[static_cast<unsigned char>(payload[0]) % tools.size()].name;
+        auto args = json::parse(payload, nullptr, false);
+        d.absorb(d.session.call_tool(d.next_token++, name, args.is_discarded() ? json::object() : args, d.now));
+        break;
+      }
+      case 6:
+        d.absorb(d.session.cancel_call(d.next_token > 1 ? d.next_token - 1 : 0, std::string(payload)));
+        break;
+      case 7:
+        d.absorb(d.session.send_ping(d.now));
+        break;
+      case 8:
+        d.now += std::chrono::milliseconds(len * 997);
+        d.absorb(d.session.on_tick(d.now));
+        break;
+      case 9:
+        d.absorb(d.session.set_tool_filter(std::vector<std::string>{std::string(payload)}, std::nullopt));
+        break;
+      case 10:
+        d.absorb(d.session.on_transport_closed(std::string(payload)));
+        break;
+      case 11:
+        d.absorb(d.session.on_line(std::string(len * 8, '[') + std::string(payload), d.now));
+        break;
+    }
+    d.check_views();
+  }
+  d.absorb(d.session.close());
+  return 0;
+}

@@ -1,0 +1,168 @@
+// The runtime's event forwarder (client_update → bus event) is supervised:
+// killed, it is replaced, every live connection re-subscribes to the new
+// one (which learns each connection's current status at once), and events
+// keep flowing. Real mcprt-test-server processes, waits on events with
+// deadlines.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "../actors/process_support.hpp"
+#include "mcprt/runtime.hpp"
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct event_log {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<event> events;
+};
+
+event_subscriber_actor::behavior_type collector(event_subscriber_actor::pointer, std::shared_ptr<event_log> log) {
+  return {
+    [log](event& ev) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      log->events.push_back(std::move(ev));
+      log->cv.notify_all();
+    },
+  };
+}
+
+class EventForwarding : public ::testing::Test {
+protected:
+  test::process_test_config cfg;
+  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
+  fs::path dir;
+  std::shared_ptr<event_log> log = std::make_shared<event_log>();
+  event_subscriber_actor sink;
+  std::unique_ptr<runtime> rt;
+
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("mcprt-forwarding-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir / "home" / ".mcprt");
+    fs::create_directories(dir / "ws");
+    std::ofstream(dir / "home" / ".mcprt" / "settings.json")
+        << json{{"mcpServers", {{"echo", {{"command", MCPRT_TEST_SERVER}, {"args", json::array()}}}}}}.dump();
+    sink = sys->spawn(collector, log);
+    runtime_options o;
+    o.workspace = dir / "ws";
+    o.home = dir / "home";
+    o.watch = false;
+    auto r = runtime::start(*sys, o);
+    ASSERT_TRUE(r) << sys->render(r.error());
+    rt = std::move(*r);
+    ASSERT_TRUE(rt->subscribe(sink));
+    rt->open_session();
+  }
+
+  void TearDown() override {
+    if (rt) rt->shutdown();
+    rt.reset();
+    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+    sys.reset();
+    fs::remove_all(dir);
+  }
+
+  std::size_t mark() {
+    std::lock_guard<std::mutex> guard{log->mtx};
+    return log->events.size();
+  }
+
+  /// The first event from index `from` on that satisfies `pred`.
+  std::optional<event> wait_event(const std::function<bool(const event&)>& pred, std::size_t from,
+                                  std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock<std::mutex> lock{log->mtx};
+    std::optional<event> hit;
+    log->cv.wait_for(lock, timeout, [&] {
+      for (std::size_t i = from; i < log->events.size(); ++i)
+        if (pred(log->events[i])) {
+          hit = log->events[i];
+          return true;
+        }
+      return false;
+    });
+    return hit;
+  }
+
+  static std::function<bool(const event&)> echo_is(const std::string& status) {
+    return [status](const event& e) {
+      return e.kind == event_kind::client_update && e.data.value.value("server", "") == "echo" &&
+             e.data.value.value("status", "") == status;
+    };
+  }
+
+  /// Kills the forwarder in force and waits until it is gone.
+  void kill_forwarder() {
+    auto old = rt->event_forwarder();
+    ASSERT_TRUE(old);
+    caf::scoped_actor self{*sys};
+    self->monitor(old);
+    caf::anon_send_exit(old, caf::exit_reason::kill);
+    bool down = false;
+    self->receive([&](caf::down_msg&) { down = true; }, caf::after(30s) >> [] {});
+    ASSERT_TRUE(down) << "the forwarder did not die";
+  }
+};
+
+} // namespace
+
+TEST_F(EventForwarding, AKilledForwarderIsReplacedAndEventsKeepFlowing) {
+  ASSERT_TRUE(wait_event(echo_is("connected"), 0));
+  auto old = rt->event_forwarder();
+  auto from = mark();
+  kill_forwarder();
+  // The live connection re-subscribes to the successor, which reports its
+  // current status at once: no change is needed for the event to come.
+  ASSERT_TRUE(wait_event(echo_is("connected"), from)) << "no event after the forwarder died";
+  EXPECT_NE(rt->event_forwarder(), old);
+
+  // Changes after the replacement flow as before: a restart of the server
+  // goes through connecting to connected on a new connection.
+  from = mark();
+  auto restarted = rt->restart("echo");
+  ASSERT_TRUE(restarted) << sys->render(restarted.error());
+  ASSERT_TRUE(wait_event(echo_is("connecting"), from));
+  ASSERT_TRUE(wait_event(echo_is("connected"), from));
+}
+
+TEST_F(EventForwarding, ItIsReplacedEveryTimeItDies) {
+  ASSERT_TRUE(wait_event(echo_is("connected"), 0));
+  for (int i = 0; i < 3; ++i) {
+    auto from = mark();
+    kill_forwarder();
+    ASSERT_TRUE(wait_event(echo_is("connected"), from)) << "round " << i;
+  }
+  auto from = mark();
+  ASSERT_TRUE(rt->restart("echo"));
+  EXPECT_TRUE(wait_event(echo_is("connected"), from));
+}
+
+TEST_F(EventForwarding, ShutdownStopsTheForwarderWithItsSupervisor) {
+  auto forwarder = rt->event_forwarder();
+  caf::scoped_actor self{*sys};
+  self->monitor(forwarder);
+  rt->shutdown();
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; }, caf::after(30s) >> [] {});
+  EXPECT_TRUE(down);
+}
