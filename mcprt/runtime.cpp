@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/budget.hpp"
 #include "actors/connection.hpp"
@@ -147,7 +148,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   auto p = std::make_unique<impl>(sys);
   p->opts = opts;
   try {
-    p->reactor = std::make_unique<io::reactor>();
+    io::reactor_options ro;
+    // The reaper process dying takes every stdio server with it: say so.
+    ro.on_warning = [](const std::string& what) { spdlog::warn("{}", what); };
+    p->reactor = std::make_unique<io::reactor>(std::move(ro));
     p->http = std::make_unique<io::http_worker_pool>(2);
   } catch (const std::exception& e) {
     return make_error(errc::io_error, std::string{"runtime: cannot start the I/O threads: "} + e.what());
@@ -411,7 +415,8 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   kill(p.budget);
   kill(p.forwarder);
   kill(p.bus);
-  // Stops the I/O threads; the reactor kills and reaps whatever is left.
+  // Stops the I/O threads; the reactor's reaper kills and reaps whatever is
+  // left, down to the last descendant of any server.
   p.http.reset();
   p.reactor.reset();
   return out;
