@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -178,6 +179,7 @@ reaper::~reaper() {
 
 void reaper::start() {
   if (fd_ >= 0) return;
+  reap_leftovers(std::chrono::milliseconds(0));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     throw spawn_error(std::string("cannot start the reaper process: socketpair: ") + std::strerror(errno));
@@ -229,7 +231,14 @@ pid_t reaper::spawn(std::uint64_t id, const spawn_options& opts, int in_fd, int 
   auto failed = [&](const std::string& why) { return spawn_error("cannot start '" + opts.command + "': " + why); };
   start();
   auto strings = exec_strings_for(opts);
-  auto request = wire::encode_spawn(opts.cwd, strings.candidates, strings.argv, strings.envp);
+  // Without a cwd of its own a server starts where the runtime is now, as
+  // when the runtime spawned it itself (the reaper sits in "/").
+  auto cwd = opts.cwd;
+  if (!cwd) {
+    char here[PATH_MAX];
+    if (::getcwd(here, sizeof here)) cwd = std::string(here);
+  }
+  auto request = wire::encode_spawn(cwd, strings.candidates, strings.argv, strings.envp);
   if (!request.error.empty()) throw failed(request.error);
   auto parts = wire::split_spawn(id, request.payload);
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -280,7 +289,7 @@ pid_t reaper::spawn(std::uint64_t id, const spawn_options& opts, int in_fd, int 
     case wire::spawn_stage::ok:
       return answer_pid_;
     case wire::spawn_stage::chdir:
-      throw spawn_error("cannot change to directory '" + opts.cwd.value_or("") + "': " + std::strerror(answer_errno_));
+      throw spawn_error("cannot change to directory '" + cwd.value_or("") + "': " + std::strerror(answer_errno_));
     case wire::spawn_stage::exec:
       throw spawn_error("cannot run '" + opts.command + "': " + std::strerror(answer_errno_));
     case wire::spawn_stage::fork:
@@ -388,31 +397,52 @@ void reaper::lost() {
   broken_ = false;
   if (pid_ > 0) {
     // Its socket is closed, so it is on its way out (or was killed): a
-    // short wait, then it is made sure of.
-    wait_for_exit(std::chrono::milliseconds(2000));
+    // short wait on this (the I/O) thread, then it is made sure of and
+    // collected later.
+    if (!wait_for_exit(std::chrono::milliseconds(200))) {
+      ::kill(pid_, SIGKILL);
+      unreaped_.push_back(pid_);
+    }
   }
   pid_ = -1;
 }
 
-void reaper::wait_for_exit(std::chrono::milliseconds timeout) {
+void reaper::reap_leftovers(std::chrono::milliseconds timeout) {
+  auto deadline = clock::now() + timeout;
+  for (auto it = unreaped_.begin(); it != unreaped_.end();) {
+    bool done = false;
+    for (;;) {
+      pid_t r = ::waitpid(*it, nullptr, WNOHANG);
+      if (r == *it || (r < 0 && errno != EINTR)) {
+        done = true; // reaped, or not ours to reap (ECHILD)
+        break;
+      }
+      if (clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    it = done ? unreaped_.erase(it) : it + 1;
+  }
+}
+
+bool reaper::wait_for_exit(std::chrono::milliseconds timeout) {
   auto deadline = clock::now() + timeout;
   auto pause = std::chrono::microseconds(100);
   for (;;) {
     pid_t r = ::waitpid(pid_, nullptr, WNOHANG);
-    if (r == pid_ || (r < 0 && errno != EINTR)) return; // reaped, or not ours to reap (ECHILD)
-    if (clock::now() >= deadline) {
-      ::kill(pid_, SIGKILL);
-      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      return;
-    }
+    if (r == pid_ || (r < 0 && errno != EINTR)) return true; // reaped, or not ours to reap (ECHILD)
+    if (clock::now() >= deadline) return false;
+    // Only after the reaper closed its socket (it is exiting) or was
+    // killed: short.
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }
 }
 
 void reaper::shutdown(std::chrono::milliseconds timeout) {
-  if (fd_ < 0) return;
+  if (fd_ < 0) {
+    reap_leftovers(std::chrono::milliseconds(2000));
+    return;
+  }
   auto deadline = clock::now() + timeout;
   wire::header h;
   h.kind = static_cast<std::uint32_t>(wire::kind::shutdown);
@@ -433,6 +463,7 @@ void reaper::shutdown(std::chrono::milliseconds timeout) {
   }
   if (!broken_ && fd_ >= 0) ::kill(pid_, SIGKILL); // out of time: its servers die with it
   lost();
+  reap_leftovers(std::chrono::milliseconds(2000));
 }
 
 } // namespace mcprt::io

@@ -107,7 +107,8 @@ class reaper {
   bool flush();                                   // false: broken
   bool read_one(std::vector<reaper_exit>& exits); // false: nothing (more) to read now
   void lost();                                    // the process is gone: close and reap it
-  void wait_for_exit(std::chrono::milliseconds timeout);
+  bool wait_for_exit(std::chrono::milliseconds timeout); // false: still not reaped
+  void reap_leftovers(std::chrono::milliseconds timeout);
 
   reaper_start how_;
   reaper_start mode_ = reaper_start::exec_image;
@@ -122,6 +123,7 @@ class reaper {
   int answer_stage_ = 0;
   int answer_errno_ = 0;
   std::vector<reaper_exit> early_exits_; // read during spawn(), handed out by pump()
+  std::vector<pid_t> unreaped_;          // dead reapers not collected yet
 };
 
 } // namespace mcprt::io

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/proc_text.hpp"
 #include "core/reaper_protocol.hpp"
 #include "io/exec_child.hpp"
 
@@ -24,6 +25,8 @@
 // caller (exit_group directly: no atexit handler of the runtime may run).
 
 namespace mcprt::io::detail {
+
+bool force_proc_scan_for_tests = false;
 
 namespace {
 
@@ -161,110 +164,83 @@ void kill_pid_and_group(pid_t pid) {
   ::kill(pid, SIGKILL);
 }
 
-// Parses pids separated by anything else; a pid cut at the end of the
-// buffer is carried over in `carry`.
-void kill_listed(const char* text, long n, long& carry) {
-  for (long i = 0; i < n; ++i) {
-    if (is_digit(text[i])) {
-      carry = carry * 10 + (text[i] - '0');
-    } else if (carry > 0) {
-      kill_pid_and_group(static_cast<pid_t>(carry));
-      carry = 0;
-    }
-  }
+struct kill_each {
+  void operator()(long pid) const { kill_pid_and_group(static_cast<pid_t>(pid)); }
+};
+
+// Appends the decimal `v` at `out[len]`; returns the new length.
+int append_number(char* out, int len, long v) {
+  char digits[20];
+  int nd = 0;
+  do {
+    digits[nd++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && nd < 20);
+  while (nd > 0)
+    out[len++] = digits[--nd];
+  return len;
+}
+
+int append_text(char* out, int len, const char* text) {
+  while (*text)
+    out[len++] = *text++;
+  out[len] = '\0';
+  return len;
 }
 
 // Through /proc/self/task/<tid>/children (the reaper has one thread).
 bool kill_children_listed() {
-  char path[64] = "/proc/self/task/";
-  int len = 16;
-  char digits[16];
-  int nd = 0;
-  for (long v = state.self; v > 0 && nd < 16; v /= 10)
-    digits[nd++] = static_cast<char>('0' + v % 10);
-  while (nd > 0)
-    path[len++] = digits[--nd];
-  const char tail[] = "/children";
-  for (unsigned i = 0; i < sizeof tail; ++i)
-    path[len++] = tail[i];
+  if (force_proc_scan_for_tests) return false;
+  char path[64];
+  int len = append_text(path, 0, "/proc/self/task/");
+  len = append_number(path, len, state.self);
+  append_text(path, len, "/children");
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  long carry = 0;
+  proc_text::pid_list_reader<kill_each> reader{kill_each{}};
   for (;;) {
     ssize_t n = ::read(fd, state.proc_buf, sizeof state.proc_buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    kill_listed(state.proc_buf, n, carry);
+    reader.feed(state.proc_buf, static_cast<std::size_t>(n));
   }
-  if (carry > 0) kill_pid_and_group(static_cast<pid_t>(carry));
+  reader.finish();
   ::close(fd);
   return true;
 }
 
-// The parent pid in /proc/<pid>/stat: after the last ')' come state, ppid.
-pid_t parent_in_stat(const char* text, long n) {
-  long close = -1;
-  for (long i = 0; i < n; ++i)
-    if (text[i] == ')') close = i;
-  if (close < 0) return -1;
-  long i = close + 1;
-  int field = 0; // 0: before state, 1: state, 2: ppid
-  long ppid = 0;
-  for (; i < n; ++i) {
-    if (text[i] == ' ') {
-      if (field == 2) break;
-      ++field;
-      continue;
-    }
-    if (field == 2) {
-      if (!is_digit(text[i])) return -1;
-      ppid = ppid * 10 + (text[i] - '0');
-    }
-  }
-  return static_cast<pid_t>(ppid);
-}
-
-struct dirent64_head {
-  std::uint64_t ino;
-  std::int64_t off;
-  unsigned short reclen;
-  unsigned char type;
-  char name[1];
-};
-
-// Fallback without the children file: every /proc/<pid>/stat.
+// Without the children file (a kernel without CONFIG_PROC_CHILDREN): every
+// /proc/<pid>/stat, for the ones whose parent is the reaper.
 void kill_children_scanned() {
   int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
   alignas(8) char entries[8192];
+  // linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+  constexpr int reclen_at = 16;
+  constexpr int name_at = 19;
   for (;;) {
     long n = ::syscall(SYS_getdents64, dir, entries, sizeof entries);
     if (n <= 0) break;
     for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<dirent64_head*>(entries + off);
-      off += d->reclen;
+      unsigned short reclen;
+      __builtin_memcpy(&reclen, entries + off + reclen_at, sizeof reclen);
+      const char* name = entries + off + name_at;
+      off += reclen;
+      if (reclen == 0) break;
       long pid = 0;
-      const char* name = d->name;
       if (!is_digit(name[0])) continue;
       for (; is_digit(*name); ++name)
         pid = pid * 10 + (*name - '0');
       if (*name != '\0' || pid <= 0) continue;
-      char path[48] = "/proc/";
-      int len = 6;
-      char digits[16];
-      int nd = 0;
-      for (long v = pid; v > 0 && nd < 16; v /= 10)
-        digits[nd++] = static_cast<char>('0' + v % 10);
-      while (nd > 0)
-        path[len++] = digits[--nd];
-      const char tail[] = "/stat";
-      for (unsigned i = 0; i < sizeof tail; ++i)
-        path[len++] = tail[i];
-      int fd = ::openat(dir, path + 6, O_RDONLY | O_CLOEXEC);
+      char path[48];
+      int len = append_number(path, 0, pid);
+      append_text(path, len, "/stat");
+      int fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
       ssize_t got = ::read(fd, state.proc_buf, sizeof state.proc_buf);
       ::close(fd);
-      if (got > 0 && parent_in_stat(state.proc_buf, got) == state.self) kill_pid_and_group(static_cast<pid_t>(pid));
+      if (got > 0 && proc_text::parent_in_stat(state.proc_buf, static_cast<std::size_t>(got)) == state.self)
+        kill_pid_and_group(static_cast<pid_t>(pid));
     }
   }
   ::close(dir);
@@ -513,6 +489,10 @@ bool drain_signals() {
   for (int fd = 0; fd <= 2; ++fd)
     if (devnull >= 0) ::dup2(devnull, fd);
   close_other_fds();
+  // Every request names its cwd: the reaper holds no directory (and no
+  // mount) of the runtime's.
+  if (::chdir("/") != 0) {
+  }
   ::prctl(PR_SET_NAME, "mcprt-reaper", 0, 0, 0);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   set_up_signals();

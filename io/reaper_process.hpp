@@ -16,4 +16,9 @@ namespace mcprt::io::detail {
 /// reaper_protocol::reaper_mode, reported in the hello message.
 [[noreturn]] void run_reaper(int control, int mode);
 
+/// Set before a reaper is forked (reaper_start::fork), that reaper finds its
+/// children by scanning /proc, as on a kernel without
+/// /proc/<pid>/task/<tid>/children. For tests of that path only.
+extern bool force_proc_scan_for_tests;
+
 } // namespace mcprt::io::detail

@@ -4,9 +4,10 @@
 // a stream of parts, must be refused or decoded into strings that lie in
 // the buffer; what decodes must encode back to the same payload.
 //
-// Input: byte 0 picks the mode; the rest is a payload (mode even) or a
-// sequence of parts (mode odd), each [flags, id, total:2, offset:2, len:2,
-// bytes], reassembled in a 4 KiB buffer.
+// Input: byte 0 picks the mode; the rest is a payload (mode % 3 == 0), a
+// sequence of parts (mode % 3 == 1), each [flags, id, total:2, offset:2,
+// len:2, bytes], reassembled in a 4 KiB buffer, or the text of a /proc file
+// the reaper reads (mode % 3 == 2).
 
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/proc_text.hpp"
 #include "core/reaper_protocol.hpp"
 
 namespace wire = mcprt::reaper_protocol;
@@ -76,14 +78,35 @@ void check_parts(const std::uint8_t* data, std::size_t size) {
 
 } // namespace
 
+void check_proc_text(const char* text, std::size_t n) {
+  long ppid = mcprt::proc_text::parent_in_stat(text, n);
+  if (ppid < -1 || ppid > 9999999999L) __builtin_trap();
+  auto in_range = [](long pid) {
+    if (pid <= 0 || pid > 0x7fffffffL) __builtin_trap();
+  };
+  mcprt::proc_text::pid_list_reader<decltype(in_range)> reader(in_range);
+  // In two chunks, cut where the input says.
+  std::size_t cut = n > 0 ? static_cast<unsigned char>(text[0]) % (n + 1) : 0;
+  reader.feed(text, cut);
+  reader.feed(text + cut, n - cut);
+  reader.finish();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  if (data[0] % 2 == 0) {
-    std::string payload(reinterpret_cast<const char*>(data + 1), size - 1);
-    check_payload(payload, 1 + data[0] / 2); // few slots: the capacity check
-    check_payload(payload, 4096);
-  } else {
-    check_parts(data + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: {
+      std::string payload(reinterpret_cast<const char*>(data + 1), size - 1);
+      check_payload(payload, 1 + data[0] / 3); // few slots: the capacity check
+      check_payload(payload, 4096);
+      break;
+    }
+    case 1:
+      check_parts(data + 1, size - 1);
+      break;
+    default:
+      check_proc_text(reinterpret_cast<const char*>(data + 1), size - 1);
+      break;
   }
   return 0;
 }

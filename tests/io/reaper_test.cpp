@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "io/reactor.hpp"
+#include "io/reaper_process.hpp"
 
 using namespace mcprt::io;
 using namespace std::chrono_literals;
@@ -350,6 +351,28 @@ TEST_P(reaper_modes, AKilledReaperTakesItsServersAndTheNextSpawnStartsANewOne) {
   EXPECT_TRUE(c.wait_stdout("again"));
 }
 
+TEST(Reaper, WithoutTheChildrenFileAScanOfProcFindsEveryDescendant) {
+  // A forked reaper inherits the flag: it finds its children as on a kernel
+  // without /proc/<pid>/task/<tid>/children.
+  detail::force_proc_scan_for_tests = true;
+  temp_dir dir;
+  std::vector<proc> all;
+  {
+    reactor_options o;
+    o.reaper = reaper_start::fork;
+    reactor r(o);
+    collector c;
+    r.spawn({server, escaping_server(dir / "pids"), {}, {}}, c.events());
+    all = read_pids(dir / "pids", every_kind);
+    detail::force_proc_scan_for_tests = false;
+    ASSERT_EQ(all.size(), 4u);
+  }
+  detail::force_proc_scan_for_tests = false;
+  for (auto& p : all)
+    EXPECT_FALSE(exists(p)) << p.kind << " " << p.pid << " outlived the reactor";
+  kill_leftovers(all);
+}
+
 // -- the reaper's own behaviour --------------------------------------------------------------
 
 TEST(Reaper, AStoppedReaperIsKilledAndReplaced) {
@@ -428,6 +451,25 @@ TEST(Reaper, ARequestLargerThanOneMessageArrivesWhole) {
   }
   ASSERT_FALSE(expected.empty());
   EXPECT_TRUE(c.wait_stdout(expected.substr(0, expected.find(' ')))) << "cksum differs: the environment did not arrive whole";
+}
+
+TEST(Reaper, AServerWithoutACwdStartsWhereTheRuntimeIsNow) {
+  reactor r;
+  auto before = fs::current_path();
+  collector a;
+  r.spawn({"/bin/pwd", {}, {}, {}}, a.events());
+  ASSERT_TRUE(a.wait_exit());
+  EXPECT_TRUE(a.wait_stdout(before.string() + "\n"));
+  // The reaper was started before the runtime moved; the server follows the
+  // runtime, not the reaper.
+  temp_dir dir;
+  auto elsewhere = fs::canonical(dir / ".");
+  fs::current_path(elsewhere);
+  collector b;
+  r.spawn({"/bin/pwd", {}, {}, {}}, b.events());
+  ASSERT_TRUE(b.wait_exit());
+  fs::current_path(before);
+  EXPECT_TRUE(b.wait_stdout(elsewhere.string() + "\n"));
 }
 
 TEST(Reaper, ANulByteInAnArgumentIsAnErrorNotACut) {
