@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -49,9 +51,24 @@ constexpr std::uint64_t tag(std::uint64_t id, fd_kind k) { return (id << 2) | k;
 constexpr std::uint64_t wake_tag = 0;
 constexpr std::uint64_t reaper_tag = 1;
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
 void set_nonblocking(int fd) {
   int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+// True once `pid` has exited (a zombie, or reaped), through a pidfd: it is
+// not our child. Without pidfd (Linux < 5.3), false.
+bool has_exited(pid_t pid) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  bool exited = ::poll(&p, 1, 0) == 1;
+  ::close(fd);
+  return exited;
 }
 
 void append_reason(std::string& to, const std::string& what) {
@@ -447,6 +464,15 @@ struct reactor::impl {
       case timer_kind::stdout_closed:
         // Asked to stop meanwhile: that has its own escalation.
         if (p->reaped || p->shutting_down) return;
+        // An exit closes stdout first; its report may just be late (a busy
+        // machine, a busy reaper). Only a server that still runs is blamed.
+        service_reaper();
+        p = find(id);
+        if (!p || p->reaped) return;
+        if (has_exited(p->pid)) {
+          add_timer(clock::now() + std::chrono::milliseconds(100), id, timer_kind::stdout_closed);
+          return;
+        }
         p->stdout_closed_early = true;
         append_reason(p->reason, "closed its stdout but kept running for " + ms_text(opts.stdout_close_grace)
                                      + ": killed");

@@ -374,7 +374,12 @@ void handle_message(long n, const int* fds, int nfds) {
       __builtin_memcpy(&req, state.message, sizeof req);
       long slot = find_id(h.id);
       // Only a server not yet reaped: its pid (and group id) are still its own.
-      if (slot >= 0 && req.signo > 0 && req.signo < NSIG) ::kill(-state.servers[slot].pid, req.signo);
+      if (slot < 0 || req.signo <= 0 || req.signo >= NSIG) return;
+      pid_t pid = state.servers[slot].pid;
+      ::kill(-pid, req.signo);
+      // A leader that moved to another group is signalled itself (once: a
+      // second SIGTERM means "force" to some servers).
+      if (::getpgid(pid) != pid) ::kill(pid, req.signo);
       return;
     }
     case wire::kind::shutdown:

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -56,6 +57,36 @@ std::optional<std::pair<char, unsigned long long>> stat_of(pid_t pid) {
     if (n == 22) start = std::stoull(field);
   }
   return std::make_pair(state, start);
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return -1;
+  char state;
+  int ppid = -1;
+  std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid);
+  return ppid;
+}
+
+std::string comm_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+// The daemon's reaper process: its child named mcprt-reaper.
+pid_t reaper_of(pid_t daemon) {
+  for (auto& entry : fs::directory_iterator("/proc")) {
+    auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    if (parent_of(pid) == daemon && comm_of(pid) == "mcprt-reaper") return pid;
+  }
+  return -1;
 }
 
 bool alive(const process_id& p) {
@@ -178,6 +209,7 @@ public:
   }
 
   void signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   std::string log() const { return slurp(log_); }
 
 private:
@@ -313,6 +345,42 @@ TEST_F(containment_test, orphans_of_crashed_servers_are_taken_too) {
   ASSERT_TRUE(daemon_->wait_exit(10s));
   bool gone = all_gone_within(all, 15s);
   EXPECT_TRUE(gone) << "outlived a SIGKILLed daemon:" << survivors(all);
+  kill_all(all);
+}
+
+TEST_F(containment_test, a_killed_reaper_takes_its_servers_and_the_daemon_carries_on_with_a_new_one) {
+  auto pids = root_ / "a.pids";
+  write_file(user_settings(),
+             json{{"mcpServers", {{"a", server_entry(pids, {"--grandchild-in-group"})}}}}.dump(2));
+  start();
+  auto first = wait_for_pids(pids, {"server", "group"});
+  ASSERT_EQ(first.size(), 2u) << slurp(pids);
+  pid_t reaper = reaper_of(daemon_->pid());
+  ASSERT_GT(reaper, 0) << "no mcprt-reaper child of the daemon";
+  ASSERT_EQ(parent_of(first[0].kind == "server" ? first[0].pid : first[1].pid), reaper);
+  ASSERT_EQ(::kill(reaper, SIGKILL), 0);
+  // The server dies with the reaper, its group mate by the daemon's hand.
+  bool gone = all_gone_within(first, 10s);
+  EXPECT_TRUE(gone) << "outlived their reaper:" << survivors(first);
+  // The daemon says so, and the pool restarts the server under a new reaper.
+  auto deadline = clock_type::now() + 30s;
+  while (daemon_->log().find("reaper process (pid " + std::to_string(reaper) + ") died") == std::string::npos
+         && clock_type::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_NE(daemon_->log().find("reaper process (pid " + std::to_string(reaper) + ") died"), std::string::npos)
+    << daemon_->log();
+  auto all = wait_for_pids(pids, {"server", "group"}, 2, 60s);
+  std::vector<process_id> second;
+  for (auto& p : all)
+    if (p.kind == "server" && alive(p)) second.push_back(p);
+  ASSERT_EQ(second.size(), 1u) << "no restarted server; pid file:\n" << slurp(pids) << "\nlog:\n" << daemon_->log();
+  pid_t new_reaper = reaper_of(daemon_->pid());
+  EXPECT_GT(new_reaper, 0);
+  EXPECT_NE(new_reaper, reaper);
+  EXPECT_EQ(parent_of(second[0].pid), new_reaper);
+  daemon_->signal(SIGTERM);
+  ASSERT_TRUE(daemon_->wait_exit(30s));
+  EXPECT_TRUE(all_gone_within(all, 5s)) << survivors(all);
   kill_all(all);
 }
 
