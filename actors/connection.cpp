@@ -236,7 +236,13 @@ void start(self_ptr self) {
       io::process_events ev;
       ev.on_stdout = [weak](std::string_view bytes) { send_to(weak, atom::io_out_v, std::string(bytes)); };
       ev.on_stderr_line = [weak](std::string line) { send_to(weak, atom::io_err_v, std::move(line)); };
-      ev.on_exit = [weak](const io::process_exit& how) { send_to(weak, atom::io_exit_v, how.describe()); };
+      ev.on_exit = [weak](const io::process_exit& how) {
+        // A server that stops talking but lives on is a failure like a
+        // crash (the pool restarts it), and the reason says which.
+        send_to(weak, atom::io_exit_v,
+                how.stdout_closed ? std::string("server closed its stdout but kept running; its process group was killed")
+                                  : "server exited (" + how.describe() + ")");
+      };
       try {
         auto spawned = st.io.reactor->spawn(spawn, std::move(ev));
         st.process = spawned.id;
@@ -364,7 +370,7 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       while (st.stderr_tail.size() > st.cfg.stderr_lines)
         st.stderr_tail.pop_front();
     },
-    [=](atom::io_exit, const std::string& how) {
+    [=](atom::io_exit, const std::string& what) {
       auto& st = self->state;
       st.transport_ended = true;
       st.process.reset();
@@ -372,7 +378,7 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
         finish_stop(self);
         return;
       }
-      std::string reason = "server exited (" + how + ")";
+      std::string reason = what;
       auto tail = stderr_excerpt(st);
       if (!tail.empty()) reason += "; last stderr: " + tail;
       if (st.session) apply(self, st.session->on_transport_closed(reason));

@@ -1,5 +1,7 @@
 #include "io/child_process.hpp"
 
+#include "io/exec_child.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
@@ -47,17 +49,29 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
-// Everything the child needs is prepared before fork: after fork in a
-// multi-threaded process only async-signal-safe calls are allowed.
-struct exec_plan {
-  std::vector<std::string> storage;
+// Pointers into `strings` for execve, prepared before the child exists:
+// after fork in a multi-threaded process no allocation is allowed.
+struct exec_pointers {
   std::vector<char*> argv;
   std::vector<char*> envp;
-  std::string path_value;
+  std::vector<char*> candidates;
 };
 
-exec_plan make_plan(const spawn_options& o) {
-  exec_plan p;
+exec_pointers pointers_into(exec_strings& strings) {
+  exec_pointers p;
+  for (auto* list : {&strings.argv, &strings.envp, &strings.candidates}) {
+    auto& out = list == &strings.argv ? p.argv : list == &strings.envp ? p.envp : p.candidates;
+    for (auto& s : *list)
+      out.push_back(s.data());
+    out.push_back(nullptr);
+  }
+  return p;
+}
+
+} // namespace
+
+exec_strings exec_strings_for(const spawn_options& o) {
+  exec_strings x;
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string kv = *e;
@@ -66,122 +80,46 @@ exec_plan make_plan(const spawn_options& o) {
   }
   for (auto& [k, v] : o.env)
     env[k] = v;
-  p.path_value = env.count("PATH") ? env["PATH"] : "/usr/local/bin:/usr/bin:/bin";
-  p.storage.reserve(1 + o.args.size() + env.size());
-  p.storage.push_back(o.command);
+  std::string path = env.count("PATH") ? env["PATH"] : "/usr/local/bin:/usr/bin:/bin";
+  x.argv.reserve(1 + o.args.size());
+  x.argv.push_back(o.command);
   for (auto& a : o.args)
-    p.storage.push_back(a);
-  std::size_t env_start = p.storage.size();
+    x.argv.push_back(a);
+  x.envp.reserve(env.size());
   for (auto& [k, v] : env)
-    p.storage.push_back(k + "=" + v);
-  for (std::size_t i = 0; i < env_start; ++i)
-    p.argv.push_back(p.storage[i].data());
-  p.argv.push_back(nullptr);
-  for (std::size_t i = env_start; i < p.storage.size(); ++i)
-    p.envp.push_back(p.storage[i].data());
-  p.envp.push_back(nullptr);
-  return p;
-}
-
-// Candidates for execve, in PATH order (a command with a slash is used as is).
-std::vector<std::string> resolve(const std::string& command, const std::string& path) {
-  if (command.find('/') != std::string::npos) return {command};
-  std::vector<std::string> out;
+    x.envp.push_back(k + "=" + v);
+  // A command with a slash is used as is; otherwise every PATH entry.
+  if (o.command.find('/') != std::string::npos) {
+    x.candidates.push_back(o.command);
+    return x;
+  }
   std::size_t start = 0;
   while (start <= path.size()) {
     auto end = path.find(':', start);
     if (end == std::string::npos) end = path.size();
     std::string dir = path.substr(start, end - start);
-    out.push_back((dir.empty() ? "." : dir) + "/" + command);
+    x.candidates.push_back((dir.empty() ? "." : dir) + "/" + o.command);
     start = end + 1;
   }
-  return out;
+  return x;
 }
-
-} // namespace
 
 std::string exit_status::describe() const {
   if (exited) return "exit code " + std::to_string(code);
   return "killed by " + signal_name(signal);
 }
 
-namespace {
-
-// What the child needs between clone and exec, prepared by the parent. The
-// child shares the parent's memory (CLONE_VM) until it execs, so it writes
-// its failure straight into `stage` / `error`.
-struct child_setup {
-  char* const* argv;
-  char* const* envp;
-  const char* const* candidates; // null-terminated
-  const char* cwd;               // may be null
-  int in_fd, out_fd, err_fd;
-  pid_t parent;
-  sigset_t old_mask;   // the spawning thread's, restored in the parent
-  sigset_t child_mask; // empty: a server starts with no signal blocked
-  // Where the child reports a failure: in the parent's memory (clone) or in
-  // a shared mapping (fork).
-  int* stage; // -1: exec'd; 0: chdir failed; 1: exec failed
-  int* error;
-};
-
-// Runs on its own small stack in the child, before exec: only raw system
-// calls, no allocation, no sanitizer instrumentation (the runtime of a
-// sanitizer does not know this "thread").
-__attribute__((no_sanitize("address", "thread", "undefined"))) int child_main(void* arg) {
-  auto* s = static_cast<child_setup*>(arg);
-  // The child has its own copy of the signal dispositions (no CLONE_SIGHAND):
-  // nothing the runtime handles or ignores may leak into the server.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction cur;
-    if (sig != SIGKILL && sig != SIGSTOP && ::sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler != SIG_DFL)
-      ::sigaction(sig, &dfl, nullptr);
-  }
-  // Not the parent's mask: a daemon blocks SIGTERM in every thread to take
-  // it with sigwait, and its servers must still stop on SIGTERM.
-  ::sigprocmask(SIG_SETMASK, &s->child_mask, nullptr);
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != s->parent) ::_exit(127); // parent died before prctl took effect
-  ::dup2(s->in_fd, 0);
-  ::dup2(s->out_fd, 1);
-  ::dup2(s->err_fd, 2);
-  if (s->cwd && ::chdir(s->cwd) != 0) {
-    *s->error = errno;
-    *s->stage = 0;
-    ::_exit(127);
-  }
-  int last = ENOENT;
-  for (auto c = s->candidates; *c; ++c) {
-    ::execve(*c, s->argv, s->envp);
-    // Keep the most telling error: "permission denied" beats "not found".
-    if (errno != ENOENT || last == ENOENT) last = errno;
-  }
-  *s->error = last;
-  *s->stage = 1;
-  ::_exit(127);
-}
-
-} // namespace
-
 child_process child_process::spawn(const spawn_options& o) {
   if (o.command.empty()) throw spawn_error("cannot start server: no command given");
-  auto plan = make_plan(o);
-  auto candidates = resolve(o.command, plan.path_value);
-  std::vector<const char*> candidate_ptrs;
-  for (auto& c : candidates)
-    candidate_ptrs.push_back(c.c_str());
-  candidate_ptrs.push_back(nullptr);
+  auto strings = exec_strings_for(o);
+  auto plan = pointers_into(strings);
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
     throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(errno));
-  child_setup setup;
+  detail::exec_setup setup;
   setup.argv = plan.argv.data();
   setup.envp = plan.envp.data();
-  setup.candidates = candidate_ptrs.data();
+  setup.candidates = plan.candidates.data();
   setup.cwd = o.cwd ? o.cwd->c_str() : nullptr;
   setup.in_fd = in[0];
   setup.out_fd = out[1];
@@ -192,10 +130,11 @@ child_process child_process::spawn(const spawn_options& o) {
   sigset_t all;
   ::sigfillset(&all);
   ::sigemptyset(&setup.child_mask);
-  ::pthread_sigmask(SIG_BLOCK, &all, &setup.old_mask);
+  sigset_t old_mask;
+  ::pthread_sigmask(SIG_BLOCK, &all, &old_mask);
   pid_t pid;
   int clone_errno = 0;
-  int stage = -1, error = 0;
+  volatile int stage = -1, error = 0;
 #if defined(__SANITIZE_THREAD__)
   // TSan's runtime takes clone(CLONE_VM) for a fork and corrupts its own
   // state, so TSan builds use fork: the child reports through a shared
@@ -212,7 +151,7 @@ child_process child_process::spawn(const spawn_options& o) {
   clone_errno = errno;
   if (pid == 0) {
     if (sync[0] >= 0) ::close(sync[0]);
-    child_main(&setup);
+    detail::exec_child_main(&setup);
   }
   if (sync[1] >= 0) ::close(sync[1]);
   if (pid > 0 && sync[0] >= 0) {
@@ -233,10 +172,10 @@ child_process child_process::spawn(const spawn_options& o) {
   setup.error = &error;
   constexpr std::size_t stack_size = 64 * 1024;
   std::unique_ptr<char[]> stack(new char[stack_size]);
-  pid = ::clone(child_main, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &setup);
+  pid = ::clone(detail::exec_child_main, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &setup);
   clone_errno = errno;
 #endif
-  ::pthread_sigmask(SIG_SETMASK, &setup.old_mask, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);

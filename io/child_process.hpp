@@ -18,6 +18,17 @@ struct spawn_options {
   std::optional<std::string> cwd;
 };
 
+/// What execve gets for a spawn: argv, the environment (the runtime's,
+/// with `env` merged over it, as "KEY=VALUE"), and the paths to try in
+/// order (a command with a slash as is, otherwise each PATH entry of the
+/// merged environment).
+struct exec_strings {
+  std::vector<std::string> argv;
+  std::vector<std::string> envp;
+  std::vector<std::string> candidates;
+};
+exec_strings exec_strings_for(const spawn_options& opts);
+
 /// Why a child could not be started: command not found, not executable, bad
 /// cwd, or out of resources; the message names the command and the OS error.
 class spawn_error : public std::runtime_error {

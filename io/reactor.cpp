@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,10 +21,6 @@
 #include <utility>
 #include <variant>
 #include <vector>
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 namespace mcprt::io {
 
@@ -46,17 +42,33 @@ constexpr int reads_per_event = 4;
 // through epoll as usual): bounded, as a process outside the group may keep
 // writing forever.
 constexpr int reads_after_exit = 256;
-// Without pidfd (Linux < 5.3) exits are found by polling waitpid.
-constexpr auto reap_poll_interval = std::chrono::milliseconds(50);
 
-// epoll_event.data.u64: process id << 2 | which fd. Id 0 is the eventfd.
-enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2, k_pidfd = 3 };
+// epoll_event.data.u64: process id << 2 | which fd. Process ids start at 1;
+// id 0 tags the eventfd and the reaper's socket.
+enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2 };
 
-std::uint64_t tag(std::uint64_t id, fd_kind k) { return (id << 2) | k; }
+constexpr std::uint64_t tag(std::uint64_t id, fd_kind k) { return (id << 2) | k; }
+constexpr std::uint64_t wake_tag = 0;
+constexpr std::uint64_t reaper_tag = 1;
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 void set_nonblocking(int fd) {
   int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+// True once `pid` has exited (a zombie, or reaped), through a pidfd: it is
+// not our child. Without pidfd (Linux < 5.3), false.
+bool has_exited(pid_t pid) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  bool exited = ::poll(&p, 1, 0) == 1;
+  ::close(fd);
+  return exited;
 }
 
 void append_reason(std::string& to, const std::string& what) {
@@ -79,13 +91,17 @@ std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count
 } // namespace
 
 struct reactor::impl {
-  enum class timer_kind { term, kill, drain, reap_poll };
+  enum class timer_kind { term, kill, drain, stdout_closed };
 
+  // One server: the runtime's ends of its pipes; the process itself is the
+  // reaper's child.
   struct process {
     process_id id = 0;
-    child_process child;
+    pid_t pid = -1;
+    int in_fd = -1;
+    int out_fd = -1;
+    int err_fd = -1;
     process_events events;
-    int pidfd = -1;
     bool stdout_open = true; // registered in epoll, not at EOF
     bool stderr_open = true;
     bool stdin_open = true;
@@ -101,8 +117,15 @@ struct reactor::impl {
     std::size_t backlog_bytes = 0;
     std::string err_line;
     std::size_t err_cut = 0; // bytes dropped from the current stderr line
+    bool stdout_closed_early = false;
 
-    explicit process(child_process c) : child(std::move(c)) {}
+    process(process_id i, pid_t p, int in, int out, int err) : id(i), pid(p), in_fd(in), out_fd(out), err_fd(err) {}
+    process(const process&) = delete;
+    process& operator=(const process&) = delete;
+    ~process() {
+      for (int fd : {in_fd, out_fd, err_fd})
+        if (fd >= 0) ::close(fd);
+    }
   };
 
   // A command runs on the reactor thread; `cancelled` when the reactor stops
@@ -114,6 +137,7 @@ struct reactor::impl {
   int wakefd = -1;
   std::thread thread;
   std::atomic<std::size_t> live{0};
+  std::atomic<pid_t> reaper_pid{-1};
 
   std::mutex mtx; // guards queue and stopping
   std::vector<command> queue;
@@ -125,10 +149,13 @@ struct reactor::impl {
   process_id next_id = 1;
   std::vector<char> buf = std::vector<char>(read_chunk);
   bool stop_requested = false;
+  io::reaper reaper;
+  int reaper_fd = -1;            // as registered in epoll
+  std::uint32_t reaper_events = 0; // its epoll interest
 
   static thread_local const impl* current; // the impl whose thread this is
 
-  explicit impl(reactor_options o) : opts(o) {
+  explicit impl(reactor_options o) : opts(std::move(o)), reaper(opts.reaper) {
     struct sigaction sa {};
     if (::sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO))
       ::signal(SIGPIPE, SIG_IGN);
@@ -200,25 +227,129 @@ struct reactor::impl {
   // --- spawning --------------------------------------------------------------
 
   spawned do_spawn(const spawn_options& o, process_events events) {
-    auto p = std::make_unique<process>(child_process::spawn(o)); // throws spawn_error
-    p->id = next_id++;
+    if (o.command.empty()) throw spawn_error("cannot start server: no command given");
+    ensure_reaper(); // throws spawn_error
+    int in[2], out[2], err[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(errno));
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      int e = errno;
+      for (int fd : in)
+        ::close(fd);
+      throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(e));
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      int e = errno;
+      for (int fd : {in[0], in[1], out[0], out[1]})
+        ::close(fd);
+      throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(e));
+    }
+    auto id = next_id++;
+    pid_t pid = -1;
+    try {
+      pid = reaper.spawn(id, o, in[0], out[1], err[1], opts.reaper_answer_timeout);
+    } catch (...) {
+      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
+        ::close(fd);
+      service_reaper(); // exits read while waiting come first
+      if (!reaper.running() && reaper_fd >= 0) on_reaper_lost();
+      throw;
+    }
+    for (int fd : {in[0], out[1], err[1]})
+      ::close(fd);
+    auto p = std::make_unique<process>(id, pid, in[1], out[0], err[0]);
     p->events = std::move(events);
-    auto& c = p->child;
-    for (int fd : {c.stdin_fd(), c.stdout_fd(), c.stderr_fd()})
+    for (int fd : {p->in_fd, p->out_fd, p->err_fd})
       set_nonblocking(fd);
-    add_fd(c.stdout_fd(), EPOLLIN, tag(p->id, k_stdout));
-    add_fd(c.stderr_fd(), EPOLLIN, tag(p->id, k_stderr));
+    add_fd(p->out_fd, EPOLLIN, tag(p->id, k_stdout));
+    add_fd(p->err_fd, EPOLLIN, tag(p->id, k_stderr));
     // Edge-triggered: only interesting after a write hit EAGAIN.
-    add_fd(c.stdin_fd(), EPOLLOUT | EPOLLET, tag(p->id, k_stdin));
-    p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid(), 0));
-    if (p->pidfd >= 0)
-      add_fd(p->pidfd, EPOLLIN, tag(p->id, k_pidfd));
-    else
-      add_timer(clock::now() + reap_poll_interval, p->id, timer_kind::reap_poll);
-    spawned s{p->id, c.pid()};
+    add_fd(p->in_fd, EPOLLOUT | EPOLLET, tag(p->id, k_stdin));
+    spawned s{p->id, pid};
     procs.emplace(p->id, std::move(p));
     live.fetch_add(1);
     return s;
+  }
+
+  // --- the reaper ------------------------------------------------------------
+
+  void ensure_reaper() {
+    if (reaper.running()) return;
+    if (reaper_fd >= 0) on_reaper_lost();
+    reaper.start(); // throws spawn_error
+    // epoll watches a copy that only this thread closes, after taking it
+    // out of epoll: the reaper object closes its own when the process is
+    // gone, and a closed fd whose file lives on (in a forked copy of the
+    // host, say) would otherwise stay in the interest list.
+    reaper_fd = ::fcntl(reaper.fd(), F_DUPFD_CLOEXEC, 3);
+    if (reaper_fd < 0) {
+      int e = errno;
+      reaper.shutdown();
+      throw spawn_error(std::string("cannot watch the reaper process: ") + std::strerror(e));
+    }
+    reaper_events = EPOLLIN;
+    add_fd(reaper_fd, reaper_events, reaper_tag);
+    reaper_pid.store(reaper.pid());
+  }
+
+  void forget_reaper_fd() {
+    if (reaper_fd < 0) return;
+    del_fd(reaper_fd);
+    ::close(reaper_fd);
+    reaper_fd = -1;
+    reaper_events = 0;
+  }
+
+  // Reads the reaper's reports; called when its socket is ready and after
+  // anything that may have left replies or requests in its buffers.
+  void service_reaper() {
+    if (!reaper.running() && !reaper.has_buffered()) return;
+    std::vector<reaper_exit> exits;
+    bool alive = reaper.pump(exits);
+    for (auto& e : exits)
+      on_reported_exit(e);
+    if (!alive) on_reaper_lost();
+    else update_reaper_interest();
+  }
+
+  void update_reaper_interest() {
+    if (!reaper.running()) return;
+    std::uint32_t want = EPOLLIN | (reaper.wants_write() ? EPOLLOUT : 0u);
+    if (want == reaper_events) return;
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.u64 = reaper_tag;
+    ::epoll_ctl(epfd, EPOLL_CTL_MOD, reaper_fd, &ev);
+    reaper_events = want;
+  }
+
+  void signal_group(process& p, int sig) {
+    reaper.signal(p.id, sig);
+    update_reaper_interest();
+  }
+
+  // The reaper is gone (killed, most likely): its servers died of their
+  // parent-death signal, unreaped by us. Their group mates did not: kill
+  // the groups from here, which is safe as long as one of them lives (a
+  // group id is not reused while the group exists).
+  void on_reaper_lost() {
+    forget_reaper_fd();
+    auto old = reaper_pid.exchange(-1);
+    std::vector<process_id> ids;
+    for (auto& [id, p] : procs)
+      if (!p->reaped) ids.push_back(id);
+    if (opts.on_warning)
+      invoke_quietly(opts.on_warning, "the reaper process (pid " + std::to_string(old) + ") died; its "
+                                          + std::to_string(ids.size())
+                                          + " servers were killed with it; a new one starts with the next server");
+    for (auto id : ids) {
+      auto* p = find(id);
+      if (!p || p->reaped) continue;
+      ::kill(-p->pid, SIGKILL);
+      append_reason(p->reason, "the reaper process died and took the server with it");
+      exit_status st;
+      st.signal = SIGKILL;
+      on_exit_known(*p, st);
+    }
   }
 
   // --- stdin -------------------------------------------------------------------
@@ -231,8 +362,9 @@ struct reactor::impl {
 
   void close_stdin(process& p) {
     if (!p.stdin_open) return;
-    del_fd(p.child.stdin_fd());
-    p.child.close_stdin();
+    del_fd(p.in_fd);
+    ::close(p.in_fd);
+    p.in_fd = -1;
     p.stdin_open = false;
     drop_backlog(p);
   }
@@ -241,7 +373,7 @@ struct reactor::impl {
     if (!p.stdin_open) return;
     while (!p.backlog.empty()) {
       auto& front = p.backlog.front();
-      ssize_t n = ::write(p.child.stdin_fd(), front.data() + p.backlog_offset, front.size() - p.backlog_offset);
+      ssize_t n = ::write(p.in_fd, front.data() + p.backlog_offset, front.size() - p.backlog_offset);
       if (n > 0) {
         p.backlog_offset += static_cast<std::size_t>(n);
         p.backlog_bytes -= static_cast<std::size_t>(n);
@@ -255,7 +387,7 @@ struct reactor::impl {
         return; // EPOLLOUT (edge) tells us when there is room again
       } else {
         // EPIPE (SIGPIPE is ignored) or worse: the reader is gone, the exit
-        // (if any) is reported through the pidfd.
+        // (if any) is reported by the reaper.
         close_stdin(p);
         return;
       }
@@ -280,7 +412,7 @@ struct reactor::impl {
 
   void hard_kill(process& p) {
     close_stdin(p);
-    if (!p.reaped) ::killpg(p.child.pid(), SIGKILL);
+    if (!p.reaped) signal_group(p, SIGKILL);
   }
 
   void do_shutdown(process_id id, std::chrono::milliseconds stdin_grace, std::chrono::milliseconds term_grace) {
@@ -310,13 +442,13 @@ struct reactor::impl {
         close_stdin(*p);
         append_reason(p->reason, "still running " + ms_text(p->stdin_grace) +
                                      " after stdin was closed: sent SIGTERM");
-        ::killpg(p->child.pid(), SIGTERM);
+        signal_group(*p, SIGTERM);
         add_timer(clock::now() + p->term_grace, id, timer_kind::kill);
         return;
       case timer_kind::kill:
         if (p->reaped) return;
         append_reason(p->reason, "still running " + ms_text(p->term_grace) + " after SIGTERM: sent SIGKILL");
-        ::killpg(p->child.pid(), SIGKILL);
+        signal_group(*p, SIGKILL);
         return;
       case timer_kind::drain:
         if (!p->reaped) return;
@@ -329,9 +461,22 @@ struct reactor::impl {
         }
         finish(id);
         return;
-      case timer_kind::reap_poll:
-        if (p->reaped) return;
-        if (!on_leader_exit(*p)) add_timer(clock::now() + reap_poll_interval, id, timer_kind::reap_poll);
+      case timer_kind::stdout_closed:
+        // Asked to stop meanwhile: that has its own escalation.
+        if (p->reaped || p->shutting_down) return;
+        // An exit closes stdout first; its report may just be late (a busy
+        // machine, a busy reaper). Only a server that still runs is blamed.
+        service_reaper();
+        p = find(id);
+        if (!p || p->reaped) return;
+        if (has_exited(p->pid)) {
+          add_timer(clock::now() + std::chrono::milliseconds(100), id, timer_kind::stdout_closed);
+          return;
+        }
+        p->stdout_closed_early = true;
+        append_reason(p->reason, "closed its stdout but kept running for " + ms_text(opts.stdout_close_grace)
+                                     + ": killed");
+        hard_kill(*p);
         return;
     }
   }
@@ -367,7 +512,7 @@ struct reactor::impl {
   // EOF (or failed) and has been taken out of epoll.
   bool drain(process& p, fd_kind which, int rounds, bool until_empty) {
     bool& open = which == k_stdout ? p.stdout_open : p.stderr_open;
-    int fd = which == k_stdout ? p.child.stdout_fd() : p.child.stderr_fd();
+    int fd = which == k_stdout ? p.out_fd : p.err_fd;
     for (int round = 0; open && round < rounds; ++round) {
       ssize_t n = ::read(fd, buf.data(), buf.size());
       if (n > 0) {
@@ -384,30 +529,25 @@ struct reactor::impl {
       del_fd(fd);
       open = false;
       if (which == k_stderr && (!p.err_line.empty() || p.err_cut > 0)) flush_stderr_line(p);
+      // A server without stdout cannot answer anything. If it does not exit
+      // on its own shortly (exiting closes stdout first), it is killed.
+      if (which == k_stdout && !p.reaped && !p.shutting_down)
+        add_timer(clock::now() + opts.stdout_close_grace, p.id, timer_kind::stdout_closed);
     }
     return open;
   }
 
-  // If the leader has exited: kill the rest of its group while the leader is
-  // still a zombie (so its pgid cannot have been reused), then reap it.
-  // Returns true when it was reaped.
-  bool on_leader_exit(process& p) {
-    if (p.reaped) return true;
-    siginfo_t si{};
-    // WNOWAIT: look, do not reap yet.
-    if (::waitid(P_PID, static_cast<id_t>(p.child.pid()), &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0)
-      return false;
-    ::killpg(p.child.pid(), SIGKILL);
-    auto st = p.child.try_wait();
-    if (!st) return false;
+  // The reaper reaped a server (after SIGKILLing the rest of its group).
+  void on_reported_exit(const reaper_exit& e) {
+    auto* p = find(e.id);
+    if (!p || p->reaped) return;
+    on_exit_known(*p, e.status);
+  }
+
+  void on_exit_known(process& p, const exit_status& st) {
     p.reaped = true;
-    p.status = *st;
+    p.status = st;
     live.fetch_sub(1);
-    if (p.pidfd >= 0) {
-      del_fd(p.pidfd);
-      ::close(p.pidfd);
-      p.pidfd = -1;
-    }
     close_stdin(p);
     // The server's last words: read what is already in the pipes now, wait
     // (bounded) for EOF on what is not.
@@ -417,7 +557,6 @@ struct reactor::impl {
       add_timer(clock::now() + opts.drain_grace, p.id, timer_kind::drain);
     else
       finish(p.id);
-    return true;
   }
 
   void finish(process_id id) {
@@ -425,26 +564,31 @@ struct reactor::impl {
     if (it == procs.end()) return;
     auto p = std::move(it->second);
     procs.erase(it);
-    if (p->stdout_open) del_fd(p->child.stdout_fd());
-    if (p->stderr_open) del_fd(p->child.stderr_fd());
+    if (p->stdout_open) del_fd(p->out_fd);
+    if (p->stderr_open) del_fd(p->err_fd);
     if (!p->err_line.empty() || p->err_cut > 0) flush_stderr_line(*p);
     close_stdin(*p);
     process_exit how;
     static_cast<exit_status&>(how) = p->status;
     how.reason = std::move(p->reason);
+    how.stdout_closed = p->stdout_closed_early;
     auto on_exit = std::move(p->events.on_exit);
-    p.reset(); // reaped already: closes the fds, kills nothing
+    p.reset(); // reaped already: closes the fds
     invoke_quietly(on_exit, how);
   }
 
   // --- the loop --------------------------------------------------------------
 
   void handle(std::uint64_t data, std::uint32_t events) {
-    if (data == 0) {
+    if (data == wake_tag) {
       std::uint64_t v;
       while (::read(wakefd, &v, sizeof v) > 0) {
       }
       run_commands();
+      return;
+    }
+    if (data == reaper_tag) {
+      service_reaper();
       return;
     }
     auto id = data >> 2;
@@ -459,9 +603,6 @@ struct reactor::impl {
       case k_stdin:
         flush_stdin(*p);
         if (p->stdin_open && p->backlog.empty() && (events & (EPOLLERR | EPOLLHUP))) close_stdin(*p);
-        return;
-      case k_pidfd:
-        on_leader_exit(*p);
         return;
     }
   }
@@ -507,6 +648,9 @@ struct reactor::impl {
       for (int i = 0; i < n; ++i)
         handle(events[i].data.u64, events[i].events);
       fire_due_timers();
+      // Exits read while a spawn waited for its answer, and signals queued
+      // by the handlers above.
+      service_reaper();
     }
     // Whatever is still queued (a spawn caller may be waiting on it) is
     // cancelled; nothing can be queued any more.
@@ -515,17 +659,11 @@ struct reactor::impl {
       stopping = true;
     }
     run_commands();
-    // Stopping: no more callbacks. Kill every group first so that they all
-    // die in parallel, then reap (child_process's destructor waits).
-    for (auto& [id, p] : procs)
-      if (!p->reaped) ::killpg(p->child.pid(), SIGKILL);
-    for (auto& [id, p] : procs) {
-      if (p->pidfd >= 0) {
-        del_fd(p->pidfd);
-        ::close(p->pidfd);
-        p->pidfd = -1;
-      }
-    }
+    // Stopping: no more callbacks. The reaper kills every server group and
+    // every other descendant, reaps them all and exits.
+    reaper.shutdown();
+    forget_reaper_fd();
+    reaper_pid.store(-1);
     procs.clear();
     live.store(0);
     current = nullptr;
@@ -593,5 +731,7 @@ void reactor::kill(process_id id) {
 }
 
 std::size_t reactor::process_count() const { return impl_->live.load(); }
+
+pid_t reactor::reaper_pid() const { return impl_->reaper_pid.load(); }
 
 } // namespace mcprt::io

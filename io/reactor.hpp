@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "io/child_process.hpp"
+#include "io/reaper.hpp"
 
 namespace mcprt::io {
 
@@ -24,6 +25,11 @@ struct process_exit : exit_status {
   /// bytes (server not reading): killed", "killed on request". Several
   /// reasons are joined with "; ".
   std::string reason;
+
+  /// The server closed its stdout and was still running
+  /// reactor_options::stdout_close_grace later, so the reactor killed it: a
+  /// server that can no longer answer is a failed one.
+  bool stdout_closed = false;
 
   /// "exit code 3", "killed by SIGKILL (killed on request)".
   std::string describe() const;
@@ -63,20 +69,39 @@ struct reactor_options {
   /// After the leader is reaped (and its group SIGKILLed), how long to keep
   /// reading stdout/stderr for EOF before on_exit fires anyway.
   std::chrono::milliseconds drain_grace{2000};
+  /// A server that closes its stdout and is still running this much later
+  /// (and was not asked to stop) is SIGKILLed (group) and on_exit says so
+  /// (process_exit::stdout_closed): it can no longer answer anything.
+  std::chrono::milliseconds stdout_close_grace{2000};
+  /// How the reaper process, the parent of every server, is started.
+  reaper_start reaper = reaper_start::exec_image;
+  /// A reaper that takes longer to answer a spawn is taken for wedged (it
+  /// was stopped, say): it is killed, with its servers, and a new one starts
+  /// with the next spawn.
+  std::chrono::milliseconds reaper_answer_timeout{30000};
+  /// Problems of the reactor itself rather than of one process (the reaper
+  /// process died, say). Called on the reactor thread; may be empty.
+  std::function<void(const std::string&)> on_warning;
 };
 
 /// ONE epoll thread that serves the pipes of all MCP server processes of the
 /// runtime: the number of I/O threads does not depend on the number of
-/// servers (thread_count() is 1). POSIX/Linux only (epoll, eventfd, pidfd;
-/// Linux >= 5.3 for pidfd, with a polling fallback on older kernels).
+/// servers (thread_count() is 1). POSIX/Linux only (epoll, eventfd,
+/// SOCK_SEQPACKET, memfd).
 ///
-/// - Children are spawned on the reactor thread (child_process::spawn): their
-///   PR_SET_PDEATHSIG is tied to a thread that lives as long as the reactor.
-///   Each leads its own process group.
-/// - Exits are seen through a pidfd per child (no SIGCHLD handler). When the
-///   leader exits, for whatever reason, the rest of its process group is
-///   SIGKILLed before the leader is reaped: a server's helpers never outlive
-///   it, and the group id cannot have been recycled at that point.
+/// - Servers are made by the reaper process (io/reaper.hpp), which the
+///   reactor thread starts before the first spawn (and again after it died):
+///   the servers are its children, each leads its own process group and dies
+///   with the reaper (PR_SET_PDEATHSIG), and no descendant of a server
+///   outlives the reactor, or the process, however it ends.
+/// - Exits are reported by the reaper (no SIGCHLD handler, no waitpid in the
+///   runtime). When a server's leader exits, for whatever reason, the rest
+///   of its process group is SIGKILLed before the leader is reaped: a
+///   server's helpers in its group never outlive it, and the group id
+///   cannot have been recycled at that point. Signals to a server go
+///   through the reaper too, so none reaches a reaped (and reused) pid.
+/// - A server that closes its stdout but keeps running is killed after
+///   reactor_options::stdout_close_grace (see process_exit::stdout_closed).
 /// - Writes are queued and written non-blocking when the pipe has room.
 /// - The constructor sets SIGPIPE to SIG_IGN for the whole process if it
 ///   still has its default disposition (a write to a server that went away
@@ -98,8 +123,9 @@ class reactor {
 
   reactor();
   explicit reactor(reactor_options opts);
-  /// Stops: SIGKILLs every process group still running, reaps them all and
-  /// joins the thread. No callback runs once destruction has begun.
+  /// Stops: the reaper SIGKILLs every server group and every other
+  /// descendant, reaps them all and exits; then the thread is joined. No
+  /// callback runs once destruction has begun.
   ~reactor();
 
   reactor(const reactor&) = delete;
@@ -128,6 +154,10 @@ class reactor {
 
   /// Processes spawned and not yet reaped.
   std::size_t process_count() const;
+
+  /// The reaper process, or -1 before the first spawn (and after it died,
+  /// until the next one).
+  pid_t reaper_pid() const;
 
   static constexpr std::size_t thread_count() { return 1; }
 

@@ -234,7 +234,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     return keyed_connection_id(id, k);
   };
   try {
-    p->reactor = std::make_unique<io::reactor>();
+    io::reactor_options ro;
+    // The reaper process dying takes every stdio server with it: say so.
+    ro.on_warning = [](const std::string& what) { spdlog::warn("{}", what); };
+    p->reactor = std::make_unique<io::reactor>(std::move(ro));
     p->http = std::make_unique<io::http_worker_pool>(2);
   } catch (const std::exception& e) {
     return make_error(errc::io_error, std::string{"runtime: cannot start the I/O threads: "} + e.what());
@@ -517,7 +520,8 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   kill(p.forwarding); // and with it the forwarder
   kill(p.forwarders->get().first);
   kill(p.bus);
-  // Stops the I/O threads; the reactor kills and reaps whatever is left.
+  // Stops the I/O threads; the reactor's reaper kills and reaps whatever is
+  // left, down to the last descendant of any server.
   p.http.reset();
   p.reactor.reset();
   return out;

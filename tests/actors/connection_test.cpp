@@ -198,6 +198,24 @@ TEST_F(connection_test, ACrashAfterConnectingIsReportedWithExitCode) {
   EXPECT_EQ(info(c).status, connection_status::error);
 }
 
+TEST_F(connection_test, AServerThatClosesStdoutButKeepsRunningIsAFailedConnection) {
+  // Without --prompts the tools/list answer completes discovery: the
+  // connection is up before the server goes silent.
+  auto c = start(server({{"command", test_server}, {"args", {"--close-stdout-after-ms", "0"}}}));
+  auto up = settled();
+  ASSERT_TRUE(up);
+  ASSERT_EQ(up->status, connection_status::connected) << up->error;
+  auto pid = up->pid;
+  auto down = settled(30s);
+  ASSERT_TRUE(down) << "a silent server was never reported";
+  EXPECT_EQ(down->status, connection_status::error);
+  EXPECT_EQ(down->error.rfind("server closed its stdout but kept running", 0), 0u) << down->error;
+  EXPECT_TRUE(wait_gone(pid)) << "its process was not killed";
+  auto r = call(c, "echo", {{"text", "x"}});
+  ASSERT_TRUE(std::holds_alternative<std::string>(r));
+  EXPECT_NE(std::get<std::string>(r).find("closed its stdout"), std::string::npos) << std::get<std::string>(r);
+}
+
 TEST_F(connection_test, GarbageOnStdoutIsTolerated) {
   auto c = start(server({{"command", test_server}, {"args", {"--garbage"}}}));
   auto u = settled();

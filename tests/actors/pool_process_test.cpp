@@ -173,6 +173,43 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
   EXPECT_TRUE(gone_within(pid1, 5s)); // the crashed process was reaped
 }
 
+TEST_F(PoolProcess, AServerThatClosesStdoutIsRestartedLikeACrashAndGivenUpAtTheLimit) {
+  pool_options o;
+  o.backoff_base = 50ms;
+  o.backoff_cap = 200ms;
+  o.max_restarts = 2;
+  start(o);
+  (*self)->request(bus, 10s, atom::subscribe_v, caf::actor_cast<event_subscriber_actor>(*self),
+                   std::vector<event_kind>{event_kind::pool_entry_restarted, event_kind::pool_entry_failed})
+    .receive([](uint64_t) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  auto h = acquire(1, server({"--close-stdout-after-ms", "0"}));
+  ASSERT_TRUE(h);
+  std::vector<pid_t> pids{info(h->connection).pid};
+  int restarts = 0;
+  std::optional<event> failed;
+  // Each round: connect, fall silent, 2 s until the reactor kills it, backoff.
+  while (!failed) {
+    auto ev = next_event(30s);
+    ASSERT_TRUE(ev) << "after " << restarts << " restarts, neither a restart nor the end";
+    if (ev->kind == event_kind::pool_entry_failed) {
+      failed = ev;
+      break;
+    }
+    ++restarts;
+    EXPECT_EQ(ev->data.value.value("reason", ""), "crash");
+    EXPECT_NE(ev->data.value.value("last_error", "").find("closed its stdout but kept running"), std::string::npos)
+      << ev->data.value.dump();
+    for (auto& e : snapshot().entries)
+      if (e.pid > 0) pids.push_back(e.pid);
+  }
+  EXPECT_EQ(restarts, 2) << "restarted max_restarts times, then given up";
+  EXPECT_NE(failed->data.value.value("last_error", "").find("closed its stdout but kept running"), std::string::npos)
+    << failed->data.value.dump();
+  EXPECT_TRUE(snapshot().entries.empty());
+  for (auto pid : pids)
+    EXPECT_TRUE(gone_within(pid, 10s)) << pid;
+}
+
 TEST_F(PoolProcess, ForcedDrainLeavesNoChildProcess) {
   start();
   ASSERT_TRUE(acquire(1, server({}, "a")));

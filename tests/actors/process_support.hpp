@@ -1,19 +1,24 @@
 #pragma once
 
 // Helpers for actor tests that run real server processes: an actor system
-// config with mcprt's types, the children of the test process (none may
-// outlive a test), and a deadline wait for any process to end.
+// config with mcprt's types, the server processes of the test process
+// (none may outlive a test), and a deadline wait for any process to end.
 
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <caf/actor_system_config.hpp>
@@ -32,25 +37,111 @@ struct process_test_config : caf::actor_system_config {
   }
 };
 
-/// Direct children of this test process.
-inline std::vector<pid_t> child_pids() {
+struct proc_entry {
+  pid_t pid;
+  pid_t ppid;
+  std::string comm;
+};
+
+inline std::vector<proc_entry> all_processes() {
   namespace fs = std::filesystem;
-  std::vector<pid_t> out;
-  auto me = ::getpid();
+  std::vector<proc_entry> out;
   for (auto& entry : fs::directory_iterator("/proc")) {
     auto name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream stat(entry.path() / "stat");
     std::string line;
     if (!std::getline(stat, line)) continue;
+    auto open = line.find('(');
     auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
+    if (open == std::string::npos || close == std::string::npos) continue;
     char state;
     int ppid;
-    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == me)
-      out.push_back(std::stoi(name));
+    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2)
+      out.push_back({std::stoi(name), ppid, line.substr(open + 1, close - open - 1)});
   }
   return out;
+}
+
+/// This test process's reaper processes (io/reaper: the parent of every
+/// server of a reactor).
+inline std::vector<pid_t> reaper_pids() {
+  std::vector<pid_t> out;
+  auto me = ::getpid();
+  for (auto& p : all_processes())
+    if (p.ppid == me && p.comm == "mcprt-reaper") out.push_back(p.pid);
+  return out;
+}
+
+/// The server processes of this test process: its children and its
+/// reapers' children, not the reapers themselves.
+inline std::vector<pid_t> child_pids() {
+  std::vector<pid_t> out;
+  auto me = ::getpid();
+  auto all = all_processes();
+  std::vector<pid_t> reapers;
+  for (auto& p : all)
+    if (p.ppid == me && p.comm == "mcprt-reaper") reapers.push_back(p.pid);
+  for (auto& p : all) {
+    bool of_reaper = std::find(reapers.begin(), reapers.end(), p.ppid) != reapers.end();
+    bool mine = p.ppid == me && p.comm != "mcprt-reaper";
+    if (mine || of_reaper) out.push_back(p.pid);
+  }
+  return out;
+}
+
+/// Field 22 of /proc/PID/stat (start time), with the state: a pid and its
+/// start time name one process, even after the pid is reused.
+inline std::optional<std::pair<char, unsigned long long>> state_and_start(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return std::nullopt;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  char state = '?';
+  unsigned long long start = 0;
+  for (int n = 3; n <= 22 && rest >> field; ++n) {
+    if (n == 3) state = field[0];
+    if (n == 22) start = std::stoull(field);
+  }
+  return std::make_pair(state, start);
+}
+
+/// The lines "<kind> <pid>" of mcprt-test-server --pid-file, once every
+/// kind in `kinds` is there (or at the deadline), with each start time.
+struct recorded_process {
+  std::string kind;
+  pid_t pid;
+  unsigned long long start;
+};
+inline std::vector<recorded_process> read_pid_file(const std::filesystem::path& file,
+                                                   const std::vector<std::string>& kinds,
+                                                   std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::vector<recorded_process> out;
+    std::ifstream in(file);
+    std::string kind;
+    pid_t pid;
+    while (in >> kind >> pid) {
+      auto s = state_and_start(pid);
+      out.push_back({kind, pid, s ? s->second : 0});
+    }
+    bool complete = true;
+    for (auto& k : kinds)
+      complete = complete && std::any_of(out.begin(), out.end(), [&](auto& p) { return p.kind == k; });
+    if (complete || std::chrono::steady_clock::now() >= deadline) return out;
+    // The file is written by another process: nothing to wait on.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+/// Still in the process table, running or as a zombie.
+inline bool still_there(const recorded_process& p) {
+  auto s = state_and_start(p.pid);
+  return s && s->second == p.start;
 }
 
 /// Waits (through a pidfd, so for any process, not only children) until

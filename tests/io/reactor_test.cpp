@@ -473,6 +473,44 @@ TEST(Reactor, CallbacksMaySpawnAndWrite) {
   EXPECT_EQ(second.out(), "from a callback\n");
 }
 
+TEST(Reactor, AServerThatClosesStdoutButKeepsRunningIsKilled) {
+  reactor_options o;
+  o.stdout_close_grace = 200ms;
+  reactor r(o);
+  collector c;
+  auto s = r.spawn({"/bin/sh", {"-c", "echo hello; exec 1>&-; exec sleep 100000"}, {}, {}}, c.events());
+  ASSERT_TRUE(c.wait_stdout("hello"));
+  ASSERT_TRUE(c.wait_exit());
+  auto how = c.how();
+  EXPECT_TRUE(how.stdout_closed);
+  EXPECT_EQ(how.signal, SIGKILL);
+  EXPECT_NE(how.reason.find("closed its stdout but kept running for 200 ms"), std::string::npos) << how.reason;
+  EXPECT_TRUE(pid_gone(s.pid));
+}
+
+TEST(Reactor, AServerThatClosesStdoutAndThenExitsIsNotBlamed) {
+  reactor_options o;
+  o.stdout_close_grace = 2000ms;
+  reactor r(o);
+  collector c;
+  r.spawn({"/bin/sh", {"-c", "exec 1>&-; sleep 0.1; exit 3"}, {}, {}}, c.events());
+  ASSERT_TRUE(c.wait_exit());
+  EXPECT_FALSE(c.how().stdout_closed);
+  EXPECT_EQ(c.how().describe(), "exit code 3");
+}
+
+TEST(Reactor, AServerAskedToStopMayCloseStdoutBeforeItExits) {
+  reactor_options o;
+  o.stdout_close_grace = 100ms;
+  reactor r(o);
+  collector c;
+  auto s = r.spawn({"/bin/sh", {"-c", "read line; exec 1>&-; sleep 0.4; exit 0"}, {}, {}}, c.events());
+  r.shutdown(s.id);
+  ASSERT_TRUE(c.wait_exit());
+  EXPECT_FALSE(c.how().stdout_closed);
+  EXPECT_EQ(c.how().describe(), "exit code 0");
+}
+
 TEST(Reactor, ExitStatusCallbacksStillWork) {
   // An on_exit written against plain exit_status keeps compiling and working.
   reactor r;

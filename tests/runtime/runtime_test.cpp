@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -337,6 +338,28 @@ TEST_F(Runtime, ShutdownLeavesNoChildProcess) {
   auto drained = rt->shutdown();
   EXPECT_TRUE(drained.errors.empty());
   EXPECT_TRUE(test::child_pids().empty());
+}
+
+TEST_F(Runtime, ShutdownTakesEveryDescendantOfEveryServerAndTheReaper) {
+  auto pid_file = dir / "a.pids";
+  save(user_settings(), {{"mcpServers",
+                          {{"a", server({"--pid-file", pid_file.string(), "--grandchild-in-group",
+                                         "--grandchild-setsid", "--grandchild-daemon"})}}}});
+  start();
+  wait_snapshot(connected({"a"}));
+  auto all = test::read_pid_file(pid_file, {"server", "group", "setsid", "daemon"});
+  ASSERT_EQ(all.size(), 4u);
+  for (auto& p : all)
+    ASSERT_TRUE(test::still_there(p)) << p.kind;
+  ASSERT_EQ(test::reaper_pids().size(), 1u);
+  rt->shutdown();
+  // Not "soon": shutdown() returns once the reaper has killed and reaped
+  // them all, and has been reaped itself.
+  for (auto& p : all)
+    EXPECT_FALSE(test::still_there(p)) << p.kind << " " << p.pid << " outlived the runtime's shutdown";
+  EXPECT_TRUE(test::reaper_pids().empty());
+  for (auto& p : all)
+    if (test::still_there(p)) ::kill(p.pid, SIGKILL);
 }
 
 TEST_F(Runtime, TheEmbedExampleRunsAgainstTheBundledWorkspace) {

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -35,6 +36,16 @@ class stdout_writer {
     put(std::string("not json: ") + k_invalid_utf8_bytes);
   }
 
+  // --close-stdout-after-ms: the pipe's write end goes away for good; later
+  // replies are dropped (fd 1 must not be written once another file may
+  // have taken its number).
+  void close_stdout() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fflush(stdout);
+    ::close(1);
+    closed_ = true;
+  }
+
   void write_garbage_prelude() {
     std::lock_guard<std::mutex> lock(mu_);
     // One of each kind up front, so even a client that only reads the
@@ -44,6 +55,7 @@ class stdout_writer {
 
  private:
   void put(const std::string& line) {
+    if (closed_) return;
     std::fwrite(line.data(), 1, line.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
@@ -51,6 +63,7 @@ class stdout_writer {
 
   std::mutex mu_;
   bool garbage_;
+  bool closed_ = false;
   std::size_t garbage_count_ = 0;
 };
 
@@ -93,6 +106,74 @@ void spawn_grandchild() {
     log_line("child pid " + std::to_string(child));
 }
 
+// ---- containment faults (--pid-file, --grandchild-*, --close-stdout-after-ms)
+
+void record_pid(const std::string& file, const char* kind, pid_t pid) {
+  if (file.empty()) return;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  // One write per line: O_APPEND keeps lines of several writers whole.
+  std::string line = std::string(kind) + " " + std::to_string(pid) + "\n";
+  if (::write(fd, line.data(), line.size()) < 0) {
+  }
+  ::close(fd);
+}
+
+[[noreturn]] void become_sleeper() {
+  int devnull = ::open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    ::dup2(devnull, 0);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    if (devnull > 2) ::close(devnull);
+  }
+  ::execlp("sleep", "sleep", "100000", static_cast<char*>(nullptr));
+  for (;;) ::pause();
+}
+
+// Called before any thread starts, so fork() is safe here.
+void spawn_containment_children(const options& opts) {
+  record_pid(opts.pid_file, "server", ::getpid());
+  if (opts.grandchild_in_group) {
+    pid_t child = ::fork();
+    if (child == 0) become_sleeper();
+    if (child > 0) record_pid(opts.pid_file, "group", child);
+  }
+  if (opts.grandchild_setsid) {
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::setsid();
+      become_sleeper();
+    }
+    if (child > 0) record_pid(opts.pid_file, "setsid", child);
+  }
+  if (opts.grandchild_daemon) {
+    pid_t middle = ::fork();
+    if (middle == 0) {
+      ::setsid();
+      pid_t sleeper = ::fork();
+      if (sleeper == 0) become_sleeper();
+      if (sleeper > 0) record_pid(opts.pid_file, "daemon", sleeper);
+      ::_exit(0);
+    }
+    if (middle > 0) {
+      int status = 0;
+      while (::waitpid(middle, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+}
+
+void arm_close_stdout(const options& opts, lifetime& life, stdout_writer& writer) {
+  life.spawn_background([&life, &writer, delay = opts.close_stdout_after_ms] {
+    if (!life.wait_for_or_stop(std::chrono::milliseconds(delay))) return;
+    writer.close_stdout();
+    log_line("mcprt-test-server: closed stdout, still running (--close-stdout-after-ms)");
+  });
+}
+
+// ---- end of containment faults
+
 } // namespace
 
 std::string garbage_line(std::size_t n) {
@@ -112,6 +193,7 @@ int run_stdio(const options& opts, lifetime& life, handler& h) {
   if (opts.garbage) writer.write_garbage_prelude();
   if (opts.invalid_utf8_in("stdout")) writer.write_invalid_utf8_line();
 
+  bool close_stdout_armed = false;
   char* buffer = nullptr;
   std::size_t capacity = 0;
   ssize_t length = 0;
@@ -132,6 +214,10 @@ int run_stdio(const options& opts, lifetime& life, handler& h) {
           });
         } else if (auto reply = h.handle_request(self, msg)) {
           writer.write_message(*reply);
+          if (msg["method"] == "tools/list" && opts.close_stdout_after_ms >= 0 && !close_stdout_armed) {
+            close_stdout_armed = true;
+            arm_close_stdout(opts, life, writer);
+          }
         }
         break;
       case message_kind::notification:
@@ -188,6 +274,7 @@ int main(int argc, char** argv) {
   if (opts.invalid_utf8_in("stderr")) log_line(std::string("stderr with invalid UTF-8: ") + k_invalid_utf8_bytes);
   // Before any signal tweaks so the grandchild gets default dispositions.
   if (opts.spawn_child) spawn_grandchild();
+  spawn_containment_children(opts);
   if (opts.ignore_sigterm) std::signal(SIGTERM, SIG_IGN);
   if (opts.http_port >= 0) {
     // Blocked before any thread exists so all of them inherit the mask and

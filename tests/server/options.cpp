@@ -58,6 +58,21 @@ Hostile output:
                               text), description (every tool's), server-info
                               (serverInfo.name)
 
+Containment (descendants, silence):
+  --pid-file FILE             append "server PID" and, for each grandchild
+                              below, "group PID" / "setsid PID" /
+                              "daemon PID" to FILE (all written before
+                              stdin is read)
+  --grandchild-in-group       fork a grandchild ("sleep 100000") that stays
+                              in our process group
+  --grandchild-setsid         fork a grandchild that calls setsid (its own
+                              session and group) and sleeps
+  --grandchild-daemon         daemonise one: fork, setsid, fork again and let
+                              the middle process exit, so the sleeper is an
+                              orphan while we still run
+  --close-stdout-after-ms D   D ms after answering the first tools/list,
+                              close stdout and keep running (and reading)
+
   --version                   print the version and exit
   -h, --help                  print this help and exit
 )";
@@ -158,6 +173,18 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
+    } else if (arg == "--pid-file") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) out.pid_file = *v;
+    } else if (arg == "--grandchild-in-group") {
+      ok = flag(out.grandchild_in_group);
+    } else if (arg == "--grandchild-setsid") {
+      ok = flag(out.grandchild_setsid);
+    } else if (arg == "--grandchild-daemon") {
+      ok = flag(out.grandchild_daemon);
+    } else if (arg == "--close-stdout-after-ms") {
+      ok = number(out.close_stdout_after_ms, 0);
     } else {
       return fail("unknown flag " + std::string(argv[i]));
     }

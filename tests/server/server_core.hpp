@@ -56,6 +56,14 @@ struct options {
       if (w == where) return true;
     return false;
   }
+
+  // Containment faults (issue #13): descendants that try to outlive the
+  // server, and a server that stops talking without exiting.
+  std::string pid_file;             // "<kind> <pid>" lines: server, group, setsid, daemon
+  bool grandchild_in_group = false;
+  bool grandchild_setsid = false;
+  bool grandchild_daemon = false;
+  int close_stdout_after_ms = -1;   // counted from the first tools/list answer
 };
 
 enum class parse_outcome { run, exit_ok, exit_usage };

@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -207,6 +209,12 @@ class server_process {
   }
 
   bool running() { return !try_reap(); }
+
+  // True once stdout is at EOF (the server closed it or exited).
+  bool wait_stdout_eof(std::chrono::milliseconds timeout = k_timeout) {
+    pump(steady::now() + timeout, [&] { return out_eof_; });
+    return out_eof_;
+  }
 
   std::vector<std::string> garbage;
   std::deque<json> inbox;
@@ -596,6 +604,72 @@ TEST(faults, spawn_child_dies_with_the_group) {
   EXPECT_TRUE(wait_process_gone(child, steady::now() + k_timeout));
 }
 
+// ---- containment faults: descendants that try to escape, a silent server
+
+std::map<std::string, pid_t> read_pid_file(const std::string& path) {
+  std::map<std::string, pid_t> out;
+  std::ifstream in(path);
+  std::string kind;
+  pid_t pid;
+  while (in >> kind >> pid) out[kind] = pid;
+  return out;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return -1;
+  char state;
+  int ppid = -1;
+  std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid);
+  return ppid;
+}
+
+TEST(faults, grandchildren_are_recorded_and_placed_as_asked) {
+  char dir[] = "/tmp/mcprt-pidfile-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string file = std::string(dir) + "/pids";
+  std::map<std::string, pid_t> pids;
+  {
+    server_process server({"--pid-file", file, "--grandchild-in-group", "--grandchild-setsid",
+                           "--grandchild-daemon"});
+    server.initialize(); // every line is written before stdin is read
+    pids = read_pid_file(file);
+    ASSERT_EQ(pids.size(), 4u);
+    EXPECT_EQ(pids["server"], server.pid());
+    EXPECT_EQ(getpgid(pids["group"]), server.pid());
+    EXPECT_EQ(parent_of(pids["group"]), server.pid());
+    EXPECT_EQ(getsid(pids["setsid"]), pids["setsid"]);
+    EXPECT_EQ(parent_of(pids["setsid"]), server.pid());
+    EXPECT_EQ(getsid(pids["daemon"]), getpgid(pids["daemon"]));
+    EXPECT_NE(getsid(pids["daemon"]), getsid(server.pid()));
+    EXPECT_NE(parent_of(pids["daemon"]), server.pid()) << "the daemon is an orphan while the server runs";
+  }
+  // The server's group went with it; the other two are ours to end.
+  EXPECT_TRUE(wait_process_gone(pids["group"], steady::now() + k_timeout));
+  for (auto kind : {"setsid", "daemon"}) {
+    EXPECT_EQ(kill(pids[kind], 0), 0) << kind << " escaped the group kill, as it should in this test";
+    kill(pids[kind], SIGKILL);
+    EXPECT_TRUE(wait_process_gone(pids[kind], steady::now() + k_timeout));
+  }
+  unlink(file.c_str());
+  rmdir(dir);
+}
+
+TEST(faults, close_stdout_after_ms_closes_it_after_tools_list_and_keeps_running) {
+  server_process server({"--close-stdout-after-ms", "50"});
+  server.initialize();
+  auto tools = server.request("tools/list");
+  ASSERT_TRUE(tools.contains("result"));
+  ASSERT_TRUE(server.wait_stdout_eof()) << "stdout still open";
+  ASSERT_TRUE(server.wait_stderr("closed stdout, still running"));
+  EXPECT_TRUE(server.running());
+  server.send_request("ping"); // still reading, no crash on the closed stdout
+  EXPECT_FALSE(server.wait_exit(200ms));
+}
+
 TEST(cli, version_and_help) {
   server_process version({"--version"});
   EXPECT_EQ(version.read_line(), "mcprt-test-server 0.1.0");
@@ -610,6 +684,8 @@ TEST(cli, version_and_help) {
                      "--exit-on-initialize", "--hang-on-initialize", "--garbage",
                      "--list-changed-after-ms", "--stderr-lines", "--ignore-sigterm",
                      "--spawn-child", "--ping-client-after-ms", "--request-sampling",
+                     "--pid-file", "--grandchild-in-group", "--grandchild-setsid",
+                     "--grandchild-daemon", "--close-stdout-after-ms",
                      "--version", "--help"})
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
 
