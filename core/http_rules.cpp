@@ -229,6 +229,13 @@ std::optional<refusal> check_bearer(const header_list& headers, std::string_view
 
 // -- what it names -----------------------------------------------------------------------
 
+bool is_plain_name(std::string_view name) {
+  if (name.empty() || name.size() > 512 || first_invalid_utf8(name)) return false;
+  for (unsigned char c : name)
+    if (c < 0x20 || c == 0x7F) return false;
+  return !has_hidden_characters(name);
+}
+
 bool is_json_media_type(std::string_view content_type) {
   auto semi = content_type.find(';');
   auto type = trim(content_type.substr(0, semi));

@@ -89,6 +89,11 @@ bool is_json_media_type(std::string_view content_type);
 /// form or a "simple" cross-origin request (text/plain) gets 415.
 std::optional<refusal> check_json_content_type(const header_list& headers);
 
+/// A name a request may carry (a server or a tool): 1 to 512 bytes of
+/// valid UTF-8 without control characters (C0, DEL, C1), line separators or
+/// bidirectional controls, so it can be shown as it is.
+bool is_plain_name(std::string_view name);
+
 /// The path of a request target split at `/` into percent-decoded
 /// segments. Refused (400): a target that is not a path, a bad escape,
 /// NUL or another control character, invalid UTF-8 (overlong forms too).

@@ -202,3 +202,12 @@ TEST(HttpEventId, DecimalOnly) {
   for (auto t : {"", "-1", "1e3", "abc", " 1", "12345678901234567890"})
     EXPECT_EQ(parse_event_id(t), std::nullopt) << t;
 }
+
+TEST(HttpNames, PlainNamesOnly) {
+  for (auto n : {"echo", "project-tools", "caf\xC3\xA9", "a/b", "tool_1", "名前"})
+    EXPECT_TRUE(is_plain_name(n)) << n;
+  for (auto n : {"", "a\nb", "a\tb", "\x1b[31m", "\xFF", "a\xC2\x85", "\xE2\x80\xAEx", "a\x7F"})
+    EXPECT_FALSE(is_plain_name(n)) << n;
+  EXPECT_FALSE(is_plain_name(std::string(513, 'a')));
+  EXPECT_FALSE(is_plain_name(std::string("a\0b", 3)));
+}
