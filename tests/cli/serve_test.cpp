@@ -220,7 +220,8 @@ public:
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
-    std::string req = "GET /workspace/mcp/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n";
+    std::string req = "GET /workspace/mcp/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
+                      + "\r\nAccept: text/event-stream\r\n";
     for (auto& [k, v] : headers)
       req += k + ": " + v + "\r\n";
     req += "\r\n";
@@ -941,6 +942,7 @@ TEST_F(serve_test, one_daemon_per_workspace) {
 
 TEST_F(serve_test, a_token_is_required_on_every_request) {
   write_file(root_ / "token", "s3cret-token\n");
+  fs::permissions(root_ / "token", fs::perms::owner_read | fs::perms::owner_write);
   start({"--token-file", (root_ / "token").string()});
   for (auto path : {"/healthz", "/workspace/mcp"}) {
     auto r = client().Get(path);
@@ -977,6 +979,7 @@ TEST_F(serve_test, a_non_loopback_address_needs_a_token_file) {
   EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
   // With a token it listens there.
   write_file(root_ / "token", "tok\n");
+  fs::permissions(root_ / "token", fs::perms::owner_read | fs::perms::owner_write);
   start({"--listen", "0.0.0.0:0", "--token-file", (root_ / "token").string()});
   EXPECT_EQ(url_.rfind("http://0.0.0.0:", 0), 0u) << url_;
   httplib::Client c("127.0.0.1", port_);
