@@ -249,12 +249,12 @@ public:
 
   /// A comment when nothing was sent for a while.
   void keepalive() {
-    static const frame_ptr ka = std::make_shared<const std::string>(": keep-alive\n\n");
     bool wake_up;
     {
       std::lock_guard<std::mutex> guard{mtx_};
       if (!waiting_ || dropped_ || closed_ || !queue_.empty()) return;
-      queue_.emplace_back(0, ka);
+      // Not a function-local static: the loop may still run while statics go at exit.
+      queue_.emplace_back(0, std::make_shared<const std::string>(": keep-alive\n\n"));
       wake_up = std::exchange(waiting_, false);
     }
     if (wake_up) wake();

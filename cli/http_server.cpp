@@ -61,7 +61,13 @@ void http_stream::abort() {
   notify(true);
 }
 
+struct exchange_state;
+
 namespace {
+
+/// Connections MHD may hold beyond `max_connections` while we close the
+/// oldest slow ones (its hard limit).
+constexpr std::size_t connection_slack = 16;
 
 /// Work handed to the loop thread from any thread.
 class loop_mailbox {
@@ -110,6 +116,9 @@ struct connection_record {
   clock_type::time_point since; // the current request's first moment
   bool reading = true;          // still receiving a request (or waiting for the next)
   bool closing = false;         // its socket was shut down by us
+  /// A stream asleep on this connection: MHD does not watch a suspended
+  /// connection, so we watch it for the client hanging up.
+  exchange_state* asleep = nullptr;
 };
 
 } // namespace
@@ -130,6 +139,7 @@ struct exchange_state final : http_exchange, std::enable_shared_from_this<exchan
   bool in_handler = false;   // on_request runs: an answer is taken directly
   bool suspended = false;    // MHD_suspend_connection is in force
   bool stream_waiting = false;
+  bool gone = false;         // the client hung up while its stream slept
   bool done = false;         // MHD completed the request (the connection may be gone)
   bool queued = false;       // the response went to MHD
   std::optional<http_response> pending;
@@ -176,6 +186,9 @@ struct http_server::impl {
   int next_timeout_ms(clock_type::time_point now);
   void begin_stop();
   void evict_for_newcomer(connection_record* newcomer);
+  void watch_hangup(connection_record& r, exchange_state* st);
+  void unwatch_hangup(connection_record& r);
+  void wake_stream(exchange_state& st);
 
   // MHD callbacks
   static MHD_Result on_access(void* cls, MHD_Connection* conn, const char* url, const char* method,
@@ -253,11 +266,7 @@ MHD_Result http_server::impl::queue(exchange_state& st, http_response r) {
         auto s = weak.lock();
         if (!s || s->done) return;
         if (abort && s->record) shut(*s->record);
-        if (s->suspended && (s->stream_waiting || abort)) {
-          s->suspended = false;
-          s->stream_waiting = false;
-          MHD_resume_connection(s->conn);
-        }
+        if (s->suspended && (s->stream_waiting || abort)) s->server->wake_stream(*s);
       });
     });
   } else {
@@ -280,7 +289,7 @@ MHD_Result http_server::impl::queue(exchange_state& st, http_response r) {
 
 ssize_t http_server::impl::pull_stream(void* cls, uint64_t, char* buf, size_t max) {
   auto& st = **static_cast<std::shared_ptr<exchange_state>*>(cls);
-  if (!st.stream || st.done) return MHD_CONTENT_READER_END_WITH_ERROR;
+  if (!st.stream || st.done || st.gone) return MHD_CONTENT_READER_END_WITH_ERROR;
   http_stream::chunk c;
   try {
     c = st.stream->pull(buf, max);
@@ -297,6 +306,7 @@ ssize_t http_server::impl::pull_stream(void* cls, uint64_t, char* buf, size_t ma
   st.stream_waiting = true;
   st.suspended = true;
   MHD_suspend_connection(st.conn);
+  if (st.record) st.server->watch_hangup(*st.record, &st);
   return 0;
 }
 
@@ -456,6 +466,7 @@ void http_server::impl::on_completed(void* cls, MHD_Connection*, void** con_cls,
   st.done = true;
   st.answered = true;
   if (st.record) {
+    self.unwatch_hangup(*st.record);
     // A kept-alive connection now waits for its next request: a new deadline.
     st.record->reading = true;
     st.record->since = clock_type::now();
@@ -482,6 +493,7 @@ void http_server::impl::on_connection(void* cls, MHD_Connection* conn, void** so
   }
   auto rec = static_cast<connection_record*>(*socket_context);
   if (!rec) return;
+  self.unwatch_hangup(*rec);
   self.records.remove_if([rec](const connection_record& r) { return &r == rec; });
   *socket_context = nullptr;
   --self.open_connections;
@@ -495,7 +507,7 @@ void http_server::impl::evict_for_newcomer(connection_record* newcomer) {
     ++open;
     if (&r != newcomer && r.reading && (!oldest || r.since < oldest->since)) oldest = &r;
   }
-  if (open < opts.max_connections || !oldest) return;
+  if (open <= opts.max_connections || !oldest) return;
   spdlog::debug("http: {} connections open: closing the oldest one still sending its request", open);
   shut(*oldest);
 }
@@ -510,6 +522,27 @@ void http_server::impl::on_log(void*, const char* fmt, va_list ap) {
 }
 
 // -- the loop -----------------------------------------------------------------------------
+
+void http_server::impl::watch_hangup(connection_record& r, exchange_state* st) {
+  if (r.asleep || r.fd < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLRDHUP;
+  ev.data.ptr = &r;
+  if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, r.fd, &ev) == 0) r.asleep = st;
+}
+
+void http_server::impl::unwatch_hangup(connection_record& r) {
+  if (!r.asleep) return;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, r.fd, nullptr);
+  r.asleep = nullptr;
+}
+
+void http_server::impl::wake_stream(exchange_state& st) {
+  if (st.record) unwatch_hangup(*st.record);
+  st.suspended = false;
+  st.stream_waiting = false;
+  MHD_resume_connection(st.conn);
+}
 
 void http_server::impl::sweep(clock_type::time_point now) {
   for (auto& r : records)
@@ -555,7 +588,18 @@ void http_server::impl::run() {
     int n = ::epoll_wait(epoll_fd, ev, 8, next_timeout_ms(now));
     if (n < 0 && errno != EINTR) {
       spdlog::error("http: epoll_wait: {}", std::strerror(errno));
+      begin_stop(); // closes the listener (ours, not MHD's, to close)
       break;
+    }
+    // A client left a sleeping stream: close it now, not at its next write.
+    for (int i = 0; i < n; ++i) {
+      auto* rec = static_cast<connection_record*>(ev[i].data.ptr);
+      if (!rec || !rec->asleep) continue;
+      auto* st = rec->asleep;
+      st->gone = true;
+      shut(*rec);
+      if (st->suspended) wake_stream(*st);
+      else unwatch_hangup(*rec);
     }
     for (auto& task : mailbox->take()) {
       try {
@@ -579,19 +623,18 @@ void http_server::impl::run() {
     if (stopping) {
       // Everything answered (streams ended) or the grace is over.
       bool quiet = open_connections == 0;
-      if (quiet || now >= stop_deadline) {
-        // MHD must not be stopped with a connection still suspended.
-        for (auto& w : live)
-          if (auto st = w.lock())
-            if (st->suspended) {
-              st->suspended = false;
-              if (!st->pending && !st->stream) st->pending = error_response(503, "unavailable", "the daemon is stopping");
-              MHD_resume_connection(st->conn);
-            }
-        break;
-      }
+      if (quiet || now >= stop_deadline) break;
     }
   }
+  // MHD must not be stopped with a connection still suspended.
+  for (auto& w : live)
+    if (auto st = w.lock())
+      if (st->suspended) {
+        if (st->record) unwatch_hangup(*st->record);
+        st->suspended = false;
+        if (!st->pending && !st->stream) st->pending = error_response(503, "unavailable", "the daemon is stopping");
+        MHD_resume_connection(st->conn);
+      }
   mailbox->close();
   MHD_stop_daemon(daemon);
   daemon = nullptr;
@@ -605,7 +648,9 @@ bool http_server::impl::start(bool with_listener, std::string& error) {
     return false;
   }
   std::vector<MHD_OptionItem> options{
-    {MHD_OPTION_CONNECTION_LIMIT, static_cast<intptr_t>(std::max<std::size_t>(1, opts.max_connections)), nullptr},
+    // Room above our own limit: MHD stops accepting at its limit, and only
+    // a connection it accepted lets us close the oldest slow one.
+    {MHD_OPTION_CONNECTION_LIMIT, static_cast<intptr_t>(opts.max_connections + connection_slack), nullptr},
     {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(opts.idle_timeout_s), nullptr},
     {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(opts.connection_memory), nullptr},
     {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&impl::on_completed), this},
@@ -632,6 +677,7 @@ bool http_server::impl::start(bool with_listener, std::string& error) {
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
+  ev.data.ptr = nullptr; // not a connection record
   ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, info->epoll_fd, &ev);
   ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, mailbox->fd(), &ev);
   started = true;

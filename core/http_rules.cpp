@@ -66,26 +66,26 @@ std::string method_shown(std::string_view method) {
 
 struct route_pattern {
   const char* method;
-  std::vector<const char*> segments; // "*" matches one server name
+  std::size_t count;
+  const char* segments[4]; // "*" matches one server name
   route_id id;
 };
 
-const std::vector<route_pattern>& patterns() {
-  static const std::vector<route_pattern> all{
-    {"GET", {"healthz"}, route_id::healthz},
-    {"GET", {"workspace", "mcp"}, route_id::snapshot},
-    {"GET", {"workspace", "mcp", "events"}, route_id::events},
-    {"POST", {"workspace", "mcp", "reload"}, route_id::reload},
-    {"POST", {"workspace", "mcp", "tools", "call"}, route_id::call},
-    {"POST", {"workspace", "mcp", "*", "approve"}, route_id::approve},
-    {"POST", {"workspace", "mcp", "*", "reject"}, route_id::reject},
-    {"POST", {"workspace", "mcp", "*", "restart"}, route_id::restart},
-  };
-  return all;
-}
+// Constant data, nothing to destroy: a daemon's threads may still route
+// while statics are torn down at exit.
+constexpr route_pattern patterns[] = {
+  {"GET", 1, {"healthz"}, route_id::healthz},
+  {"GET", 2, {"workspace", "mcp"}, route_id::snapshot},
+  {"GET", 3, {"workspace", "mcp", "events"}, route_id::events},
+  {"POST", 3, {"workspace", "mcp", "reload"}, route_id::reload},
+  {"POST", 4, {"workspace", "mcp", "tools", "call"}, route_id::call},
+  {"POST", 4, {"workspace", "mcp", "*", "approve"}, route_id::approve},
+  {"POST", 4, {"workspace", "mcp", "*", "reject"}, route_id::reject},
+  {"POST", 4, {"workspace", "mcp", "*", "restart"}, route_id::restart},
+};
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {
-  if (p.segments.size() != segs.size()) return false;
+  if (p.count != segs.size()) return false;
   for (std::size_t i = 0; i < segs.size(); ++i) {
     std::string_view want = p.segments[i];
     if (want == "*") {
@@ -330,7 +330,7 @@ routing resolve_route(std::string_view method, std::string_view target) {
     if (allow.find(ms) == std::string::npos) allow += (allow.empty() ? "" : ", ") + ms;
   };
   bool head = method == "HEAD";
-  for (auto& p : patterns()) {
+  for (auto& p : patterns) {
     std::string server;
     if (!matches(p, path.segments, server)) continue;
     add_allow(p.method);
