@@ -272,6 +272,30 @@ TEST_F(hostile_http, json_logs_stay_one_object_per_line_whatever_the_request) {
   EXPECT_GT(n, 5);
 }
 
+TEST_F(hostile_http, the_log_sink_escapes_what_other_components_log_raw) {
+  // A server name from the settings reaches the pool's and the
+  // connection's log lines as it is; the sink escapes it, in both formats.
+  write_file(user_settings(), json{{"mcpServers", {{"evil\nFORGED line \x1b[31m\u202e", test_server_config({"--exit-on-initialize"})}}}}.dump());
+  for (auto format : {"text", "json"}) {
+    start({"--log-format", format});
+    ASSERT_TRUE(daemon_->err_contains("failed to start", 30s)) << daemon_->err();
+    daemon_->signal(SIGTERM);
+    ASSERT_TRUE(daemon_->wait_exit(30s));
+    std::istringstream in(daemon_->err());
+    std::string line;
+    while (std::getline(in, line)) {
+      EXPECT_NE(line.rfind("FORGED", 0), 0u) << "a forged log line";
+      for (unsigned char c : line)
+        EXPECT_TRUE(c >= 0x20 && c != 0x7F) << "a raw control character: " << escape_for_display(line);
+      EXPECT_EQ(line.find("\xE2\x80\xAE"), std::string::npos) << "a raw right-to-left override";
+      if (std::string(format) == "json") {
+        EXPECT_TRUE(json::parse(line, nullptr, false).is_object()) << line;
+      }
+    }
+    daemon_.reset();
+  }
+}
+
 // -- limits on all a client controls -------------------------------------------------------------
 
 TEST_F(hostile_http, bodies_over_the_limit_are_413_chunked_ones_too) {
