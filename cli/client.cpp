@@ -5,12 +5,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/daemon_file.hpp"
 #include "cli/serve.hpp"
+#include "core/untrusted_text.hpp"
 
 namespace mcprt::cli {
 
@@ -23,49 +26,43 @@ constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 
-/// A string field of `<ws>/.mcprt/daemon.json`, or "" when absent.
-std::string daemon_file_field(const std::string& workspace, const char* field) {
-  std::ifstream in(daemon_file(workspace));
-  if (!in) return {};
-  auto j = json::parse(in, nullptr, false);
-  if (j.is_object() && j.contains(field) && j[field].is_string()) return j[field].get<std::string>();
-  return {};
-}
-
-/// The daemon's URL from `<ws>/.mcprt/daemon.json`, or empty.
-std::string url_from_daemon_file(const std::string& workspace) {
-  return daemon_file_field(workspace, "url");
-}
-
 struct connection {
   std::string url;
   std::string token;
   std::string error; // why there is none
+  std::optional<verified_daemon> daemon; // set when found through daemon.json
 };
 
+/// Where the commands send requests: an explicit --url as given (the
+/// user's own choice), else the daemon of the workspace after the local
+/// checks of check_daemon. Nothing is sent here.
 connection resolve(const client_flags& f) {
   connection c;
-  c.url = f.url.empty() ? url_from_daemon_file(f.workspace) : f.url;
-  if (c.url.empty()) {
-    std::error_code ec;
-    auto ws = fs::absolute(f.workspace, ec).lexically_normal().string();
-    c.error = "no daemon runs for " + ws + " (no " + daemon_file(f.workspace) + "); start one with `mcprt serve --workspace "
-              + ws + "` or pass --url";
-    return c;
-  }
-  if (c.url.rfind("http://", 0) != 0 && c.url.rfind("https://", 0) != 0) c.url = "http://" + c.url;
-  while (!c.url.empty() && c.url.back() == '/')
-    c.url.pop_back();
   if (!f.token_file.empty()) {
-    std::ifstream in(f.token_file);
-    if (!in) {
-      c.error = "cannot read --token-file '" + f.token_file + "'";
+    auto t = read_token_file(f.token_file);
+    if (!t.error.empty()) {
+      c.error = t.error;
       return c;
     }
-    std::getline(in, c.token);
-    while (!c.token.empty() && std::isspace(static_cast<unsigned char>(c.token.back())))
-      c.token.pop_back();
+    c.token = t.token;
   }
+  if (!f.url.empty()) {
+    c.url = f.url;
+    if (c.url.rfind("http://", 0) != 0 && c.url.rfind("https://", 0) != 0) c.url = "http://" + c.url;
+    while (!c.url.empty() && c.url.back() == '/')
+      c.url.pop_back();
+    return c;
+  }
+  std::error_code ec;
+  auto ws = fs::absolute(f.workspace, ec).lexically_normal().string();
+  auto check = check_daemon(ws);
+  if (!check.daemon) {
+    c.error = check.error;
+    if (check.absent) c.error += "; start one with `mcprt serve --workspace " + ws + "` or pass --url";
+    return c;
+  }
+  c.daemon = check.daemon;
+  c.url = check.daemon->url;
   return c;
 }
 
@@ -77,27 +74,62 @@ std::unique_ptr<httplib::Client> make_client(const connection& c, time_t read_ti
   return cli;
 }
 
-/// One line saying why a request failed.
+/// One line saying why a request failed (what the daemon said, escaped:
+/// it may quote a server's output).
 std::string describe_failure(const connection& c, const httplib::Result& r) {
   if (!r) return "cannot reach the daemon at " + c.url + ": " + httplib::to_string(r.error());
   auto j = json::parse(r->body, nullptr, false);
   std::string msg = j.is_object() && j.contains("message") && j["message"].is_string()
                       ? j["message"].get<std::string>()
-                      : r->body;
+                      : r->body.substr(0, 500);
   if (j.is_object() && j.contains("remedy") && j["remedy"].is_string()
       && msg.find(j["remedy"].get<std::string>()) == std::string::npos)
     msg += " — " + j["remedy"].get<std::string>();
-  return "HTTP " + std::to_string(r->status) + ": " + msg;
+  return "HTTP " + std::to_string(r->status) + ": " + escape_for_display(msg);
+}
+
+/// The daemon proves it is the one daemon.json names: its /healthz echoes
+/// the instance id recorded there. "" when it does, else why not. Only
+/// after check_daemon: the token goes to a socket of the verified process.
+std::string prove_instance(const connection& c, httplib::Client& cli) {
+  if (!c.daemon) return {};
+  if (c.daemon->instance.empty())
+    return "the daemon file records no instance id (written by an older mcprt?): restart the daemon";
+  auto r = cli.Get("/healthz");
+  if (!r || r->status != 200) return describe_failure(c, r);
+  auto j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("instance") || !j["instance"].is_string()
+      || j["instance"].get<std::string>() != c.daemon->instance)
+    return "the daemon at " + c.url + " is not the one the daemon file names (its instance id differs)";
+  return {};
+}
+
+/// Text from a server or the daemon for a terminal: line breaks and tabs
+/// stay, every other control character is escaped.
+std::string terminal_text(const std::string& s) {
+  std::string out, piece;
+  for (char ch : s) {
+    if (ch == '\n' || ch == '\t') {
+      out += escape_for_display(piece);
+      out += ch;
+      piece.clear();
+    } else {
+      piece += ch;
+    }
+  }
+  return out + escape_for_display(piece);
 }
 
 std::string pad(const std::string& s, std::size_t w) {
   return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
 }
 
+/// A value for the terminal: strings escaped (names, reasons and errors
+/// may come from a repository or a server).
 std::string str(const json& j) {
   if (j.is_null()) return "-";
-  if (j.is_string()) return j.get<std::string>();
-  return j.dump();
+  if (j.is_string()) return escape_for_display(j.get<std::string>());
+  return dump_json(j);
 }
 
 std::string join(const json& arr) {
@@ -172,22 +204,23 @@ std::string encode_segment(const std::string& s) {
 
 /// One readable line for an SSE frame: `#SEQ KIND key=value ...`.
 std::string event_line(const std::string& id, const std::string& kind, const std::string& data) {
-  std::string out = "#" + (id.empty() ? "?" : id) + " " + (kind.empty() ? "message" : kind);
+  std::string out = "#" + (id.empty() ? "?" : escape_for_display(id)) + " "
+                    + (kind.empty() ? "message" : escape_for_display(kind));
   auto j = json::parse(data, nullptr, false);
   if (j.is_object()) {
     // Who and what first; the connection id is noise on a terminal.
     for (auto key : {"server", "name", "status"})
       if (j.contains(key) && j[key].is_string()) {
-        out += " " + j[key].get<std::string>();
+        out += " " + str(j[key]);
         j.erase(key);
       }
     j.erase("connection_id");
     for (auto& [k, v] : j.items()) {
-      if (v.is_array()) out += " " + k + "=[" + (v.empty() ? "" : join(v)) + "]";
-      else out += " " + k + "=" + str(v);
+      if (v.is_array()) out += " " + escape_for_display(k) + "=[" + (v.empty() ? "" : join(v)) + "]";
+      else out += " " + escape_for_display(k) + "=" + str(v);
     }
   } else if (!data.empty()) {
-    out += " " + data;
+    out += " " + escape_for_display(data);
   }
   return out;
 }
@@ -201,6 +234,10 @@ int run_status(const client_flags& f) {
     return exit_failure;
   }
   auto cli = make_client(c, 30);
+  if (auto why = prove_instance(c, *cli); !why.empty()) {
+    std::cerr << "mcprt status: " << why << "\n";
+    return exit_failure;
+  }
   auto r = cli->Get("/workspace/mcp");
   if (!r || r->status != 200) {
     std::cerr << "mcprt status: " << describe_failure(c, r) << "\n";
@@ -225,6 +262,10 @@ int run_events(const client_flags& f, std::optional<unsigned long long> since) {
   std::signal(SIGPIPE, SIG_IGN);
   // Keep-alive comments arrive every 15 s; a minute of silence is a dead daemon.
   auto cli = make_client(c, 60);
+  if (auto why = prove_instance(c, *cli); !why.empty()) {
+    std::cerr << "mcprt events: " << why << "\n";
+    return exit_failure;
+  }
   httplib::Headers headers;
   if (since) headers.emplace("Last-Event-ID", std::to_string(*since));
   std::string buf, error_body;
@@ -281,6 +322,10 @@ int run_restart(const client_flags& f, const std::string& name) {
     return exit_failure;
   }
   auto cli = make_client(c, 90);
+  if (auto why = prove_instance(c, *cli); !why.empty()) {
+    std::cerr << "mcprt restart: " << why << "\n";
+    return exit_failure;
+  }
   auto r = cli->Post("/workspace/mcp/" + encode_segment(name) + "/restart", "", "application/json");
   if (!r || r->status != 200) {
     std::cerr << "mcprt restart: " << describe_failure(c, r) << "\n";
@@ -317,6 +362,10 @@ int run_call(const client_flags& f, const std::string& server, const std::string
     return exit_failure;
   }
   auto cli = make_client(c, 120);
+  if (auto why = prove_instance(c, *cli); !why.empty()) {
+    std::cerr << "mcprt call: " << why << "\n";
+    return exit_failure;
+  }
   json body{{"server", server}, {"tool", tool}, {"arguments", arguments}};
   auto r = cli->Post("/workspace/mcp/tools/call", body.dump(), "application/json");
   if (!r || r->status != 200) {
@@ -325,13 +374,14 @@ int run_call(const client_flags& f, const std::string& server, const std::string
   }
   auto j = json::parse(r->body, nullptr, false);
   if (f.json || !j.is_object() || !j.contains("content") || !j["content"].is_array()) {
-    std::cout << (j.is_discarded() ? r->body : j.dump(2)) << "\n";
+    std::cout << (j.is_discarded() ? terminal_text(r->body) : dump_json(j, 2)) << "\n";
   } else {
-    // Text content as text; anything else as JSON.
+    // Text content as text (a server's, so control characters escaped);
+    // anything else as JSON.
     for (auto& part : j["content"]) {
       if (part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
-        std::cout << part["text"].get<std::string>() << "\n";
-      else std::cout << part.dump() << "\n";
+        std::cout << terminal_text(part["text"].get<std::string>()) << "\n";
+      else std::cout << dump_json(part) << "\n";
     }
   }
   return j.is_object() && j.value("isError", false) ? exit_failure : exit_ok;
@@ -339,24 +389,45 @@ int run_call(const client_flags& f, const std::string& server, const std::string
 
 std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,
                                      const std::string& own_store) {
-  auto c = resolve(f);
-  if (c.url.empty()) return std::nullopt;
+  connection c;
+  if (!f.token_file.empty()) {
+    auto t = read_token_file(f.token_file);
+    if (!t.error.empty()) {
+      std::cerr << "mcprt: " << t.error << "\n";
+      return exit_usage;
+    }
+    c.token = t.token;
+  }
+  std::error_code ec;
+  auto check = check_daemon(fs::absolute(f.workspace, ec).lexically_normal().string());
+  if (!check.daemon) {
+    // No daemon (or a file nobody should trust): the store is written
+    // directly, and the token goes nowhere.
+    if (!check.absent) std::cerr << "mcprt: warning: " << check.error << "; writing the approvals store directly\n";
+    return std::nullopt;
+  }
+  c.daemon = check.daemon;
+  c.url = check.daemon->url;
   if (!own_store.empty()) {
     // A daemon file without the field comes from an older daemon: trust it.
-    auto theirs = daemon_file_field(f.workspace, "approvals");
+    auto& theirs = c.daemon->approvals;
     if (!theirs.empty() && theirs != own_store) {
-      std::cerr << "mcprt: note: the daemon at " << c.url << " keeps approvals in " << theirs
+      std::cerr << "mcprt: note: the daemon at " << c.url << " keeps approvals in " << escape_for_display(theirs)
                 << "; writing " << own_store << " instead, which that daemon does not read\n";
       return std::nullopt;
     }
   }
-  if (!c.error.empty()) {
-    std::cerr << "mcprt: " << c.error << "\n";
-    return exit_usage;
-  }
   auto cli = make_client(c, 60);
   auto health = cli->Get("/healthz");
-  if (!health) return std::nullopt; // a stale daemon file: nobody answers
+  if (!health) return std::nullopt; // nobody answers: the daemon is going away
+  if (health->status == 401) {
+    std::cerr << "mcprt: " << describe_failure(c, health) << "\n";
+    return exit_usage;
+  }
+  if (auto why = prove_instance(c, *cli); !why.empty()) {
+    std::cerr << "mcprt: warning: " << why << "; writing the approvals store directly\n";
+    return std::nullopt;
+  }
   auto r = cli->Post("/workspace/mcp/" + encode_segment(name) + (approve ? "/approve" : "/reject"), "",
                      "application/json");
   if (r && r->status == 200) {

@@ -3,22 +3,24 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include <caf/all.hpp>
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "core/http_rules.hpp"
+#include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
 
 namespace mcprt::cli {
 
 using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
 
 json redact(json j) {
   if (j.is_object()) {
@@ -37,173 +39,30 @@ json redact(json j) {
   return j;
 }
 
-// -- event streams ---------------------------------------------------------------
-
-/// One connected event stream: a bounded queue of ready SSE frames.
-struct sse_client {
-  std::mutex mtx;
-  std::condition_variable cv;
-  std::deque<std::pair<uint64_t, std::string>> queue;
-  bool dropped = false; // fell behind: the stream is closed
-  bool closed = false;  // the daemon is stopping: the stream ends cleanly
-};
-
-/// Fans bus events out to the streams. `publish` runs in the subscriber
-/// actor and only takes short locks: it never waits for a client.
-class event_hub {
-public:
-  event_hub(std::size_t queue_limit, std::size_t max_clients) : limit_(queue_limit), max_(max_clients) {}
-
-  std::shared_ptr<sse_client> add() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (stopping_ || clients_.size() >= max_) return nullptr;
-    auto c = std::make_shared<sse_client>();
-    clients_.push_back(c);
-    return c;
-  }
-
-  void remove(const std::shared_ptr<sse_client>& c) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    clients_.erase(std::remove(clients_.begin(), clients_.end(), c), clients_.end());
-  }
-
-  void publish(uint64_t seq, const std::string& frame) {
-    std::vector<std::shared_ptr<sse_client>> cs;
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      cs = clients_;
-      latest_ = std::max(latest_, seq);
-    }
-    for (auto& c : cs) {
-      std::lock_guard<std::mutex> guard{c->mtx};
-      if (c->dropped || c->closed) continue;
-      if (c->queue.size() >= limit_) {
-        c->dropped = true;
-        c->queue.clear();
-        spdlog::warn("events: dropping a stream that fell {} events behind", limit_);
-      } else {
-        c->queue.emplace_back(seq, frame);
-      }
-      c->cv.notify_all();
-    }
-  }
-
-  void stop() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    stopping_ = true;
-    for (auto& c : clients_) {
-      std::lock_guard<std::mutex> g{c->mtx};
-      c->closed = true;
-      c->cv.notify_all();
-    }
-  }
-
-  std::size_t size() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return clients_.size();
-  }
-
-  /// The highest event id published to the streams so far.
-  uint64_t latest() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return latest_;
-  }
-
-private:
-  std::mutex mtx_;
-  std::vector<std::shared_ptr<sse_client>> clients_;
-  bool stopping_ = false;
-  uint64_t latest_ = 0;
-  std::size_t limit_;
-  std::size_t max_;
-};
-
-std::string sse_frame(const event& ev) {
-  return "id: " + std::to_string(ev.seq) + "\nevent: " + to_string(ev.kind) + "\ndata: " + redact(ev.data.value).dump()
-         + "\n\n";
-}
-
-/// Tells a resuming client that events between its Last-Event-ID and
-/// `next_id` are gone (no `id:`, so its Last-Event-ID stays): it should
-/// fetch the snapshot again.
-std::string gap_frame(uint64_t last_event_id, uint64_t next_id, const char* reason) {
-  nlohmann::json data{{"last_event_id", last_event_id}, {"next_id", next_id}, {"reason", reason}};
-  return "event: gap\ndata: " + data.dump() + "\n\n";
-}
-
-event_subscriber_actor::behavior_type hub_sink(event_subscriber_actor::pointer, std::shared_ptr<event_hub> hub) {
-  return {
-    [hub](event& ev) {
-      spdlog::debug("event {} {}", ev.seq, to_string(ev.kind));
-      hub->publish(ev.seq, sse_frame(ev));
-    },
-  };
-}
-
-// -- helpers -----------------------------------------------------------------------
-
 namespace {
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump() + "\n", "application/json");
+// -- responses ---------------------------------------------------------------------------
+
+http_response json_response(int status, const json& body) {
+  http_response r;
+  r.status = status;
+  r.body = dump_json(body) + "\n";
+  return r;
 }
 
-void send_error(httplib::Response& res, int status, const std::string& code, const std::string& message,
-                json extra = json::object()) {
+http_response error_response(int status, const std::string& code, const std::string& message,
+                             const json& extra = json::object()) {
   json body{{"error", code}, {"message", message}};
   for (auto& [k, v] : extra.items())
     body[k] = v;
-  send_json(res, status, body);
+  return json_response(status, body);
 }
 
-/// Every route of the API, for telling a wrong method (405) from an
-/// unknown path (404). Kept next to the registrations below.
-struct route_pattern {
-  const char* method;
-  std::regex path;
-};
-
-const std::vector<route_pattern>& api_routes() {
-  static const std::vector<route_pattern> routes{
-    {"GET", std::regex("/healthz")},
-    {"GET", std::regex("/workspace/mcp")},
-    {"GET", std::regex("/workspace/mcp/events")},
-    {"POST", std::regex("/workspace/mcp/reload")},
-    {"POST", std::regex("/workspace/mcp/tools/call")},
-    {"POST", std::regex("/workspace/mcp/[^/]+/(approve|reject|restart)")},
-  };
-  return routes;
+http_response refusal_response(const http::refusal& r) {
+  return error_response(r.status, r.code, r.message);
 }
 
-/// The methods `path` is served with (HEAD comes with GET), or "" when none.
-std::string allowed_methods(const std::string& path) {
-  std::string out;
-  for (auto& r : api_routes()) {
-    if (!std::regex_match(path, r.path)) continue;
-    std::string m = r.method;
-    if (m == "GET") m += ", HEAD";
-    if (out.find(m) == std::string::npos) out += (out.empty() ? "" : ", ") + m;
-  }
-  return out;
-}
-
-const char* status_code_name(int status) {
-  switch (status) {
-    case 400: return "bad_request";
-    case 401: return "unauthorized";
-    case 404: return "not_found";
-    case 405: return "method_not_allowed";
-    case 409: return "conflict";
-    case 413: return "payload_too_large";
-    case 414: return "uri_too_long";
-    case 415: return "unsupported_media_type";
-    case 503: return "unavailable";
-    default: return status < 500 ? "bad_request" : "internal_error";
-  }
-}
-
-/// An mcprt error as HTTP status, code and text.
+/// An mcprt error as HTTP status, code and text (the text shown escaped).
 struct http_error {
   int status = 500;
   std::string code;
@@ -223,6 +82,7 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
       case errc::not_gated:
       case errc::budget_exhausted:
       case errc::pool_draining: out.status = 409; break;
+      case errc::too_many_calls: out.status = 429; break;
       case errc::not_connected: out.status = 503; break;
       case errc::timeout: out.status = 504; break;
       case errc::tool_error:
@@ -244,42 +104,315 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
   return out;
 }
 
-/// Constant-time comparison, so the token cannot be guessed byte by byte.
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
+http_response runtime_error_response(caf::actor_system& sys, const caf::error& e, json extra) {
+  auto c = classify(sys, e);
+  if (c.code == "unavailable") {
+    // "NAME is unavailable (REASON): REMEDY"
+    auto open = c.message.find(" is unavailable (");
+    auto close = c.message.find("): ");
+    if (open != std::string::npos && close != std::string::npos && close > open) {
+      auto from = open + std::string(" is unavailable (").size();
+      extra["reason"] = c.message.substr(from, close - from);
+      extra["remedy"] = escape_for_display(c.message.substr(close + 3));
+    }
+  }
+  auto r = error_response(c.status, c.code, escape_for_display(c.message), extra);
+  if (c.status == 429) r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
-std::optional<uint64_t> parse_seq(const std::string& s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v;
+/// The request's allowed Origin (the CORS answer goes to it), if any.
+std::optional<std::string> allowed_origin(const http_request& req, const std::vector<std::string>& allowed) {
+  return http::check_origin(req.headers, allowed).allowed_origin;
 }
 
-/// The body as a JSON object, or an error response sent and nullopt.
-std::optional<json> json_body(const httplib::Request& req, httplib::Response& res, bool allow_empty) {
-  if (req.body.empty()) {
-    if (allow_empty) return json::object();
-    send_error(res, 400, "bad_request", "expected a JSON object body");
-    return std::nullopt;
-  }
-  auto j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) {
-    send_error(res, 400, "bad_request", "the body is not valid JSON");
-    return std::nullopt;
-  }
-  if (!j.is_object()) {
-    send_error(res, 400, "bad_request", "expected a JSON object body");
-    return std::nullopt;
-  }
-  return j;
+void add_cors(http_response& r, const std::optional<std::string>& origin) {
+  if (!origin) return;
+  r.headers.emplace_back("Access-Control-Allow-Origin", *origin);
+  r.headers.emplace_back("Vary", "Origin");
 }
+
+// -- worker lanes -------------------------------------------------------------------------
+
+/// A few threads for the facade calls that block (snapshot, approve, …),
+/// with a bounded queue: a full lane refuses instead of piling up work.
+class worker_lane {
+public:
+  worker_lane(std::size_t threads, std::size_t queue_limit) : limit_(queue_limit) {
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, threads); ++i)
+      threads_.emplace_back([this] { work(); });
+  }
+
+  ~worker_lane() {
+    close();
+    for (auto& t : threads_)
+      t.join();
+  }
+
+  bool submit(std::function<void()> job) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_ || jobs_.size() >= limit_) return false;
+    jobs_.push_back(std::move(job));
+    cv_.notify_one();
+    return true;
+  }
+
+  /// Takes no more jobs; queued ones are dropped (their requests are
+  /// answered 503 by the stopping server).
+  void close() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    closed_ = true;
+    jobs_.clear();
+    cv_.notify_all();
+  }
+
+private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock{mtx_};
+        cv_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      try {
+        job();
+      } catch (const std::exception& e) {
+        spdlog::error("http: a worker job failed: {}", escape_for_display(e.what()));
+      } catch (...) {
+        spdlog::error("http: a worker job failed");
+      }
+    }
+  }
+
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  std::size_t limit_;
+  bool closed_ = false;
+};
+
+// -- event streams -------------------------------------------------------------------------
+
+using frame_ptr = std::shared_ptr<const std::string>;
+
+/// One connected event stream: a bounded queue of ready SSE frames, pulled
+/// by the server's loop. `push` comes from the bus subscriber and only
+/// takes a short lock: it never waits for a client.
+class event_stream final : public http_stream {
+public:
+  explicit event_stream(std::size_t limit) : limit_(limit) {}
+
+  /// What the stream starts with (replayed events, a gap marker) and the
+  /// highest event id in it: queued events up to that id are skipped.
+  void set_initial(std::string head, uint64_t last) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    current_ = std::move(head);
+    offset_ = 0;
+    last_ = std::max(last_, last);
+  }
+
+  /// False when this push made the stream fall behind (it is dropped).
+  bool push(uint64_t seq, frame_ptr frame) {
+    bool wake_up = false;
+    bool dropped_now = false;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (dropped_ || closed_) return true;
+      if (queue_.size() >= limit_) {
+        dropped_ = true;
+        dropped_now = true;
+        queue_.clear();
+      } else {
+        queue_.emplace_back(seq, std::move(frame));
+      }
+      wake_up = std::exchange(waiting_, false);
+    }
+    if (dropped_now) abort();
+    else if (wake_up) wake();
+    return !dropped_now;
+  }
+
+  /// The daemon stops: the stream ends cleanly after what is queued.
+  void close() {
+    bool wake_up;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      closed_ = true;
+      wake_up = std::exchange(waiting_, false);
+    }
+    if (wake_up) wake();
+  }
+
+  /// A comment when nothing was sent for a while.
+  void keepalive() {
+    bool wake_up;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (!waiting_ || dropped_ || closed_ || !queue_.empty()) return;
+      // Not a function-local static: the loop may still run while statics go at exit.
+      queue_.emplace_back(0, std::make_shared<const std::string>(": keep-alive\n\n"));
+      wake_up = std::exchange(waiting_, false);
+    }
+    if (wake_up) wake();
+  }
+
+  chunk pull(char* buf, std::size_t max) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (dropped_) return {state::fail, 0};
+    while (offset_ >= current_.size()) {
+      current_.clear();
+      offset_ = 0;
+      if (queue_.empty()) {
+        if (closed_) return {state::end, 0};
+        waiting_ = true;
+        return {state::wait, 0};
+      }
+      auto [seq, frame] = std::move(queue_.front());
+      queue_.pop_front();
+      // seq 0: a keep-alive; otherwise skip what the replay already sent.
+      if (seq != 0) {
+        if (seq <= last_) continue;
+        last_ = seq;
+      }
+      current_ = *frame;
+    }
+    auto n = std::min(max, current_.size() - offset_);
+    std::copy_n(current_.data() + offset_, n, buf);
+    offset_ += n;
+    return {state::data, n};
+  }
+
+private:
+  std::mutex mtx_;
+  std::deque<std::pair<uint64_t, frame_ptr>> queue_;
+  std::string current_;
+  std::size_t offset_ = 0;
+  uint64_t last_ = 0;
+  std::size_t limit_;
+  bool waiting_ = false;
+  bool dropped_ = false;
+  bool closed_ = false;
+};
+
+/// Fans bus events out to the streams.
+class event_hub {
+public:
+  event_hub(std::size_t queue_limit, std::size_t max_streams) : limit_(queue_limit), max_(max_streams) {}
+
+  std::shared_ptr<event_stream> add() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    prune();
+    if (stopping_ || streams_.size() >= max_) return nullptr;
+    auto s = std::make_shared<event_stream>(limit_);
+    streams_.push_back(s);
+    return s;
+  }
+
+  void publish(uint64_t seq, const frame_ptr& frame) {
+    std::vector<std::shared_ptr<event_stream>> live;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      latest_ = std::max(latest_, seq);
+      prune();
+      for (auto& w : streams_)
+        if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    for (auto& s : live)
+      if (!s->push(seq, frame)) spdlog::warn("events: dropping a stream that fell {} events behind", limit_);
+  }
+
+  void keepalive() {
+    for (auto& s : snapshot())
+      s->keepalive();
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stopping_ = true;
+    }
+    for (auto& s : snapshot())
+      s->close();
+  }
+
+  uint64_t latest() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return latest_;
+  }
+
+private:
+  std::vector<std::shared_ptr<event_stream>> snapshot() {
+    std::vector<std::shared_ptr<event_stream>> out;
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& w : streams_)
+      if (auto s = w.lock()) out.push_back(std::move(s));
+    return out;
+  }
+
+  void prune() {
+    streams_.erase(std::remove_if(streams_.begin(), streams_.end(), [](auto& w) { return w.expired(); }),
+                   streams_.end());
+  }
+
+  std::mutex mtx_;
+  std::vector<std::weak_ptr<event_stream>> streams_; // a stream lives as long as its response
+  bool stopping_ = false;
+  uint64_t latest_ = 0;
+  std::size_t limit_;
+  std::size_t max_;
+};
+
+std::string sse_frame(const event& ev) {
+  return "id: " + std::to_string(ev.seq) + "\nevent: " + to_string(ev.kind) + "\ndata: " + dump_json(redact(ev.data.value))
+         + "\n\n";
+}
+
+/// Tells a resuming client that events between its Last-Event-ID and
+/// `next_id` are gone (no `id:`, so its Last-Event-ID stays): it should
+/// fetch the snapshot again.
+std::string gap_frame(uint64_t last_event_id, uint64_t next_id, const char* reason) {
+  json data{{"last_event_id", last_event_id}, {"next_id", next_id}, {"reason", reason}};
+  return "event: gap\ndata: " + data.dump() + "\n\n";
+}
+
+event_subscriber_actor::behavior_type hub_sink(event_subscriber_actor::pointer, std::shared_ptr<event_hub> hub) {
+  return {
+    [hub](event& ev) {
+      try {
+        hub->publish(ev.seq, std::make_shared<const std::string>(sse_frame(ev)));
+      } catch (const std::exception& e) {
+        spdlog::error("events: cannot forward event {}: {}", ev.seq, escape_for_display(e.what()));
+      }
+    },
+  };
+}
+
+/// A few warnings a second at most: a page or a script hammering the API
+/// must not flood the log.
+class warn_limiter {
+public:
+  bool allow() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto now = clock_type::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      window_ = now;
+      if (suppressed_ > 0) spdlog::warn("http: {} more refusals not logged", suppressed_);
+      count_ = suppressed_ = 0;
+    }
+    if (++count_ <= 5) return true;
+    ++suppressed_;
+    return false;
+  }
+
+private:
+  std::mutex mtx_;
+  clock_type::time_point window_{};
+  std::size_t count_ = 0, suppressed_ = 0;
+};
 
 } // namespace
 
@@ -292,199 +425,290 @@ struct http_api::impl {
   http_api_options opts;
   std::shared_ptr<event_hub> hub;
   event_subscriber_actor sink;
+  std::atomic<int> port{0};
+  worker_lane reads;
+  worker_lane changes;
+  warn_limiter warnings;
 
   impl(runtime& r, caf::actor_system& s, std::string sess, http_api_options o)
     : rt(r), sys(s), session(std::move(sess)), opts(std::move(o)),
-      hub(std::make_shared<event_hub>(opts.sse_queue, opts.max_streams)) {}
+      hub(std::make_shared<event_hub>(opts.sse_queue, opts.max_streams)), reads(opts.lane_threads, opts.lane_queue),
+      changes(opts.lane_threads, opts.lane_queue) {}
 
-  void decision(const httplib::Request& req, httplib::Response& res, bool approve) {
-    auto name = req.matches[1].str();
-    auto r = approve ? rt.approve(name) : rt.reject(name);
-    if (!r) {
-      auto e = classify(sys, r.error());
-      send_error(res, e.status, e.code, e.message, {{"server", name}});
-      return;
-    }
-    spdlog::info("{} {} over HTTP", approve ? "approved" : "rejected", name);
-    send_json(res, 200, {{"server", name}, {"approval", approve ? "approved" : "rejected"}});
+  std::optional<http_response> head_checks(const http_request& req);
+  void route(const std::shared_ptr<http_exchange>& ex);
+  void respond(const std::shared_ptr<http_exchange>& ex, http_response r) const {
+    add_cors(r, allowed_origin(ex->request(), opts.allowed_origins));
+    ex->respond(std::move(r));
   }
 
-  void restart(const httplib::Request& req, httplib::Response& res) {
-    auto name = req.matches[1].str();
-    auto r = rt.restart(name);
-    if (!r) {
-      auto e = classify(sys, r.error());
-      send_error(res, e.status, e.code, e.message, {{"server", name}});
-      return;
-    }
-    if (r->empty()) {
-      // No pool entry: say whether the server exists at all.
-      auto snap = rt.snapshot();
-      bool known = false;
-      for (auto& s : snap["servers"])
-        known = known || s.value("name", "") == name;
-      if (!known) {
-        send_error(res, 404, "unknown_server", "no MCP server named " + name + " is configured",
-                   {{"server", name}});
-        return;
+  /// A JSON object body (empty allowed when `optional`), or a 400 sent.
+  std::optional<json> object_body(const std::shared_ptr<http_exchange>& ex, bool optional) const;
+
+  void submit(worker_lane& lane, const std::shared_ptr<http_exchange>& ex, std::function<http_response()> job) {
+    auto origin = allowed_origin(ex->request(), opts.allowed_origins);
+    bool queued = lane.submit([ex, origin, job = std::move(job)] {
+      http_response r;
+      try {
+        r = job();
+      } catch (const std::exception& e) {
+        r = error_response(500, "internal_error", "the request failed: " + escape_for_display(e.what()));
       }
-    }
-    json results = json::array();
-    for (auto& x : *r)
-      results.push_back({{"id", x.id}, {"restarted", x.restarted}, {"duration_ms", x.duration_ms},
-                         {"reason", x.reason.empty() ? json(nullptr) : json(x.reason)}});
-    spdlog::info("restart {}: {} entries", name, r->size());
-    send_json(res, 200, {{"server", name}, {"results", results}});
+      add_cors(r, origin);
+      ex->respond(std::move(r));
+    });
+    if (!queued) respond(ex, error_response(503, "unavailable", "the daemon is busy or stopping; try again"));
   }
 
-  void call(const httplib::Request& req, httplib::Response& res) {
-    auto body = json_body(req, res, false);
-    if (!body) return;
-    auto& b = *body;
-    if (!b.contains("server") || !b["server"].is_string() || b["server"].get<std::string>().empty()) {
-      send_error(res, 400, "bad_request", "\"server\" must be a non-empty string");
-      return;
-    }
-    if (!b.contains("tool") || !b["tool"].is_string() || b["tool"].get<std::string>().empty()) {
-      send_error(res, 400, "bad_request", "\"tool\" must be a non-empty string");
-      return;
-    }
-    json args = json::object();
-    if (b.contains("arguments") && !b["arguments"].is_null()) {
-      if (!b["arguments"].is_object()) {
-        send_error(res, 400, "bad_request", "\"arguments\" must be an object");
-        return;
-      }
-      args = b["arguments"];
-    }
-    auto server = b["server"].get<std::string>();
-    auto tool = b["tool"].get<std::string>();
-    // A server that is admitted but still connecting (just approved, just
-    // started, restarting) gets a few seconds before the call fails.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    auto connecting = [](const caf::error& e) {
-      return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(errc::not_connected);
-    };
-    auto r = rt.call_tool(session, server, tool, args);
-    while (!r && connecting(r.error()) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      r = rt.call_tool(session, server, tool, args);
-    }
-    if (r) {
-      send_json(res, 200, *r);
-      return;
-    }
-    auto e = classify(sys, r.error());
-    json extra{{"server", server}, {"tool", tool}};
-    if (e.code == "unavailable") {
-      // "NAME is unavailable (REASON): REMEDY"
-      auto open = e.message.find(" is unavailable (");
-      auto close = e.message.find("): ");
-      if (open != std::string::npos && close != std::string::npos && close > open) {
-        auto from = open + std::string(" is unavailable (").size();
-        extra["reason"] = e.message.substr(from, close - from);
-        extra["remedy"] = e.message.substr(close + 3);
-      } else if (auto u = rt.unavailable_reason(server); u && !u->reason.empty()) {
-        extra["reason"] = u->reason;
-        extra["remedy"] = u->remedy;
-      }
-    }
-    send_error(res, e.status, e.code, e.message, extra);
-  }
+  void events(const std::shared_ptr<http_exchange>& ex);
+  void call(const std::shared_ptr<http_exchange>& ex);
+  http_response decision(const std::string& name, bool approve);
+  http_response restart(const std::string& name);
+};
 
-  void events(const httplib::Request& req, httplib::Response& res) {
-    std::optional<uint64_t> after;
-    if (req.has_header("Last-Event-ID")) {
-      after = parse_seq(req.get_header_value("Last-Event-ID"));
-      if (!after) {
-        send_error(res, 400, "bad_request", "Last-Event-ID must be an event id (a decimal number)");
-        return;
-      }
+std::optional<http_response> http_api::impl::head_checks(const http_request& req) {
+  auto refuse = [&](const http::refusal& r, bool warn) {
+    if (warn && warnings.allow())
+      spdlog::warn("http: refused {} {}: {}", escape_for_display(req.method.substr(0, 16)), http::shown(req.target),
+                   r.message);
+    auto resp = refusal_response(r);
+    if (r.status == 401) resp.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return resp;
+  };
+  int p = port.load();
+  if (p == 0) return error_response(503, "unavailable", "the daemon is starting");
+  if (auto r = http::check_host(req.headers, {opts.host, p})) return refuse(*r, r->status == 403);
+  auto origin = http::check_origin(req.headers, opts.allowed_origins);
+  if (origin.refused) return refuse(*origin.refused, true);
+  if (req.method == "OPTIONS") {
+    auto routing = http::resolve_route("GET", req.target);
+    if (routing.allow.empty()) return refusal_response(*routing.refused);
+    http_response r;
+    r.status = origin.allowed_origin ? 204 : 405;
+    r.content_type = "text/plain";
+    r.headers.emplace_back("Allow", routing.allow + ", OPTIONS");
+    if (origin.allowed_origin) {
+      add_cors(r, origin.allowed_origin);
+      r.headers.emplace_back("Access-Control-Allow-Methods", routing.allow);
+      r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+      r.headers.emplace_back("Access-Control-Max-Age", "600");
+    } else {
+      r = error_response(405, "method_not_allowed", "OPTIONS is only a CORS preflight of an allowed origin");
+      r.headers.emplace_back("Allow", routing.allow);
     }
-    auto c = hub->add();
-    if (!c) {
-      send_error(res, 503, "unavailable", "too many event streams, or the daemon is stopping");
+    return r;
+  }
+  if (auto r = http::check_bearer(req.headers, opts.token)) return refuse(*r, true);
+  auto routing = http::resolve_route(req.method, req.target);
+  if (routing.refused) {
+    auto r = refusal_response(*routing.refused);
+    if (routing.refused->status == 405) r.headers.emplace_back("Allow", routing.allow);
+    add_cors(r, origin.allowed_origin);
+    return r;
+  }
+  if (req.method == "POST")
+    if (auto r = http::check_json_content_type(req.headers)) {
+      auto resp = refuse(*r, false);
+      add_cors(resp, origin.allowed_origin);
+      return resp;
+    }
+  return std::nullopt;
+}
+
+std::optional<json> http_api::impl::object_body(const std::shared_ptr<http_exchange>& ex, bool optional) const {
+  auto& body = ex->request().body;
+  if (body.empty()) {
+    if (optional) return json::object();
+    respond(ex, error_response(400, "bad_request", "expected a JSON object body"));
+    return std::nullopt;
+  }
+  json_limits lim;
+  lim.max_bytes = opts.max_body;
+  lim.max_depth = opts.max_json_depth;
+  auto parsed = parse_bounded_json(body, lim);
+  if (!parsed.ok()) {
+    respond(ex, error_response(400, "bad_request",
+                               "the body is not valid JSON: " + parsed.error->message + " (at byte "
+                                 + std::to_string(parsed.error->offset) + ")"));
+    return std::nullopt;
+  }
+  if (!parsed.value.is_object()) {
+    respond(ex, error_response(400, "bad_request", "expected a JSON object body"));
+    return std::nullopt;
+  }
+  return std::move(parsed.value);
+}
+
+void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
+  auto& req = ex->request();
+  auto routing = http::resolve_route(req.method, req.target);
+  if (!routing.match) {
+    respond(ex, refusal_response(routing.refused ? *routing.refused : http::refusal{404, "not_found", "no route"}));
+    return;
+  }
+  auto& m = *routing.match;
+  switch (m.id) {
+    case http::route_id::healthz: respond(ex, json_response(200, {{"ok", true}, {"instance", opts.instance}})); return;
+    case http::route_id::snapshot:
+      submit(reads, ex, [this] { return json_response(200, redact(rt.snapshot())); });
+      return;
+    case http::route_id::events: events(ex); return;
+    case http::route_id::call: call(ex); return;
+    case http::route_id::reload:
+      if (!object_body(ex, true)) return;
+      submit(changes, ex, [this] {
+        auto r = rt.reload();
+        if (!r) return runtime_error_response(sys, r.error(), json::object());
+        return json_response(202, {{"reload", "accepted"}});
+      });
+      return;
+    case http::route_id::approve:
+    case http::route_id::reject: {
+      if (!object_body(ex, true)) return;
+      bool approve = m.id == http::route_id::approve;
+      submit(changes, ex, [this, name = m.server, approve] { return decision(name, approve); });
       return;
     }
+    case http::route_id::restart:
+      if (!object_body(ex, true)) return;
+      submit(changes, ex, [this, name = m.server] { return restart(name); });
+      return;
+  }
+}
+
+http_response http_api::impl::decision(const std::string& name, bool approve) {
+  auto r = approve ? rt.approve(name) : rt.reject(name);
+  if (!r) return runtime_error_response(sys, r.error(), {{"server", name}});
+  spdlog::info("{} {} over HTTP", approve ? "approved" : "rejected", escape_for_display(name));
+  return json_response(200, {{"server", name}, {"approval", approve ? "approved" : "rejected"}});
+}
+
+http_response http_api::impl::restart(const std::string& name) {
+  auto r = rt.restart(name);
+  if (!r) return runtime_error_response(sys, r.error(), {{"server", name}});
+  if (r->empty()) {
+    // No pool entry: say whether the server exists at all.
+    auto snap = rt.snapshot();
+    bool known = false;
+    for (auto& s : snap["servers"])
+      known = known || s.value("name", "") == name;
+    if (!known)
+      return error_response(404, "unknown_server", "no MCP server named " + http::shown(name) + " is configured",
+                            {{"server", name}});
+  }
+  json results = json::array();
+  for (auto& x : *r)
+    results.push_back({{"id", x.id}, {"restarted", x.restarted}, {"duration_ms", x.duration_ms},
+                       {"reason", x.reason.empty() ? json(nullptr) : json(x.reason)}});
+  spdlog::info("restart {}: {} entries", escape_for_display(name), r->size());
+  return json_response(200, {{"server", name}, {"results", results}});
+}
+
+void http_api::impl::call(const std::shared_ptr<http_exchange>& ex) {
+  auto body = object_body(ex, false);
+  if (!body) return;
+  auto& b = *body;
+  for (auto key : {"server", "tool"}) {
+    if (!b.contains(key) || !b[key].is_string() || !http::is_plain_name(b[key].get<std::string>())) {
+      respond(ex, error_response(400, "bad_request",
+                                 std::string("\"") + key
+                                   + "\" must be a name: a non-empty string without control characters"));
+      return;
+    }
+  }
+  json args = json::object();
+  if (b.contains("arguments") && !b["arguments"].is_null()) {
+    if (!b["arguments"].is_object()) {
+      respond(ex, error_response(400, "bad_request", "\"arguments\" must be an object"));
+      return;
+    }
+    args = std::move(b["arguments"]);
+  }
+  auto server = b["server"].get<std::string>();
+  auto tool = b["tool"].get<std::string>();
+  call_options co;
+  co.timeout = opts.call_timeout;
+  co.wait_connecting = opts.connect_wait;
+  auto origin = allowed_origin(ex->request(), opts.allowed_origins);
+  // Runs on an actor thread, possibly after this api is gone: it holds
+  // only what it uses (the actor system outlives every actor).
+  auto* s = &sys;
+  rt.call_tool_async(
+    session, server, tool, std::move(args),
+    [ex, origin, s, server, tool](caf::expected<json> r) {
+      http_response resp = r ? json_response(200, *r)
+                             : runtime_error_response(*s, r.error(), {{"server", server}, {"tool", tool}});
+      add_cors(resp, origin);
+      ex->respond(std::move(resp));
+    },
+    co);
+}
+
+void http_api::impl::events(const std::shared_ptr<http_exchange>& ex) {
+  auto& req = ex->request();
+  std::optional<uint64_t> after;
+  auto ids = http::header_values(req.headers, "last-event-id");
+  if (!ids.empty()) {
+    after = ids.size() == 1 ? http::parse_event_id(ids.front()) : std::nullopt;
+    if (!after) {
+      respond(ex, error_response(400, "bad_request", "Last-Event-ID must be an event id (a decimal number)"));
+      return;
+    }
+  }
+  auto stream_head = [](http_response& r) {
+    r.content_type = "text/event-stream";
+    r.headers.emplace_back("X-Accel-Buffering", "no");
+  };
+  if (req.method == "HEAD") {
+    http_response r;
+    stream_head(r);
+    respond(ex, std::move(r));
+    return;
+  }
+  auto stream = hub->add();
+  if (!stream) {
+    respond(ex, error_response(503, "unavailable",
+                               "too many event streams (at most " + std::to_string(opts.max_streams)
+                                 + ", --max-streams), or the daemon is stopping"));
+    return;
+  }
+  auto open = [this, ex, stream, after, stream_head]() {
     // Registered first, then replayed: nothing falls in between; what is
     // in both is skipped by sequence number.
-    struct stream_state {
-      std::vector<std::string> initial;
-      uint64_t last = 0;
-      bool started = false;
-    };
-    auto st = std::make_shared<stream_state>();
+    std::string head = ": mcprt events\n\n";
+    uint64_t last = 0;
     if (after) {
-      st->last = *after;
+      last = *after;
       auto replayed = rt.replay(*after);
       auto latest = std::max(hub->latest(), replayed.empty() ? 0 : replayed.back().seq);
       if (*after > latest) {
         // An id this daemon never sent: from an earlier run of it. The
         // client missed everything; it gets the whole ring.
         replayed = rt.replay(0);
-        st->last = 0;
-        st->initial.push_back(gap_frame(*after, replayed.empty() ? latest + 1 : replayed.front().seq, "unknown_id"));
+        last = 0;
+        head += gap_frame(*after, replayed.empty() ? latest + 1 : replayed.front().seq, "unknown_id");
       } else if (!replayed.empty() && replayed.front().seq > *after + 1) {
-        st->initial.push_back(gap_frame(*after, replayed.front().seq, "evicted"));
+        head += gap_frame(*after, replayed.front().seq, "evicted");
       }
-      for (auto& ev : replayed)
-        st->initial.push_back(sse_frame(ev));
+      for (auto& ev : replayed) {
+        head += sse_frame(ev);
+        last = std::max(last, ev.seq);
+      }
     }
-    spdlog::debug("events: stream opened (replay from {}, {} events)", after ? std::to_string(*after) : "-",
-                  st->initial.size());
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    auto keepalive = opts.keepalive;
-    auto h = hub;
-    res.set_chunked_content_provider(
-      "text/event-stream",
-      [c, st, keepalive](size_t, httplib::DataSink& sink) {
-        if (!st->started) {
-          st->started = true;
-          std::string head = ": mcprt events\n\n";
-          for (auto& f : st->initial) {
-            head += f;
-          }
-          // The replayed frames carry their ids; remember the highest.
-          for (auto& f : st->initial) {
-            if (f.rfind("id: ", 0) != 0) continue; // the gap marker has none
-            auto v = parse_seq(f.substr(4, f.find('\n') - 4));
-            if (v && *v > st->last) st->last = *v;
-          }
-          st->initial.clear();
-          return sink.write(head.data(), head.size());
-        }
-        std::unique_lock<std::mutex> lock{c->mtx};
-        c->cv.wait_for(lock, keepalive, [&] { return !c->queue.empty() || c->dropped || c->closed; });
-        if (c->closed) {
-          lock.unlock();
-          sink.done();
-          return true;
-        }
-        if (c->dropped) return false;
-        if (c->queue.empty()) {
-          lock.unlock();
-          static const std::string ka = ": keep-alive\n\n";
-          return sink.write(ka.data(), ka.size());
-        }
-        auto batch = std::move(c->queue);
-        c->queue.clear();
-        lock.unlock();
-        std::string out;
-        for (auto& [seq, frame] : batch) {
-          if (seq <= st->last) continue;
-          st->last = seq;
-          out += frame;
-        }
-        if (out.empty()) return true;
-        return sink.write(out.data(), out.size());
-      },
-      [h, c](bool) {
-        h->remove(c);
-        spdlog::debug("events: stream closed");
-      });
+    stream->set_initial(std::move(head), last);
+    http_response r;
+    stream_head(r);
+    r.stream = stream;
+    return r;
+  };
+  if (!after) {
+    respond(ex, open());
+    return;
   }
-};
+  submit(reads, ex, open);
+}
+
+// -- the handler ------------------------------------------------------------------------
 
 http_api::http_api(runtime& rt, caf::actor_system& sys, std::string session, http_api_options opts)
   : impl_(std::make_unique<impl>(rt, sys, std::move(session), std::move(opts))) {}
@@ -499,87 +723,33 @@ http_api::~http_api() {
 
 void http_api::stop() {
   impl_->hub->stop();
+  impl_->reads.close();
+  impl_->changes.close();
 }
 
-bool http_api::install(httplib::Server& svr) {
+bool http_api::install(http_server& server) {
   auto& p = *impl_;
   p.sink = p.sys.spawn(hub_sink, p.hub);
   if (!p.rt.subscribe(p.sink)) return false;
-
-  svr.set_payload_max_length(p.opts.max_body);
-  // Event streams hold a worker each: room for all of them plus requests.
-  auto threads = p.opts.max_streams + 8;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-
-  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    auto& tok = impl_->opts.token;
-    if (tok.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    auto h = req.get_header_value("Authorization");
-    const std::string bearer = "Bearer ";
-    if (h.compare(0, bearer.size(), bearer) == 0 && same_secret(h.substr(bearer.size()), tok))
-      return httplib::Server::HandlerResponse::Unhandled;
-    spdlog::warn("{} {}: rejected, {} bearer token", req.method, req.path, h.empty() ? "no" : "wrong");
-    res.set_header("WWW-Authenticate", "Bearer");
-    send_error(res, 401, "unauthorized", "this daemon needs Authorization: Bearer <token> (see --token-file)");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() && res.get_header_value("Content-Type") == "application/json") return;
-    std::string msg;
-    if (res.status == 404) {
-      if (auto allow = allowed_methods(req.path); !allow.empty()) {
-        res.status = 405;
-        res.set_header("Allow", allow);
-        send_error(res, 405, status_code_name(405), req.method + " " + req.path + ": allowed are " + allow);
-        return;
-      }
-    }
-    switch (res.status) {
-      case 404: msg = "no route " + req.method + " " + req.path; break;
-      case 413: msg = "the request body is too large"; break;
-      default: msg = "bad request";
-    }
-    send_error(res, res.status, status_code_name(res.status), msg);
-  });
-  svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("{} {}: {}", req.method, req.path, what);
-    send_error(res, 500, "internal_error", what);
-  });
-  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
-  });
-
-  svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"ok", true}}); });
-  svr.Get("/workspace/mcp", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, redact(impl_->rt.snapshot()));
-  });
-  svr.Get("/workspace/mcp/events",
-          [this](const httplib::Request& req, httplib::Response& res) { impl_->events(req, res); });
-  svr.Post("/workspace/mcp/reload", [this](const httplib::Request&, httplib::Response& res) {
-    auto r = impl_->rt.reload();
-    if (!r) {
-      auto e = classify(impl_->sys, r.error());
-      send_error(res, e.status, e.code, e.message);
-      return;
-    }
-    send_json(res, 202, {{"reload", "accepted"}});
-  });
-  svr.Post("/workspace/mcp/tools/call",
-           [this](const httplib::Request& req, httplib::Response& res) { impl_->call(req, res); });
-  svr.Post(R"(/workspace/mcp/([^/]+)/approve)",
-           [this](const httplib::Request& req, httplib::Response& res) { impl_->decision(req, res, true); });
-  svr.Post(R"(/workspace/mcp/([^/]+)/reject)",
-           [this](const httplib::Request& req, httplib::Response& res) { impl_->decision(req, res, false); });
-  svr.Post(R"(/workspace/mcp/([^/]+)/restart)",
-           [this](const httplib::Request& req, httplib::Response& res) { impl_->restart(req, res); });
+  auto hub = p.hub;
+  server.every(p.opts.keepalive, [hub] { hub->keepalive(); });
   return true;
+}
+
+void http_api::listening_on(int port) {
+  impl_->port = port;
+}
+
+std::optional<http_response> http_api::on_head(const http_request& head) {
+  return impl_->head_checks(head);
+}
+
+void http_api::on_request(std::shared_ptr<http_exchange> ex) {
+  impl_->route(ex);
+}
+
+void http_api::on_answered(const http_request& req, int status) {
+  spdlog::debug("{} {} -> {}", escape_for_display(req.method.substr(0, 16)), http::shown(req.target), status);
 }
 
 } // namespace mcprt::cli

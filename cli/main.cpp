@@ -1,6 +1,7 @@
 // mcprt: keeps a workspace's MCP servers in step with its settings files.
 // This file holds the command-line front end; the logic lives in core/.
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -149,6 +150,9 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
 } // namespace
 
 int main(int argc, char** argv) {
+  // A daemon that closes a connection mid-request (a refused body) must
+  // give the client commands an error, not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mcprt — keeps a workspace's MCP server connections in step with its settings files"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mcprt 0.1.0");
@@ -214,6 +218,17 @@ int main(int argc, char** argv) {
   serve->add_option("--scheduler", serve_flags.scheduler,
                     "mcprt (default: fair, per-worker FIFO with stealing) or caf (CAF 0.17's work stealing)")
     ->check(CLI::IsMember({"mcprt", "caf"}));
+  serve->add_option("--allow-origin", serve_flags.allow_origins,
+                    "Origin of a web page that may call the API, e.g. http://localhost:3000 (repeatable; "
+                    "default: none, every request with an Origin header is refused)");
+  serve->add_option("--max-connections", serve_flags.max_connections,
+                    "Open HTTP connections (default 256); at the limit the oldest one still sending its request is closed");
+  serve->add_option("--max-streams", serve_flags.max_streams, "Concurrent event streams (default 64); more get 503");
+  serve->add_option("--max-calls-per-server", serve_flags.max_calls_per_server,
+                    "Tool calls in flight per server (default 16); more get 429");
+  serve->add_option("--request-timeout-ms", serve_flags.request_timeout_ms,
+                    "Time a client has to send a whole request, headers and body (default 10000)");
+  serve->add_option("--max-body-bytes", serve_flags.max_body_bytes, "Largest request body (default 1048576); more get 413");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

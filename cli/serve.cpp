@@ -23,14 +23,18 @@
 #include <unistd.h>
 
 #include <caf/all.hpp>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/daemon_file.hpp"
 #include "cli/http_api.hpp"
+#include "cli/http_server.hpp"
+#include "core/http_rules.hpp"
 #include "core/runtime_mode.hpp"
 #include "core/settings.hpp"
+#include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
 #include "mcprt/runtime.hpp"
 
@@ -76,17 +80,47 @@ listen_address parse_listen(const std::string& s) {
 }
 
 bool is_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
-std::string daemon_file(const std::string& workspace) {
-  std::error_code ec;
-  return (fs::absolute(workspace, ec).lexically_normal() / ".mcprt" / "daemon.json").string();
+  return http::is_loopback_host(host);
 }
 
 namespace {
 
 // -- logging -------------------------------------------------------------------------
+
+/// A log message safe for a terminal and a log file: one with control
+/// characters or invalid UTF-8 (from any component: a path, a server's
+/// output, a request) is escaped whole, so no message can forge a line or
+/// steer a terminal. A clean message goes out as it is, so text a component
+/// already escaped is not escaped twice.
+std::string safe_message(std::string_view msg) {
+  auto escaped = escape_for_display(msg);
+  if (escaped.size() == msg.size()) return escaped;
+  std::string doubled;
+  doubled.reserve(msg.size() + 8);
+  for (char c : msg) {
+    doubled += c;
+    if (c == '\\') doubled += c;
+  }
+  return escaped == doubled ? std::string(msg) : escaped;
+}
+
+/// The text format, with every message through safe_message.
+class escaping_formatter final : public spdlog::formatter {
+public:
+  explicit escaping_formatter(std::string pattern)
+    : pattern_(std::move(pattern)), inner_(std::make_unique<spdlog::pattern_formatter>(pattern_)) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    auto safe = safe_message(std::string_view(msg.payload.data(), msg.payload.size()));
+    auto copy = msg;
+    copy.payload = spdlog::string_view_t(safe.data(), safe.size());
+    inner_->format(copy, dest);
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<escaping_formatter>(pattern_); }
+
+private:
+  std::string pattern_;
+  std::unique_ptr<spdlog::pattern_formatter> inner_;
+};
 
 /// One JSON object per line: {"ts", "level", "msg"}.
 class json_formatter final : public spdlog::formatter {
@@ -102,8 +136,8 @@ public:
     auto level = spdlog::level::to_string_view(msg.level);
     json j{{"ts", buf},
            {"level", std::string(level.data(), level.size())},
-           {"msg", std::string(msg.payload.data(), msg.payload.size())}};
-    auto line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+           {"msg", safe_message(std::string_view(msg.payload.data(), msg.payload.size()))}};
+    auto line = dump_json(j) + "\n";
     dest.append(line.data(), line.data() + line.size());
   }
   std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<json_formatter>(); }
@@ -112,7 +146,7 @@ public:
 void setup_logging(const serve_flags& f) {
   auto logger = std::make_shared<spdlog::logger>("mcprt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   if (f.log_format == "json") logger->set_formatter(std::make_unique<json_formatter>());
-  else logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  else logger->set_formatter(std::make_unique<escaping_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v"));
   logger->set_level(spdlog::level::from_str(f.log_level));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
@@ -162,22 +196,6 @@ bool write_daemon_file(const fs::path& path, const json& content, std::string& e
   return true;
 }
 
-/// The URL of a daemon already serving the workspace, if one answers.
-std::optional<std::string> live_daemon(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  auto j = json::parse(in, nullptr, false);
-  if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) return std::nullopt;
-  auto url = j["url"].get<std::string>();
-  httplib::Client c(url);
-  c.set_connection_timeout(1, 0);
-  c.set_read_timeout(2, 0);
-  auto r = c.Get("/healthz");
-  // 401: a daemon with a token is still a daemon.
-  if (r && (r->status == 200 || r->status == 401)) return url;
-  return std::nullopt;
-}
-
 int fail_usage(const std::string& msg) {
   std::cerr << "mcprt serve: " << msg << "\n";
   return 2;
@@ -220,24 +238,41 @@ int run_serve(const serve_flags& f) {
   if (!addr.error.empty()) return fail_usage(addr.error);
   std::string token;
   if (!f.token_file.empty()) {
-    std::ifstream in(f.token_file);
-    if (!in) return fail_usage("cannot read --token-file '" + f.token_file + "'");
-    std::getline(in, token);
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
-      token.pop_back();
-    if (token.empty()) return fail_usage("--token-file '" + f.token_file + "' is empty");
+    auto t = read_token_file(f.token_file);
+    if (!t.error.empty()) return fail_usage(t.error);
+    token = t.token;
   }
   if (!is_loopback(addr.host) && token.empty())
     return fail_usage("refusing to listen on non-loopback address " + addr.host
                       + " without a token: pass --token-file FILE (every request then needs "
                         "Authorization: Bearer <token>)");
+  for (auto& o : f.allow_origins)
+    if (!http::is_origin(o))
+      return fail_usage("--allow-origin '" + escape_for_display(o)
+                        + "' is not an origin (scheme://host[:port], e.g. http://localhost:3000)");
+  auto bounded = [](long long v, long long lo, long long hi) { return v >= lo && v <= hi; };
+  if (!bounded(f.max_connections, 4, 100000)) return fail_usage("--max-connections must be between 4 and 100000");
+  if (!bounded(f.max_streams, 1, f.max_connections))
+    return fail_usage("--max-streams must be between 1 and --max-connections");
+  if (!bounded(f.max_calls_per_server, 1, 100000)) return fail_usage("--max-calls-per-server must be between 1 and 100000");
+  if (!bounded(f.request_timeout_ms, 100, 3600000))
+    return fail_usage("--request-timeout-ms must be between 100 and 3600000");
+  if (!bounded(f.max_body_bytes, 1024, 1LL << 30)) return fail_usage("--max-body-bytes must be between 1024 and 1073741824");
+  opts.max_calls_per_server = static_cast<std::size_t>(f.max_calls_per_server);
 
   setup_logging(f);
   fs::path daemon_path = daemon_file(opts.workspace.string());
-  if (auto other = live_daemon(daemon_path)) {
-    std::cerr << "mcprt serve: a daemon already serves " << opts.workspace.string() << " at " << *other
-              << " (" << daemon_path.string() << ")\n";
-    return 1;
+  {
+    // Only a daemon of this workspace that still runs keeps us out; a file
+    // it left behind (killed), or one that names anything else, is replaced.
+    auto other = check_daemon(opts.workspace.string(), false);
+    if (other.daemon) {
+      std::cerr << "mcprt serve: a daemon already serves " << opts.workspace.string() << " at " << other.daemon->url
+                << " (pid " << other.daemon->pid << ", " << daemon_path.string() << ")\n";
+      return 1;
+    }
+    if (!other.absent) spdlog::warn("replacing {}: {}", daemon_path.string(), other.error);
+    else if (fs::exists(daemon_path, ec)) spdlog::info("replacing {}: {}", daemon_path.string(), other.error);
   }
   if (!block_stop_signals()) {
     std::cerr << "mcprt serve: cannot set up signal handling: " << std::strerror(errno) << "\n";
@@ -272,43 +307,46 @@ int run_serve(const serve_flags& f) {
   }
 
   // -- the HTTP side ---------------------------------------------------------------------
+  auto instance = new_instance_id();
   http_api_options ho;
   ho.token = token;
+  ho.instance = instance;
+  ho.host = addr.host;
+  ho.allowed_origins = f.allow_origins;
   ho.keepalive = std::chrono::milliseconds(std::max(10LL, f.keepalive_ms));
   ho.sse_queue = static_cast<std::size_t>(std::max(1LL, f.sse_queue));
-  httplib::Server svr;
+  ho.max_streams = static_cast<std::size_t>(f.max_streams);
+  ho.max_body = static_cast<std::size_t>(f.max_body_bytes);
+  http_server_options so;
+  so.max_connections = static_cast<std::size_t>(f.max_connections);
+  so.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  so.max_body = ho.max_body;
+  so.sndbuf = static_cast<int>(std::max(0LL, std::min<long long>(f.sndbuf, 1 << 30)));
   http_api api(rt, sys, session, ho);
-  if (!api.install(svr)) {
+  http_server server(api, so);
+  if (!api.install(server)) {
     spdlog::error("cannot subscribe to the event bus");
     rt.shutdown();
     return 1;
   }
-  if (f.sndbuf > 0) {
-    int n = static_cast<int>(f.sndbuf);
-    // Accepted sockets inherit the listener's buffer size (and then do not
-    // grow it): a slow link, so tests can fill a stream's buffers.
-    svr.set_socket_options([n](int sock) {
-      int yes = 1;
-      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-      ::setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &n, sizeof n);
-    });
-  }
-  int port = addr.port;
-  bool bound = port == 0 ? (port = svr.bind_to_any_port(addr.host)) > 0 : svr.bind_to_port(addr.host, port);
-  if (!bound) {
-    spdlog::error("cannot listen on {}: {}", f.listen, std::strerror(errno));
+  std::string listen_error;
+  if (!server.listen(addr.host, addr.port, listen_error)) {
+    spdlog::error("cannot listen on {}: {}", f.listen, listen_error);
     rt.shutdown();
     return 1;
   }
+  api.listening_on(server.port());
   bool v6 = addr.host.find(':') != std::string::npos;
-  std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(port);
+  std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(server.port());
   std::string werr;
   std::string written_daemon_file;
   // `approvals` (the store the runtime resolved) lets `mcprt approve
-  // --home/--profile` tell whether this daemon reads the store they name.
+  // --home/--profile` tell whether this daemon reads the store they name;
+  // `instance` is what /healthz echoes, so a client knows it reached us.
   if (!write_daemon_file(daemon_path,
                          {{"url", url},
                           {"pid", ::getpid()},
+                          {"instance", instance},
                           {"workspace", opts.workspace.string()},
                           {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()}},
                          werr)) {
@@ -323,7 +361,7 @@ int run_serve(const serve_flags& f) {
   // -- until a signal -----------------------------------------------------------------
   std::mutex mtx;
   std::condition_variable cv;
-  bool listen_done = false;
+  bool stop_now = false;
   std::atomic<bool> exiting{false};
   std::atomic<bool> daemon_file_ours{!written_daemon_file.empty()};
   std::thread waiter([&] {
@@ -342,23 +380,18 @@ int run_serve(const serve_flags& f) {
         ::_exit(128 + sig);
       }
       spdlog::info("{}: stopping (a second signal forces)", sig == SIGINT ? "SIGINT" : "SIGTERM");
-      api.stop();
-      // stop() is a no-op until listen has begun: repeat until it has ended.
-      std::unique_lock<std::mutex> lock{mtx};
-      while (!listen_done) {
-        svr.stop();
-        cv.wait_for(lock, std::chrono::milliseconds(50));
-      }
+      std::lock_guard<std::mutex> guard{mtx};
+      stop_now = true;
+      cv.notify_all();
     }
   });
-  bool ok = svr.listen_after_bind();
   {
-    std::lock_guard<std::mutex> guard{mtx};
-    listen_done = true;
-    cv.notify_all();
+    std::unique_lock<std::mutex> lock{mtx};
+    cv.wait(lock, [&] { return stop_now; });
   }
-  if (!ok) spdlog::error("the HTTP server stopped unexpectedly");
+  // Streams end, waiting requests get 503, then the runtime drains.
   api.stop();
+  server.stop(std::chrono::seconds(2));
   auto drained = rt.shutdown();
   spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);
   ::unlink(daemon_path.c_str());
@@ -366,7 +399,7 @@ int run_serve(const serve_flags& f) {
   exiting = true;
   ::pthread_kill(waiter.native_handle(), SIGUSR1);
   waiter.join();
-  return ok ? 0 : 1;
+  return 0;
 }
 
 } // namespace mcprt::cli

@@ -25,6 +25,13 @@ struct serve_flags {
   std::string log_format = "text";
   long long threads = 0; // scheduler workers; 0: one per core
   std::string scheduler = "mcprt"; // mcprt's fair scheduler, or "caf": CAF's work stealing
+  // What a client controls is bounded (README "The daemon" lists them).
+  std::vector<std::string> allow_origins;
+  long long max_connections = 256;
+  long long max_streams = 64;
+  long long max_calls_per_server = 16;
+  long long request_timeout_ms = 10000;
+  long long max_body_bytes = 1 << 20;
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;
@@ -56,9 +63,6 @@ int run_call(const client_flags& f, const std::string& server, const std::string
 /// daemon's: the caller writes the store itself.
 std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,
                                      const std::string& own_store = {});
-
-/// `<ws>/.mcprt/daemon.json`.
-std::string daemon_file(const std::string& workspace);
 
 /// "HOST:PORT" (IPv6 as "[::1]:PORT"): host and port, or an error message.
 struct listen_address {

@@ -182,6 +182,9 @@ bounded_json parse_bounded_json(std::string_view text, const json_limits& limits
   };
   if (text.size() > limits.max_bytes)
     return fail(limits.max_bytes, "larger than " + std::to_string(limits.max_bytes) + " bytes");
+  // nlohmann's lexer takes a NUL byte for the end of the input and would
+  // ignore whatever follows it; JSON text never holds a raw one.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos) return fail(nul, "a NUL byte (JSON text holds none)");
   std::string replaced;
   std::string_view body = text;
   if (auto bad = first_invalid_utf8(text)) {

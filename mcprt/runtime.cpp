@@ -1,6 +1,7 @@
 #include "mcprt/runtime.hpp"
 
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <set>
 #include <mutex>
@@ -141,6 +142,94 @@ json budget_json(const budget_snapshot& b) {
           {"status", budget_status(b)}};
 }
 
+// -- tool calls ------------------------------------------------------------------------
+
+/// Tool calls in flight per server name, all sessions together.
+class call_limiter {
+public:
+  explicit call_limiter(std::size_t limit) : limit_(limit) {}
+
+  bool acquire(const std::string& server) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto& n = in_flight_[server];
+    if (limit_ > 0 && n >= limit_) return false;
+    ++n;
+    return true;
+  }
+
+  void release(const std::string& server) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto i = in_flight_.find(server);
+    if (i != in_flight_.end() && --i->second == 0) in_flight_.erase(i);
+  }
+
+  std::size_t limit() const { return limit_; }
+
+private:
+  std::mutex mtx_;
+  std::map<std::string, std::size_t> in_flight_;
+  std::size_t limit_;
+};
+
+/// One tool call: holds its server's slot until it answers, and answers
+/// exactly once, even when its runner dies with the actor system.
+struct call_job {
+  std::string server;
+  std::string tool;
+  json arguments;
+  call_callback done;
+  std::shared_ptr<call_limiter> limiter;
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::steady_clock::time_point connecting_deadline;
+
+  void finish(caf::expected<json> result) {
+    if (!done) return;
+    limiter->release(server);
+    auto cb = std::move(done);
+    done = nullptr;
+    try {
+      cb(std::move(result));
+    } catch (...) {
+      // A host's callback must not take the runner (or the system) down.
+    }
+  }
+
+  ~call_job() { finish(make_error(errc::not_connected, "the runtime stopped before " + server + " answered")); }
+};
+
+bool is_not_connected(const caf::error& e) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(errc::not_connected);
+}
+
+void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job) {
+  auto now = std::chrono::steady_clock::now();
+  auto left = std::max<caf::timespan>(std::chrono::milliseconds(1), job->deadline - now);
+  self->request(target, left, atom::call_v, job->server, job->tool, json_value{job->arguments})
+    .then(
+      [self, job](json_value& r) {
+        job->finish(std::move(r.value));
+        self->quit();
+      },
+      [self, job](caf::error& e) {
+        auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        if (is_not_connected(e) && retry_at < job->connecting_deadline && retry_at < job->deadline) {
+          self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
+          return;
+        }
+        job->finish(std::move(e));
+        self->quit();
+      });
+}
+
+/// Asks the session's reconciler for one call; a server still connecting is
+/// asked again on a timer.
+caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job) {
+  attempt_call(self, target, job);
+  return {
+    [self, target, job](caf::tick_atom) { attempt_call(self, target, job); },
+  };
+}
+
 } // namespace
 
 std::vector<std::string> apply_environment(runtime_options& opts) {
@@ -172,6 +261,7 @@ struct runtime::impl {
   gating_actor gating;
   watcher_actor watcher;
   connection_factory make;
+  std::shared_ptr<call_limiter> calls;
 
   struct session_entry {
     reconciler_actor reconciler;
@@ -233,6 +323,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->show_id = [k = key.ok() ? *key.key : random_fingerprint_key()](const std::string& id) {
     return keyed_connection_id(id, k);
   };
+  p->calls = std::make_shared<call_limiter>(opts.max_calls_per_server);
   try {
     io::reactor_options ro;
     // The reaper process dying takes every stdio server with it: say so.
@@ -337,11 +428,40 @@ void runtime::close_session(const std::string& session) {
 
 caf::expected<json> runtime::call_tool(const std::string& session, const std::string& server,
                                        const std::string& tool, json arguments, std::chrono::milliseconds timeout) {
-  auto s = impl_->find_session(session);
-  if (!s) return make_error(errc::unknown_server, "no session " + session);
-  auto r = impl_->ask<json_value>(s->reconciler, timeout, atom::call_v, server, tool, json_value{std::move(arguments)});
-  if (!r) return r.error();
-  return std::move(r->value);
+  auto answer = std::make_shared<std::promise<caf::expected<json>>>();
+  auto result = answer->get_future();
+  call_options opts;
+  opts.timeout = timeout;
+  call_tool_async(
+    session, server, tool, std::move(arguments),
+    [answer](caf::expected<json> r) { answer->set_value(std::move(r)); }, opts);
+  return result.get();
+}
+
+void runtime::call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
+                              json arguments, call_callback done, call_options opts) {
+  auto& p = *impl_;
+  auto s = p.find_session(session);
+  if (!s) {
+    done(make_error(errc::unknown_server, "no session " + session));
+    return;
+  }
+  if (!p.calls->acquire(server)) {
+    done(make_error(errc::too_many_calls, server + " has " + std::to_string(p.calls->limit())
+                                            + " tool calls in flight, as many as allowed (max_calls_per_server); "
+                                              "try again when one has answered"));
+    return;
+  }
+  auto job = std::make_shared<call_job>();
+  job->server = server;
+  job->tool = tool;
+  job->arguments = std::move(arguments);
+  job->done = std::move(done);
+  job->limiter = p.calls;
+  auto now = std::chrono::steady_clock::now();
+  job->deadline = now + opts.timeout;
+  job->connecting_deadline = now + opts.wait_connecting;
+  p.sys.spawn(call_runner, s->reconciler, std::move(job));
 }
 
 caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session, const std::string& server) {

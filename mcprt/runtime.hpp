@@ -17,12 +17,14 @@
 // that keeps CAF's own scheduler can skip it. A host on glibc may also call
 // mcprt::tune_allocator_for_messages() first thing in main (process-wide;
 // the same header says why). Every member function blocks
-// the calling thread (never call them from inside an actor); events arrive
-// at subscribers asynchronously.
+// the calling thread (never call them from inside an actor), except
+// `call_tool_async`, which returns at once and answers through a callback;
+// events arrive at subscribers asynchronously.
 
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,7 +79,26 @@ struct runtime_options {
   std::filesystem::path fingerprint_key_file;
   /// How many of the latest events `replay` can still return.
   std::size_t event_history = 1024;
+  /// Tool calls in flight per server, all sessions together; one more
+  /// fails at once with errc::too_many_calls naming the server. 0: no bound.
+  std::size_t max_calls_per_server = 16;
 };
+
+/// How a tool call waits.
+struct call_options {
+  /// For the answer, from the call on (connecting retries included).
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  /// A server that is admitted but still connecting (just approved,
+  /// starting, restarting) is asked again every 50 ms for this long, on an
+  /// actor timer: no thread waits for it. 0: its errc::not_connected at once.
+  std::chrono::milliseconds wait_connecting{0};
+};
+
+/// Receives what `call_tool_async` answers, exactly once: on an actor
+/// thread (or the calling thread, when the call fails before it starts).
+/// Hand the result over and return: never block, never call the runtime's
+/// blocking member functions from it.
+using call_callback = std::function<void(caf::expected<nlohmann::json>)>;
 
 /// Applies MCPRT_NO_POOL, MCPRT_BUDGET and MCPRT_BUDGET_MODE to `opts`
 /// (values already set in `opts` win for budget and mode). Returns one
@@ -112,6 +133,12 @@ public:
   caf::expected<nlohmann::json> call_tool(const std::string& session, const std::string& server,
                                           const std::string& tool, nlohmann::json arguments = nlohmann::json::object(),
                                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+  /// The same call without blocking: returns at once; `done` gets the
+  /// result, or errc::too_many_calls when `server` already has
+  /// `max_calls_per_server` calls in flight (counted for blocking calls too).
+  void call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
+                       nlohmann::json arguments, call_callback done, call_options opts = {});
 
   /// The session's tools of one server (after includeTools / excludeTools).
   caf::expected<std::vector<tool_info>> tools(const std::string& session, const std::string& server);

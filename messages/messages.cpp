@@ -24,6 +24,7 @@ std::string to_string(errc x) {
     case errc::unknown_server: return "unknown_server";
     case errc::not_gated: return "not_gated";
     case errc::io_error: return "io_error";
+    case errc::too_many_calls: return "too_many_calls";
   }
   return "unknown";
 }

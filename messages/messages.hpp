@@ -40,6 +40,7 @@ enum class errc : uint8_t {
   unknown_server,   // no server of that name is configured
   not_gated,        // approve/reject of a server that needs no approval
   io_error,         // a file could not be read or written
+  too_many_calls,   // the server has as many tool calls in flight as allowed
 };
 
 std::string to_string(errc x);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +55,13 @@ inline void write_file(const fs::path& p, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write " + p.string());
   out << text;
 }
+
+/// A test that writes to a socket the daemon closed (a refused request
+/// body) must see EPIPE, not die of SIGPIPE.
+inline const bool sigpipe_ignored = [] {
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 /// Runs `MCPRT_BIN args...` in `cwd` (when given) with $HOME set to `home_env`
 /// (so that a forgotten --home can never touch the real home directory).

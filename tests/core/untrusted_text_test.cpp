@@ -108,3 +108,14 @@ TEST(BoundedJson, InvalidUtf8IsAnErrorAtItsByteOrIsReplaced) {
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.error->offset, 7u); // the x
 }
+
+TEST(BoundedJson, ANulByteIsAnErrorNotTheEndOfTheText) {
+  // nlohmann stops at a NUL: without the check the tail would be ignored.
+  json_limits lim;
+  auto r = parse_bounded_json(std::string("{\"a\": 1}\0{\"b\": 2}", 17), lim);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->offset, 8u);
+  r = parse_bounded_json(std::string("[1,\0 2]", 7), lim);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->offset, 3u);
+}

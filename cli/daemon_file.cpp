@@ -1,0 +1,262 @@
+#include "cli/daemon_file.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/daemon_identity.hpp"
+#include "core/untrusted_text.hpp"
+
+namespace mcprt::cli {
+
+namespace fs = std::filesystem;
+
+std::string daemon_file(const std::string& workspace) {
+  std::error_code ec;
+  return (fs::absolute(workspace, ec).lexically_normal() / ".mcprt" / "daemon.json").string();
+}
+
+namespace {
+
+std::string octal_mode(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+/// Reads at most `max` bytes of an open descriptor.
+std::optional<std::string> read_bounded(int fd, std::size_t max) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max) return std::nullopt;
+  }
+}
+
+/// A file under /proc, whole (they are small), or nullopt.
+std::optional<std::string> read_proc(const std::string& path, std::size_t max = 1 << 20) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  auto text = read_bounded(fd, max);
+  ::close(fd);
+  return text;
+}
+
+std::optional<std::string> read_link(const std::string& path) {
+  std::error_code ec;
+  auto target = fs::read_symlink(path, ec);
+  if (ec) return std::nullopt;
+  return target.string();
+}
+
+std::string program_name(std::string exe) {
+  const std::string deleted = " (deleted)";
+  if (exe.size() > deleted.size() && exe.compare(exe.size() - deleted.size(), deleted.size(), deleted) == 0)
+    exe.resize(exe.size() - deleted.size());
+  return fs::path(exe).filename().string();
+}
+
+std::string same_path_key(const fs::path& p) {
+  std::error_code ec;
+  auto c = fs::weakly_canonical(p, ec);
+  return (ec ? p.lexically_normal() : c).string();
+}
+
+} // namespace
+
+token_file read_token_file(const std::string& path, const std::string& flag) {
+  token_file out;
+  auto where = flag + " '" + escape_for_display(path) + "'";
+  // O_NONBLOCK: a FIFO must not hang us; it is refused below anyway.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    out.error = "cannot read " + where + ": " + std::strerror(errno);
+    return out;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    out.error = where + " is not a regular file";
+    return out;
+  }
+  if (st.st_uid != ::geteuid()) {
+    ::close(fd);
+    out.error = where + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid "
+                + std::to_string(::geteuid()) + "): a token file must be your own";
+    return out;
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    out.error = where + " can be read or written by others (mode " + octal_mode(st.st_mode)
+                + "): run `chmod 600 " + escape_for_display(path) + "`";
+    return out;
+  }
+  auto text = read_bounded(fd, 4096);
+  ::close(fd);
+  if (!text) {
+    out.error = "cannot read " + where + " (a token file holds one line of at most 4096 bytes)";
+    return out;
+  }
+  auto line = text->substr(0, text->find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+    line.pop_back();
+  if (line.empty()) {
+    out.error = where + " is empty";
+    return out;
+  }
+  for (unsigned char c : line)
+    if (c < 0x21 || c > 0x7E) {
+      out.error = where + ": a token is printable ASCII without spaces";
+      return out;
+    }
+  out.token = line;
+  return out;
+}
+
+daemon_check check_daemon(const std::string& workspace, bool check_file) {
+  daemon_check out;
+  auto path = daemon_file(workspace);
+  auto fail = [&](std::string why) {
+    out.error = "not using " + path + ": " + std::move(why);
+    return out;
+  };
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    out.absent = true;
+    out.error = "no daemon runs for " + workspace + " (no " + path + ")";
+    return out;
+  }
+  if (!S_ISREG(st.st_mode)) return fail("it is not a regular file (a symlink?)");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return fail(std::string("cannot open it: ") + std::strerror(errno));
+  struct stat fst {};
+  ::fstat(fd, &fst);
+  if (check_file) {
+    if (!S_ISREG(fst.st_mode)) {
+      ::close(fd);
+      return fail("it is not a regular file");
+    }
+    if (fst.st_uid != ::geteuid()) {
+      ::close(fd);
+      return fail("it belongs to uid " + std::to_string(fst.st_uid) + ", not to you");
+    }
+    if ((fst.st_mode & 022) != 0) {
+      ::close(fd);
+      return fail("others can write it (mode " + octal_mode(fst.st_mode) + ")");
+    }
+  }
+  auto text = read_bounded(fd, 64 * 1024);
+  ::close(fd);
+  if (!text) return fail("it cannot be read (or is over 64 KiB)");
+  auto parsed = parse_daemon_record(*text);
+  if (!parsed.record) return fail(parsed.error);
+  auto& rec = *parsed.record;
+  auto pid = static_cast<pid_t>(rec.pid);
+  auto proc = "/proc/" + std::to_string(pid);
+  auto pid_text = "pid " + std::to_string(pid);
+  if (pid == ::getpid()) {
+    // A reused pid: the file's daemon is long gone.
+    out.absent = true;
+    out.error = "no daemon runs for " + workspace + " (" + path + " names this very process)";
+    return out;
+  }
+
+  // The process: alive, ours, an `mcprt serve` of this workspace.
+  struct stat pst {};
+  if (::stat(proc.c_str(), &pst) != 0) {
+    out.absent = true;
+    out.error = "no daemon runs for " + workspace + " (" + path + " names " + pid_text + ", which is not running)";
+    return out;
+  }
+  if (pst.st_uid != ::geteuid()) return fail(pid_text + " belongs to uid " + std::to_string(pst.st_uid) + ", not to you");
+  auto exe = read_link(proc + "/exe");
+  auto self = read_link("/proc/self/exe");
+  if (!exe || !self || program_name(*exe) != program_name(*self))
+    return fail(pid_text + " is not mcprt (it runs " + escape_for_display(exe ? program_name(*exe) : "?") + ")");
+  auto cmdline = read_proc(proc + "/cmdline");
+  auto ws_arg = cmdline ? serve_workspace_arg(split_cmdline(*cmdline)) : std::nullopt;
+  if (!ws_arg) return fail(pid_text + " is not an `mcprt serve`");
+  auto cwd = read_link(proc + "/cwd");
+  fs::path served = *ws_arg;
+  if (served.is_relative()) {
+    if (!cwd) return fail("cannot tell which workspace " + pid_text + " serves");
+    served = fs::path(*cwd) / served;
+  }
+  if (same_path_key(served) != same_path_key(workspace))
+    return fail(pid_text + " serves another workspace (" + escape_for_display(served.lexically_normal().string()) + ")");
+
+  // The URL: a socket listening at its port must be one of the process's.
+  auto endpoint = parse_http_url(rec.url);
+  if (!endpoint) return fail("its url is not http://HOST:PORT");
+  std::vector<listening_socket> sockets;
+  for (auto [file, v6] : {std::pair{"/proc/net/tcp", false}, std::pair{"/proc/net/tcp6", true}})
+    if (auto t = read_proc(file, 64 << 20))
+      for (auto& s : parse_proc_net_tcp(*t, v6))
+        if (s.port == endpoint->port) sockets.push_back(s);
+  std::vector<unsigned long> owned;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(proc + "/fd", ec)) {
+    auto link = read_link(e.path().string());
+    if (!link || link->rfind("socket:[", 0) != 0) continue;
+    owned.push_back(std::strtoul(link->c_str() + 8, nullptr, 10));
+  }
+  if (ec) return fail("cannot look at the descriptors of " + pid_text + ": " + ec.message());
+  const listening_socket* chosen = nullptr;
+  for (auto& s : sockets) {
+    if (std::find(owned.begin(), owned.end(), s.inode) == owned.end()) continue;
+    // The socket at the recorded address wins over another of the same port.
+    if (!chosen || s.address == endpoint->host) chosen = &s;
+  }
+  if (!chosen)
+    return fail("nothing " + pid_text + " owns listens on port " + std::to_string(endpoint->port)
+                + " (the url points somewhere else)");
+  verified_daemon d;
+  auto addr = connect_address(chosen->address);
+  d.url = "http://" + (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":"
+          + std::to_string(chosen->port);
+  d.instance = rec.instance;
+  d.pid = pid;
+  d.approvals = rec.approvals;
+  out.daemon = std::move(d);
+  return out;
+}
+
+std::string new_instance_id() {
+  unsigned char bytes[16] = {};
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    auto n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got < sizeof bytes) {
+    std::random_device rd;
+    for (auto& b : bytes)
+      b = static_cast<unsigned char>(rd());
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (auto b : bytes) {
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+} // namespace mcprt::cli

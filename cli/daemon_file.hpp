@@ -1,0 +1,55 @@
+#pragma once
+
+// The files the daemon and its clients trust: the bearer token file and
+// `<ws>/.mcprt/daemon.json`. Nothing is sent to a daemon before these
+// checks pass (core/daemon_identity says why they are enough).
+
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+namespace mcprt::cli {
+
+/// `<ws>/.mcprt/daemon.json`.
+std::string daemon_file(const std::string& workspace);
+
+/// A bearer token file: a regular file owned by this user that nobody else
+/// may read or write (no group or other permission bits), holding one line
+/// of printable ASCII. `error` says what is wrong and how to fix it
+/// (`chmod 600 FILE`); `flag` names the option in messages.
+struct token_file {
+  std::string token;
+  std::string error;
+};
+token_file read_token_file(const std::string& path, const std::string& flag = "--token-file");
+
+/// A daemon that passed the local checks: its daemon.json is a regular
+/// file of this user that others cannot write, its pid is a live `mcprt
+/// serve` of this user for this workspace, and that process owns the
+/// socket listening at the recorded port. `url` is that socket's address
+/// (a wildcard listener is reached on loopback): the only place a token is
+/// sent to.
+struct verified_daemon {
+  std::string url;
+  std::string instance;
+  pid_t pid = 0;
+  std::string approvals;
+};
+
+struct daemon_check {
+  std::optional<verified_daemon> daemon;
+  /// No daemon runs: no file, or its process is gone (a stale file).
+  bool absent = false;
+  /// Why there is no daemon; names the file and the check that failed.
+  std::string error;
+};
+
+/// The local checks for the daemon of `workspace` (an absolute, normal
+/// path). `check_file` false skips the file's owner and mode (serve only
+/// asks whether a daemon of this workspace runs).
+daemon_check check_daemon(const std::string& workspace, bool check_file = true);
+
+/// A random id for a daemon's run (128 bits, hex).
+std::string new_instance_id();
+
+} // namespace mcprt::cli

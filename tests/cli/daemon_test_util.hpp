@@ -1,0 +1,651 @@
+// The fixture of the black-box daemon tests: the real `mcprt serve` on a
+// temp workspace with real mcprt-test-server children, real HTTP on
+// loopback, and readers for its output and event streams. Every wait is on
+// a condition with a deadline.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include "tests/cli/cli_test_util.hpp"
+
+namespace mcprt_cli_test {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+inline const std::string test_server = MCPRT_TEST_SERVER;
+inline const char* const secret_value = "sekrit-value-7c1f";
+
+inline bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  // A zombie is gone too (it waits only for its parent to reap it).
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+/// Waits on a pidfd (readable once the process has exited, zombie or not)
+/// until `pid` is gone; false if it still runs after `timeout`.
+inline bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return process_gone(pid);
+  pollfd p{fd, POLLIN, 0};
+  int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  ::close(fd);
+  return ready == 1;
+}
+
+// -- a spawned program with its output read under deadlines -----------------------------
+
+class spawned {
+public:
+  /// Runs MCPRT_BIN args with HOME=home and the budget environment cleared
+  /// (then `env` applied).
+  spawned(const std::vector<std::string>& args, const fs::path& home,
+          const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> argv_s{MCPRT_BIN};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; e && *e; ++e) {
+      std::string kv = *e;
+      auto key = kv.substr(0, kv.find('='));
+      if (key == "HOME" || key.rfind("MCPRT_", 0) == 0 || env.count(key)) continue;
+      env_s.push_back(kv);
+    }
+    env_s.push_back("HOME=" + home.string());
+    for (auto& [k, v] : env)
+      env_s.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+    err_reader_ = std::thread([this] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(err_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+        if (n <= 0) continue;
+        std::lock_guard<std::mutex> guard{mtx_};
+        err_.append(buf, static_cast<size_t>(n));
+        err_grew_.notify_all();
+      }
+    });
+  }
+
+  ~spawned() {
+    if (!exited_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit(10s);
+    }
+    if (err_reader_.joinable()) err_reader_.join();
+    ::close(out_fd_);
+    ::close(err_fd_);
+  }
+
+  /// The next stdout line, or nullopt at EOF / deadline.
+  std::optional<std::string> line(std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      auto nl = out_.find('\n');
+      if (nl != std::string::npos) {
+        auto l = out_.substr(0, nl);
+        out_.erase(0, nl + 1);
+        return l;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      if (left <= 0) return std::nullopt;
+      pollfd p{out_fd_, POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(left));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return std::nullopt;
+      char buf[4096];
+      ssize_t n = ::read(out_fd_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      out_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  /// Reads stdout lines until one contains `needle`; all lines read so far
+  /// are kept in `seen`.
+  bool line_containing(const std::string& needle, std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto l = line(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+      if (!l) return false;
+      seen.push_back(*l);
+      if (l->find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  /// The exit code (128 + signal when killed), or nullopt at the deadline.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+    if (exited_) return code_;
+    // A pidfd becomes readable when the child exits: no polling.
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      ::close(fd);
+      if (ready != 1) return std::nullopt;
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, fd >= 0 ? 0 : WNOHANG) != pid_) return std::nullopt;
+    exited_ = true;
+    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (err_reader_.joinable()) err_reader_.join();
+    return code_;
+  }
+
+  std::string err() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return err_;
+  }
+
+  /// Waits until stderr contains `needle`; false at the deadline.
+  bool err_contains(const std::string& needle, std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock<std::mutex> guard{mtx_};
+    return err_grew_.wait_for(guard, timeout, [&] { return err_.find(needle) != std::string::npos; });
+  }
+  pid_t pid() const { return pid_; }
+  void signal(int sig) { ::kill(pid_, sig); }
+
+  std::vector<std::string> seen;
+
+private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  std::string out_;
+  std::mutex mtx_;
+  std::condition_variable err_grew_;
+  std::string err_;
+  std::thread err_reader_;
+  bool exited_ = false;
+  int code_ = -1;
+};
+
+// -- a raw SSE reader (de-chunks; frames by blank lines) ---------------------------------------
+
+struct sse_event {
+  std::string id, kind, data, comment;
+  json j() const { return json::parse(data, nullptr, false); }
+};
+
+class sse_stream {
+public:
+  sse_stream(int port, const std::map<std::string, std::string>& headers = {}, int rcvbuf = 0) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    std::string req = "GET /workspace/mcp/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
+                      + "\r\nAccept: text/event-stream\r\n";
+    for (auto& [k, v] : headers)
+      req += k + ": " + v + "\r\n";
+    req += "\r\n";
+    ok_ = ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  }
+  ~sse_stream() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  /// The status line's code, once the headers arrived.
+  int status(std::chrono::milliseconds timeout = 10s) {
+    auto deadline = clock_type::now() + timeout;
+    while (!headers_done_ && fill(deadline)) {
+    }
+    return status_;
+  }
+
+  /// The next event or comment, or nullopt at EOF / deadline.
+  std::optional<sse_event> next(std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      auto end = body_.find("\n\n");
+      if (end != std::string::npos) {
+        std::string frame = body_.substr(0, end);
+        body_.erase(0, end + 2);
+        sse_event ev;
+        std::istringstream in(frame);
+        std::string l;
+        while (std::getline(in, l)) {
+          if (l.rfind("id: ", 0) == 0) ev.id = l.substr(4);
+          else if (l.rfind("event: ", 0) == 0) ev.kind = l.substr(7);
+          else if (l.rfind("data: ", 0) == 0) ev.data += l.substr(6);
+          else if (l.rfind(":", 0) == 0) ev.comment += l.substr(1);
+        }
+        return ev;
+      }
+      if (!fill(deadline)) return std::nullopt;
+    }
+  }
+
+  /// The next event (comments skipped) whose kind is `kind` and that
+  /// satisfies `pred`; every event passed over lands in `log`.
+  std::optional<sse_event> wait_for(const std::string& kind, const std::function<bool(const json&)>& pred = {},
+                                    std::chrono::milliseconds timeout = 20s) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto ev = next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+      if (!ev) return std::nullopt;
+      if (ev->kind.empty()) continue;
+      log.push_back(*ev);
+      if (ev->kind == kind && (!pred || pred(ev->j()))) return ev;
+    }
+    return std::nullopt;
+  }
+
+  /// Reads (and discards) until the daemon closes the stream: true, or
+  /// the deadline: false.
+  bool closed_within(std::chrono::milliseconds timeout) {
+    auto deadline = clock_type::now() + timeout;
+    while (clock_type::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 1))) <= 0) continue;
+      char buf[65536];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno != EINTR)) return true;
+    }
+    return false;
+  }
+
+  bool ok() const { return ok_; }
+  /// The daemon closed the stream (or it never opened).
+  bool ended() const { return ended_ || fd_ < 0 || !ok_; }
+  std::vector<sse_event> log;
+
+private:
+  // Reads more and de-chunks into body_.
+  bool fill(clock_type::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+    if (left <= 0 || fd_ < 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r <= 0) return false;
+    char buf[8192];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      ended_ = true;
+      return false;
+    }
+    raw_.append(buf, static_cast<size_t>(n));
+    if (!headers_done_) {
+      auto end = raw_.find("\r\n\r\n");
+      if (end == std::string::npos) return true;
+      auto head = raw_.substr(0, end);
+      raw_.erase(0, end + 4);
+      headers_done_ = true;
+      if (head.size() > 12) status_ = std::atoi(head.c_str() + 9);
+      chunked_ = head.find("chunked") != std::string::npos;
+    }
+    if (!chunked_) {
+      body_ += raw_;
+      raw_.clear();
+      return true;
+    }
+    for (;;) {
+      auto crlf = raw_.find("\r\n");
+      if (crlf == std::string::npos) break;
+      auto size = std::strtoul(raw_.substr(0, crlf).c_str(), nullptr, 16);
+      if (raw_.size() < crlf + 2 + size + 2) break;
+      body_ += raw_.substr(crlf + 2, size);
+      raw_.erase(0, crlf + 2 + size + 2);
+      if (size == 0) break;
+    }
+    return true;
+  }
+
+  int fd_ = -1;
+  bool ok_ = false;
+  bool ended_ = false;
+  bool headers_done_ = false;
+  bool chunked_ = false;
+  int status_ = 0;
+  std::string raw_, body_;
+};
+
+// -- the fixture -------------------------------------------------------------------------------
+
+inline json test_server_config(std::vector<std::string> args) {
+  return {{"command", test_server}, {"args", args}};
+}
+
+class daemon_test : public cli_test {
+protected:
+  void SetUp() override {
+    cli_test::SetUp();
+    json calc = test_server_config({"--name-prefix", "calc_"});
+    calc["env"] = {{"CALC_API_KEY", secret_value}};
+    write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({"--tools", "1"})}, {"calc", calc}}}}.dump(2));
+    write_file(project_file(),
+               json{{"mcpServers", {{"project-tools", test_server_config({"--name-prefix", "project_"})}}}}.dump(2));
+  }
+
+  void TearDown() override {
+    if (daemon_) {
+      // Under ASan/UBSan a report in the daemon must fail the test even
+      // when the daemon is killed afterwards.
+      auto err = daemon_->err();
+      EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
+      EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
+    }
+    daemon_.reset();
+    cli_test::TearDown();
+  }
+
+  /// Starts the daemon and reads its first stdout line.
+  void start(std::vector<std::string> extra = {}, const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> args{"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "50"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<spawned>(args, home_, env);
+    auto first = daemon_->line(30s);
+    ASSERT_TRUE(first) << "no first line; stderr:\n" << daemon_->err();
+    const std::string prefix = "listening on http://";
+    ASSERT_EQ(first->rfind(prefix, 0), 0u) << *first;
+    url_ = first->substr(std::string("listening on ").size());
+    port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+  }
+
+  httplib::Client client(const std::string& token = {}) const {
+    httplib::Client c(url_);
+    c.set_read_timeout(60, 0);
+    if (!token.empty()) c.set_bearer_token_auth(token.c_str());
+    return c;
+  }
+
+  json get_json(const std::string& path) const {
+    auto r = client().Get(path.c_str());
+    if (!r || r->status != 200) return json(nullptr);
+    return json::parse(r->body, nullptr, false);
+  }
+
+  json snapshot() const { return get_json("/workspace/mcp"); }
+
+  json server(const std::string& name) const {
+    auto s = snapshot();
+    const json* x = find_server(s, name);
+    return x ? *x : json(nullptr);
+  }
+
+  /// Waits until `pred` holds, checking it again whenever the daemon
+  /// publishes an event (every state change the tests wait for comes with
+  /// one) and at least every 250 ms in case a change comes without one.
+  bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 20s) const {
+    auto deadline = clock_type::now() + timeout;
+    if (pred()) return true;
+    // Subscribed before the next check, so no change can slip between the
+    // check and the wait.
+    sse_stream events(port_);
+    if (events.status() != 200) return pred();
+    for (;;) {
+      if (pred()) return true;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      if (left <= 0ms) return false;
+      events.next(std::min<std::chrono::milliseconds>(left, 250ms));
+      // A daemon that closed its stream is going away: nothing more changes.
+      if (events.ended()) return pred();
+    }
+  }
+
+  bool connected(const std::string& name, std::chrono::milliseconds timeout = 20s) const {
+    return wait_until(
+      [&] {
+        // null until the daemon lists the server (a slow start under TSan).
+        auto s = server(name);
+        return s.is_object() && s.value("status", "") == "connected";
+      },
+      timeout);
+  }
+
+  httplib::Result post(const std::string& path, const std::string& body = "", const std::string& token = {}) const {
+    return client(token).Post(path.c_str(), body, "application/json");
+  }
+
+  run_result cli(std::vector<std::string> args) const {
+    args.push_back("--workspace");
+    args.push_back(ws_.string());
+    return mcprt(args);
+  }
+
+  std::unique_ptr<spawned> daemon_;
+  std::string url_;
+  int port_ = 0;
+};
+
+inline json body_of(const httplib::Result& r) {
+  return r ? json::parse(r->body, nullptr, false) : json(nullptr);
+}
+
+inline bool is_json_error(const httplib::Result& r) {
+  auto j = body_of(r);
+  return j.is_object() && j.contains("error") && j["error"].is_string() && j.contains("message")
+         && r->get_header_value("Content-Type").find("application/json") != std::string::npos;
+}
+
+// -- raw HTTP: what a well-behaved client library will not send -----------------------------
+
+/// A connected socket to `addr:port` (IPv4 or IPv6 literal), or -1.
+inline int connect_to(int port, const std::string& addr = "127.0.0.1") {
+  bool v6 = addr.find(':') != std::string::npos;
+  int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int rc;
+  if (v6) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET6, addr.c_str(), &a.sin6_addr);
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, addr.c_str(), &a.sin_addr);
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  if (rc != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Writes all of `bytes`; false when the peer closed first.
+inline bool send_all(int fd, const std::string& bytes) {
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    auto n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+struct raw_reply {
+  int status = 0;      // 0: the daemon closed without a status line
+  std::string head;    // status line and headers
+  std::string body;    // de-chunked
+  bool closed = false; // the daemon closed the connection
+  bool complete = false;
+
+  /// A header's value (name case-insensitive), "" when absent.
+  std::string header(const std::string& name) const {
+    std::istringstream in(head);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      auto colon = line.find(':');
+      if (colon == std::string::npos || colon != name.size()) continue;
+      bool same = true;
+      for (std::size_t i = 0; i < colon; ++i)
+        same = same && std::tolower(static_cast<unsigned char>(line[i])) == std::tolower(static_cast<unsigned char>(name[i]));
+      if (!same) continue;
+      auto v = line.substr(colon + 1);
+      while (!v.empty() && v.front() == ' ')
+        v.erase(0, 1);
+      return v;
+    }
+    return {};
+  }
+  bool has_header(const std::string& name) const {
+    return head.find("\n" + name + ":") != std::string::npos || !header(name).empty();
+  }
+  json j() const { return json::parse(body, nullptr, false); }
+  /// A JSON error body {"error", "message"} with the given code.
+  bool is_error(const std::string& code) const {
+    auto b = j();
+    return b.is_object() && b.value("error", "") == code && b.contains("message")
+           && header("Content-Type").find("application/json") != std::string::npos;
+  }
+};
+
+/// Reads one response from `fd` (or until the daemon closes, or the deadline).
+inline raw_reply read_reply(int fd, std::chrono::milliseconds timeout = 20s) {
+  raw_reply r;
+  std::string raw;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool chunked = false;
+  long long length = -1;
+  std::size_t body_at = std::string::npos;
+  auto try_finish = [&]() {
+    if (body_at == std::string::npos) {
+      auto end = raw.find("\r\n\r\n");
+      if (end == std::string::npos) return false;
+      r.head = raw.substr(0, end);
+      body_at = end + 4;
+      if (r.head.size() > 12 && r.head.rfind("HTTP/1.", 0) == 0) r.status = std::atoi(r.head.c_str() + 9);
+      chunked = r.header("Transfer-Encoding").find("chunked") != std::string::npos;
+      auto cl = r.header("Content-Length");
+      if (!cl.empty()) length = std::atoll(cl.c_str());
+      if (r.status == 204 || r.status == 304) length = 0;
+    }
+    auto body = raw.substr(body_at);
+    if (chunked) {
+      std::string out;
+      std::size_t pos = 0;
+      for (;;) {
+        auto crlf = body.find("\r\n", pos);
+        if (crlf == std::string::npos) return false;
+        auto size = std::strtoul(body.substr(pos, crlf - pos).c_str(), nullptr, 16);
+        if (size == 0) {
+          r.body = out;
+          return true;
+        }
+        if (body.size() < crlf + 2 + size + 2) return false;
+        out += body.substr(crlf + 2, size);
+        pos = crlf + 2 + size + 2;
+      }
+    }
+    if (length >= 0 && body.size() >= static_cast<std::size_t>(length)) {
+      r.body = body.substr(0, static_cast<std::size_t>(length));
+      return true;
+    }
+    return false;
+  };
+  for (;;) {
+    if (try_finish()) {
+      r.complete = true;
+      return r;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return r;
+    pollfd p{fd, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return r;
+    char buf[16384];
+    auto got = ::recv(fd, buf, sizeof buf, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      r.closed = true;
+      if (body_at != std::string::npos && !chunked && length < 0) r.body = raw.substr(body_at);
+      else try_finish();
+      return r;
+    }
+    raw.append(buf, static_cast<std::size_t>(got));
+  }
+}
+
+/// Sends `bytes` on a new connection and reads one response.
+inline raw_reply raw_request(int port, const std::string& bytes, std::chrono::milliseconds timeout = 20s) {
+  int fd = connect_to(port);
+  if (fd < 0) return {};
+  send_all(fd, bytes);
+  auto r = read_reply(fd, timeout);
+  ::close(fd);
+  return r;
+}
+
+/// One HTTP/1.1 request, `Connection: close`; the Host names the daemon
+/// unless `headers` holds one (or "-Host" leaves it out); a body gets its
+/// Content-Length.
+inline std::string http_text(const std::string& method, const std::string& target, int port,
+                             std::vector<std::string> headers = {}, const std::string& body = {}) {
+  std::string out = method + " " + target + " HTTP/1.1\r\n";
+  bool host = true;
+  for (auto& h : headers) {
+    if (h == "-Host") host = false;
+    if (h.size() >= 5 && (h.compare(0, 5, "Host:") == 0 || h.compare(0, 5, "host:") == 0)) host = false;
+  }
+  if (host) out += "Host: 127.0.0.1:" + std::to_string(port) + "\r\n";
+  for (auto& h : headers)
+    if (h != "-Host") out += h + "\r\n";
+  if (!body.empty() || method == "POST") out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  out += "Connection: close\r\n\r\n";
+  return out + body;
+}
+
+/// The number of threads of process `pid` (/proc/PID/status).
+inline int thread_count(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return -1;
+}
+
+} // namespace mcprt_cli_test

@@ -1,0 +1,219 @@
+// runtime::call_tool_async and the per-server bound of calls in flight,
+// against real mcprt-test-server processes: a call returns at once and
+// answers through its callback, a server never has more calls in flight
+// than the bound (blocking calls count too), and a server that is not
+// connected is asked again on a timer, without a thread per call.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "../actors/process_support.hpp"
+#include "mcprt/runtime.hpp"
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+/// Collects the answers of async calls, in arrival order.
+struct answers {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<caf::expected<json>> got;
+
+  call_callback callback() {
+    return [this](caf::expected<json> r) {
+      std::lock_guard<std::mutex> guard{mtx};
+      got.push_back(std::move(r));
+      cv.notify_all();
+    };
+  }
+
+  bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, timeout, [&] { return got.size() >= n; });
+  }
+
+  std::size_t size() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return got.size();
+  }
+};
+
+bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
+
+json server(std::vector<std::string> args = {}) {
+  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
+}
+
+class AsyncCall : public ::testing::Test {
+protected:
+  test::process_test_config cfg;
+  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
+  fs::path dir;
+  std::unique_ptr<runtime> rt;
+  std::string session;
+
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("mcprt-async-" + std::to_string(::getpid()) + "-"
+                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir / "home" / ".mcprt");
+    fs::create_directories(dir / "ws");
+  }
+
+  void TearDown() override {
+    if (rt) {
+      rt->shutdown();
+      rt.reset();
+    }
+    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    sys.reset();
+    fs::remove_all(dir);
+  }
+
+  void start(const json& servers, std::size_t max_calls) {
+    std::ofstream(dir / "home" / ".mcprt" / "settings.json") << json{{"mcpServers", servers}}.dump();
+    runtime_options o;
+    o.workspace = dir / "ws";
+    o.home = dir / "home";
+    o.watch = false;
+    o.max_calls_per_server = max_calls;
+    auto r = runtime::start(*sys, o);
+    ASSERT_TRUE(r) << sys->render(r.error());
+    rt = std::move(*r);
+    session = rt->open_session();
+  }
+
+  /// Calls `tool` until the server answers (it is connecting at first).
+  void wait_connected(const std::string& name) {
+    auto deadline = clock_type::now() + 30s;
+    while (clock_type::now() < deadline) {
+      auto r = rt->call_tool(session, name, "echo", {{"text", "up?"}}, 10s);
+      if (r) return;
+      std::this_thread::sleep_for(50ms); // polling a real process's start-up, not an actor
+    }
+    FAIL() << name << " never answered";
+  }
+};
+
+} // namespace
+
+TEST_F(AsyncCall, ReturnsAtOnceAndAnswersThroughTheCallback) {
+  start({{"echo", server()}}, 4);
+  wait_connected("echo");
+  answers a;
+  auto t0 = clock_type::now();
+  rt->call_tool_async(session, "echo", "sleep", {{"ms", 500}}, a.callback());
+  EXPECT_LT(clock_type::now() - t0, 200ms) << "call_tool_async blocked";
+  ASSERT_TRUE(a.wait_for_count(1));
+  ASSERT_TRUE(a.got[0]) << sys->render(a.got[0].error());
+  EXPECT_EQ((*a.got[0])["content"][0]["text"], "slept 500");
+  // Errors come the same way.
+  rt->call_tool_async(session, "echo", "no_such_tool", json::object(), a.callback());
+  rt->call_tool_async(session, "nope", "echo", json::object(), a.callback());
+  rt->call_tool_async("no-session", "echo", "echo", json::object(), a.callback());
+  ASSERT_TRUE(a.wait_for_count(4));
+  for (std::size_t i = 1; i < 4; ++i)
+    EXPECT_FALSE(a.got[i]) << i;
+}
+
+TEST_F(AsyncCall, AServerNeverHasMoreCallsInFlightThanTheBound) {
+  start({{"slow", server()}, {"other", server()}}, 2);
+  wait_connected("slow");
+  wait_connected("other");
+  answers sleeping;
+  rt->call_tool_async(session, "slow", "sleep", {{"ms", 3000}}, sleeping.callback());
+  rt->call_tool_async(session, "slow", "sleep", {{"ms", 3000}}, sleeping.callback());
+  // The third fails at once, naming the server; a blocking call counts too.
+  answers refused;
+  auto t0 = clock_type::now();
+  rt->call_tool_async(session, "slow", "echo", {{"text", "x"}}, refused.callback());
+  ASSERT_TRUE(refused.wait_for_count(1, 1s));
+  EXPECT_LT(clock_type::now() - t0, 1s);
+  ASSERT_FALSE(refused.got[0]);
+  EXPECT_TRUE(is(refused.got[0].error(), errc::too_many_calls)) << sys->render(refused.got[0].error());
+  EXPECT_NE(sys->render(refused.got[0].error()).find("slow"), std::string::npos);
+  auto blocking = rt->call_tool(session, "slow", "echo", {{"text", "x"}});
+  ASSERT_FALSE(blocking);
+  EXPECT_TRUE(is(blocking.error(), errc::too_many_calls));
+  // Another server is not held up.
+  auto other = rt->call_tool(session, "other", "echo", {{"text", "free"}});
+  ASSERT_TRUE(other) << sys->render(other.error());
+  EXPECT_EQ((*other)["content"][0]["text"], "free");
+  EXPECT_EQ(sleeping.size(), 0u);
+  // Once they answered, the slots are free again.
+  ASSERT_TRUE(sleeping.wait_for_count(2));
+  auto after = rt->call_tool(session, "slow", "echo", {{"text", "again"}});
+  ASSERT_TRUE(after) << sys->render(after.error());
+}
+
+TEST_F(AsyncCall, ANotConnectedServerIsAskedAgainOnATimerWithoutAThreadPerCall) {
+  // It exits on initialize: admitted, never connected.
+  start({{"broken", server({"--exit-on-initialize"})}}, 0);
+  // Until its first pass has tried it, the session does not know it.
+  auto deadline = clock_type::now() + 30s;
+  for (;;) {
+    auto r = rt->call_tool(session, "broken", "echo", {{"text", "x"}});
+    ASSERT_FALSE(r);
+    if (is(r.error(), errc::not_connected)) break;
+    ASSERT_LT(clock_type::now(), deadline) << sys->render(r.error());
+    std::this_thread::sleep_for(50ms); // a real process's start-up
+  }
+  auto threads_before = thread_count();
+  answers a;
+  call_options wait;
+  wait.wait_connecting = 1500ms;
+  auto t0 = clock_type::now();
+  const std::size_t calls = 40;
+  for (std::size_t i = 0; i < calls; ++i)
+    rt->call_tool_async(session, "broken", "echo", {{"text", "x"}}, a.callback(), wait);
+  EXPECT_LT(clock_type::now() - t0, 1s) << "call_tool_async blocked";
+  // While they wait, no thread is added per call.
+  EXPECT_LT(thread_count(), threads_before + 5);
+  ASSERT_TRUE(a.wait_for_count(calls));
+  EXPECT_GE(clock_type::now() - t0, 1400ms) << "the calls were not retried for the whole wait";
+  for (auto& r : a.got) {
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(is(r.error(), errc::not_connected)) << sys->render(r.error());
+  }
+  // Without a wait the answer is immediate.
+  answers quick;
+  t0 = clock_type::now();
+  rt->call_tool_async(session, "broken", "echo", {{"text", "x"}}, quick.callback());
+  ASSERT_TRUE(quick.wait_for_count(1));
+  EXPECT_LT(clock_type::now() - t0, 1000ms);
+}
+
+TEST_F(AsyncCall, ACallInFlightAtShutdownStillAnswers) {
+  start({{"slow", server()}}, 1);
+  wait_connected("slow");
+  answers a;
+  rt->call_tool_async(session, "slow", "sleep", {{"ms", 20000}}, a.callback());
+  rt->shutdown();
+  ASSERT_TRUE(a.wait_for_count(1, 20s)) << "the callback never ran";
+  EXPECT_FALSE(a.got[0]);
+}
