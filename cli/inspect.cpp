@@ -97,11 +97,14 @@ int run_inspect(const inspect_options& opts) {
     return 2;
   }
 
-  // The I/O outlives the actor system, whose destructor waits for the actors.
-  io::reactor reactor;
-  io::http_worker_pool http(2);
+  // Stopped in this order: the actors (awaited below), the I/O threads that
+  // send to them, the actor system. An I/O thread may still be waking a
+  // worker for its last message when the actor is done; the scheduler must
+  // not be destroyed under it.
   inspect_config cfg;
   caf::actor_system sys{cfg};
+  io::reactor reactor;
+  io::http_worker_pool http(2);
   int rc = 1;
   {
     caf::scoped_actor self{sys};
@@ -147,6 +150,7 @@ int run_inspect(const inspect_options& opts) {
     }
     self->send_exit(conn, caf::exit_reason::user_shutdown);
   }
+  sys.await_all_actors_done();
   return rc;
 }
 

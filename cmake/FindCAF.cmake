@@ -2,8 +2,29 @@
 # package, so this module builds the imported targets that CAF >= 0.18 exports
 # itself (CAF::core, CAF::io, CAF::openssl). Link lines stay valid after an
 # upgrade to a CAF that ships CAFConfig.cmake.
-find_path(CAF_INCLUDE_DIR NAMES caf/all.hpp caf/detail/build_config.hpp)
+#
+# -DCAF_ROOT=PREFIX takes headers and libraries from PREFIX only (e.g. the
+# TSan-instrumented CAF of scripts/build-caf-tsan.sh): a header from one CAF
+# and a library from another would break at run time in ways no sanitizer
+# names.
 find_package(Threads REQUIRED)
+
+# Results cached for another root (or for none) must not survive a change.
+if(NOT "${CAF_ROOT}" STREQUAL "${_CAF_ROOT_USED}")
+  unset(CAF_INCLUDE_DIR CACHE)
+  unset(CAF_LIBRARY_CORE CACHE)
+  unset(CAF_LIBRARY_IO CACHE)
+  unset(CAF_LIBRARY_OPENSSL CACHE)
+  set(_CAF_ROOT_USED "${CAF_ROOT}" CACHE INTERNAL "CAF_ROOT of the cached CAF paths")
+endif()
+if(CAF_ROOT)
+  set(_caf_search HINTS "${CAF_ROOT}" NO_DEFAULT_PATH)
+else()
+  set(_caf_search)
+endif()
+
+find_path(CAF_INCLUDE_DIR NAMES caf/all.hpp caf/detail/build_config.hpp
+  PATH_SUFFIXES include ${_caf_search})
 
 if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
   file(STRINGS "${CAF_INCLUDE_DIR}/caf/config.hpp" _caf_version_line
@@ -17,7 +38,7 @@ endif()
 
 foreach(_c IN LISTS CAF_FIND_COMPONENTS)
   string(TOUPPER "${_c}" _C)
-  find_library(CAF_LIBRARY_${_C} NAMES caf_${_c})
+  find_library(CAF_LIBRARY_${_C} NAMES caf_${_c} PATH_SUFFIXES lib ${_caf_search})
   if(CAF_LIBRARY_${_C})
     set(CAF_${_c}_FOUND TRUE)
   endif()

@@ -21,9 +21,14 @@ case $mode in
   plain) build="$here/build"; args=() ;;
   asan)  build="$here/build-asan"; args=(-DMCPRT_SANITIZE=address,undefined)
          export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
-  tsan)  build="$here/build-tsan"; args=(-DMCPRT_SANITIZE=thread)
-         # history_size=7: the longest history, so that the other stack of a report
-         # (needed to match the CAF suppressions) is restored, not "failed to restore".
+  tsan)  build="$here/build-tsan"
+         # CAF and cpp-httplib built with TSan, once per machine, so that
+         # TSan sees the hand-overs between actors and threads.
+         caf_root=$("$here/scripts/build-caf-tsan.sh")
+         httplib_root=$("$here/scripts/build-httplib-tsan.sh")
+         args=(-DMCPRT_SANITIZE=thread "-DCAF_ROOT=$caf_root" "-DHTTPLIB_ROOT=$httplib_root")
+         # history_size=7: the longest history, so that the other stack of a
+         # report is restored, not "failed to restore".
          export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=7 suppressions=$here/tests/tsan.supp" ;;
 esac
 

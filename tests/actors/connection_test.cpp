@@ -49,12 +49,14 @@ std::optional<fs::path> peer_bin(const std::string& name) {
 
 class connection_test : public ::testing::Test {
  protected:
-  // Declared in this order so the actor system (and every actor) is gone
-  // before the I/O it uses.
-  io::reactor reactor;
-  io::http_worker_pool http{2};
+  // TearDown waits until every actor is gone; then the I/O threads stop
+  // (declared after the system, so destroyed before it), and only then the
+  // system: an I/O thread that is still waking a worker for its last
+  // message must not find the scheduler destroyed under it.
   test_config cfg;
   caf::actor_system sys{cfg};
+  io::reactor reactor;
+  io::http_worker_pool http{2};
   std::optional<caf::scoped_actor> self;
   std::vector<connection_actor> started;
 
@@ -67,6 +69,7 @@ class connection_test : public ::testing::Test {
     }
     started.clear();
     self.reset();
+    sys.await_all_actors_done();
     // Every server the test started has been reaped.
     auto left = child_pids();
     for (auto pid : left)

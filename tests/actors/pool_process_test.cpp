@@ -42,11 +42,14 @@ using mcprt::test::gone_within;
 
 class PoolProcess : public ::testing::Test {
 protected:
-  // The actor system (and every actor) goes before the I/O it uses.
-  io::reactor reactor;
-  io::http_worker_pool http{2};
+  // TearDown waits until every actor is gone; then the I/O threads stop
+  // (declared after the system, so destroyed before it), and only then the
+  // system: an I/O thread that is still waking a worker for its last
+  // message must not find the scheduler destroyed under it.
   pool_process_config cfg;
   caf::actor_system sys{cfg};
+  io::reactor reactor;
+  io::http_worker_pool http{2};
   std::optional<caf::scoped_actor> self;
   event_bus_actor bus;
   budget_actor budget;
@@ -72,6 +75,7 @@ protected:
     if (budget) (*self)->send_exit(budget, caf::exit_reason::user_shutdown);
     if (bus) (*self)->send_exit(bus, caf::exit_reason::user_shutdown);
     self.reset();
+    sys.await_all_actors_done();
     for (auto pid : child_pids())
       gone_within(pid, 5s);
     EXPECT_TRUE(child_pids().empty()) << "child processes outlived the test";

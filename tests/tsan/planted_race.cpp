@@ -1,0 +1,75 @@
+// A data race planted on purpose, to show that the TSan build sees inside
+// actor handlers: two actors on mcprt's scheduler write one unguarded int at
+// the same time. Built only in TSan builds; its ctest passes only when TSan
+// reports the race with the handler on the stack (tests/tsan/CMakeLists.txt).
+// Against Debian's uninstrumented CAF, with the old suppressions (every stack
+// through CAF), this race went unreported.
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/scheduler.hpp"
+
+// Outside the anonymous namespace and read in main: a store the compiler
+// cannot prove dead stays in, instrumented.
+int unguarded_value = 0;
+
+namespace {
+
+using write_atom = caf::atom_constant<caf::atom("write")>;
+
+/// Counts writers that have written; relaxed on purpose, so that the
+/// rendezvous orders nothing in TSan's eyes and the two writes stay racy.
+std::atomic<int> writers_done{0};
+
+// Not inlined, so that the report's top frame has this name.
+__attribute__((noinline)) void planted_race_write(int value) {
+  unguarded_value = value;
+}
+
+caf::behavior racing_writer(caf::event_based_actor*) {
+  return {
+    [](write_atom, int value) {
+      planted_race_write(value);
+      // Keep this worker busy until the other writer has written too, so
+      // the two handlers overlap on two workers instead of running one
+      // after the other on one (which would order them).
+      writers_done.fetch_add(1, std::memory_order_relaxed);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (writers_done.load(std::memory_order_relaxed) < 2 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+      return writers_done.load(std::memory_order_relaxed) >= 2;
+    },
+  };
+}
+
+} // namespace
+
+int main() {
+  caf::actor_system_config cfg;
+  mcprt::use_mcprt_scheduler(cfg, 2);
+  caf::actor_system sys{cfg};
+  auto first = sys.spawn(racing_writer);
+  auto second = sys.spawn(racing_writer);
+  caf::scoped_actor self{sys};
+  // Both requests go out before either reply is awaited: each handler waits
+  // for the other writer.
+  auto first_reply = self->request(first, caf::infinite, write_atom::value, 1);
+  auto second_reply = self->request(second, caf::infinite, write_atom::value, 2);
+  int overlapped = 0;
+  for (auto* reply : {&first_reply, &second_reply})
+    std::move(*reply).receive(
+      [&](bool both) { overlapped += both ? 1 : 0; },
+      [&](caf::error& e) { std::fprintf(stderr, "error: %s\n", sys.render(e).c_str()); });
+  self->send_exit(first, caf::exit_reason::user_shutdown);
+  self->send_exit(second, caf::exit_reason::user_shutdown);
+  // Reached only when TSan did not halt on the race.
+  std::printf("no race reported; the handlers overlapped: %s; value %d\n",
+              overlapped == 2 ? "yes" : "no", unguarded_value);
+  return 0;
+}
