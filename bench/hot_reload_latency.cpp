@@ -158,8 +158,10 @@ int hot_reload_latency(const std::vector<std::string>& args) {
   auto sink = sys.spawn(on_event, a);
   (*rt)->subscribe(sink, {event_kind::client_update});
   (*rt)->open_session();
+  // Events carry the fingerprint the runtime shows, not the internal id.
   auto id_of = [&](int version) {
-    return parse_server_config("hot", server_spec(bin, version), config_scope::user).config->connection_id_cache;
+    return (*rt)->shown_connection_id(
+      parse_server_config("hot", server_spec(bin, version), config_scope::user).config->connection_id_cache);
   };
   bool ok = wait_connected(*a, id_of(0)).has_value();
   std::vector<double> raw, net;

@@ -273,12 +273,13 @@ TEST_F(hostile_http, json_logs_stay_one_object_per_line_whatever_the_request) {
 }
 
 TEST_F(hostile_http, the_log_sink_escapes_what_other_components_log_raw) {
-  // A server name from the settings reaches the pool's and the
-  // connection's log lines as it is; the sink escapes it, in both formats.
+  // A server name from the settings is refused, and the warning that
+  // names its key path quotes it: the sink escapes it, in both formats.
   write_file(user_settings(), json{{"mcpServers", {{"evil\nFORGED line \x1b[31m\u202e", test_server_config({"--exit-on-initialize"})}}}}.dump());
   for (auto format : {"text", "json"}) {
     start({"--log-format", format});
-    ASSERT_TRUE(daemon_->err_contains("failed to start", 30s)) << daemon_->err();
+    ASSERT_TRUE(daemon_->err_contains("a server name must be 1 to 64 bytes", 30s)) << daemon_->err();
+    EXPECT_NE(daemon_->err().find("FORGED line"), std::string::npos) << daemon_->err();
     daemon_->signal(SIGTERM);
     ASSERT_TRUE(daemon_->wait_exit(30s));
     std::istringstream in(daemon_->err());

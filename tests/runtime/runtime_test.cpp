@@ -226,7 +226,11 @@ TEST_F(Runtime, AHalfWrittenSaveKeepsTheLastGoodConfigAndTouchesNoConnection) {
 }
 
 TEST_F(Runtime, ASettingsDirectoryCreatedAfterStartIsPickedUp) {
-  start();
+  // The fingerprint key lives in <home>/.mcprt by default; kept elsewhere,
+  // the directory does not exist until the user makes it.
+  auto o = options();
+  o.fingerprint_key_file = dir / "fingerprint.key";
+  start(o);
   ASSERT_FALSE(fs::exists(home / ".mcprt"));
   save(user_settings(), {{"mcpServers", {{"late", server()}}}});
   wait_snapshot(connected({"late"}));
