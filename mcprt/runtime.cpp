@@ -171,22 +171,49 @@ private:
   std::size_t limit_;
 };
 
+struct call_job;
+
+/// The calls in flight, so that shutdown answers each one at once and ends
+/// its runner: a runner waits on its request for up to the call's timeout,
+/// and would otherwise answer after the host has gone (and keep the actor
+/// system from finishing until then).
+struct call_registry {
+  std::mutex mtx;
+  bool closed = false;
+  uint64_t next_id = 1;
+  std::map<uint64_t, std::pair<std::weak_ptr<call_job>, caf::actor>> live;
+
+  void erase(uint64_t id) {
+    std::lock_guard<std::mutex> guard{mtx};
+    live.erase(id);
+  }
+};
+
 /// One tool call: holds its server's slot until it answers, and answers
-/// exactly once, even when its runner dies with the actor system.
+/// exactly once, from whichever thread gets there first (its runner, the
+/// shutdown, or its destruction with the actor system).
 struct call_job {
   std::string server;
   std::string tool;
   json arguments;
   call_callback done;
   std::shared_ptr<call_limiter> limiter;
+  std::weak_ptr<call_registry> registry;
+  uint64_t id = 0;
   std::chrono::steady_clock::time_point deadline;
   std::chrono::steady_clock::time_point connecting_deadline;
+  std::mutex mtx;
 
   void finish(caf::expected<json> result) {
-    if (!done) return;
+    call_callback cb;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!done) return;
+      cb = std::move(done);
+      done = nullptr;
+    }
     limiter->release(server);
-    auto cb = std::move(done);
-    done = nullptr;
+    if (auto r = registry.lock()) r->erase(id);
     try {
       cb(std::move(result));
     } catch (...) {
@@ -262,6 +289,7 @@ struct runtime::impl {
   watcher_actor watcher;
   connection_factory make;
   std::shared_ptr<call_limiter> calls;
+  std::shared_ptr<call_registry> in_flight = std::make_shared<call_registry>();
 
   struct session_entry {
     reconciler_actor reconciler;
@@ -461,7 +489,30 @@ void runtime::call_tool_async(const std::string& session, const std::string& ser
   auto now = std::chrono::steady_clock::now();
   job->deadline = now + opts.timeout;
   job->connecting_deadline = now + opts.wait_connecting;
-  p.sys.spawn(call_runner, s->reconciler, std::move(job));
+  job->registry = p.in_flight;
+  {
+    std::lock_guard<std::mutex> guard{p.in_flight->mtx};
+    if (!p.in_flight->closed) {
+      job->id = p.in_flight->next_id++;
+      p.in_flight->live[job->id].first = job;
+    }
+  }
+  if (job->id == 0) {
+    job->finish(make_error(errc::not_connected, "the runtime is stopping"));
+    return;
+  }
+  auto id = job->id;
+  auto runner = p.sys.spawn(call_runner, s->reconciler, std::move(job));
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> guard{p.in_flight->mtx};
+    // Not there any more when the call has already answered.
+    if (auto i = p.in_flight->live.find(id); i != p.in_flight->live.end()) i->second.second = runner;
+    stopping = p.in_flight->closed;
+  }
+  // A shutdown that came in between answered the call but did not know
+  // this runner.
+  if (stopping) caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
 }
 
 caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session, const std::string& server) {
@@ -620,6 +671,18 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   auto kill = [](const auto& h) {
     if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };
+  // Calls in flight answer now, and their runners end with them.
+  std::vector<std::pair<std::shared_ptr<call_job>, caf::actor>> calls;
+  {
+    std::lock_guard<std::mutex> guard{p.in_flight->mtx};
+    p.in_flight->closed = true;
+    for (auto& [id, entry] : p.in_flight->live)
+      calls.emplace_back(entry.first.lock(), entry.second);
+  }
+  for (auto& [job, runner] : calls) {
+    if (job) job->finish(make_error(errc::not_connected, "the runtime stopped before " + job->server + " answered"));
+    kill(runner);
+  }
   kill(p.watcher);
   std::vector<std::string> ids;
   {
