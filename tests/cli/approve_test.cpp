@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/cli/cli_test_util.hpp"
-#include "tests/cli/daemon_process.hpp"
+#include "tests/cli/daemon_test_util.hpp"
 
 namespace mcprt_cli_test {
 namespace {
@@ -325,13 +325,12 @@ TEST_F(approve_test, a_fifo_in_place_of_the_store_neither_hangs_nor_is_replaced)
 
 // -- decisions written straight into the store reach a running daemon --------------
 
-namespace daemon {
 namespace {
 
-class approve_store_test : public daemon_test {
+class approve_store_test : public graceful_daemon_test {
 protected:
   void SetUp() override {
-    daemon_test::SetUp();
+    graceful_daemon_test::SetUp();
     json cfg = {{"command", MCPRT_TEST_SERVER}, {"args", json::array()}};
     write_file(project_file(), json{{"mcpServers", {{"project-tools", cfg}}}}.dump(2));
     // The same store under another spelling: the client then writes it
@@ -368,5 +367,4 @@ TEST_F(approve_store_test, an_approval_written_to_the_store_starts_the_server_an
 }
 
 } // namespace
-} // namespace daemon
 } // namespace mcprt_cli_test

@@ -8,29 +8,20 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <map>
-#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <poll.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "tests/cli/cli_test_util.hpp"
+#include "tests/actors/proc_table.hpp"
+#include "tests/cli/daemon_test_util.hpp"
 
 namespace mcprt_cli_test {
 namespace {
 
-using namespace std::chrono_literals;
-using clock_type = std::chrono::steady_clock;
-
-const std::string test_server = MCPRT_TEST_SERVER;
+using mcprt::test::state_and_start;
 
 // -- processes, identified by pid and start time --------------------------------------------------
 
@@ -39,25 +30,6 @@ struct process_id {
   pid_t pid = -1;
   unsigned long long start_time = 0; // /proc/PID/stat field 22
 };
-
-// State and start time from /proc/PID/stat; nullopt once the pid is gone.
-std::optional<std::pair<char, unsigned long long>> stat_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return std::nullopt;
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  char state = '?';
-  unsigned long long start = 0;
-  // Fields from 3 (state) on; start time is field 22.
-  for (int n = 3; n <= 22 && rest >> field; ++n) {
-    if (n == 3) state = field[0];
-    if (n == 22) start = std::stoull(field);
-  }
-  return std::make_pair(state, start);
-}
 
 pid_t parent_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -71,26 +43,15 @@ pid_t parent_of(pid_t pid) {
   return ppid;
 }
 
-std::string comm_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
-}
-
 // The daemon's reaper process: its child named mcprt-reaper.
 pid_t reaper_of(pid_t daemon) {
-  for (auto& entry : fs::directory_iterator("/proc")) {
-    auto name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = std::stoi(name);
-    if (parent_of(pid) == daemon && comm_of(pid) == "mcprt-reaper") return pid;
-  }
+  for (auto& p : mcprt::test::all_processes())
+    if (p.ppid == daemon && p.comm == "mcprt-reaper") return p.pid;
   return -1;
 }
 
 bool alive(const process_id& p) {
-  auto s = stat_of(p.pid);
+  auto s = state_and_start(p.pid);
   // A zombie has ended; it only waits for its parent to collect it.
   return s && s->second == p.start_time && s->first != 'Z';
 }
@@ -122,121 +83,14 @@ void kill_all(const std::vector<process_id>& ps) {
     if (alive(p)) ::kill(p.pid, SIGKILL);
 }
 
-// -- the daemon ---------------------------------------------------------------------------------------
-
-class daemon_process {
-public:
-  daemon_process(const std::vector<std::string>& args, const fs::path& home) {
-    std::vector<std::string> argv_s{MCPRT_BIN};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv = *e;
-      auto key = kv.substr(0, kv.find('='));
-      if (key == "HOME" || key.rfind("MCPRT_", 0) == 0) continue;
-      env_s.push_back(kv);
-    }
-    env_s.push_back("HOME=" + home.string());
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_s)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-    log_ = fs::temp_directory_path() / ("mcprt-containment-" + std::to_string(::getpid()) + "-"
-                                        + std::to_string(counter_++) + ".log");
-    std::string log_s = log_.string();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      int err = ::open(log_s.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (err >= 0) ::dup2(err, 2);
-      int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) ::dup2(devnull, 0);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    out_fd_ = out[0];
-  }
-
-  ~daemon_process() {
-    if (!exited_) {
-      ::kill(pid_, SIGKILL);
-      wait_exit(10s);
-    }
-    ::close(out_fd_);
-    std::error_code ec;
-    fs::remove(log_, ec);
-  }
-
-  /// The first stdout line ("listening on ..."), or nullopt.
-  std::optional<std::string> first_line(std::chrono::milliseconds timeout) {
-    auto deadline = clock_type::now() + timeout;
-    std::string buf;
-    while (buf.find('\n') == std::string::npos) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
-      if (left <= 0) return std::nullopt;
-      pollfd p{out_fd_, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return std::nullopt;
-      char c[256];
-      ssize_t n = ::read(out_fd_, c, sizeof c);
-      if (n <= 0) return std::nullopt;
-      buf.append(c, static_cast<std::size_t>(n));
-    }
-    return buf.substr(0, buf.find('\n'));
-  }
-
-  std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
-    if (exited_) return code_;
-    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    if (fd >= 0) {
-      pollfd p{fd, POLLIN, 0};
-      int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-      ::close(fd);
-      if (ready != 1) return std::nullopt;
-    }
-    int status = 0;
-    if (::waitpid(pid_, &status, fd >= 0 ? 0 : WNOHANG) != pid_) return std::nullopt;
-    exited_ = true;
-    code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return code_;
-  }
-
-  void signal(int sig) { ::kill(pid_, sig); }
-  pid_t pid() const { return pid_; }
-  std::string log() const { return slurp(log_); }
-
-private:
-  static inline int counter_ = 0;
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  fs::path log_;
-  bool exited_ = false;
-  int code_ = -1;
-};
-
 // -- the fixture --------------------------------------------------------------------------------------
 
-class containment_test : public cli_test {
+class containment_test : public bare_daemon_test {
 protected:
   json server_entry(const fs::path& pid_file, std::vector<std::string> extra) const {
     std::vector<std::string> args{"--pid-file", pid_file.string()};
     args.insert(args.end(), extra.begin(), extra.end());
     return {{"command", test_server}, {"args", args}};
-  }
-
-  void start() {
-    daemon_ = std::make_unique<daemon_process>(
-      std::vector<std::string>{"serve", "--workspace", ws_.string(), "--home", home_.string()}, home_);
-    auto first = daemon_->first_line(30s);
-    ASSERT_TRUE(first) << "no first line; log:\n" << daemon_->log();
-    ASSERT_EQ(first->rfind("listening on http://", 0), 0u) << *first;
   }
 
   /// Reads `file` until it lists `want` processes of every kind in `kinds`
@@ -252,7 +106,7 @@ protected:
       pid_t pid;
       while (in >> kind >> pid) {
         if (known.count(pid)) continue;
-        auto s = stat_of(pid);
+        auto s = state_and_start(pid);
         if (!s) continue; // already gone: a server that crashed, say
         known.insert(pid);
         out.push_back({kind, pid, s->second});
@@ -268,18 +122,6 @@ protected:
       std::this_thread::sleep_for(20ms);
     }
   }
-
-  void TearDown() override {
-    if (daemon_) {
-      auto log = daemon_->log();
-      EXPECT_EQ(log.find("Sanitizer"), std::string::npos) << log;
-      EXPECT_EQ(log.find("runtime error:"), std::string::npos) << log;
-    }
-    daemon_.reset();
-    cli_test::TearDown();
-  }
-
-  std::unique_ptr<daemon_process> daemon_;
 };
 
 const std::vector<std::string> every_kind{"server", "group", "setsid", "daemon"};
@@ -315,7 +157,7 @@ TEST_F(containment_test, sigterm_of_the_daemon_takes_every_descendant) {
   daemon_->signal(SIGTERM);
   auto code = daemon_->wait_exit(30s);
   ASSERT_TRUE(code) << "the daemon did not stop on SIGTERM";
-  EXPECT_EQ(*code, 0) << daemon_->log();
+  EXPECT_EQ(*code, 0) << daemon_->err();
   // A clean stop waits for its servers: nothing may be left by the time
   // the daemon has exited, beyond the moment the kernel needs.
   bool gone = all_gone_within(all, 5s);
@@ -355,6 +197,9 @@ TEST_F(containment_test, a_killed_reaper_takes_its_servers_and_the_daemon_carrie
   start();
   auto first = wait_for_pids(pids, {"server", "group"});
   ASSERT_EQ(first.size(), 2u) << slurp(pids);
+  // Connected first: a server that dies before it has answered failed to
+  // start, and the pool does not retry a failed start on its own.
+  ASSERT_TRUE(connected("a")) << snapshot().dump();
   pid_t reaper = reaper_of(daemon_->pid());
   ASSERT_GT(reaper, 0) << "no mcprt-reaper child of the daemon";
   ASSERT_EQ(parent_of(first[0].kind == "server" ? first[0].pid : first[1].pid), reaper);
@@ -363,17 +208,13 @@ TEST_F(containment_test, a_killed_reaper_takes_its_servers_and_the_daemon_carrie
   bool gone = all_gone_within(first, 10s);
   EXPECT_TRUE(gone) << "outlived their reaper:" << survivors(first);
   // The daemon says so, and the pool restarts the server under a new reaper.
-  auto deadline = clock_type::now() + 30s;
-  while (daemon_->log().find("reaper process (pid " + std::to_string(reaper) + ") died") == std::string::npos
-         && clock_type::now() < deadline)
-    std::this_thread::sleep_for(50ms);
-  EXPECT_NE(daemon_->log().find("reaper process (pid " + std::to_string(reaper) + ") died"), std::string::npos)
-    << daemon_->log();
+  EXPECT_TRUE(daemon_->err_contains("reaper process (pid " + std::to_string(reaper) + ") died", 30s))
+    << daemon_->err();
   auto all = wait_for_pids(pids, {"server", "group"}, 2, 60s);
   std::vector<process_id> second;
   for (auto& p : all)
     if (p.kind == "server" && alive(p)) second.push_back(p);
-  ASSERT_EQ(second.size(), 1u) << "no restarted server; pid file:\n" << slurp(pids) << "\nlog:\n" << daemon_->log();
+  ASSERT_EQ(second.size(), 1u) << "no restarted server; pid file:\n" << slurp(pids) << "\nlog:\n" << daemon_->err();
   pid_t new_reaper = reaper_of(daemon_->pid());
   EXPECT_GT(new_reaper, 0);
   EXPECT_NE(new_reaper, reaper);

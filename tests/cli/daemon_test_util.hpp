@@ -1,9 +1,11 @@
-// The fixture of the black-box daemon tests: the real `mcprt serve` on a
+// The fixtures of the black-box daemon tests: the real `mcprt serve` on a
 // temp workspace with real mcprt-test-server children, real HTTP on
-// loopback, and readers for its output and event streams. Every wait is on
-// a condition with a deadline.
+// loopback, and readers for its output and event streams (frames as the
+// daemon sends them, bytes unchanged). Every wait is on a condition with a
+// deadline.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,7 +16,10 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -32,6 +37,10 @@ namespace mcprt_cli_test {
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
+
+inline std::chrono::milliseconds left_until(clock_type::time_point deadline) {
+  return std::max(0ms, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+}
 
 inline const std::string test_server = MCPRT_TEST_SERVER;
 inline const char* const secret_value = "sekrit-value-7c1f";
@@ -61,11 +70,11 @@ inline bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
 
 class spawned {
 public:
-  /// Runs MCPRT_BIN args with HOME=home and the budget environment cleared
-  /// (then `env` applied).
+  /// Runs `program` (MCPRT_BIN by default) with `args`, HOME=home and every
+  /// MCPRT_* variable cleared (then `env` applied).
   spawned(const std::vector<std::string>& args, const fs::path& home,
-          const std::map<std::string, std::string>& env = {}) {
-    std::vector<std::string> argv_s{MCPRT_BIN};
+          const std::map<std::string, std::string>& env = {}, const std::string& program = MCPRT_BIN) {
+    std::vector<std::string> argv_s{program};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<std::string> env_s;
     for (char** e = environ; e && *e; ++e) {
@@ -122,7 +131,7 @@ public:
   }
 
   /// The next stdout line, or nullopt at EOF / deadline.
-  std::optional<std::string> line(std::chrono::milliseconds timeout = 20s) {
+  std::optional<std::string> line(std::chrono::milliseconds timeout = 30s) {
     auto deadline = clock_type::now() + timeout;
     for (;;) {
       auto nl = out_.find('\n');
@@ -131,7 +140,7 @@ public:
         out_.erase(0, nl + 1);
         return l;
       }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+      auto left = left_until(deadline).count();
       if (left <= 0) return std::nullopt;
       pollfd p{out_fd_, POLLIN, 0};
       int r = ::poll(&p, 1, static_cast<int>(left));
@@ -149,7 +158,7 @@ public:
   bool line_containing(const std::string& needle, std::chrono::milliseconds timeout = 20s) {
     auto deadline = clock_type::now() + timeout;
     while (clock_type::now() < deadline) {
-      auto l = line(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+      auto l = line(left_until(deadline));
       if (!l) return false;
       seen.push_back(*l);
       if (l->find(needle) != std::string::npos) return true;
@@ -182,7 +191,7 @@ public:
   }
 
   /// Waits until stderr contains `needle`; false at the deadline.
-  bool err_contains(const std::string& needle, std::chrono::milliseconds timeout = 20s) {
+  bool err_contains(const std::string& needle, std::chrono::milliseconds timeout = 30s) {
     std::unique_lock<std::mutex> guard{mtx_};
     return err_grew_.wait_for(guard, timeout, [&] { return err_.find(needle) != std::string::npos; });
   }
@@ -230,6 +239,8 @@ public:
   ~sse_stream() {
     if (fd_ >= 0) ::close(fd_);
   }
+  sse_stream(const sse_stream&) = delete;
+  sse_stream& operator=(const sse_stream&) = delete;
 
   /// The status line's code, once the headers arrived.
   int status(std::chrono::milliseconds timeout = 10s) {
@@ -240,13 +251,14 @@ public:
   }
 
   /// The next event or comment, or nullopt at EOF / deadline.
-  std::optional<sse_event> next(std::chrono::milliseconds timeout = 20s) {
+  std::optional<sse_event> next(std::chrono::milliseconds timeout = 30s) {
     auto deadline = clock_type::now() + timeout;
     for (;;) {
       auto end = body_.find("\n\n");
       if (end != std::string::npos) {
         std::string frame = body_.substr(0, end);
         body_.erase(0, end + 2);
+        raw_frames.push_back(frame);
         sse_event ev;
         std::istringstream in(frame);
         std::string l;
@@ -265,10 +277,10 @@ public:
   /// The next event (comments skipped) whose kind is `kind` and that
   /// satisfies `pred`; every event passed over lands in `log`.
   std::optional<sse_event> wait_for(const std::string& kind, const std::function<bool(const json&)>& pred = {},
-                                    std::chrono::milliseconds timeout = 20s) {
+                                    std::chrono::milliseconds timeout = 30s) {
     auto deadline = clock_type::now() + timeout;
     while (clock_type::now() < deadline) {
-      auto ev = next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
+      auto ev = next(left_until(deadline));
       if (!ev) return std::nullopt;
       if (ev->kind.empty()) continue;
       log.push_back(*ev);
@@ -282,9 +294,8 @@ public:
   bool closed_within(std::chrono::milliseconds timeout) {
     auto deadline = clock_type::now() + timeout;
     while (clock_type::now() < deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
       pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 1))) <= 0) continue;
+      if (::poll(&p, 1, static_cast<int>(std::max<long long>(left_until(deadline).count(), 1))) <= 0) continue;
       char buf[65536];
       ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n == 0 || (n < 0 && errno != EINTR)) return true;
@@ -296,11 +307,12 @@ public:
   /// The daemon closed the stream (or it never opened).
   bool ended() const { return ended_ || fd_ < 0 || !ok_; }
   std::vector<sse_event> log;
+  std::vector<std::string> raw_frames; // every frame's bytes as the daemon sent them, comments too
 
 private:
   // Reads more and de-chunks into body_.
   bool fill(clock_type::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+    auto left = left_until(deadline).count();
     if (left <= 0 || fd_ < 0) return false;
     pollfd p{fd_, POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(left));
@@ -347,46 +359,53 @@ private:
   std::string raw_, body_;
 };
 
-// -- the fixture -------------------------------------------------------------------------------
+// -- the fixtures ------------------------------------------------------------------------------
 
 inline json test_server_config(std::vector<std::string> args) {
   return {{"command", test_server}, {"args", args}};
 }
 
-class daemon_test : public cli_test {
+/// `mcprt serve` on the fixture's workspace and home, and its HTTP API. No
+/// servers are configured: each test writes the settings it needs.
+class bare_daemon_test : public cli_test {
 protected:
-  void SetUp() override {
-    cli_test::SetUp();
-    json calc = test_server_config({"--name-prefix", "calc_"});
-    calc["env"] = {{"CALC_API_KEY", secret_value}};
-    write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({"--tools", "1"})}, {"calc", calc}}}}.dump(2));
-    write_file(project_file(),
-               json{{"mcpServers", {{"project-tools", test_server_config({"--name-prefix", "project_"})}}}}.dump(2));
-  }
-
   void TearDown() override {
-    if (daemon_) {
-      // Under ASan/UBSan a report in the daemon must fail the test even
-      // when the daemon is killed afterwards.
-      auto err = daemon_->err();
-      EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
-      EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
-    }
+    // Under ASan/UBSan a report in the daemon must fail the test even when
+    // the daemon is killed afterwards.
+    if (daemon_) expect_no_sanitizer_report();
     daemon_.reset();
     cli_test::TearDown();
   }
 
-  /// Starts the daemon and reads its first stdout line.
-  void start(std::vector<std::string> extra = {}, const std::map<std::string, std::string>& env = {}) {
+  /// Starts the daemon; false (with a test failure) when its first stdout
+  /// line is not its URL.
+  bool start(std::vector<std::string> extra = {}, const std::map<std::string, std::string>& env = {}) {
     std::vector<std::string> args{"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "50"};
     args.insert(args.end(), extra.begin(), extra.end());
     daemon_ = std::make_unique<spawned>(args, home_, env);
-    auto first = daemon_->line(30s);
-    ASSERT_TRUE(first) << "no first line; stderr:\n" << daemon_->err();
-    const std::string prefix = "listening on http://";
-    ASSERT_EQ(first->rfind(prefix, 0), 0u) << *first;
+    auto first = daemon_->line(60s);
+    if (!first || first->rfind("listening on http://", 0) != 0) {
+      ADD_FAILURE() << "no 'listening on' line: " << first.value_or("<none>") << "\nstderr:\n" << daemon_->err();
+      return false;
+    }
     url_ = first->substr(std::string("listening on ").size());
     port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+    return true;
+  }
+
+  /// SIGTERM and wait: a sanitizer's report at exit (leaks) fails the test too.
+  void stop() {
+    if (!daemon_) return;
+    daemon_->signal(SIGTERM);
+    daemon_->wait_exit(30s);
+    expect_no_sanitizer_report();
+    daemon_.reset();
+  }
+
+  void expect_no_sanitizer_report() const {
+    auto err = daemon_->err();
+    EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
+    EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
   }
 
   httplib::Client client(const std::string& token = {}) const {
@@ -396,24 +415,32 @@ protected:
     return c;
   }
 
+  httplib::Result get(const std::string& path) const { return client().Get(path.c_str()); }
+
   json get_json(const std::string& path) const {
-    auto r = client().Get(path.c_str());
+    auto r = get(path);
     if (!r || r->status != 200) return json(nullptr);
     return json::parse(r->body, nullptr, false);
   }
 
+  httplib::Result post(const std::string& path, const std::string& body = "", const std::string& token = {}) const {
+    return client(token).Post(path.c_str(), body, "application/json");
+  }
+
   json snapshot() const { return get_json("/workspace/mcp"); }
 
+  /// The snapshot's entry for `name`; an empty object while there is none
+  /// (a slow start under TSan), so that `.value()` works on it.
   json server(const std::string& name) const {
     auto s = snapshot();
     const json* x = find_server(s, name);
-    return x ? *x : json(nullptr);
+    return x ? *x : json::object();
   }
 
   /// Waits until `pred` holds, checking it again whenever the daemon
   /// publishes an event (every state change the tests wait for comes with
   /// one) and at least every 250 ms in case a change comes without one.
-  bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 20s) const {
+  bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) const {
     auto deadline = clock_type::now() + timeout;
     if (pred()) return true;
     // Subscribed before the next check, so no change can slip between the
@@ -422,7 +449,7 @@ protected:
     if (events.status() != 200) return pred();
     for (;;) {
       if (pred()) return true;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+      auto left = left_until(deadline);
       if (left <= 0ms) return false;
       events.next(std::min<std::chrono::milliseconds>(left, 250ms));
       // A daemon that closed its stream is going away: nothing more changes.
@@ -430,18 +457,12 @@ protected:
     }
   }
 
-  bool connected(const std::string& name, std::chrono::milliseconds timeout = 20s) const {
-    return wait_until(
-      [&] {
-        // null until the daemon lists the server (a slow start under TSan).
-        auto s = server(name);
-        return s.is_object() && s.value("status", "") == "connected";
-      },
-      timeout);
+  bool status_is(const std::string& name, const std::string& status, std::chrono::milliseconds timeout = 30s) const {
+    return wait_until([&] { return server(name).value("status", "") == status; }, timeout);
   }
 
-  httplib::Result post(const std::string& path, const std::string& body = "", const std::string& token = {}) const {
-    return client(token).Post(path.c_str(), body, "application/json");
+  bool connected(const std::string& name, std::chrono::milliseconds timeout = 30s) const {
+    return status_is(name, "connected", timeout);
   }
 
   run_result cli(std::vector<std::string> args) const {
@@ -453,6 +474,30 @@ protected:
   std::unique_ptr<spawned> daemon_;
   std::string url_;
   int port_ = 0;
+};
+
+/// Stops the daemon with SIGTERM after each test instead of killing it, so
+/// that what it reports on its way out fails the test too.
+class graceful_daemon_test : public bare_daemon_test {
+protected:
+  void TearDown() override {
+    stop();
+    bare_daemon_test::TearDown();
+  }
+};
+
+/// With user servers echo and calc (its env holds `secret_value`) and the
+/// project's project-tools (pending approval).
+class daemon_test : public bare_daemon_test {
+protected:
+  void SetUp() override {
+    bare_daemon_test::SetUp();
+    json calc = test_server_config({"--name-prefix", "calc_"});
+    calc["env"] = {{"CALC_API_KEY", secret_value}};
+    write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({"--tools", "1"})}, {"calc", calc}}}}.dump(2));
+    write_file(project_file(),
+               json{{"mcpServers", {{"project-tools", test_server_config({"--name-prefix", "project_"})}}}}.dump(2));
+  }
 };
 
 inline json body_of(const httplib::Result& r) {

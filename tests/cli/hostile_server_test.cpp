@@ -18,18 +18,13 @@
 #include "core/fingerprint.hpp"
 #include "core/server_config.hpp"
 #include "core/untrusted_text.hpp"
-#include "tests/cli/daemon_process.hpp"
+#include "tests/cli/daemon_test_util.hpp"
 
-namespace mcprt_cli_test::daemon {
+namespace mcprt_cli_test {
 namespace {
 
-const std::string test_server = MCPRT_TEST_SERVER;
 // What the test server's --invalid-utf8 turns into after replacement.
 const std::string replacement = "\xEF\xBF\xBD";
-
-json test_server_config(std::vector<std::string> args) {
-  return {{"command", test_server}, {"args", args}};
-}
 
 bool valid_utf8(const std::string& s) {
   return !mcprt::first_invalid_utf8(s).has_value();
@@ -44,7 +39,7 @@ bool has_raw_control(const std::string& text) {
   });
 }
 
-class hostile_server_test : public daemon_test {
+class hostile_server_test : public graceful_daemon_test {
 protected:
   /// 200, valid UTF-8, parses: what the issue's \xff broke.
   void expect_snapshot_answers() {
@@ -56,7 +51,7 @@ protected:
   }
 
   httplib::Result call(const std::string& server, const std::string& tool, const json& args) {
-    return post("/workspace/mcp/tools/call", json{{"server", server}, {"tool", tool}, {"arguments", args}});
+    return post("/workspace/mcp/tools/call", json{{"server", server}, {"tool", tool}, {"arguments", args}}.dump());
   }
 };
 
@@ -92,12 +87,12 @@ TEST_F(hostile_server_test, invalid_utf8_from_a_stdio_server_breaks_neither_snap
         return d.value("server", "") == "crashy" && d.value("error", "").find("last stderr") != std::string::npos;
       },
       60s);
-  ASSERT_TRUE(crash) << "no crash event; seen " << events.seen.size() << " events";
+  ASSERT_TRUE(crash) << "no crash event; seen " << events.log.size() << " events";
   EXPECT_NE(crash->data.find("caf" + replacement), std::string::npos) << crash->data;
   for (auto& frame : events.raw_frames) EXPECT_TRUE(valid_utf8(frame)) << frame;
   expect_snapshot_answers();
 
-  auto restarted = post("/workspace/mcp/good/restart");
+  auto restarted = post("/workspace/mcp/good/restart", "{}");
   ASSERT_TRUE(restarted);
   EXPECT_EQ(restarted->status, 200) << restarted->body;
   auto after = events.wait_for("client_update", [](const json& d) {
@@ -136,8 +131,8 @@ TEST_F(hostile_server_test, daemon_log_lines_quote_server_output_escaped) {
 }
 
 TEST_F(hostile_server_test, invalid_utf8_over_streamable_http_with_sse_responses) {
-  process http_server({"--http", "0", "--sse-responses", "--invalid-utf8", "result,description,server-info"}, home_,
-                      test_server);
+  spawned http_server({"--http", "0", "--sse-responses", "--invalid-utf8", "result,description,server-info"}, home_,
+                      {}, test_server);
   auto first = http_server.line(30s);
   ASSERT_TRUE(first && first->rfind("listening on ", 0) == 0) << first.value_or("<none>") << http_server.err();
   auto url = first->substr(std::string("listening on ").size());
@@ -157,10 +152,10 @@ TEST_F(hostile_server_test, invalid_utf8_over_streamable_http_with_sse_responses
 
 // -- the fingerprint the daemon shows ------------------------------------------
 
-class shown_fingerprint_test : public daemon_test {
+class shown_fingerprint_test : public graceful_daemon_test {
 protected:
   void SetUp() override {
-    daemon_test::SetUp();
+    graceful_daemon_test::SetUp();
     server_ = test_server_config({"--tools", "1"});
     server_["env"] = {{"PIN", "4711"}};
     write_file(user_settings(), json{{"mcpServers", {{"echo", server_}}}}.dump(2));
@@ -206,7 +201,7 @@ TEST_F(shown_fingerprint_test, is_a_keyed_digest_that_events_snapshot_and_explai
   auto pool = snapshot()["pool"]["entries"];
   ASSERT_EQ(pool.size(), 1u) << pool.dump();
   EXPECT_EQ(pool[0]["id"], shown);
-  auto restarted = post("/workspace/mcp/echo/restart");
+  auto restarted = post("/workspace/mcp/echo/restart", "{}");
   ASSERT_TRUE(restarted && restarted->status == 200);
   EXPECT_EQ(json::parse(restarted->body)["results"][0]["id"], shown) << restarted->body;
   EXPECT_EQ(explain_fingerprint(), shown);
@@ -239,7 +234,7 @@ TEST_F(shown_fingerprint_test, a_key_readable_by_others_stops_the_daemon_with_th
   ASSERT_TRUE(start());
   stop();
   ASSERT_EQ(::chmod(key_file().c_str(), 0644), 0);
-  daemon_ = std::make_unique<process>(
+  daemon_ = std::make_unique<spawned>(
       std::vector<std::string>{"serve", "--workspace", ws_.string(), "--home", home_.string()}, home_);
   auto code = daemon_->wait_exit(60s);
   ASSERT_TRUE(code);
@@ -265,4 +260,4 @@ TEST_F(shown_fingerprint_test, a_symlinked_key_is_refused_and_its_target_untouch
 }
 
 } // namespace
-} // namespace mcprt_cli_test::daemon
+} // namespace mcprt_cli_test

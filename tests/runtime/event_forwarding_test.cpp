@@ -20,6 +20,7 @@
 #include <caf/all.hpp>
 
 #include "../actors/process_support.hpp"
+#include "event_log.hpp"
 #include "mcprt/runtime.hpp"
 
 using namespace mcprt;
@@ -29,28 +30,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct event_log {
-  std::mutex mtx;
-  std::condition_variable cv;
-  std::vector<event> events;
-};
-
-event_subscriber_actor::behavior_type collector(event_subscriber_actor::pointer, std::shared_ptr<event_log> log) {
-  return {
-    [log](event& ev) {
-      std::lock_guard<std::mutex> guard{log->mtx};
-      log->events.push_back(std::move(ev));
-      log->cv.notify_all();
-    },
-  };
-}
-
 class EventForwarding : public ::testing::Test {
 protected:
   test::process_test_config cfg;
   std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
   fs::path dir;
-  std::shared_ptr<event_log> log = std::make_shared<event_log>();
+  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
   event_subscriber_actor sink;
   std::unique_ptr<runtime> rt;
 
@@ -62,7 +47,7 @@ protected:
     fs::create_directories(dir / "ws");
     std::ofstream(dir / "home" / ".mcprt" / "settings.json")
         << json{{"mcpServers", {{"echo", {{"command", MCPRT_TEST_SERVER}, {"args", json::array()}}}}}}.dump();
-    sink = sys->spawn(collector, log);
+    sink = sys->spawn(test::collector, log);
     runtime_options o;
     o.workspace = dir / "ws";
     o.home = dir / "home";
@@ -83,25 +68,11 @@ protected:
     fs::remove_all(dir);
   }
 
-  std::size_t mark() {
-    std::lock_guard<std::mutex> guard{log->mtx};
-    return log->events.size();
-  }
+  std::size_t mark() { return log->mark(); }
 
-  /// The first event from index `from` on that satisfies `pred`.
   std::optional<event> wait_event(const std::function<bool(const event&)>& pred, std::size_t from,
                                   std::chrono::milliseconds timeout = 30s) {
-    std::unique_lock<std::mutex> lock{log->mtx};
-    std::optional<event> hit;
-    log->cv.wait_for(lock, timeout, [&] {
-      for (std::size_t i = from; i < log->events.size(); ++i)
-        if (pred(log->events[i])) {
-          hit = log->events[i];
-          return true;
-        }
-      return false;
-    });
-    return hit;
+    return log->wait(pred, from, timeout);
   }
 
   static std::function<bool(const event&)> echo_is(const std::string& status) {

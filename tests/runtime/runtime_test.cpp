@@ -22,6 +22,7 @@
 #include <caf/all.hpp>
 
 #include "../actors/process_support.hpp"
+#include "event_log.hpp"
 #include "mcprt/runtime.hpp"
 
 using namespace mcprt;
@@ -30,23 +31,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// Every event the runtime publishes, for tests to wait on.
-struct event_log {
-  std::mutex mtx;
-  std::condition_variable cv;
-  std::vector<event> events;
-};
-
-event_subscriber_actor::behavior_type collector(event_subscriber_actor::pointer, std::shared_ptr<event_log> log) {
-  return {
-    [log](event& ev) {
-      std::lock_guard<std::mutex> guard{log->mtx};
-      log->events.push_back(std::move(ev));
-      log->cv.notify_all();
-    },
-  };
-}
 
 json server(std::vector<std::string> args = {}) {
   return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
@@ -57,7 +41,7 @@ protected:
   test::process_test_config cfg;
   std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
   fs::path dir, home, ws;
-  std::shared_ptr<event_log> log = std::make_shared<event_log>();
+  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
   event_subscriber_actor sink;
   std::unique_ptr<runtime> rt;
   std::string session;
@@ -70,7 +54,7 @@ protected:
     ws = dir / "ws";
     fs::create_directories(home);
     fs::create_directories(ws);
-    sink = sys->spawn(collector, log);
+    sink = sys->spawn(test::collector, log);
   }
 
   void TearDown() override {
@@ -122,26 +106,12 @@ protected:
   fs::path user_settings() const { return home / ".mcprt" / "settings.json"; }
   fs::path project_file() const { return ws / ".mcp.json"; }
 
-  /// Waits until an event satisfies `pred`, looking at events from `from` on.
   std::optional<event> wait_event(const std::function<bool(const event&)>& pred, std::size_t from = 0,
                                   std::chrono::milliseconds timeout = 20s) {
-    std::unique_lock<std::mutex> lock{log->mtx};
-    std::optional<event> hit;
-    log->cv.wait_for(lock, timeout, [&] {
-      for (std::size_t i = from; i < log->events.size(); ++i)
-        if (pred(log->events[i])) {
-          hit = log->events[i];
-          return true;
-        }
-      return false;
-    });
-    return hit;
+    return log->wait(pred, from, timeout);
   }
 
-  std::size_t mark() {
-    std::lock_guard<std::mutex> guard{log->mtx};
-    return log->events.size();
-  }
+  std::size_t mark() { return log->mark(); }
 
   /// Waits until the snapshot satisfies `pred`: re-checked after every event.
   json wait_snapshot(const std::function<bool(const json&)>& pred, std::chrono::milliseconds timeout = 20s) {
