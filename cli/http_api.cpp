@@ -143,10 +143,15 @@ public:
       threads_.emplace_back([this] { work(); });
   }
 
-  ~worker_lane() {
+  ~worker_lane() { close_and_join(); }
+
+  /// close(), then waits for the job in hand on each thread. Joined, not
+  /// just finished: a forced exit (a second signal) may come any time after
+  /// http_api::stop(), and TSan takes a finished, unjoined thread for a leak.
+  void close_and_join() {
     close();
     for (auto& t : threads_)
-      t.join();
+      if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
   }
 
   bool submit(std::function<void()> job) {
@@ -723,8 +728,8 @@ http_api::~http_api() {
 
 void http_api::stop() {
   impl_->hub->stop();
-  impl_->reads.close();
-  impl_->changes.close();
+  impl_->reads.close_and_join();
+  impl_->changes.close_and_join();
 }
 
 bool http_api::install(http_server& server) {

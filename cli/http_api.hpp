@@ -87,8 +87,9 @@ public:
   /// set every request gets 503.
   void listening_on(int port);
 
-  /// Ends every event stream and takes no more jobs (before the server
-  /// stops). The worker lanes finish what runs when the api is destroyed.
+  /// Ends every event stream, takes no more jobs (before the server stops)
+  /// and waits for the jobs the worker lanes run (each bounded by its own
+  /// timeout).
   void stop();
 
   std::optional<http_response> on_head(const http_request& head) override;

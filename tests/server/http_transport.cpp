@@ -285,9 +285,15 @@ int run_http(const options& opts, lifetime& life, handler& h) {
     life.request_stop();
     sessions.close_all();
     // stop() does nothing until listen_after_bind() has started running,
-    // and a signal can arrive before that: repeat until listen has ended.
+    // and a signal can arrive before that: wait for it to run, then stop
+    // once (a second stop() trips an assertion in httplib builds that keep
+    // them, as the TSan one does).
+    bool asked = false;
     while (!listen_returned) {
-      svr.stop();
+      if (!asked && svr.is_running()) {
+        svr.stop();
+        asked = true;
+      }
       listen_cv.wait_for(lock, 10ms, [&] { return listen_returned; });
     }
   });

@@ -816,7 +816,10 @@ TEST(http, sigterm_exits_zero) {
   http_server server;
   ASSERT_TRUE(server.initialize());
   ASSERT_EQ(kill(server.process().pid(), SIGTERM), 0);
-  EXPECT_EQ(exit_code(server.process().wait_exit()), 0);
+  auto status = server.process().wait_exit();
+  ASSERT_TRUE(status) << "still running";
+  EXPECT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << "\n" << server.process().stderr_text();
+  EXPECT_EQ(exit_code(status), 0);
 }
 
 } // namespace
