@@ -95,7 +95,8 @@ struct call_options {
 };
 
 /// Receives what `call_tool_async` answers, exactly once: on an actor
-/// thread (or the calling thread, when the call fails before it starts).
+/// thread, on the calling thread when the call fails before it starts, or
+/// on the thread in `shutdown()` for a call still in flight then.
 /// Hand the result over and return: never block, never call the runtime's
 /// blocking member functions from it.
 using call_callback = std::function<void(caf::expected<nlohmann::json>)>;
