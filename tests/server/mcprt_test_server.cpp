@@ -140,11 +140,25 @@ void spawn_containment_children(const options& opts) {
     if (child > 0) record_pid(opts.pid_file, "group", child);
   }
   if (opts.grandchild_setsid) {
+    // Recorded once it has its own session: a reader of the pid file may
+    // check getsid() at once.
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) return;
     pid_t child = ::fork();
     if (child == 0) {
+      ::close(ready[0]);
       ::setsid();
+      char done = 1;
+      while (::write(ready[1], &done, 1) < 0 && errno == EINTR) {
+      }
+      ::close(ready[1]);
       become_sleeper();
     }
+    ::close(ready[1]);
+    char done = 0;
+    while (child > 0 && ::read(ready[0], &done, 1) < 0 && errno == EINTR) {
+    }
+    ::close(ready[0]);
     if (child > 0) record_pid(opts.pid_file, "setsid", child);
   }
   if (opts.grandchild_daemon) {
