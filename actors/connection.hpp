@@ -6,7 +6,7 @@
 #include <caf/fwd.hpp>
 
 #include "core/server_config.hpp"
-#include "messages/messages.hpp"
+#include "messages/pool.hpp"
 
 namespace mcprt::io {
 class reactor;
@@ -14,15 +14,6 @@ class http_worker_pool;
 } // namespace mcprt::io
 
 namespace mcprt {
-
-/// What a connection actor is started with.
-struct connection_config {
-  server_config server;
-  uint64_t generation = 1;
-  std::vector<event_sink_actor> subscribers;
-  /// Lines of server stderr kept for errors and snapshots.
-  std::size_t stderr_lines = 50;
-};
 
 /// The I/O the connection runs on: one reactor thread serves every stdio
 /// server's pipes, a fixed pool serves every HTTP server.

@@ -182,6 +182,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, reconcile, "reconcile")
 CAF_ADD_ATOM(mcprt, mcprt::atom, start, "start")
 CAF_ADD_ATOM(mcprt, mcprt::atom, lookup, "lookup")
 CAF_ADD_ATOM(mcprt, mcprt::atom, tools, "tools")
+CAF_ADD_ATOM(mcprt, mcprt::atom, requeue, "requeue")
 
 namespace mcprt {
 
@@ -201,8 +202,12 @@ using reconciler_actor = caf::typed_actor<
   caf::replies_to<atom::snapshot>::with<session_snapshot>,
   // Releases every connection of the session, then quits.
   caf::replies_to<atom::stop>::with<bool>,
-  // Status of the connections the session owns (kill-switch mode).
-  caf::reacts_to<client_update>>;
+  // What happened to a pool entry the session holds (from its pool).
+  caf::reacts_to<pool_entry_changed>,
+  // A budget slot went back: servers refused for budget are retried.
+  caf::reacts_to<budget_slot_freed>,
+  // INTERNAL: a server's backoff after a failure ran out.
+  caf::reacts_to<atom::requeue>>;
 
 /// The GATING actor interface (SPEC section 4).
 using gating_actor = caf::typed_actor<

@@ -57,6 +57,25 @@ std::string to_string(pool_entry_status s) {
   return "unknown";
 }
 
+std::string to_string(release_reason r) {
+  switch (r) {
+    case release_reason::session_closed: return "session_closed";
+    case release_reason::removed: return "removed";
+    case release_reason::changed: return "changed";
+  }
+  return "unknown";
+}
+
+std::string to_string(pool_entry_event e) {
+  switch (e) {
+    case pool_entry_event::restarting: return "restarting";
+    case pool_entry_event::restarted: return "restarted";
+    case pool_entry_event::failed: return "failed";
+    case pool_entry_event::closed: return "closed";
+  }
+  return "unknown";
+}
+
 void add_workspace_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt_workspace>();
 }

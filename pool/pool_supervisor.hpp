@@ -1,9 +1,10 @@
 #pragma once
 
-// The pool supervisor (SPEC section 7): one live connection per connection
-// id, shared by every session that acquires the same config, admitted by the
-// workspace budget, drained when the last session lets go, restarted with
-// backoff when it crashes.
+// The pool supervisor: one live connection per connection id, shared by
+// every session that acquires the same config, admitted by the workspace
+// budget, drained when the last session lets go (closed at once when the
+// settings no longer want it), restarted with backoff when it crashes. It
+// implements the pool interface of messages/pool.hpp.
 
 #include <chrono>
 #include <cstddef>
@@ -11,7 +12,6 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/connection.hpp"
 #include "messages/workspace.hpp"
 
 namespace mcprt {
@@ -41,11 +41,6 @@ struct pool_options {
   /// keyed digest; its events are shown by the bus); empty: unchanged.
   std::function<std::string(const std::string&)> show_id;
 };
-
-/// Starts a connection for a config; the real one is
-/// `[io](auto& sys, auto cfg) { return spawn_connection(sys, std::move(cfg), io); }`.
-/// Injectable so tests can use fakes.
-using connection_factory = std::function<connection_actor(caf::actor_system&, connection_config)>;
 
 /// Spawns the pool. `budget` may be invalid (no budget: every new entry is
 /// admitted); `bus` may be invalid (no events).
