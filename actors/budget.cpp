@@ -1,5 +1,6 @@
 #include "actors/budget.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -23,6 +24,7 @@ struct budget_state {
   // Optional only because CAF default-constructs the state.
   std::optional<budget_ledger> ledger;
   event_bus_actor bus;
+  std::vector<budget_listener_actor> listeners;
 };
 
 using self_ptr = budget_actor::stateful_pointer<budget_state>;
@@ -62,6 +64,10 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
                                             budget_mode mode, std::string scope, event_bus_actor bus) {
   self->state.ledger.emplace(limit, mode, std::move(scope));
   self->state.bus = std::move(bus);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& ls = self->state.listeners;
+    ls.erase(std::remove_if(ls.begin(), ls.end(), [&](const auto& l) { return l.address() == dm.source; }), ls.end());
+  });
   return {
     [self](atom::reserve, const std::string& name) {
       std::vector<budget_event> out;
@@ -81,7 +87,12 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
       return to_reply(r);
     },
     [self](atom::release, const std::string& name) {
-      return self->state.ledger->release(name);
+      auto& st = self->state;
+      auto freed = st.ledger->release(name);
+      if (freed && st.ledger->has_refusals())
+        for (auto& l : st.listeners)
+          self->send(l, budget_slot_freed{name});
+      return freed;
     },
     [self](atom::begin_pass, bool preserve_refusals) {
       self->state.ledger->begin_bulk_pass(preserve_refusals);
@@ -101,6 +112,10 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
     },
     [self](atom::live_count, uint64_t n) {
       self->state.ledger->set_live_count(static_cast<std::size_t>(n));
+    },
+    [self](atom::subscribe, budget_listener_actor& l) {
+      self->monitor(l);
+      self->state.listeners.push_back(std::move(l));
     },
     [self](atom::snapshot) { return snapshot_of(*self->state.ledger); },
   };

@@ -130,6 +130,10 @@ public:
   /// Names refused by the last emitted batches, in refusal order.
   const std::vector<std::string>& last_refused() const { return last_refused_; }
 
+  /// Whether someone is waiting for room: refusals of the pass under way or
+  /// of the last emitted batches that no reservation has cleared since.
+  bool has_refusals() const { return !pending_.empty() || !last_refused_.empty(); }
+
   std::size_t bulk_depth() const { return bulk_depth_; }
 
   /// The `live_count` reported in events. A session budget sets its

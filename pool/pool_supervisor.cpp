@@ -273,7 +273,7 @@ void spawn_conn(self_ptr self, entry& e) {
 void arm_drain_timer(self_ptr self, entry& e, caf::timespan delay) {
   auto& st = self->state;
   e.drain_token = st.next_token++;
-  self->delayed_send(self, delay, atom::drain_timer_v, e.id, e.drain_token);
+  self->delayed_send(self, delay, pool_timer{pool_timer_kind::drain, e.id, e.drain_token});
 }
 
 void start_drain(self_ptr self, entry& e) {
@@ -286,7 +286,7 @@ void start_drain(self_ptr self, entry& e) {
   if (!e.idle_armed) {
     e.idle_armed = true;
     e.idle_token = st.next_token++;
-    self->delayed_send(self, st.opts.max_idle, atom::idle_timer_v, e.id, e.idle_token);
+    self->delayed_send(self, st.opts.max_idle, pool_timer{pool_timer_kind::idle, e.id, e.idle_token});
   }
 }
 
@@ -377,7 +377,7 @@ void on_failure(self_ptr self, entry& e, const std::string& why) {
     e.status = pool_entry_status::restarting;
     e.drain_token = 0; // no drain while restarting
     e.restart_token = st.next_token++;
-    self->delayed_send(self, delay, atom::restart_timer_v, e.id, e.restart_token);
+    self->delayed_send(self, delay, pool_timer{pool_timer_kind::restart, e.id, e.restart_token});
     auto id = e.id;
     auto serial = e.serial;
     retire(self, old, [self, id, serial](std::vector<std::string> tail) {
@@ -513,6 +513,10 @@ caf::result<pool_handle> join(self_ptr self, entry& e, session_id session, std::
   return rp;
 }
 
+void on_drain_timer(self_ptr self, const std::string& id, uint64_t token);
+void on_idle_timer(self_ptr self, const std::string& id, uint64_t token);
+void on_restart_timer(self_ptr self, const std::string& id, uint64_t token);
+
 pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_actor budget,
                                event_bus_actor bus, pool_options opts) {
   auto& st = self->state;
@@ -532,8 +536,10 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
     }
   });
   return {
-    [self](atom::acquire, session_id session, server_config& cfg) -> caf::result<pool_handle> {
+    [self](pool_acquire& a) -> caf::result<pool_handle> {
       auto& st = self->state;
+      auto session = a.session;
+      auto& cfg = a.config;
       if (st.draining) return make_error(errc::pool_draining, "pool is draining; refusing acquire of " + cfg.name);
       // The parsed config carries its id: no copy, no hashing per acquire.
       std::string computed;
@@ -574,9 +580,6 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       if (auto e = find(self, a.connection_id)) return join(self, *e, a.session, std::move(a.connection_id));
       return make_error(errc::not_connected, a.connection_id + ": no pool entry; acquire it with its config");
     },
-    [self](atom::release, session_id session, const std::string& id) {
-      return release_handle(self, session, id);
-    },
     [self](const pool_detach& d) { release_handle(self, d.session, d.connection_id); },
 
     [self](atom::release_session, session_id session) -> uint64_t {
@@ -596,8 +599,9 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       }
       return n;
     },
-    [self](atom::restart, const std::string& name) -> caf::result<std::vector<restart_result>> {
+    [self](const pool_restart& pr) -> caf::result<std::vector<restart_result>> {
       auto& st = self->state;
+      auto& name = pr.server;
       std::vector<restart_result> results;
       if (st.draining) return results;
       auto req = std::make_shared<restart_request>();
@@ -634,7 +638,8 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       req->rp = self->make_response_promise<std::vector<restart_result>>();
       return req->rp;
     },
-    [self](atom::get, const std::string& id) -> caf::result<pool_handle> {
+    [self](const pool_lookup& l) -> caf::result<pool_handle> {
+      auto& id = l.connection_id;
       auto e = find(self, id);
       if (!e || !e->conn) return make_error(errc::not_connected, id + ": no live connection in the pool");
       return pool_handle{e->id, e->conn, e->generation};
@@ -719,7 +724,17 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
           break;
       }
     },
-    [self](atom::drain_timer, const std::string& id, uint64_t token) {
+    [self](const pool_timer& t) {
+      switch (t.kind) {
+        case pool_timer_kind::drain: return on_drain_timer(self, t.connection_id, t.token);
+        case pool_timer_kind::idle: return on_idle_timer(self, t.connection_id, t.token);
+        case pool_timer_kind::restart: return on_restart_timer(self, t.connection_id, t.token);
+      }
+    },
+  };
+}
+
+void on_drain_timer(self_ptr self, const std::string& id, uint64_t token) {
       auto e = find(self, id);
       if (!e || e->drain_token != token) return;
       e->drain_token = 0;
@@ -731,8 +746,9 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
         return;
       }
       close_entry(self, *e, "drain_timer");
-    },
-    [self](atom::idle_timer, const std::string& id, uint64_t token) {
+}
+
+void on_idle_timer(self_ptr self, const std::string& id, uint64_t token) {
       auto e = find(self, id);
       if (!e || e->idle_token != token || !e->idle_armed) return;
       if (e->refs == 0 && e->waiters.empty() && e->status == pool_entry_status::draining) {
@@ -741,8 +757,9 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       }
       // In use at this moment: the next idle period starts a fresh limit.
       e->idle_armed = false;
-    },
-    [self](atom::restart_timer, const std::string& id, uint64_t token) {
+}
+
+void on_restart_timer(self_ptr self, const std::string& id, uint64_t token) {
       auto e = find(self, id);
       if (!e || e->restart_token != token || e->status != pool_entry_status::restarting || e->conn) return;
       ++e->restarts;
@@ -750,8 +767,6 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       publish(self, event_kind::pool_entry_restarted,
               {{"id", e->id}, {"name", e->name}, {"generation", e->generation}, {"restarts", e->restarts},
                {"last_error", e->last_error}, {"reason", "crash"}});
-    },
-  };
 }
 
 // -- shards ---------------------------------------------------------------------------
@@ -765,14 +780,8 @@ std::size_t shard_of(std::string_view server, std::size_t shards) {
   return std::hash<std::string_view>{}(server) % shards;
 }
 
-/// The server name in a connection id (`name::fingerprint`).
 std::string_view server_of(const std::string& id) {
-  // Ids the pool issues end in "::" and 16 hex digits: no search needed.
-  constexpr std::size_t suffix = 2 + 16;
-  if (id.size() >= suffix && id[id.size() - suffix] == ':' && id[id.size() - suffix + 1] == ':')
-    return std::string_view(id).substr(0, id.size() - suffix);
-  auto pos = id.rfind("::");
-  return pos == std::string::npos ? std::string_view(id) : std::string_view(id).substr(0, pos);
+  return server_of_connection_id(id);
 }
 
 bool has_atom(const caf::type_erased_tuple& msg, caf::atom_value a) {
@@ -794,19 +803,14 @@ std::optional<std::size_t> route(const caf::type_erased_tuple& msg, std::size_t 
     if (msg.match_element<pool_attach>(0)) return by_id(msg.get_as<pool_attach>(0).connection_id);
     if (msg.match_element<pool_detach>(0)) return by_id(msg.get_as<pool_detach>(0).connection_id);
   }
-  if (has_atom(msg, atom::release::value) && msg.match_elements<caf::atom_value, session_id, std::string>())
-    return shard_of(server_of(msg.get_as<std::string>(2)), shards);
-  if (has_atom(msg, atom::acquire::value) && msg.match_elements<caf::atom_value, session_id, server_config>())
-    return shard_of(msg.get_as<server_config>(2).name, shards);
-  if (has_atom(msg, atom::restart::value) && msg.match_elements<caf::atom_value, std::string>())
-    return shard_of(msg.get_as<std::string>(1), shards);
-  if (has_atom(msg, atom::get::value) && msg.match_elements<caf::atom_value, std::string>())
-    return shard_of(server_of(msg.get_as<std::string>(1)), shards);
-  if (msg.match_elements<client_update>()) return shard_of(server_of(msg.get_as<client_update>(0).connection_id), shards);
-  if ((has_atom(msg, atom::drain_timer::value) || has_atom(msg, atom::idle_timer::value)
-       || has_atom(msg, atom::restart_timer::value))
-      && msg.match_elements<caf::atom_value, std::string, uint64_t>())
-    return shard_of(server_of(msg.get_as<std::string>(1)), shards);
+  auto key = [&](auto* type) -> std::optional<std::size_t> {
+    using T = std::remove_pointer_t<decltype(type)>;
+    if (msg.match_elements<T>()) return shard_of(shard_key(msg.get_as<T>(0)), shards);
+    return std::nullopt;
+  };
+  for (auto r : {key((pool_acquire*) nullptr), key((pool_restart*) nullptr), key((pool_lookup*) nullptr),
+                 key((client_update*) nullptr), key((pool_timer*) nullptr)})
+    if (r) return r;
   if (has_atom(msg, atom::snapshot::value) || has_atom(msg, atom::release_session::value)
       || has_atom(msg, atom::drain::value))
     return std::nullopt;
