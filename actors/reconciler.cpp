@@ -28,6 +28,7 @@ struct live_server {
   /// The handle of the last acquire, which a crash restart replaces; calls
   /// resolve the current one through the pool.
   connection_actor conn;
+  uint64_t generation = 0; // of the entry's connection, as the pool last said
   connection_status status = connection_status::connecting;
   int32_t pid = -1;
   std::string error;
@@ -79,7 +80,8 @@ struct reconciler_state {
   /// next acquire may go out, and how many failures in a row.
   struct retry {
     unsigned failures = 0;
-    std::chrono::steady_clock::time_point not_before;
+    caf::actor_clock::time_point not_before; // the actor clock: tests drive it
+    std::optional<caf::actor_clock::time_point> connected_at;
     std::string error;
   };
   std::map<std::string, retry> retries;
@@ -250,13 +252,10 @@ void connect(self_ptr self, const server_config& cfg) {
         s.cfg = cfg;
         s.id = h.connection_id;
         s.conn = h.connection;
+        s.generation = h.generation;
         s.status = connection_status::connected;
         st.set_live(cfg.name, std::move(s));
-        // Connected again: its failure count starts over once it has stayed
-        // up past the longest backoff, so a flapping server keeps backing off.
-        if (auto r = st.retries.find(cfg.name); r != st.retries.end()
-            && std::chrono::steady_clock::now() - r->second.not_before >= st.opts.retry_cap)
-          st.retries.erase(r);
+        if (auto r = st.retries.find(cfg.name); r != st.retries.end()) r->second.connected_at = self->clock().now();
         note_connected(st.report, cfg.name);
         acquire_settled(self, cfg.name);
         step_done(self);
@@ -328,8 +327,8 @@ void run_pass(self_ptr self) {
   for (auto i = st.retries.begin(); i != st.retries.end();)
     i = st.desired_map.count(i->first) ? std::next(i) : st.retries.erase(i);
   st.pending = 1; // held until every step below has been issued
-  auto now = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> next_retry;
+  auto now = self->clock().now();
+  std::optional<caf::actor_clock::time_point> next_retry;
   for (auto& name : plan.added) {
     if (auto r = st.retries.find(name); r != st.retries.end() && r->second.not_before > now) {
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(r->second.not_before - now);
@@ -447,6 +446,8 @@ void entry_changed(self_ptr self, const pool_entry_changed& c) {
   auto i = st.live.find(c.server);
   if (i == st.live.end() || i->second.id != c.connection_id) return; // let go already
   auto& s = i->second;
+  if (c.generation < s.generation) return; // about a connection the entry has replaced since
+  s.generation = c.generation;
   switch (c.what) {
     case pool_entry_event::restarting:
       s.status = connection_status::connecting;
@@ -463,11 +464,16 @@ void entry_changed(self_ptr self, const pool_entry_changed& c) {
   // The handle is dead: the server leaves the live set (the next plan sees
   // it as missing, never as kept) and comes back after its backoff.
   auto& r = st.retries[c.server];
+  auto now = self->clock().now();
+  // A server that stayed up past the longest backoff starts over; one that
+  // flaps keeps backing off.
+  if (r.connected_at && now - *r.connected_at >= st.opts.retry_cap) r.failures = 0;
+  r.connected_at.reset();
   ++r.failures;
   r.error = c.error.empty() ? to_string(c.what) : c.error;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   auto delay = backoff_delay(r.failures - 1, st.opts.retry_base, st.opts.retry_cap, 0.1, unit(st.rng));
-  r.not_before = std::chrono::steady_clock::now() + delay;
+  r.not_before = now + delay;
   auto id = s.id;
   st.erase_live(c.server);
   publish(self, event_kind::client_update,

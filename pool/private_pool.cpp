@@ -322,21 +322,23 @@ pool_actor::behavior_type private_pool(self_ptr self, connection_factory make, b
     },
     [self](const client_update& u) { on_update(self, u); },
     [](const pool_timer&) {},
-    [self](atom::release_session, session_id session) -> uint64_t {
+    // Answered once every connection has stopped: the session's close (and
+    // the runtime's shutdown after it) must not outrun its servers.
+    [self](atom::release_session, session_id session) -> caf::result<uint64_t> {
       auto& st = self->state;
       st.holders.erase(session);
       uint64_t n = 0;
-      std::vector<std::string> ids;
-      for (auto& [id, e] : st.entries) {
+      for (auto& [id, e] : st.entries)
         n += e.refs;
-        ids.push_back(id);
-      }
-      for (auto& id : ids) {
-        if (auto e = find(self, id))
-          fail_waiters(*e, make_error(errc::not_connected, e->name + ": released before the connection was ready"));
-        close_entry(self, id);
-      }
-      return n;
+      auto rp = self->make_response_promise<uint64_t>();
+      self->request(caf::actor_cast<pool_actor>(self), caf::infinite, atom::drain_v, true,
+                    caf::timespan{stop_timeout})
+        .then([self, rp, n](drain_result&) mutable {
+                self->state.draining = false;
+                rp.deliver(n);
+              },
+              [rp, n](caf::error&) mutable { rp.deliver(n); });
+      return rp;
     },
     [self](atom::snapshot) { return snapshot_of(self->state); },
     [self](atom::drain, bool force, caf::timespan timeout) { return drain(self, force, timeout); },

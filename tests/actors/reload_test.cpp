@@ -606,3 +606,89 @@ TEST_F(Reload, StoppingASessionReleasesItsPoolEntries) {
   EXPECT_EQ(ask<bool>(session, atom::stop_v), true);
   EXPECT_EQ(ask<pool_snapshot>(pool, atom::snapshot_v)->entries.at(0).refs, 0u);
 }
+
+// -- the pool tells its holders; the budget tells its listeners -------------------------
+
+TEST_F(Reload, AnEntryThePoolGaveUpOnLeavesTheLiveSetAndIsAcquiredAgainAfterItsBackoff) {
+  user["mcpServers"]["a"] = stdio();
+  start(with([](setup& s) { s.pool = false; }));
+  ASSERT_EQ(live_names(), names{"a"});
+  auto id = snap().servers.at(0).connection_id;
+  events();
+  // The server crashes; the kill switch's pool does not restart it: it
+  // tells the session that the entry failed.
+  self->send(world->spawns.back().conn, atom::io_exit_v, std::string("crashed with exit code 6"));
+  sched.run();
+  // Out of the live set at once (never counted as kept), and not acquired
+  // again before its backoff.
+  EXPECT_TRUE(live_names().empty());
+  auto f = finished();
+  ASSERT_FALSE(f.empty());
+  EXPECT_TRUE(f.back()["kept"].empty()) << f.back().dump();
+  ASSERT_EQ(f.back()["skipped"].size(), 1u) << f.back().dump();
+  EXPECT_EQ(f.back()["skipped"][0]["reason"], "backoff");
+  auto err = call_error("a");
+  EXPECT_NE(sys.render(err).find("exit code 6"), std::string::npos) << sys.render(err);
+  EXPECT_EQ(spawns_of("a"), 1u);
+  advance(1500ms); // the first retry: 1 s ± 10 %
+  EXPECT_EQ(spawns_of("a"), 2u);
+  EXPECT_EQ(live_names(), names{"a"});
+  // A notification for a connection the session no longer holds changes nothing.
+  self->send(session, pool_entry_changed{id, "a", pool_entry_event::failed, 1, "late"});
+  sched.run();
+  EXPECT_EQ(live_names(), names{"a"});
+}
+
+TEST_F(Reload, RetriesOfAFailingServerBackOffExponentially) {
+  user["mcpServers"]["a"] = stdio();
+  start(with([](setup& s) { s.pool = false; }));
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(live_names(), names{"a"}) << "round " << round;
+    self->send(world->spawns.back().conn, atom::io_exit_v, std::string("exit code 1"));
+    sched.run();
+    // Retry n waits 2^n s (± 10 %): 0.85 of it is too early, 1.15 is enough.
+    auto wait = std::chrono::milliseconds(1000 << round);
+    advance(wait * 85 / 100);
+    EXPECT_TRUE(live_names().empty()) << "round " << round;
+    advance(wait * 30 / 100);
+    EXPECT_EQ(live_names(), names{"a"}) << "round " << round;
+  }
+}
+
+TEST_F(Reload, ASlotFreedElsewhereLetsARefusedServerConnectWithoutAReload) {
+  user["mcpServers"]["a"] = stdio();
+  start(with([](setup& s) {
+    s.budget = 1;
+    s.mode = budget_mode::enforce;
+  }));
+  ASSERT_EQ(live_names(), names{"a"});
+  // A second session wants b; the one slot is a's.
+  reconciler_options ro;
+  ro.session = "s2";
+  ro.pool_session = 2;
+  ro.bus = bus;
+  ro.budget = budget;
+  ro.pool = pool;
+  auto second = track(spawn_reconciler(sys, ro));
+  desired_state d;
+  d.trusted = true;
+  d.admitted.push_back(config("b", stdio()));
+  self->send(second, d);
+  self->send(second, atom::start_v);
+  sched.run();
+  auto second_live = [&] {
+    names out;
+    auto snapshot = ask<session_snapshot>(second, atom::snapshot_v);
+    for (auto& s : snapshot.value_or(session_snapshot{}).servers)
+      out.push_back(s.name);
+    return out;
+  };
+  EXPECT_TRUE(second_live().empty());
+  EXPECT_EQ(spawns_of("b"), 0u);
+  // The first session closes; once a's drain ends its slot frees, and the
+  // budget tells the second session, which acquires b by itself.
+  EXPECT_EQ(ask<bool>(session, atom::stop_v), true);
+  advance(2s); // the pool's drain delay in this fixture
+  EXPECT_EQ(spawns_of("b"), 1u);
+  EXPECT_EQ(second_live(), names{"b"});
+}
