@@ -186,7 +186,8 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, requeue, "requeue")
 
 namespace mcprt {
 
-/// The RECONCILER interface: one per session (SPEC section 5).
+/// The RECONCILER interface: one per session; it brings the session's live
+/// connections in line with the admitted servers (actors/reconciler.hpp).
 using reconciler_actor = caf::typed_actor<
   // The new desired state (lists first), then a reconcile request.
   caf::reacts_to<desired_state>,
@@ -209,7 +210,9 @@ using reconciler_actor = caf::typed_actor<
   // INTERNAL: a server's backoff after a failure ran out.
   caf::reacts_to<atom::requeue>>;
 
-/// The GATING actor interface (SPEC section 4).
+/// The GATING actor interface: it layers the settings, decides per server
+/// whether it is admitted (allow-lists, exclusions, approvals, trust) and
+/// hands each session its desired state.
 using gating_actor = caf::typed_actor<
   // A drained batch of the watcher (or an explicit reload).
   caf::reacts_to<settings_update>,
@@ -231,7 +234,8 @@ using gating_actor = caf::typed_actor<
   caf::reacts_to<atom::debounce, uint64_t>,
   caf::replies_to<atom::snapshot>::with<gating_snapshot>>;
 
-/// The WATCHER actor interface (SPEC section 3).
+/// The WATCHER actor interface: it watches the settings files, debounces
+/// bursts of changes and forwards the last good content of every file.
 using watcher_actor = caf::typed_actor<
   // Something happened at `path` in a watched directory (from the inotify
   // adapter, or injected by tests).

@@ -58,7 +58,7 @@ enum class reserve_reply : uint8_t { reserved, already_held, refused };
 
 std::string to_string(reserve_reply r);
 
-/// One budget cell of the snapshot (SPEC section 8).
+/// One budget cell of the snapshot.
 struct budget_snapshot {
   std::string scope;       // "workspace" | "session"
   bool limited = false;    // false: no budget (unlimited)
@@ -122,7 +122,8 @@ typename Inspector::result_type inspect(Inspector& f, budget_slot_freed& x) {
 
 using budget_listener_actor = caf::typed_actor<caf::reacts_to<budget_slot_freed>>;
 
-/// The BUDGET actor interface: the workspace budget (SPEC section 6). Every
+/// The BUDGET actor interface: slots by server name, for the workspace or
+/// one session (actors/budget.hpp). Every
 /// answer is computed in one handler, so concurrent reserves cannot
 /// overshoot.
 using budget_actor = caf::typed_actor<
