@@ -1,5 +1,6 @@
 #include "actors/budget.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -23,6 +24,8 @@ struct budget_state {
   // Optional only because CAF default-constructs the state.
   std::optional<budget_ledger> ledger;
   event_bus_actor bus;
+  /// Told when a slot goes back while refusals are on record.
+  std::vector<budget_listener_actor> listeners;
 };
 
 using self_ptr = budget_actor::stateful_pointer<budget_state>;
@@ -62,6 +65,10 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
                                             budget_mode mode, std::string scope, event_bus_actor bus) {
   self->state.ledger.emplace(limit, mode, std::move(scope));
   self->state.bus = std::move(bus);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& ls = self->state.listeners;
+    ls.erase(std::remove_if(ls.begin(), ls.end(), [&](const auto& l) { return l.address() == dm.source; }), ls.end());
+  });
   return {
     [self](atom::reserve, const std::string& name) {
       std::vector<budget_event> out;
@@ -81,7 +88,20 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
       return to_reply(r);
     },
     [self](atom::release, const std::string& name) {
-      return self->state.ledger->release(name);
+      auto& st = self->state;
+      auto freed = st.ledger->release(name);
+      // Only when someone waits for room: a release with no refusal on
+      // record would wake every session for nothing.
+      if (freed && st.ledger->has_refusals())
+        for (auto& l : st.listeners)
+          self->send(l, budget_slot_freed{name});
+      return freed;
+    },
+    [self](atom::subscribe, budget_listener_actor& l) {
+      auto& ls = self->state.listeners;
+      if (!l || std::find(ls.begin(), ls.end(), l) != ls.end()) return;
+      self->monitor(l);
+      ls.push_back(std::move(l));
     },
     [self](atom::begin_pass, bool preserve_refusals) {
       self->state.ledger->begin_bulk_pass(preserve_refusals);

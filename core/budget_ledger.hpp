@@ -127,6 +127,10 @@ public:
   std::size_t reserved_count() const { return held_.size(); }
   bool is_held(const std::string& name) const { return held_.count(name) != 0; }
 
+  /// Whether someone is waiting for room: refusals pending in a pass or
+  /// emitted in the last batches and not cleared since.
+  bool has_refusals() const { return !pending_.empty() || !last_refused_.empty(); }
+
   /// Names refused by the last emitted batches, in refusal order.
   const std::vector<std::string>& last_refused() const { return last_refused_; }
 

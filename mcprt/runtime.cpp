@@ -651,7 +651,7 @@ caf::expected<unavailability> runtime::unavailable_reason(const std::string& ser
 
 caf::expected<std::vector<restart_result>> runtime::restart(const std::string& server) {
   if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
-  auto r = impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), atom::restart_v, server);
+  auto r = impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), pool_restart{server});
   if (r)
     for (auto& x : *r) {
       x.id = impl_->show_id(x.id);
