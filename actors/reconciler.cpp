@@ -5,10 +5,12 @@
 #include <set>
 #include <memory>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include <caf/all.hpp>
 
+#include "core/backoff.hpp"
 #include "core/fingerprint.hpp"
 #include "core/reconcile_plan.hpp"
 #include "core/tool_filter.hpp"
@@ -23,9 +25,8 @@ using nlohmann::json;
 struct live_server {
   server_config cfg; // the session's view: its tool filter applies here
   std::string id;
-  /// Kill-switch mode: the session's own connection. Pool mode: the handle
-  /// of the last acquire, which a crash restart replaces; calls resolve the
-  /// current one through the pool.
+  /// The handle of the last acquire, which a crash restart replaces; calls
+  /// resolve the current one through the pool.
   connection_actor conn;
   connection_status status = connection_status::connecting;
   int32_t pid = -1;
@@ -47,7 +48,6 @@ struct reconciler_state {
   bool in_progress = false;
   bool dirty = false;
   uint64_t generation = 0;
-  uint64_t next_conn_generation = 1;
   desired_state desired;
   server_map desired_map;
   std::map<std::string, live_server> live;
@@ -75,13 +75,21 @@ struct reconciler_state {
   std::map<std::string, std::vector<parked_call>> parked;
   std::vector<unavailability> skipped; // of the last finished pass
   std::vector<unavailability> failed;  // servers that failed to connect in it
+  /// Servers whose pool entry failed or closed under the session: when the
+  /// next acquire may go out, and how many failures in a row.
+  struct retry {
+    unsigned failures = 0;
+    std::chrono::steady_clock::time_point not_before;
+    std::string error;
+  };
+  std::map<std::string, retry> retries;
+  bool requeue_armed = false;
+  std::mt19937_64 rng{std::random_device{}()};
   std::string last_error;
   std::optional<std::vector<std::string>> told_promptable;
   // Timing of the current pass, reported in reconcile_finished.
   std::chrono::steady_clock::time_point pass_start, applied_from;
   double plan_ms = 0;
-
-  bool pool_mode() const { return static_cast<bool>(opts.pool); }
 };
 
 using self_ptr = reconciler_actor::stateful_pointer<reconciler_state>;
@@ -110,10 +118,6 @@ bool is(const caf::error& e, errc x) {
 
 template <class OnConn, class OnError>
 void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnError on_error) {
-  if (!self->state.pool_mode()) {
-    on_conn(s.conn);
-    return;
-  }
   self->request(self->state.opts.pool, std::chrono::seconds(10), pool_lookup{s.id})
     .then([on_conn](pool_handle& h) mutable { on_conn(h.connection); },
           [on_error](caf::error& e) mutable { on_error(e); });
@@ -130,6 +134,8 @@ caf::error unavailable_error(const reconciler_state& st, const std::string& serv
       if (u.server == server) return describe(u);
   for (auto& [name, err] : st.report.errors)
     if (name == server) return make_error(errc::not_connected, server + " could not connect: " + err);
+  if (auto r = st.retries.find(server); r != st.retries.end())
+    return make_error(errc::not_connected, server + " failed (" + r->second.error + "); it is acquired again after a backoff");
   if (st.desired_map.count(server))
     return make_error(errc::not_connected, server + " is admitted but not connected yet");
   return make_error(errc::unknown_server, "no MCP server named " + server + " is configured");
@@ -218,97 +224,51 @@ void step_done(self_ptr self) {
   if (--self->state.pending == 0) finish_pass(self);
 }
 
-void let_go(self_ptr self, const std::string& name, const std::string& why) {
+void let_go(self_ptr self, const std::string& name, const std::string& why, release_reason reason) {
   auto& st = self->state;
   auto i = st.live.find(name);
   if (i == st.live.end()) return;
   auto s = std::move(i->second);
   st.erase_live(name);
-  if (st.pool_mode()) {
-    self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id});
-  } else {
-    auto conn = s.conn;
-    self->request(conn, std::chrono::seconds(10), atom::stop_v)
-      .then([](bool) {},
-            [self, conn](caf::error&) { self->send_exit(conn, caf::exit_reason::kill); });
-    if (st.opts.budget)
-      self->request(st.opts.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
-  }
+  self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id, reason});
   publish(self, event_kind::client_update,
           {{"session", st.opts.session}, {"server", name}, {"connection_id", s.id}, {"status", "disconnected"},
            {"reason", why}});
 }
 
-void start_owned(self_ptr self, const server_config& cfg) {
-  auto& st = self->state;
-  connection_config cc;
-  cc.server = cfg;
-  cc.generation = st.next_conn_generation++;
-  cc.subscribers.push_back(caf::actor_cast<event_sink_actor>(self));
-  live_server s;
-  s.cfg = cfg;
-  s.id = cfg.connection_id_cache.empty() ? connection_id(cfg) : cfg.connection_id_cache;
-  s.conn = st.opts.make(self->system(), std::move(cc));
-  st.set_live(cfg.name, std::move(s));
-}
-
 void connect(self_ptr self, const server_config& cfg) {
   auto& st = self->state;
   auto name = cfg.name;
-  auto refused = [self, name](std::string reason, std::string text) {
-    self->state.report.skipped.push_back({name, std::move(reason), std::move(text)});
-  };
-  if (st.pool_mode()) {
-    ++st.pending;
-    st.connecting.insert(name);
-    self->request(st.opts.pool, st.opts.acquire_timeout, pool_acquire{st.opts.pool_session, cfg, {}})
-      .then(
-        [self, cfg](pool_handle& h) {
-          live_server s;
-          s.cfg = cfg;
-          s.id = h.connection_id;
-          s.conn = h.connection;
-          s.status = connection_status::connected;
-          self->state.set_live(cfg.name, std::move(s));
-          note_connected(self->state.report, cfg.name);
-          acquire_settled(self, cfg.name);
-          step_done(self);
-        },
-        [self, name, refused](caf::error& e) {
-          if (is(e, errc::budget_exhausted))
-            refused("budget_exhausted", self->system().render(e)
-                                          + "; raise the budget (--budget / MCPRT_BUDGET) or remove a server");
-          else
-            self->state.report.errors.emplace_back(name, self->system().render(e));
-          acquire_settled(self, name);
-          step_done(self);
-        });
-    return;
-  }
-  if (!st.opts.budget) {
-    start_owned(self, cfg);
-    note_connected(st.report, name);
-    return;
-  }
   ++st.pending;
   st.connecting.insert(name);
-  // The budget records the refusal (or clears an earlier one) itself.
-  self->request(st.opts.budget, caf::infinite, atom::reserve_v, name, to_string(cfg.transport()))
+  auto holder = caf::actor_cast<pool_holder_actor>(self);
+  self->request(st.opts.pool, st.opts.acquire_timeout, pool_acquire{st.opts.pool_session, cfg, holder})
     .then(
-      [self, cfg, refused](reserve_reply r) {
+      [self, cfg](pool_handle& h) {
         auto& st = self->state;
-        if (r == reserve_reply::refused) {
-          refused("budget_exhausted", cfg.name + ": the session budget is full; raise the budget "
-                                                 "(--budget / MCPRT_BUDGET) or remove a server");
-        } else {
-          start_owned(self, cfg);
-          note_connected(st.report, cfg.name);
-        }
+        live_server s;
+        s.cfg = cfg;
+        s.id = h.connection_id;
+        s.conn = h.connection;
+        s.status = connection_status::connected;
+        st.set_live(cfg.name, std::move(s));
+        // Connected again: its failure count starts over once it has stayed
+        // up past the longest backoff, so a flapping server keeps backing off.
+        if (auto r = st.retries.find(cfg.name); r != st.retries.end()
+            && std::chrono::steady_clock::now() - r->second.not_before >= st.opts.retry_cap)
+          st.retries.erase(r);
+        note_connected(st.report, cfg.name);
         acquire_settled(self, cfg.name);
         step_done(self);
       },
       [self, name](caf::error& e) {
-        self->state.report.errors.emplace_back(name, self->system().render(e));
+        auto& st = self->state;
+        if (is(e, errc::budget_exhausted))
+          st.report.skipped.push_back({name, "budget_exhausted",
+                                       self->system().render(e)
+                                         + "; raise the budget (--budget / MCPRT_BUDGET) or remove a server"});
+        else
+          st.report.errors.emplace_back(name, self->system().render(e));
         acquire_settled(self, name);
         step_done(self);
       });
@@ -362,12 +322,29 @@ void run_pass(self_ptr self) {
   st.report.kept = plan.kept;
   if (st.opts.budget) self->send(st.opts.budget, atom::begin_pass_v, false);
   for (auto& name : plan.removed)
-    let_go(self, name, "removed");
+    let_go(self, name, "removed", release_reason::removed);
   for (auto& name : plan.restarted)
-    let_go(self, name, "restarting");
+    let_go(self, name, "restarting", release_reason::changed);
+  for (auto i = st.retries.begin(); i != st.retries.end();)
+    i = st.desired_map.count(i->first) ? std::next(i) : st.retries.erase(i);
   st.pending = 1; // held until every step below has been issued
-  for (auto& name : plan.added)
+  auto now = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> next_retry;
+  for (auto& name : plan.added) {
+    if (auto r = st.retries.find(name); r != st.retries.end() && r->second.not_before > now) {
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(r->second.not_before - now);
+      st.report.skipped.push_back({name, "backoff",
+                                   "its connection failed (" + r->second.error + "); mcprt acquires it again in "
+                                     + std::to_string(wait.count()) + " ms"});
+      if (!next_retry || r->second.not_before < *next_retry) next_retry = r->second.not_before;
+      continue;
+    }
     connect(self, st.desired_map.at(name));
+  }
+  if (next_retry && !st.requeue_armed) {
+    st.requeue_armed = true;
+    self->delayed_send(self, *next_retry - now, atom::requeue_v);
+  }
   for (auto& name : plan.restarted)
     connect(self, st.desired_map.at(name));
   for (auto& name : plan.refiltered)
@@ -456,60 +433,51 @@ caf::result<bool> stop(self_ptr self) {
       c.rp.deliver(make_error(errc::not_connected, name + ": the session closed"));
   st.parked.clear();
   auto rp = self->make_response_promise<bool>();
-  if (st.pool_mode()) {
-    self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.pool_session)
-      .then([self, rp](uint64_t) mutable { rp.deliver(true); self->quit(); },
-            [self, rp](caf::error&) mutable { rp.deliver(true); self->quit(); });
-    st.live.clear();
-    st.live_view.clear();
-    return rp;
-  }
-  auto left = std::make_shared<std::size_t>(st.live.size() + 1);
-  auto done = [self, rp, left]() mutable {
-    if (--*left == 0) {
-      rp.deliver(true);
-      self->quit();
-    }
-  };
-  for (auto& [name, s] : st.live) {
-    auto conn = s.conn;
-    self->request(conn, std::chrono::seconds(10), atom::stop_v)
-      .then([done](bool) mutable { done(); },
-            [self, conn, done](caf::error&) mutable {
-              self->send_exit(conn, caf::exit_reason::kill);
-              done();
-            });
-    if (st.opts.budget)
-      self->request(st.opts.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
-  }
+  self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.pool_session)
+    .then([self, rp](uint64_t) mutable { rp.deliver(true); self->quit(); },
+          [self, rp](caf::error&) mutable { rp.deliver(true); self->quit(); });
   st.live.clear();
   st.live_view.clear();
-  done();
   return rp;
+}
+
+/// The pool says what happened to an entry the session holds.
+void entry_changed(self_ptr self, const pool_entry_changed& c) {
+  auto& st = self->state;
+  auto i = st.live.find(c.server);
+  if (i == st.live.end() || i->second.id != c.connection_id) return; // let go already
+  auto& s = i->second;
+  switch (c.what) {
+    case pool_entry_event::restarting:
+      s.status = connection_status::connecting;
+      s.error = c.error;
+      return;
+    case pool_entry_event::restarted:
+      s.status = connection_status::connected;
+      s.error.clear();
+      return;
+    case pool_entry_event::failed:
+    case pool_entry_event::closed:
+      break;
+  }
+  // The handle is dead: the server leaves the live set (the next plan sees
+  // it as missing, never as kept) and comes back after its backoff.
+  auto& r = st.retries[c.server];
+  ++r.failures;
+  r.error = c.error.empty() ? to_string(c.what) : c.error;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto delay = backoff_delay(r.failures - 1, st.opts.retry_base, st.opts.retry_cap, 0.1, unit(st.rng));
+  r.not_before = std::chrono::steady_clock::now() + delay;
+  auto id = s.id;
+  st.erase_live(c.server);
+  publish(self, event_kind::client_update,
+          {{"session", st.opts.session}, {"server", c.server}, {"connection_id", id}, {"status", "disconnected"},
+           {"reason", to_string(c.what)}});
+  request_pass(self);
 }
 
 reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opts) {
   self->state.opts = std::move(opts);
-  // STOPGAP until the lead's reconciler lands (h14-lead): client_update left
-  // the interface, but the kill switch's own connections still send it.
-  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-    auto& msg = x.content();
-    if (!msg.match_elements<client_update>()) return caf::sec::unexpected_message;
-    auto& u = msg.get_as<client_update>(0);
-    auto& st = self->state;
-    auto i = st.live.find(u.server);
-    if (i == st.live.end() || i->second.id != u.connection_id) return caf::message{};
-    i->second.status = u.status;
-    i->second.pid = u.pid;
-    i->second.error = u.error;
-    if (st.opts.budget) {
-      uint64_t connected = 0;
-      for (auto& [name, s] : st.live)
-        connected += s.status == connection_status::connected ? 1 : 0;
-      self->send(st.opts.budget, atom::live_count_v, connected);
-    }
-    return caf::message{};
-  });
   return {
     [self](desired_state& d) {
       auto& st = self->state;
@@ -526,7 +494,10 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     },
     [self](atom::reconcile) { request_pass(self); },
     [self](atom::start) {
-      self->state.started = true;
+      auto& st = self->state;
+      if (!st.started && st.opts.budget)
+        self->send(st.opts.budget, atom::subscribe_v, caf::actor_cast<budget_listener_actor>(self));
+      st.started = true;
       request_pass(self);
     },
     [self](atom::call, const std::string& server, const std::string& tool,
@@ -562,11 +533,21 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     },
     [self](atom::snapshot) { return snapshot(self); },
     [self](atom::stop) { return stop(self); },
-    // STOPGAP until the lead's reconciler lands (h14-lead): the pool's new
-    // notifications are accepted and ignored.
-    [](pool_entry_changed&) {},
-    [](budget_slot_freed&) {},
-    [](atom::requeue) {},
+    [self](const pool_entry_changed& c) { entry_changed(self, c); },
+    [self](const budget_slot_freed&) {
+      auto& st = self->state;
+      auto refused = [](const std::vector<unavailability>& xs) {
+        return std::any_of(xs.begin(), xs.end(), [](const unavailability& u) { return u.reason == "budget_exhausted"; });
+      };
+      // During a pass, an acquire still in flight may be refused before this
+      // slot's release reached the budget: one more pass settles it.
+      if (refused(st.skipped) || (st.in_progress && (refused(st.report.skipped) || !st.connecting.empty())))
+        request_pass(self);
+    },
+    [self](atom::requeue) {
+      self->state.requeue_armed = false;
+      request_pass(self);
+    },
   };
 }
 

@@ -6,7 +6,7 @@
 #include <caf/fwd.hpp>
 
 #include "messages/session.hpp"
-#include "pool/pool_supervisor.hpp"
+#include "messages/pool.hpp"
 
 namespace mcprt {
 
@@ -15,27 +15,35 @@ struct reconciler_options {
   std::string session;
   /// How the pool knows the session (unique per runtime).
   session_id pool_session = 0;
-  /// Pool mode when valid: connections are acquired from and released to
-  /// the pool, which admits new ones through the workspace budget.
+  /// Where the session's connections come from: the workspace pool, or
+  /// under the kill switch the session's private pool.
   pool_actor pool;
-  /// Pool mode: the workspace budget, only to bracket each pass in a bulk
-  /// pass (refusals of one pass come as one batch). Kill-switch mode: the
-  /// session budget, which admits each new connection. May be invalid.
+  /// The budget the pool admits through (workspace or session), to bracket
+  /// each pass in a bulk pass (refusals of one pass come as one batch) and
+  /// to hear when a slot frees. May be invalid.
   budget_actor budget;
-  /// Kill-switch mode (no pool): starts the session's own connections.
-  connection_factory make;
   event_bus_actor bus;
   std::chrono::milliseconds acquire_timeout{120000};
+  /// A server whose pool entry failed is acquired again after a backoff
+  /// (backoff_delay(failures - 1, base, cap, jitter 0.1)).
+  std::chrono::milliseconds retry_base{1000};
+  std::chrono::milliseconds retry_cap{30000};
 };
 
-/// Spawns the reconciler of one session (SPEC section 5). It keeps the
-/// latest `desired_state` from the gating actor and, on `reconcile`, runs a
-/// pass: plan (core/reconcile_plan) the admitted servers against its live
-/// connections; release the removed and the changed ones first, then
-/// acquire the added and the changed ones; re-filter filter-only edits
-/// without reconnecting. A request during a pass sets a dirty flag; when the
-/// pass ends exactly one more pass runs on the latest state. Nothing runs
-/// before `start`, nor in an untrusted folder.
+/// Spawns the reconciler of one session. It keeps the latest
+/// `desired_state` from the gating actor and, on `reconcile`, runs a pass:
+/// plan (core/reconcile_plan) the admitted servers against its live
+/// connections; release the removed and the changed ones first (with that
+/// reason, so the pool closes them at once), then acquire the added and the
+/// changed ones; re-filter filter-only edits without reconnecting. A
+/// request during a pass sets a dirty flag; when the pass ends exactly one
+/// more pass runs on the latest state. Nothing runs before `start`, nor in
+/// an untrusted folder.
+///
+/// Level-triggered, like a controller requeueing a key: when the pool says
+/// an entry the session holds failed or closed, the server leaves the live
+/// set and a pass after its backoff acquires it again; when the budget says
+/// a slot freed, a session with servers refused for budget runs a pass.
 ///
 /// Events: `reconcile_started` {session, generation}, `reconcile_finished`
 /// {session, generation, added, removed, restarted, refiltered, kept,

@@ -19,6 +19,7 @@
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
 #include "actors/reconciler.hpp"
+#include "pool/private_pool.hpp"
 #include "bench.hpp"
 #include "core/fingerprint.hpp"
 #include "core/reconcile_plan.hpp"
@@ -160,13 +161,13 @@ int reconcile_scale(const std::vector<std::string>& args) {
   reconciler_options ro;
   ro.session = "bench";
   ro.bus = bus;
-  ro.make = [log](caf::actor_system& s, connection_config cc) {
+  ro.pool = spawn_private_pool(sys, [log](caf::actor_system& s, connection_config cc) {
     {
       std::lock_guard<std::mutex> guard{log->mtx};
       log->started.insert(cc.server.name);
     }
     return s.spawn(cheap_connection, std::move(cc), log);
-  };
+  }, {});
   auto session = spawn_reconciler(sys, ro);
   auto wait_finished = [&](std::size_t n) {
     std::unique_lock<std::mutex> lock{sig->mtx};

@@ -24,6 +24,7 @@
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
 #include "pool/pool_supervisor.hpp"
+#include "pool/private_pool.hpp"
 
 namespace mcprt {
 
@@ -294,6 +295,7 @@ struct runtime::impl {
   struct session_entry {
     reconciler_actor reconciler;
     budget_actor budget; // kill switch: the session budget
+    pool_actor pool;     // kill switch: the session's private pool
   };
   mutable std::mutex mtx;
   std::map<std::string, session_entry> sessions;
@@ -430,7 +432,8 @@ std::string runtime::open_session(std::vector<server_config> servers) {
     if (p.opts.mode != budget_mode::off)
       entry.budget = spawn_budget(p.sys, p.opts.budget, p.opts.mode, "session", p.bus);
     ro.budget = entry.budget;
-    ro.make = p.make;
+    entry.pool = spawn_private_pool(p.sys, p.make, entry.budget);
+    ro.pool = entry.pool;
   }
   entry.reconciler = spawn_reconciler(p.sys, ro);
   {
@@ -448,6 +451,7 @@ void runtime::close_session(const std::string& session) {
   if (!s) return;
   caf::anon_send(p.gating, atom::detach_v, s->reconciler);
   p.ask<bool>(s->reconciler, std::chrono::seconds(30), atom::stop_v);
+  if (s->pool) caf::anon_send_exit(s->pool, caf::exit_reason::user_shutdown);
   if (s->budget) caf::anon_send_exit(s->budget, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> guard{p.mtx};
   p.sessions.erase(session);

@@ -16,6 +16,7 @@
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
 #include "actors/reconciler.hpp"
+#include "pool/private_pool.hpp"
 #include "actors/watcher.hpp"
 #include "fake_connection.hpp"
 #include "messages/session.hpp"
@@ -90,7 +91,8 @@ protected:
       pool = track(spawn_pool(sys, fake_factory(world), budget, bus, po));
       ro.pool = pool;
     } else {
-      ro.make = fake_factory(world);
+      pool = track(spawn_private_pool(sys, fake_factory(world), budget));
+      ro.pool = pool;
     }
     gating_options go;
     go.workspace.workspace = dir / "ws";
