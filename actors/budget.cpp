@@ -24,6 +24,7 @@ struct budget_state {
   // Optional only because CAF default-constructs the state.
   std::optional<budget_ledger> ledger;
   event_bus_actor bus;
+  /// Told when a slot goes back while refusals are on record.
   std::vector<budget_listener_actor> listeners;
 };
 
@@ -89,10 +90,18 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
     [self](atom::release, const std::string& name) {
       auto& st = self->state;
       auto freed = st.ledger->release(name);
+      // Only when someone waits for room: a release with no refusal on
+      // record would wake every session for nothing.
       if (freed && st.ledger->has_refusals())
         for (auto& l : st.listeners)
           self->send(l, budget_slot_freed{name});
       return freed;
+    },
+    [self](atom::subscribe, budget_listener_actor& l) {
+      auto& ls = self->state.listeners;
+      if (!l || std::find(ls.begin(), ls.end(), l) != ls.end()) return;
+      self->monitor(l);
+      ls.push_back(std::move(l));
     },
     [self](atom::begin_pass, bool preserve_refusals) {
       self->state.ledger->begin_bulk_pass(preserve_refusals);
@@ -112,10 +121,6 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
     },
     [self](atom::live_count, uint64_t n) {
       self->state.ledger->set_live_count(static_cast<std::size_t>(n));
-    },
-    [self](atom::subscribe, budget_listener_actor& l) {
-      self->monitor(l);
-      self->state.listeners.push_back(std::move(l));
     },
     [self](atom::snapshot) { return snapshot_of(*self->state.ledger); },
   };

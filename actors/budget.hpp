@@ -20,6 +20,12 @@ namespace mcprt {
 /// Every answer is computed inside one message handler, so concurrent
 /// reserves from many clients can never overshoot the budget.
 ///
+/// Listeners subscribed with `(subscribe, listener)` get
+/// `budget_slot_freed{name}` whenever a release frees a slot while the
+/// ledger has refusals on record (pending, or in the last batches and not
+/// cleared), so that sessions retry what was refused for lack of room.
+/// Listeners are monitored and dropped when they die.
+///
 /// `scope` is "workspace" or "session"; it is carried in every event and the
 /// snapshot. `live_count(n)` sets the live count the events and the snapshot
 /// report (session budgets report their connected count; a workspace budget

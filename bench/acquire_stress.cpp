@@ -370,7 +370,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   {
     caf::scoped_actor self{sys};
     for (std::size_t i = 0; i < std::min<std::size_t>(s.budget, configs.size()); ++i)
-      self->request(pool, std::chrono::seconds(30), atom::acquire_v, session_id{0}, configs[i])
+      self->request(pool, std::chrono::seconds(30), pool_acquire{session_id{0}, configs[i], {}})
         .receive([](pool_handle&) {}, [](caf::error&) {});
   }
   int round = 0; // seeds differ per round
@@ -417,7 +417,7 @@ int acquire_stress(const std::vector<std::string>& args) {
         // that is not live is acquired with its config, through the budget.
         me->request(cp->pool, caf::infinite, pool_attach{cp->session, cfg->connection_id_cache})
           .then(got, [me, cp, st, next, cfg, got](caf::error&) {
-            me->request(cp->pool, caf::infinite, atom::acquire_v, cp->session, *cfg)
+            me->request(cp->pool, caf::infinite, pool_acquire{cp->session, *cfg, {}})
               .then(got, [st, next](caf::error&) {
                 ++st->refusals;
                 ++st->ops;

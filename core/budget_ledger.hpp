@@ -127,12 +127,12 @@ public:
   std::size_t reserved_count() const { return held_.size(); }
   bool is_held(const std::string& name) const { return held_.count(name) != 0; }
 
+  /// Whether someone is waiting for room: refusals pending in a pass or
+  /// emitted in the last batches and not cleared since.
+  bool has_refusals() const { return !pending_.empty() || !last_refused_.empty(); }
+
   /// Names refused by the last emitted batches, in refusal order.
   const std::vector<std::string>& last_refused() const { return last_refused_; }
-
-  /// Whether someone is waiting for room: refusals of the pass under way or
-  /// of the last emitted batches that no reservation has cleared since.
-  bool has_refusals() const { return !pending_.empty() || !last_refused_.empty(); }
 
   std::size_t bulk_depth() const { return bulk_depth_; }
 

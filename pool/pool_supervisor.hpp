@@ -13,6 +13,7 @@
 #include <caf/fwd.hpp>
 
 #include "messages/workspace.hpp"
+#include "pool/shard_router.hpp"
 
 namespace mcprt {
 
@@ -41,6 +42,10 @@ struct pool_options {
   /// keyed digest; its events are shown by the bus); empty: unchanged.
   std::function<std::string(const std::string&)> show_id;
 };
+
+/// How the sharded pool routes a message: by the request's shard_key, or to
+/// every shard for release_session, snapshot and drain.
+extern const shard_route pool_route;
 
 /// Spawns the pool. `budget` may be invalid (no budget: every new entry is
 /// admitted); `bus` may be invalid (no events).

@@ -474,3 +474,56 @@ TEST(BudgetConcurrency, TenThreadsOfBlockingClientsNeverOvershoot) {
              [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
   self->send_exit(b, caf::exit_reason::user_shutdown);
 }
+
+// -- slot freed -----------------------------------------------------------------------------
+
+namespace {
+
+std::vector<budget_slot_freed> freed_seen(caf::scoped_actor& listener) {
+  std::vector<budget_slot_freed> out;
+  for (bool more = true; more;)
+    listener->receive([&](budget_slot_freed& x) { out.push_back(std::move(x)); },
+                      caf::after(std::chrono::seconds(0)) >> [&] { more = false; });
+  return out;
+}
+
+} // namespace
+
+TEST_F(Budget, ListenersHearOfAFreedSlotOnlyWhileSomeoneWaitsForRoom) {
+  auto b = spawn(1, budget_mode::enforce);
+  caf::scoped_actor listener{sys};
+  tell(b, atom::subscribe_v, caf::actor_cast<budget_listener_actor>(listener));
+  tell(b, atom::subscribe_v, caf::actor_cast<budget_listener_actor>(listener)); // once is enough
+  EXPECT_EQ(reserve(b, "a"), reserve_reply::reserved);
+  // Nobody refused yet: a release wakes nobody.
+  EXPECT_TRUE(release(b, "a"));
+  EXPECT_TRUE(freed_seen(listener).empty());
+  EXPECT_EQ(reserve(b, "a"), reserve_reply::reserved);
+  EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("b"), std::string("stdio")), reserve_reply::refused);
+  events();
+  // A release of something not held frees nothing.
+  EXPECT_FALSE(release(b, "zzz"));
+  EXPECT_TRUE(freed_seen(listener).empty());
+  EXPECT_TRUE(release(b, "a"));
+  sched.run();
+  auto seen = freed_seen(listener);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].name, "a");
+  // Once the refused server got its slot, the refusal is off the record.
+  EXPECT_EQ(ask<reserve_reply>(b, atom::reserve_v, std::string("b"), std::string("stdio")), reserve_reply::reserved);
+  EXPECT_TRUE(release(b, "b"));
+  sched.run();
+  EXPECT_TRUE(freed_seen(listener).empty());
+}
+
+TEST_F(Budget, ARefusalPendingInAPassCountsAsSomeoneWaiting) {
+  auto b = spawn(1, budget_mode::enforce);
+  caf::scoped_actor listener{sys};
+  tell(b, atom::subscribe_v, caf::actor_cast<budget_listener_actor>(listener));
+  EXPECT_EQ(reserve(b, "a"), reserve_reply::reserved);
+  tell(b, atom::begin_pass_v, false);
+  tell(b, atom::refused_v, std::string("b"), std::string("stdio"));
+  EXPECT_TRUE(release(b, "a"));
+  sched.run();
+  EXPECT_EQ(freed_seen(listener).size(), 1u);
+}

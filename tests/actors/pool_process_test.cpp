@@ -89,7 +89,7 @@ protected:
 
   std::optional<pool_handle> acquire(session_id session, const server_config& c) {
     std::optional<pool_handle> out;
-    (*self)->request(pool, 30s, atom::acquire_v, session, c)
+    (*self)->request(pool, 30s, pool_acquire{session, c, {}})
       .receive([&](pool_handle& h) { out = h; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
     return out;
   }
@@ -163,8 +163,7 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
   auto pid2 = info(again->connection).pid;
   EXPECT_GT(pid2, 0);
   EXPECT_NE(pid2, pid1);
-  (*self)->request(pool, 10s, atom::release_v, session_id{2}, again->connection_id)
-    .receive([](bool) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  (*self)->send(pool, pool_detach{session_id{2}, again->connection_id});
   std::optional<pool_entry_info> e;
   for (auto& x : snapshot().entries)
     if (x.id == h->connection_id) e = x;
@@ -230,7 +229,27 @@ TEST_F(PoolProcess, ForcedDrainLeavesNoChildProcess) {
     EXPECT_TRUE(gone_within(pid, 5s)) << pid;
   EXPECT_TRUE(child_pids().empty());
   EXPECT_TRUE(snapshot().entries.empty());
-  (*self)->request(pool, 10s, atom::acquire_v, session_id{1}, server({}, "a"))
+  (*self)->request(pool, 10s, pool_acquire{session_id{1}, server({}, "a"), {}})
     .receive([](pool_handle&) { ADD_FAILURE() << "acquire after drain succeeded"; },
              [&](caf::error& e) { EXPECT_NE(sys.render(e).find("pool_draining"), std::string::npos) << sys.render(e); });
+}
+
+TEST_F(PoolProcess, ARemovedReleaseStopsTheProcessAndFreesTheSlotWithinASecond) {
+  start();
+  auto h = acquire(1, server({}, "a"));
+  ASSERT_TRUE(h);
+  auto pid = info(h->connection).pid;
+  ASSERT_GT(pid, 0);
+  auto released = std::chrono::steady_clock::now();
+  (*self)->send(pool, pool_detach{session_id{1}, h->connection_id, release_reason::removed});
+  EXPECT_TRUE(gone_within(pid, 5s)) << pid;
+  // Well under a second on an idle machine; 3 s leaves room for a loaded one
+  // (a drain would keep it 30 s).
+  auto took = std::chrono::steady_clock::now() - released;
+  EXPECT_LT(took, 3s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  budget_snapshot b;
+  (*self)->request(budget, 10s, atom::snapshot_v)
+    .receive([&](budget_snapshot& x) { b = x; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_TRUE(b.reserved.empty());
+  EXPECT_TRUE(snapshot().entries.empty());
 }

@@ -39,6 +39,8 @@ protected:
   event_bus_actor bus;
   budget_actor budget;
   pool_actor pool;
+  /// The holder acquires name (invalid: no notifications).
+  pool_holder_actor holder;
 
   void SetUp() override {
     bus = track(spawn_event_bus(sys));
@@ -86,7 +88,7 @@ protected:
   }
 
   acquired acquire(session_id session, const server_config& cfg) {
-    auto rh = self->request(pool, caf::infinite, atom::acquire_v, session, cfg);
+    auto rh = self->request(pool, caf::infinite, pool_acquire{session, cfg, holder});
     sched.run();
     if (!self->has_next_message()) {
       acquired out;
@@ -102,8 +104,11 @@ protected:
     return r.handle.value_or(pool_handle{});
   }
 
-  bool release(session_id session, const std::string& id) {
-    return ask<bool>(pool, atom::release_v, session, id).value_or(false);
+  /// Lets go of one handle (a detach has no answer: true once delivered).
+  bool release(session_id session, const std::string& id, release_reason why = release_reason::session_closed) {
+    self->send(pool, pool_detach{session, id, why});
+    sched.run();
+    return true;
   }
 
   pool_snapshot snapshot() { return ask<pool_snapshot>(pool, atom::snapshot_v).value_or(pool_snapshot{}); }
@@ -266,10 +271,10 @@ TEST_F(Pool, RefusesPastTheCapRecordsTheRefusalAndAdmitsAfterAClose) {
 TEST_F(Pool, FiveConcurrentAcquiresSpawnOneConnection) {
   start(4);
   auto cfg = stdio("fs", "hang");
-  using handle_t = decltype(self->request(pool, caf::infinite, atom::acquire_v, session_id{}, cfg));
+  using handle_t = decltype(self->request(pool, caf::infinite, pool_acquire{session_id(), cfg, {}}));
   std::vector<handle_t> pending;
   for (int i = 0; i < 5; ++i)
-    pending.push_back(self->request(pool, caf::infinite, atom::acquire_v, session_id(i), cfg));
+    pending.push_back(self->request(pool, caf::infinite, pool_acquire{session_id(i), cfg, {}}));
   sched.run();
   ASSERT_EQ(world->spawns.size(), 1u);
   EXPECT_FALSE(self->has_next_message()); // nobody is answered before connected
@@ -287,8 +292,8 @@ TEST_F(Pool, FiveConcurrentAcquiresSpawnOneConnection) {
 TEST_F(Pool, AFailedSpawnFailsEveryWaiterAndRollsBackItsReservation) {
   start(4);
   auto cfg = stdio("fs", "fail");
-  auto r1 = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, cfg);
-  auto r2 = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, cfg);
+  auto r1 = self->request(pool, caf::infinite, pool_acquire{session_id(1), cfg, {}});
+  auto r2 = self->request(pool, caf::infinite, pool_acquire{session_id(2), cfg, {}});
   sched.run();
   for (auto* rh : {&r1, &r2}) {
     auto r = receive_acquire(*rh);
@@ -324,7 +329,7 @@ TEST_F(Pool, AnEntryClosingDuringASameNameInFlightSpawnKeepsTheSlot) {
   start(4);
   auto a = must_acquire(1, stdio("fs", "ok", {"1"}));
   auto slow = stdio("fs", "hang", {"2"});
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, slow);
+  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(2), slow, {}});
   sched.run();
   EXPECT_TRUE(release(1, a.connection_id));
   advance(30s); // a closes while the sibling is still spawning
@@ -342,7 +347,7 @@ TEST_F(Pool, TheLastSiblingFailingReleasesTheSlotEvenIfItGotAlreadyHeld) {
   start(4);
   auto a = must_acquire(1, stdio("fs", "ok", {"1"}));
   auto slow = stdio("fs", "hang", {"2"});
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, slow);
+  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(2), slow, {}});
   sched.run();
   EXPECT_TRUE(release(1, a.connection_id));
   advance(30s);
@@ -494,7 +499,7 @@ TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
   auto h = must_acquire(1, stdio("fs", "fail_restarts"));
   // A session waiting for the restarting entry is answered with its fate.
   tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
-  auto waiting = self->request(pool, caf::infinite, atom::acquire_v, session_id{2}, stdio("fs", "fail_restarts"));
+  auto waiting = self->request(pool, caf::infinite, pool_acquire{session_id{2}, stdio("fs", "fail_restarts"), {}});
   sched.run();
   EXPECT_FALSE(self->has_next_message());
   advance(1100ms); // restart 1 fails at once
@@ -522,14 +527,64 @@ TEST_F(Pool, AnIdleEntryThatCrashesIsClosedNotRestarted) {
   EXPECT_EQ(world->spawns.size(), 1u);
 }
 
+// -- holders and release reasons ----------------------------------------------------------
+
+TEST_F(Pool, HoldersAreToldWhenTheirEntryCrashesAndComesBack) {
+  pool_options o;
+  o.backoff_base = 1000ms;
+  start(4, budget_mode::enforce, o);
+  holder = caf::actor_cast<pool_holder_actor>(self);
+  auto h = must_acquire(1, stdio("fs"));
+  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
+  auto told = drain<pool_entry_changed>();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].what, pool_entry_event::restarting);
+  EXPECT_EQ(told[0].connection_id, h.connection_id);
+  EXPECT_EQ(told[0].server, "fs");
+  EXPECT_EQ(told[0].error, "server exited (exit code 3)");
+  advance(1100ms);
+  told = drain<pool_entry_changed>();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].what, pool_entry_event::restarted);
+  EXPECT_EQ(told[0].generation, h.generation + 1);
+  // Once the session is released, its holder is forgotten.
+  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, session_id{1}), 1u);
+  holder = nullptr;
+  must_acquire(2, stdio("fs"));
+  tell_conn(conn_of(h.connection_id, h.generation + 1), atom::io_exit_v, std::string("exit code 3"));
+  EXPECT_TRUE(drain<pool_entry_changed>().empty());
+}
+
+TEST_F(Pool, ARemovedReleaseFromTheLastHolderStopsAtOnceAndFreesTheSlot) {
+  start(1);
+  auto a = must_acquire(1, stdio("a"));
+  auto refused = acquire(1, stdio("b"));
+  EXPECT_TRUE(is(refused.error, errc::budget_exhausted)) << refused.text;
+  release(1, a.connection_id, release_reason::removed);
+  EXPECT_TRUE(world->was_stopped(a.connection_id, a.generation));
+  EXPECT_FALSE(entry(a.connection_id));
+  EXPECT_TRUE(reserved().empty());
+  must_acquire(1, stdio("b"));
+}
+
+TEST_F(Pool, ASessionClosedReleaseStillDrains) {
+  start(1);
+  auto a = must_acquire(1, stdio("a"));
+  release(1, a.connection_id, release_reason::session_closed);
+  EXPECT_FALSE(world->was_stopped(a.connection_id, a.generation));
+  EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
+  EXPECT_EQ(reserved(), (names{"a"}));
+}
+
 // -- drain and idle timers -------------------------------------------------------------
 
 TEST_F(Pool, TheDrainTimerClosesTheEntryAndReleasesTheSlot) {
   start(4);
   auto h = must_acquire(1, stdio("fs"));
   EXPECT_TRUE(release(1, h.connection_id));
-  EXPECT_FALSE(release(1, h.connection_id)); // nothing left to release
-  EXPECT_FALSE(release(1, "nope::0"));
+  release(1, h.connection_id); // nothing left to release: no effect
+  release(1, "nope::0");
+  EXPECT_EQ(entry(h.connection_id)->refs, 0u);
   EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::draining);
   advance(29s);
   EXPECT_TRUE(entry(h.connection_id));
@@ -629,7 +684,7 @@ TEST_F(Pool, ReleaseSessionDropsEverythingTheSessionHolds) {
 TEST_F(Pool, ReleasingBeforeTheConnectionIsReadyFailsTheWaitingAcquire) {
   start(4);
   auto cfg = stdio("fs", "hang");
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, cfg);
+  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(1), cfg, {}});
   sched.run();
   EXPECT_TRUE(release(1, connection_id(cfg)));
   auto r = receive_acquire(pending);
@@ -649,7 +704,7 @@ TEST_F(Pool, RestartByNameRestartsEveryEntryOfThatName) {
   auto a1 = must_acquire(1, stdio("fs", "ok", {"1"}));
   auto a2 = must_acquire(1, stdio("fs", "ok", {"2"}));
   auto other = must_acquire(1, stdio("git"));
-  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
   ASSERT_TRUE(results);
   ASSERT_EQ(results->size(), 2u);
   for (auto& r : *results) {
@@ -666,7 +721,7 @@ TEST_F(Pool, RestartByNameRestartsEveryEntryOfThatName) {
   EXPECT_EQ(e1->status, pool_entry_status::active);
   EXPECT_EQ(entry(other.connection_id)->generation, other.generation);
   EXPECT_EQ(events().size(), 2u);
-  auto none = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("nope"));
+  auto none = ask<std::vector<restart_result>>(pool, pool_restart{"nope"});
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(reserved(), (names{"fs", "git"}));
@@ -677,7 +732,7 @@ TEST_F(Pool, RestartingAnIdleEntryRearmsItsDrain) {
   auto h = must_acquire(1, stdio("fs"));
   EXPECT_TRUE(release(1, h.connection_id));
   advance(20s);
-  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
   ASSERT_TRUE(results);
   ASSERT_EQ(results->size(), 1u);
   EXPECT_TRUE((*results)[0].restarted);
@@ -692,7 +747,7 @@ TEST_F(Pool, RestartingAnIdleEntryRearmsItsDrain) {
 TEST_F(Pool, RestartReportsAFailedReconnect) {
   start(4);
   auto h = must_acquire(1, stdio("fs", "fail_restarts"));
-  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
   ASSERT_TRUE(results);
   ASSERT_EQ(results->size(), 1u);
   EXPECT_FALSE((*results)[0].restarted);
@@ -705,9 +760,9 @@ TEST_F(Pool, RestartOfAnEntryStillStartingSaysSo) {
   start(4);
   must_acquire(0, stdio("fs", "ok"));
   auto slow = stdio("fs", "hang", {"x"});
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, slow);
+  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(1), slow, {}});
   sched.run();
-  auto results = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("fs"));
+  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
   ASSERT_TRUE(results);
   ASSERT_EQ(results->size(), 2u);
   auto starting = std::find_if(results->begin(), results->end(),
@@ -727,7 +782,7 @@ TEST_F(Pool, SnapshotReportsEntryFieldsAndLiveStdioSubprocesses) {
   must_acquire(2, stdio("fs"));
   must_acquire(1, server("web", {{"httpUrl", "http://127.0.0.1:1/mcp"}}));
   auto slow = stdio("slow", "hang");
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, slow);
+  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(1), slow, {}});
   sched.run();
   auto s = snapshot();
   EXPECT_FALSE(s.draining);
@@ -767,7 +822,7 @@ TEST_F(Pool, DrainAllStopsEverythingReleasesTheSlotsAndRefusesLaterAcquires) {
   auto b = must_acquire(1, stdio("b"));
   EXPECT_TRUE(release(1, b.connection_id)); // an idle one too
   auto slow = stdio("c", "hang");
-  auto pending = self->request(pool, caf::infinite, atom::acquire_v, session_id{1}, slow);
+  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(1), slow, {}});
   sched.run();
   auto r = ask<drain_result>(pool, atom::drain_v, false, caf::timespan{5s});
   ASSERT_TRUE(r);
@@ -786,7 +841,7 @@ TEST_F(Pool, DrainAllStopsEverythingReleasesTheSlotsAndRefusesLaterAcquires) {
   auto late = acquire(1, stdio("a"));
   EXPECT_TRUE(is(late.error, errc::pool_draining)) << late.text;
   EXPECT_NE(late.text.find("draining"), std::string::npos);
-  auto rs = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("a"));
+  auto rs = ask<std::vector<restart_result>>(pool, pool_restart{"a"});
   ASSERT_TRUE(rs);
   EXPECT_TRUE(rs->empty());
   advance(10min); // no timer of a drained entry does anything
@@ -855,6 +910,69 @@ TEST_F(Pool, AttachAndDetachAreRegisteredMessagesThatSurviveSerialization) {
 
 // -- shards -----------------------------------------------------------------------------------------
 
+namespace routing_rule {
+
+// The router's rule, checked at compile time: a request about one server is
+// one struct with a shard_key; an atom-led one is in the every-shard list.
+struct keyed_request {
+  std::string server;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, keyed_request& x) {
+  return f(caf::meta::type_name("test.keyed_request"), x.server);
+}
+
+inline std::string_view shard_key(const keyed_request& x) {
+  return x.server;
+}
+
+struct unkeyed_request {
+  std::string server;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unkeyed_request& x) {
+  return f(caf::meta::type_name("test.unkeyed_request"), x.server);
+}
+
+template <class Interface, class... EveryShard>
+constexpr bool routable = shard_routing::router<Interface, caf::detail::type_list<EveryShard...>>::valid;
+
+using good = caf::typed_actor<caf::reacts_to<keyed_request>, caf::replies_to<atom::snapshot>::with<int>>;
+static_assert(routable<good, atom::snapshot>);
+// A struct without a shard_key: route_by_key<missing_key>() fails to compile.
+static_assert(!routable<caf::typed_actor<caf::reacts_to<keyed_request>, caf::reacts_to<unkeyed_request>>>);
+// An atom-led request not in the every-shard list.
+static_assert(!routable<good>);
+// Two plain values (no struct, no atom).
+static_assert(!routable<caf::typed_actor<caf::reacts_to<std::string, uint64_t>>>);
+static_assert(routable<pool_actor, atom::release_session, atom::snapshot, atom::drain>);
+
+} // namespace routing_rule
+
+TEST(PoolRoute, KeyedRequestsGoToTheirServersShardAndListedAtomsToEveryShard) {
+  using namespace routing_rule;
+  constexpr std::size_t n = 7;
+  auto route = route_by_key<good, atom::snapshot>();
+  for (std::string name : {"a", "git", "fs", "srv3"}) {
+    auto msg = caf::make_message(keyed_request{name});
+    auto want = std::hash<std::string_view>{}(name) % n;
+    EXPECT_EQ(route(msg.content(), n), want) << name;
+  }
+  EXPECT_EQ(route(caf::make_message(atom::snapshot_v).content(), n), std::nullopt);
+  // Outside the interface: one shard answers (with an error).
+  EXPECT_EQ(route(caf::make_message(atom::drain_v).content(), n), 0u);
+  // The pool's own requests: by the server in the connection id or config.
+  auto id = std::string("fs::0123456789abcdef");
+  auto want = std::hash<std::string_view>{}("fs") % n;
+  EXPECT_EQ(pool_route(caf::make_message(pool_detach{1, id}).content(), n), want);
+  EXPECT_EQ(pool_route(caf::make_message(pool_lookup{id}).content(), n), want);
+  EXPECT_EQ(pool_route(caf::make_message(pool_timer{pool_timer_kind::idle, id, 3}).content(), n), want);
+  EXPECT_EQ(pool_route(caf::make_message(pool_restart{"fs"}).content(), n), want);
+  EXPECT_EQ(pool_route(caf::make_message(atom::release_session_v, session_id{1}).content(), n), std::nullopt);
+}
+
 namespace {
 
 /// The pool as it runs by default: several shards behind one handle.
@@ -897,7 +1015,7 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
     auto by_id = ask<pool_handle>(pool, pool_attach{session_id{2}, h.connection_id});
     ASSERT_TRUE(by_id) << h.connection_id;
     EXPECT_EQ(by_id->connection, h.connection);
-    auto current = ask<pool_handle>(pool, atom::get_v, h.connection_id);
+    auto current = ask<pool_handle>(pool, pool_lookup{h.connection_id});
     ASSERT_TRUE(current);
     EXPECT_EQ(current->connection, h.connection);
     // By config again: the same entry, no new connection.
@@ -917,14 +1035,14 @@ TEST_F(PoolShards, EveryMessageAboutAServerReachesTheShardThatOwnsIt) {
   EXPECT_EQ(s.subprocess_count, 8u);
   EXPECT_EQ(reserved().size(), 8u);
   // A restart reaches the one server it names.
-  auto rs = ask<std::vector<restart_result>>(pool, atom::restart_v, std::string("srv3"));
+  auto rs = ask<std::vector<restart_result>>(pool, pool_restart{"srv3"});
   ASSERT_TRUE(rs);
   ASSERT_EQ(rs->size(), 1u);
   EXPECT_EQ((*rs)[0].id, connection_id(stdio("srv3")));
   EXPECT_TRUE((*rs)[0].restarted);
   EXPECT_EQ(world->spawns.size(), 9u);
   // An unknown id is answered (not_connected), whichever shard it hashes to.
-  auto rh = self->request(pool, caf::infinite, atom::get_v, std::string("nope::0123456789abcdef"));
+  auto rh = self->request(pool, caf::infinite, pool_lookup{"nope::0123456789abcdef"});
   sched.run();
   ASSERT_TRUE(self->has_next_message());
   caf::error none;
