@@ -12,6 +12,7 @@
 #include "core/fingerprint.hpp"
 #include "core/reconcile_plan.hpp"
 #include "core/tool_filter.hpp"
+#include "messages/unavailable_error.hpp"
 
 namespace mcprt {
 
@@ -120,9 +121,7 @@ void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnErro
 }
 
 caf::error unavailable_error(const reconciler_state& st, const std::string& server) {
-  auto describe = [&](const unavailability& u) {
-    return make_error(errc::unavailable, server + " is unavailable (" + u.reason + "): " + u.remedy);
-  };
+  auto describe = [&](const unavailability& u) { return make_unavailable_error({server, u.reason, u.remedy}); };
   for (auto& u : st.desired.unavailable)
     if (u.server == server) return describe(u);
   for (auto* skipped : {&st.report.skipped, &st.skipped})
