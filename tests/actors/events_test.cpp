@@ -415,3 +415,32 @@ TEST(EventPayloads, ReconcileFinishedFromASessionsReport) {
   EXPECT_EQ(j["skipped"], (json::array({{{"name", "big"}, {"reason", "budget_exhausted"}}})));
   EXPECT_EQ(j["errors"], (json::array({{{"name", "bad"}, {"error", "spawn failed"}}})));
 }
+
+TEST_F(EventSerialization, ANonFiniteNumberIsWrittenAsZeroAndRefusedWhenRead) {
+  // CAF 0.17's pack754 loops forever on an infinity (found by fuzzing
+  // event_payload): it must never reach it.
+  event_payload p = events::reconcile_finished{"s1", 1, {}, {}, {}, {}, {}, {}, {},
+                                               std::numeric_limits<double>::infinity(),
+                                               std::numeric_limits<double>::quiet_NaN()};
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  ASSERT_FALSE(sink(p));
+  event_payload back;
+  caf::binary_deserializer source{sys, buf};
+  ASSERT_FALSE(source(back));
+  EXPECT_EQ(std::get<events::reconcile_finished>(back).plan_ms, 0.0);
+  EXPECT_EQ(std::get<events::reconcile_finished>(back).apply_ms, 0.0);
+  // An infinity from the wire (IEEE bits, as another implementation could
+  // send) is refused, not stored.
+  event_payload w = events::budget_warning{"workspace", 1, budget_mode::warn, 1, 1, 0.5};
+  buf.clear();
+  caf::binary_serializer sink2{sys, buf};
+  ASSERT_FALSE(sink2(w));
+  // The ratio is the last 8 bytes: 0x7ff0... is +infinity.
+  ASSERT_GE(buf.size(), 8u);
+  const unsigned char inf[8] = {0x7f, 0xf0, 0, 0, 0, 0, 0, 0};
+  std::copy(inf, inf + 8, buf.end() - 8);
+  event_payload w_back;
+  caf::binary_deserializer source2{sys, buf};
+  EXPECT_TRUE(source2(w_back));
+}
