@@ -11,13 +11,6 @@ namespace mcprt {
 
 namespace {
 
-template <class... Fs>
-struct overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-overloaded(Fs...) -> overloaded<Fs...>;
-
 struct budget_state {
   static inline const char* name = "mcprt.budget";
 
@@ -40,11 +33,9 @@ reserve_reply to_reply(reserve_result r) {
 }
 
 /// Publishes what one ledger call produced, in order.
-void publish(self_ptr self, std::vector<budget_event>& out) {
-  auto& bus = self->state.bus;
-  if (bus)
-    for (auto& ev : out)
-      self->send(bus, atom::publish_v, budget_event_kind(ev), json_value{budget_event_json(ev)});
+void publish_all(self_ptr self, std::vector<budget_event>& out) {
+  for (auto& ev : out)
+    publish(self, self->state.bus, to_payload(ev));
   out.clear();
 }
 
@@ -73,7 +64,7 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
     [self](atom::reserve, const std::string& name) {
       std::vector<budget_event> out;
       auto r = self->state.ledger->reserve(name, out);
-      publish(self, out);
+      publish_all(self, out);
       return to_reply(r);
     },
     [self](atom::reserve, const std::string& name, const std::string& transport) {
@@ -84,7 +75,7 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
         ledger.record_refusal(name, transport, out);
       else
         ledger.clear_refusal(name);
-      publish(self, out);
+      publish_all(self, out);
       return to_reply(r);
     },
     [self](atom::release, const std::string& name) {
@@ -109,12 +100,12 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
     [self](atom::end_pass) {
       std::vector<budget_event> out;
       self->state.ledger->end_bulk_pass(out);
-      publish(self, out);
+      publish_all(self, out);
     },
     [self](atom::refused, const std::string& name, const std::string& transport) {
       std::vector<budget_event> out;
       self->state.ledger->record_refusal(name, transport, out);
-      publish(self, out);
+      publish_all(self, out);
     },
     [self](atom::clear_refusal, const std::string& name) {
       self->state.ledger->clear_refusal(name);
@@ -127,37 +118,6 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
 }
 
 } // namespace
-
-event_kind budget_event_kind(const budget_event& ev) {
-  return std::holds_alternative<budget_warning_event>(ev) ? event_kind::budget_warning
-                                                          : event_kind::child_refused_batch;
-}
-
-nlohmann::json budget_event_json(const budget_event& ev) {
-  return std::visit(
-    overloaded{
-      [](const budget_warning_event& w) {
-        return nlohmann::json{{"scope", w.scope},
-                              {"budget", w.budget},
-                              {"mode", to_string(w.mode)},
-                              {"reserved_count", w.reserved_count},
-                              {"live_count", w.live_count},
-                              {"threshold_ratio", w.threshold_ratio}};
-      },
-      [](const refused_batch_event& b) {
-        auto refused = nlohmann::json::array();
-        for (auto& r : b.refused)
-          refused.push_back({{"name", r.name}, {"transport", r.transport}, {"reason", r.reason}});
-        return nlohmann::json{{"scope", b.scope},
-                              {"budget", b.budget},
-                              {"mode", to_string(b.mode)},
-                              {"reserved_count", b.reserved_count},
-                              {"live_count", b.live_count},
-                              {"refused", std::move(refused)}};
-      },
-    },
-    ev);
-}
 
 budget_actor spawn_budget(caf::actor_system& sys, std::optional<std::size_t> budget,
                           budget_mode mode, std::string scope, event_bus_actor bus) {

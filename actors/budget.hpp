@@ -13,9 +13,9 @@ namespace mcprt {
 
 /// Spawns a budget actor (SPEC section 6): a thin shell around
 /// core/budget_ledger. Each handler is one ledger call; the events the
-/// ledger returns are published on `bus` as `event_kind::budget_warning` /
-/// `event_kind::child_refused_batch` (JSON payloads below). An invalid `bus`
-/// means the events are dropped.
+/// ledger returns are published on `bus` as `events::budget_warning` /
+/// `events::child_refused_batch` (messages/events.hpp; JSON payloads below).
+/// An invalid `bus` means the events are dropped.
 ///
 /// Every answer is computed inside one message handler, so concurrent
 /// reserves from many clients can never overshoot the budget.
@@ -39,9 +39,5 @@ namespace mcprt {
 ///                         "reason": "budget_exhausted"}]}
 budget_actor spawn_budget(caf::actor_system& sys, std::optional<std::size_t> budget,
                           budget_mode mode, std::string scope, event_bus_actor bus);
-
-/// The bus payload of a ledger event (exposed for tests and the SSE bridge).
-event_kind budget_event_kind(const budget_event& ev);
-nlohmann::json budget_event_json(const budget_event& ev);
 
 } // namespace mcprt

@@ -47,33 +47,64 @@ int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-/// The payload as subscribers may see it (see spawn_event_bus).
-void make_publishable(event_bus_state& st, event_kind kind, nlohmann::json& data) {
+constexpr const char* dropped_payload = "payload dropped: it could not be made safe to publish";
+
+/// COMPATIBILITY: a payload built as JSON by its publisher, made what
+/// subscribers may see (see spawn_event_bus).
+void make_json_publishable(event_bus_state& st, event_kind kind, nlohmann::json& data) {
   try {
     make_payload_safe(data);
     show_connection_ids(data, to_string(kind), st.show_connection_id);
   } catch (...) {
     // Out of memory, or a throwing id function: the event still counts
     // (subscribers see its sequence number), its payload does not.
-    data = nlohmann::json{{"error", "payload dropped: it could not be made safe to publish"}};
+    data = nlohmann::json{{"error", dropped_payload}};
   }
 }
 
-void publish(self_ptr self, event_kind kind, json_value& data) {
+/// A typed payload made what subscribers may see, and its one rendering.
+nlohmann::json render_publishable(event_bus_state& st, event_payload& payload) {
+  try {
+    mcprt::make_publishable(payload, st.show_connection_id);
+    nlohmann::json data = payload;
+    // The typed value is already safe; this keeps the rendering's own
+    // guarantee (no invalid UTF-8, bounded depth) independent of it.
+    make_payload_safe(data);
+    return data;
+  } catch (...) {
+    payload = empty_payload(kind_of(payload));
+    return nlohmann::json{{"error", dropped_payload}};
+  }
+}
+
+void deliver(self_ptr self, event ev) {
   auto& st = self->state;
-  event ev;
   ev.seq = ++st.last_seq;
   // Wall-clock time, but never going backwards when the clock is set back.
   ev.timestamp_ms = std::max(now_ms(), st.last_timestamp_ms);
   st.last_timestamp_ms = ev.timestamp_ms;
-  ev.kind = kind;
-  make_publishable(st, kind, data.value);
-  ev.data = std::move(data);
   for (auto& s : st.subscribers)
-    if (s.wants(kind)) self->send(s.sink, ev);
+    if (s.wants(ev.kind)) self->send(s.sink, ev);
   if (st.capacity == 0) return;
   if (st.ring.size() == st.capacity) st.ring.pop_front();
   st.ring.push_back(std::move(ev));
+}
+
+void publish(self_ptr self, event_payload& payload) {
+  event ev;
+  ev.kind = kind_of(payload);
+  ev.data.value = render_publishable(self->state, payload);
+  ev.payload = std::move(payload);
+  deliver(self, std::move(ev));
+}
+
+void publish(self_ptr self, event_kind kind, json_value& data) {
+  event ev;
+  ev.kind = kind;
+  ev.payload = empty_payload(kind);
+  make_json_publishable(self->state, kind, data.value);
+  ev.data = std::move(data);
+  deliver(self, std::move(ev));
 }
 
 event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) {
@@ -87,9 +118,17 @@ event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) 
                subs.end());
   });
   return {
-    [self](atom::publish, event_kind kind, json_value& data) {
+    [self](atom::publish, event_payload& payload) {
       // Nothing a publisher sends may end the bus (CAF 0.17 ends an actor
       // on any exception from a handler): at worst this one event is lost.
+      try {
+        publish(self, payload);
+      } catch (...) {
+      }
+    },
+    // COMPATIBILITY: to be removed when the pool and the reconciler publish
+    // typed events.
+    [self](atom::publish, event_kind kind, json_value& data) {
       try {
         publish(self, kind, data);
       } catch (...) {

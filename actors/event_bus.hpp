@@ -12,13 +12,17 @@ namespace mcprt {
 
 /// Spawns the workspace event bus (SPEC section 8).
 ///
-/// - `publish(kind, data)` stamps the event with the next sequence number
+/// - `publish(payload)` (one of the structs of messages/events.hpp; the
+///   kind follows from it) stamps the event with the next sequence number
 ///   (monotonic, from 1) and the wall-clock time in milliseconds (never
-///   earlier than the previous event's), keeps it in a ring of the last
+///   earlier than the previous event's), renders the payload once with its
+///   `to_json` into `event::data`, keeps the event in a ring of the last
 ///   `replay_capacity` events and sends it to every subscriber whose kind
 ///   filter matches (an empty filter matches every kind). Delivery is a plain
 ///   asynchronous send: nothing waits on a subscriber, so a slow or dead one
-///   never holds up the others.
+///   never holds up the others. `publish(kind, json)` is the same for a
+///   payload its publisher built as JSON (until the pool and the reconciler
+///   publish typed events); its `event::payload` is the kind's empty one.
 /// - `subscribe(sink, kinds)` answers the last sequence number published so
 ///   far (replay from there closes the gap). Subscribing again replaces the
 ///   filter. Subscribers are monitored and dropped when they die.
@@ -26,11 +30,14 @@ namespace mcprt {
 /// - `replay(after_seq)` answers the events with `seq > after_seq` that are
 ///   still in the ring, oldest first.
 ///
-/// Every payload passes through core/event_payload on its way in: invalid
-/// UTF-8 is replaced, nesting is cut at max_event_payload_depth, and
-/// internal connection ids are shown through `show_connection_id` (the
-/// runtime's keyed digest). A payload can thus never make a subscriber's
-/// JSON dump throw, and no handler of the bus lets an exception end it.
+/// Every payload is made safe on its way in: in a typed payload invalid
+/// UTF-8 is replaced in every string and internal connection ids are shown
+/// through `show_connection_id` (the runtime's keyed digest), both in the
+/// struct and so in its rendering (`make_publishable`); a JSON payload, and
+/// every rendering, passes through core/event_payload (invalid UTF-8
+/// replaced, nesting cut at max_event_payload_depth, ids shown). A payload
+/// can thus never make a subscriber's JSON dump throw, and no handler of the
+/// bus lets an exception end it.
 event_bus_actor spawn_event_bus(caf::actor_system& sys, std::size_t replay_capacity = 1024);
 
 struct event_bus_options {

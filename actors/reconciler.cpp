@@ -14,6 +14,7 @@
 #include "core/fingerprint.hpp"
 #include "core/reconcile_plan.hpp"
 #include "core/tool_filter.hpp"
+#include "messages/unavailable_error.hpp"
 
 namespace mcprt {
 
@@ -96,9 +97,6 @@ struct reconciler_state {
 
 using self_ptr = reconciler_actor::stateful_pointer<reconciler_state>;
 
-void publish(self_ptr self, event_kind kind, json data) {
-  if (self->state.opts.bus) self->send(self->state.opts.bus, atom::publish_v, kind, json_value{std::move(data)});
-}
 
 std::vector<tool_info> filter_tools_info(const std::vector<tool_info>& tools, const server_config& cfg) {
   std::vector<tool_info> out;
@@ -126,9 +124,7 @@ void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnErro
 }
 
 caf::error unavailable_error(const reconciler_state& st, const std::string& server) {
-  auto describe = [&](const unavailability& u) {
-    return make_error(errc::unavailable, server + " is unavailable (" + u.reason + "): " + u.remedy);
-  };
+  auto describe = [&](const unavailability& u) { return make_unavailable_error({server, u.reason, u.remedy}); };
   for (auto& u : st.desired.unavailable)
     if (u.server == server) return describe(u);
   for (auto* skipped : {&st.report.skipped, &st.skipped})
@@ -180,42 +176,23 @@ void acquire_settled(self_ptr self, const std::string& name) {
 
 void run_pass(self_ptr self);
 
-json names_json(const std::vector<std::string>& xs) {
-  return json(xs);
-}
-
 void finish_pass(self_ptr self) {
   auto& st = self->state;
   if (st.opts.budget) self->send(st.opts.budget, atom::end_pass_v);
   auto& r = st.report;
-  json skipped = json::array();
-  for (auto& s : r.skipped)
-    skipped.push_back({{"name", s.server}, {"reason", s.reason}});
-  json errors = json::array();
-  for (auto& [name, err] : r.errors)
-    errors.push_back({{"name", name}, {"error", err}});
   st.last_error = r.errors.empty() ? std::string{} : r.errors.front().first + ": " + r.errors.front().second;
-  publish(self, event_kind::reconcile_finished,
-          {{"session", st.opts.session},
-           {"generation", st.generation},
-           {"added", names_json(r.added)},
-           {"removed", names_json(r.removed)},
-           {"restarted", names_json(r.restarted)},
-           {"refiltered", names_json(r.refiltered)},
-           {"kept", names_json(r.kept)},
-           {"skipped", skipped},
-           {"errors", errors},
-           {"plan_ms", st.plan_ms},
-           {"apply_ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
-                                                                   - st.applied_from)
-                          .count()}});
+  auto apply_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.applied_from).count();
+  publish(self, st.opts.bus,
+          events::reconcile_finished{st.opts.session, st.generation, r.added, r.removed, r.restarted, r.refiltered,
+                                     r.kept, events::skipped_servers(r.skipped), events::server_errors(r.errors),
+                                     st.plan_ms, apply_ms});
   st.skipped = std::move(r.skipped);
   st.failed.clear();
   for (auto& [name, err] : r.errors)
     st.failed.push_back({name, "error", err});
   auto& promptable = st.desired.promptable;
   if (!promptable.empty() || (st.told_promptable && *st.told_promptable != promptable)) {
-    publish(self, event_kind::pending_approval_changed, {{"session", st.opts.session}, {"promptable", promptable}});
+    publish(self, st.opts.bus, events::pending_approval_changed{st.opts.session, promptable});
     st.told_promptable = promptable;
   }
   st.in_progress = false;
@@ -233,9 +210,7 @@ void let_go(self_ptr self, const std::string& name, const std::string& why, rele
   auto s = std::move(i->second);
   st.erase_live(name);
   self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id, reason});
-  publish(self, event_kind::client_update,
-          {{"session", st.opts.session}, {"server", name}, {"connection_id", s.id}, {"status", "disconnected"},
-           {"reason", why}});
+  publish(self, st.opts.bus, events::client_update::disconnected(st.opts.session, name, s.id, why));
 }
 
 void connect(self_ptr self, const server_config& cfg) {
@@ -291,9 +266,9 @@ void refilter(self_ptr self, const server_config& cfg) {
             auto j = st.live.find(name);
             if (j != st.live.end()) {
               auto shown = filter_tools_info(ci.tools, j->second.cfg);
-              publish(self, event_kind::client_update,
-                      {{"session", st.opts.session}, {"server", name}, {"connection_id", j->second.id},
-                       {"status", to_string(ci.status)}, {"tools", shown.size()}, {"refiltered", true}});
+              publish(self, st.opts.bus,
+                      events::client_update::refiltered_tools(st.opts.session, name, j->second.id, ci.status,
+                                                              static_cast<uint32_t>(shown.size())));
             }
             step_done(self);
           },
@@ -309,8 +284,7 @@ void run_pass(self_ptr self) {
   st.in_progress = true;
   ++st.generation;
   st.report = {};
-  publish(self, event_kind::reconcile_started,
-          {{"session", st.opts.session}, {"generation", st.generation}, {"revision", st.desired.revision}});
+  publish(self, st.opts.bus, events::reconcile_started{st.opts.session, st.generation, st.desired.revision});
   st.pass_start = std::chrono::steady_clock::now();
   auto plan = plan_reconcile(st.desired_map, st.live_view);
   st.applied_from = std::chrono::steady_clock::now();
@@ -476,9 +450,7 @@ void entry_changed(self_ptr self, const pool_entry_changed& c) {
   r.not_before = now + delay;
   auto id = s.id;
   st.erase_live(c.server);
-  publish(self, event_kind::client_update,
-          {{"session", st.opts.session}, {"server", c.server}, {"connection_id", id}, {"status", "disconnected"},
-           {"reason", to_string(c.what)}});
+  publish(self, st.opts.bus, events::client_update::disconnected(st.opts.session, c.server, id, to_string(c.what)));
   request_pass(self);
 }
 

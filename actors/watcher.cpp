@@ -45,7 +45,7 @@ using self_ptr = watcher_actor::stateful_pointer<watcher_state>;
 /// What one re-read of all files found.
 struct scan_result {
   std::vector<settings_change> kept;   // changes worth telling
-  std::vector<nlohmann::json> errors;  // new settings_error payloads
+  std::vector<events::settings_error> errors; // new ones
 };
 
 std::vector<settings_file> files_of(const std::vector<file_slot>& slots) {
@@ -61,13 +61,13 @@ file_change change_of(bool existed, bool exists) {
   return file_change::modified;
 }
 
-/// Records a parse error; returns its payload when it differs from the one
+/// Records a parse error; returns its event when it differs from the one
 /// last published for this file (and logs it then).
-std::optional<nlohmann::json> note_error(file_slot& slot, const settings_error& e) {
+std::optional<events::settings_error> note_error(file_slot& slot, const settings_error& e) {
   auto shown = e;
   shown.path = slot.last_good.path;
-  auto payload = settings_error_json(shown, slot.file.scope);
-  auto key = dump_json(payload);
+  auto payload = settings_error_event(shown, slot.file.scope);
+  auto key = dump_json(nlohmann::json(payload));
   if (key == slot.published_error) return std::nullopt;
   slot.published_error = std::move(key);
   // The message is printable by contract; the path is the host's, not
@@ -78,7 +78,7 @@ std::optional<nlohmann::json> note_error(file_slot& slot, const settings_error& 
 }
 
 /// Reads the file of `slot` at start: its content, or empty on an error.
-std::optional<nlohmann::json> load_initial(file_slot& slot) {
+std::optional<events::settings_error> load_initial(file_slot& slot) {
   slot.last_good.path = slot.file.path.string();
   slot.last_good.scope = to_string(slot.file.scope);
   auto doc = load_settings_file(slot.file.path, slot.file.scope);
@@ -122,8 +122,8 @@ scan_result rescan(std::vector<file_slot>& slots) {
 constexpr std::size_t max_event_keys = 100;
 constexpr std::size_t max_event_key_bytes = 256;
 
-nlohmann::json event_keys(const std::vector<std::string>& keys) {
-  auto out = nlohmann::json::array();
+std::vector<std::string> event_keys(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
   for (std::size_t i = 0; i < keys.size() && i < max_event_keys; ++i) {
     auto k = keys[i];
     if (k.size() > max_event_key_bytes) {
@@ -138,21 +138,15 @@ nlohmann::json event_keys(const std::vector<std::string>& keys) {
   return out;
 }
 
-nlohmann::json changed_json(uint64_t batch, const std::vector<settings_change>& changes) {
-  auto arr = nlohmann::json::array();
+events::settings_changed changed_event(uint64_t batch, const std::vector<settings_change>& changes) {
+  events::settings_changed out{batch, {}};
   for (auto& c : changes) {
-    nlohmann::json one{{"path", replace_invalid_utf8(c.path)},
-                       {"scope", c.scope},
-                       {"change", to_string(c.change)},
-                       {"keys", event_keys(c.keys)}};
-    if (c.keys.size() > max_event_keys) one["keys_omitted"] = c.keys.size() - max_event_keys;
-    arr.push_back(std::move(one));
+    events::settings_file_change one{replace_invalid_utf8(c.path), c.scope, to_string(c.change), event_keys(c.keys),
+                                     std::nullopt};
+    if (c.keys.size() > max_event_keys) one.keys_omitted = c.keys.size() - max_event_keys;
+    out.changes.push_back(std::move(one));
   }
-  return {{"batch", batch}, {"changes", std::move(arr)}};
-}
-
-void publish(self_ptr self, event_kind kind, nlohmann::json data) {
-  if (self->state.bus) self->send(self->state.bus, atom::publish_v, kind, json_value{std::move(data)});
+  return out;
 }
 
 void send_update(self_ptr self, std::vector<settings_change> changes, bool forced) {
@@ -165,12 +159,13 @@ void send_update(self_ptr self, std::vector<settings_change> changes, bool force
 void drain(self_ptr self, bool forced) {
   auto& st = self->state;
   auto found = rescan(st.slots);
-  for (auto& e : found.errors) publish(self, event_kind::settings_error, std::move(e));
+  for (auto& e : found.errors) publish(self, st.bus, std::move(e));
   if (found.kept.empty() && !forced) return;
   ++st.batch;
-  auto payload = found.kept.empty() ? nlohmann::json{} : changed_json(st.batch, found.kept);
+  std::optional<events::settings_changed> changed;
+  if (!found.kept.empty()) changed = changed_event(st.batch, found.kept);
   send_update(self, std::move(found.kept), forced);
-  if (!payload.is_null()) publish(self, event_kind::settings_changed, std::move(payload));
+  if (changed) publish(self, st.bus, std::move(*changed));
 }
 
 /// Starts the inotify adapter; its callbacks only send messages. The actor
@@ -187,9 +182,7 @@ void start_inotify(self_ptr self) {
     // It names directories, which may hold any bytes.
     auto message = escape_for_display(raw);
     spdlog::warn("settings watcher: {}", message);
-    if (bus)
-      caf::anon_send(bus, atom::publish_v, event_kind::settings_error,
-                     json_value{nlohmann::json{{"path", ""}, {"scope", ""}, {"line", 0}, {"column", 0}, {"message", message}}});
+    if (bus) caf::anon_send(bus, atom::publish_v, event_payload{events::settings_error{"", "", 0, 0, message}});
   };
   try {
     self->state.watch = std::make_unique<io::inotify_watch>(std::move(paths), on_change, on_error);
@@ -208,7 +201,7 @@ watcher_actor::behavior_type watcher(self_ptr self, watcher_options opts, gating
   // Watch first, read second: an edit in between is then seen as an event.
   if (opts.use_inotify) start_inotify(self);
   for (auto& s : st.slots)
-    if (auto err = load_initial(s)) publish(self, event_kind::settings_error, std::move(*err));
+    if (auto err = load_initial(s)) publish(self, st.bus, std::move(*err));
   send_update(self, {}, true);
   return {
     [self](atom::fs_event, const std::string&) {
@@ -235,13 +228,9 @@ watcher_actor::behavior_type watcher(self_ptr self, watcher_options opts, gating
 
 } // namespace
 
-nlohmann::json settings_error_json(const settings_error& e, config_scope scope) {
+events::settings_error settings_error_event(const settings_error& e, config_scope scope) {
   // A path that is not UTF-8 would make every later dump of the event throw.
-  return {{"path", replace_invalid_utf8(e.path)},
-          {"scope", to_string(scope)},
-          {"line", e.line},
-          {"column", e.column},
-          {"message", e.message}};
+  return {replace_invalid_utf8(e.path), to_string(scope), e.line, e.column, e.message};
 }
 
 watcher_actor spawn_watcher(caf::actor_system& sys, watcher_options opts, gating_actor target,

@@ -66,7 +66,7 @@ struct watcher_options {
 watcher_actor spawn_watcher(caf::actor_system& sys, watcher_options opts, gating_actor target,
                             event_bus_actor bus);
 
-/// The bus payload of a settings error (exposed for tests and the CLI).
-nlohmann::json settings_error_json(const settings_error& e, config_scope scope);
+/// The bus event of a settings error (exposed for tests and the CLI).
+events::settings_error settings_error_event(const settings_error& e, config_scope scope);
 
 } // namespace mcprt

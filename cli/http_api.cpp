@@ -16,6 +16,7 @@
 #include "core/http_rules.hpp"
 #include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
+#include "messages/unavailable_error.hpp"
 
 namespace mcprt::cli {
 
@@ -74,7 +75,8 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
   if (e.category() == caf::atom("mcprt")) {
     auto x = static_cast<errc>(e.code());
     out.code = to_string(x);
-    out.message = e.context().match_elements<std::string>() ? e.context().get_as<std::string>(0) : out.code;
+    auto& context = e.context();
+    out.message = !context.empty() && context.match_element<std::string>(0) ? context.get_as<std::string>(0) : out.code;
     switch (x) {
       case errc::unknown_server:
       case errc::unknown_tool: out.status = 404; break;
@@ -106,15 +108,9 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
 
 http_response runtime_error_response(caf::actor_system& sys, const caf::error& e, json extra) {
   auto c = classify(sys, e);
-  if (c.code == "unavailable") {
-    // "NAME is unavailable (REASON): REMEDY"
-    auto open = c.message.find(" is unavailable (");
-    auto close = c.message.find("): ");
-    if (open != std::string::npos && close != std::string::npos && close > open) {
-      auto from = open + std::string(" is unavailable (").size();
-      extra["reason"] = c.message.substr(from, close - from);
-      extra["remedy"] = escape_for_display(c.message.substr(close + 3));
-    }
+  if (auto u = unavailability_of(e)) {
+    extra["reason"] = escape_for_display(u->reason);
+    extra["remedy"] = escape_for_display(u->remedy);
   }
   auto r = error_response(c.status, c.code, escape_for_display(c.message), extra);
   if (c.status == 429) r.headers.emplace_back("Retry-After", "1");

@@ -39,14 +39,9 @@ namespace {
 /// here costs one event, never the forwarder.
 event_sink_actor::behavior_type update_forwarder(event_sink_actor::pointer self, event_bus_actor bus) {
   return {
-    [self, bus](client_update& u) {
+    [self, bus](const client_update& u) {
       try {
-        json data{{"server", u.server},         {"connection_id", u.connection_id},
-                  {"generation", u.generation}, {"status", to_string(u.status)},
-                  {"tools", u.tools},           {"prompts", u.prompts},
-                  {"pid", u.pid < 0 ? json(nullptr) : json(u.pid)}};
-        if (!u.error.empty()) data["error"] = u.error;
-        self->send(bus, atom::publish_v, event_kind::client_update, json_value{std::move(data)});
+        publish(self, bus, events::client_update::of(u));
       } catch (...) {
       }
     },

@@ -38,6 +38,7 @@
 #include "core/budget_ledger.hpp"
 #include "core/server_config.hpp"
 #include "messages/session.hpp"
+#include "messages/unavailable_error.hpp"
 
 namespace mcprt {
 
@@ -129,7 +130,8 @@ public:
 
   /// Calls a tool of a server the session runs. Fails with errc::unavailable
   /// naming the reason and the remedy ("pending approval — run `mcprt
-  /// approve NAME`") when gating keeps the server out, errc::unknown_tool,
+  /// approve NAME`"; `unavailability_of(error)` gives them as values) when
+  /// gating keeps the server out, errc::unknown_tool,
   /// errc::unknown_server, or the server's own error.
   caf::expected<nlohmann::json> call_tool(const std::string& session, const std::string& server,
                                           const std::string& tool, nlohmann::json arguments = nlohmann::json::object(),

@@ -1,4 +1,5 @@
 #include "messages/messages.hpp"
+#include "messages/events.hpp"
 #include "messages/workspace.hpp"
 #include "messages/session.hpp"
 
@@ -46,12 +47,15 @@ caf::error make_error(errc x, std::string message) {
 
 std::string render_error(uint8_t code, caf::atom_value, const caf::message& context) {
   std::string out = to_string(static_cast<errc>(code));
-  if (context.match_elements<std::string>()) out += ": " + context.get_as<std::string>(0);
+  // The text comes first; a context may carry the same fact as a value
+  // after it (see messages/unavailable_error.hpp).
+  if (!context.empty() && context.match_element<std::string>(0)) out += ": " + context.get_as<std::string>(0);
   return out;
 }
 
 void add_mcprt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt>();
+  add_event_types(cfg);
   add_workspace_types(cfg);
   add_session_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);

@@ -36,7 +36,7 @@ enum class errc : uint8_t {
   tool_error,       // the server answered the call with a JSON-RPC error
   protocol_error,
   transport_not_supported,
-  unavailable,      // gating keeps the server out (reason and remedy in the text)
+  unavailable,      // gating keeps the server out (see messages/unavailable_error.hpp)
   unknown_server,   // no server of that name is configured
   not_gated,        // approve/reject of a server that needs no approval
   io_error,         // a file could not be read or written

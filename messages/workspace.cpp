@@ -4,38 +4,6 @@
 
 namespace mcprt {
 
-namespace {
-
-constexpr std::pair<event_kind, const char*> event_names[] = {
-  {event_kind::settings_changed, "settings_changed"},
-  {event_kind::settings_error, "settings_error"},
-  {event_kind::reconcile_started, "reconcile_started"},
-  {event_kind::reconcile_finished, "reconcile_finished"},
-  {event_kind::client_update, "client_update"},
-  {event_kind::pending_approval_changed, "pending_approval_changed"},
-  {event_kind::budget_warning, "mcp_budget_warning"},
-  {event_kind::child_refused_batch, "mcp_child_refused_batch"},
-  {event_kind::pool_entry_restarted, "pool_entry_restarted"},
-  {event_kind::pool_entry_failed, "pool_entry_failed"},
-};
-
-} // namespace
-
-std::string to_string(event_kind k) {
-  for (auto& [kind, name] : event_names)
-    if (kind == k) return name;
-  return "unknown";
-}
-
-std::optional<event_kind> parse_event_kind(std::string_view s) {
-  for (auto& [kind, name] : event_names)
-    if (s == name) return kind;
-  // Also accept the budget events without the SSE prefix.
-  if (s == "budget_warning") return event_kind::budget_warning;
-  if (s == "child_refused_batch") return event_kind::child_refused_batch;
-  return std::nullopt;
-}
-
 std::string to_string(reserve_reply r) {
   switch (r) {
     case reserve_reply::reserved: return "reserved";

@@ -1,54 +1,19 @@
 #pragma once
 
-// Messages and interfaces of the workspace actors: the event bus and the
-// budget actor; the pool's contract is messages/pool.hpp. A second type-id
-// block (with the pool's types), chained after the connection messages.
+// Messages and interfaces of the workspace actors: the budget actor. The
+// pool's contract is messages/pool.hpp, the event bus's messages/events.hpp.
+// A type-id block (with the pool's types), chained after the event types.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/server_config.hpp"
+#include "messages/events.hpp"
 #include "messages/messages.hpp"
 #include "messages/pool.hpp"
 
 namespace mcprt {
-
-// -- events ---------------------------------------------------------------------
-
-/// Every observable change, as the event bus delivers it.
-enum class event_kind : uint8_t {
-  settings_changed,
-  settings_error,
-  reconcile_started,
-  reconcile_finished,
-  client_update,
-  pending_approval_changed,
-  budget_warning,
-  child_refused_batch,
-  pool_entry_restarted,
-  pool_entry_failed,
-};
-
-/// Wire names: the SSE `event:` field (budget events carry the `mcp_`
-/// prefix, as in the reference's SSE bridge).
-std::string to_string(event_kind k);
-std::optional<event_kind> parse_event_kind(std::string_view s);
-
-/// An event: a kind, its payload as JSON (the fields SPEC section 8 names
-/// for that kind), a bus-assigned sequence number (monotonic, from 1) and
-/// the wall-clock time of publication in milliseconds since the epoch.
-struct event {
-  uint64_t seq = 0;
-  int64_t timestamp_ms = 0;
-  event_kind kind = event_kind::client_update;
-  json_value data;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, event& x) {
-  return f(caf::meta::type_name("mcprt.event"), x.seq, x.timestamp_ms, x.kind, x.data);
-}
 
 // -- budget ------------------------------------------------------------------------
 
@@ -80,9 +45,6 @@ typename Inspector::result_type inspect(Inspector& f, budget_snapshot& x) {
 
 // -- atoms ----------------------------------------------------------------------------
 
-CAF_ADD_ATOM(mcprt, mcprt::atom, publish, "publish")
-CAF_ADD_ATOM(mcprt, mcprt::atom, unsubscribe, "unsubscr")
-CAF_ADD_ATOM(mcprt, mcprt::atom, replay, "replay")
 CAF_ADD_ATOM(mcprt, mcprt::atom, reserve, "reserve")
 CAF_ADD_ATOM(mcprt, mcprt::atom, release, "release")
 CAF_ADD_ATOM(mcprt, mcprt::atom, begin_pass, "begin_pass")
@@ -94,20 +56,6 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, live_count, "live_count")
 CAF_ADD_ATOM(mcprt, mcprt::atom, detach, "detach")
 
 namespace mcprt {
-
-/// The EVENT SUBSCRIBER interface: receives bus events.
-using event_subscriber_actor = caf::typed_actor<caf::reacts_to<event>>;
-
-/// The EVENT BUS actor interface.
-using event_bus_actor = caf::typed_actor<
-  // Publishes an event; the bus stamps sequence number and time.
-  caf::reacts_to<atom::publish, event_kind, json_value>,
-  // Subscribes (empty kinds: all kinds); answers the last sequence number
-  // published so far. Subscribers are monitored and dropped when they die.
-  caf::replies_to<atom::subscribe, event_subscriber_actor, std::vector<event_kind>>::with<uint64_t>,
-  caf::reacts_to<atom::unsubscribe, event_subscriber_actor>,
-  // Events with seq > the given one still in the bounded replay ring.
-  caf::replies_to<atom::replay, uint64_t>::with<std::vector<event>>>;
 
 /// Told when a slot goes back to the budget while it has refusals on
 /// record, so that sessions retry what was refused for lack of room.
@@ -152,12 +100,8 @@ void add_workspace_types(caf::actor_system_config& cfg);
 
 } // namespace mcprt
 
-CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt::end)
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt_events::end)
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::server_config))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::event_kind))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::event))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (std::vector<mcprt::event>))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (std::vector<mcprt::event_kind>))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::reserve_reply))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::budget_snapshot))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::budget_slot_freed))
@@ -180,8 +124,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::restart_result))
   CAF_ADD_TYPE_ID(mcprt_workspace, (std::vector<mcprt::restart_result>))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::drain_result))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::event_subscriber_actor))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::event_bus_actor))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::budget_actor))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_actor))
 CAF_END_TYPE_ID_BLOCK(mcprt_workspace)

@@ -93,15 +93,11 @@ caf::error error_of(pool_error code, const std::string& message) {
 }
 
 void publish(self_ptr self, const pool_event& ev) {
-  if (!self->state.bus) return;
-  if (ev.what == pool_event::kind::failed) {
-    self->send(self->state.bus, atom::publish_v, event_kind::pool_entry_failed,
-               json_value{{{"id", ev.id}, {"name", ev.name}, {"last_error", ev.last_error}, {"stderr", ev.stderr_tail}}});
-    return;
-  }
-  self->send(self->state.bus, atom::publish_v, event_kind::pool_entry_restarted,
-             json_value{{{"id", ev.id}, {"name", ev.name}, {"generation", ev.generation}, {"restarts", ev.restarts},
-                         {"last_error", ev.last_error}, {"reason", ev.reason}}});
+  if (ev.what == pool_event::kind::failed)
+    mcprt::publish(self, self->state.bus, events::pool_entry_failed{ev.id, ev.name, ev.last_error, ev.stderr_tail});
+  else
+    mcprt::publish(self, self->state.bus,
+                   events::pool_entry_restarted{ev.id, ev.name, ev.generation, ev.restarts, ev.last_error, ev.reason});
 }
 
 void run(self_ptr self);

@@ -343,6 +343,28 @@ TEST_F(serve_test, reload_and_healthz) {
   EXPECT_EQ(h->status, 200);
 }
 
+TEST_F(serve_test, an_unavailable_answer_reads_reason_and_remedy_from_the_error_not_its_text) {
+  // The API parsed "NAME is unavailable (REASON): REMEDY" back: a name that
+  // holds that very text gave reason "fake" and a remedy starting "lie".
+  const std::string name = "evil is unavailable (fake): lie";
+  write_file(user_settings(), json{{"mcp", {{"excluded", {"evil*"}}}},
+                                   {"mcpServers", {{"echo", test_server_config({"--tools", "1"})},
+                                                   {name, test_server_config({})}}}}
+                                .dump(2));
+  start();
+  ASSERT_TRUE(connected("echo")) << snapshot().dump(2);
+  auto r = post("/workspace/mcp/tools/call", json{{"server", name}, {"tool", "echo"}, {"arguments", json::object()}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 409) << r->body;
+  auto j = body_of(r);
+  EXPECT_EQ(j["error"], "unavailable") << j.dump();
+  EXPECT_EQ(j["reason"], "excluded") << j.dump();
+  EXPECT_EQ(j["remedy"], "it matches mcp.excluded; remove it from that list") << j.dump();
+  // The text for humans is as before.
+  EXPECT_EQ(j["message"], name + " is unavailable (excluded): it matches mcp.excluded; remove it from that list")
+    << j.dump();
+}
+
 TEST_F(serve_test, tools_call_results_and_errors) {
   start();
   ASSERT_TRUE(connected("echo"));

@@ -1,0 +1,570 @@
+#pragma once
+
+// The event contract: one struct per event kind, the bus's event and the
+// bus and subscriber interfaces. Every payload a subscriber sees is one of
+// the structs below rendered by its one `to_json`; nothing else builds event
+// JSON. Each struct is inspectable and has a type id, so events can travel
+// between CAF nodes.
+//
+// Publishing: `publish(self, bus, events::pool_entry_failed{...})`; the kind
+// follows from the struct.
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/budget_ledger.hpp"
+#include "messages/messages.hpp"
+
+namespace mcprt {
+
+/// Every observable change, as the event bus delivers it. The order is the
+/// order of the alternatives of `event_payload`.
+enum class event_kind : uint8_t {
+  settings_changed,
+  settings_error,
+  reconcile_started,
+  reconcile_finished,
+  client_update,
+  pending_approval_changed,
+  budget_warning,
+  child_refused_batch,
+  pool_entry_restarted,
+  pool_entry_failed,
+};
+
+/// Wire names: the SSE `event:` field (budget events carry the `mcp_`
+/// prefix, as in the reference's SSE bridge).
+std::string to_string(event_kind k);
+std::optional<event_kind> parse_event_kind(std::string_view s);
+
+namespace events {
+
+/// An optional member as the inspectors see it: a flag and a value (CAF
+/// 0.17 cannot inspect std::optional).
+template <class T>
+struct optional_field {
+  std::optional<T>& x;
+};
+
+template <class Inspector, class T>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, optional_field<T>& o) {
+  bool has = o.x.has_value();
+  T value = has ? *o.x : T{};
+  return f(has, value);
+}
+
+template <class Inspector, class T>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, optional_field<T>& o) {
+  bool has = false;
+  T value{};
+  auto load = [&]() -> caf::error {
+    if (has)
+      o.x = std::move(value);
+    else
+      o.x.reset();
+    return caf::none;
+  };
+  return f(has, value, caf::meta::load_callback(load));
+}
+
+/// A budget_mode as the inspectors see it: one byte, checked when read
+/// (the enum has no fixed underlying type: an unchecked value from another
+/// node would be undefined behaviour).
+struct budget_mode_field {
+  budget_mode& x;
+};
+
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, budget_mode_field& m) {
+  auto value = static_cast<uint8_t>(m.x);
+  return f(value);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, budget_mode_field& m) {
+  uint8_t value = 0;
+  auto load = [&]() -> caf::error {
+    if (value > static_cast<uint8_t>(budget_mode::enforce))
+      return make_error(errc::protocol_error, "unknown budget mode in an event");
+    m.x = static_cast<budget_mode>(value);
+    return caf::none;
+  };
+  return f(value, caf::meta::load_callback(load));
+}
+
+/// A double as the inspectors see it: finite only. CAF 0.17's pack754
+/// never returns on an infinity (it halves it until it is below 2), so a
+/// non-finite value is written as 0 and refused when read.
+struct finite_double_field {
+  double& x;
+};
+
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, finite_double_field& d) {
+  double value = std::isfinite(d.x) ? d.x : 0.0;
+  return f(value);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, finite_double_field& d) {
+  double value = 0;
+  auto load = [&]() -> caf::error {
+    if (!std::isfinite(value)) return make_error(errc::protocol_error, "a number in an event is not finite");
+    d.x = value;
+    return caf::none;
+  };
+  return f(value, caf::meta::load_callback(load));
+}
+
+// -- settings ---------------------------------------------------------------------
+
+/// One file of a settings_changed batch. `keys` holds at most 100 keys of
+/// at most 256 bytes each (the watcher cuts them); `keys_omitted` counts the
+/// keys left out and is rendered only when set.
+struct settings_file_change {
+  std::string path;
+  std::string scope;  // config scope: user | project | workspace | top
+  std::string change; // created | modified | deleted
+  std::vector<std::string> keys;
+  std::optional<uint64_t> keys_omitted;
+};
+
+/// {"batch", "changes": [{"path", "scope", "change", "keys"[, "keys_omitted"]}]}
+struct settings_changed {
+  uint64_t batch = 0;
+  std::vector<settings_file_change> changes;
+};
+
+/// {"path", "scope", "line", "column", "message"}. A watch error has an
+/// empty path and scope and line and column 0.
+struct settings_error {
+  std::string path;
+  std::string scope;
+  int32_t line = 0;
+  int32_t column = 0;
+  std::string message;
+};
+
+// -- reconcile --------------------------------------------------------------------
+
+/// {"session", "generation", "revision"}
+struct reconcile_started {
+  std::string session;
+  uint64_t generation = 0;
+  uint64_t revision = 0;
+};
+
+/// A server the pass did not start (budget), and why.
+struct skipped_server {
+  std::string name;
+  std::string reason;
+};
+
+/// A server the pass could not connect, and the error.
+struct server_error {
+  std::string name;
+  std::string error;
+};
+
+/// Skipped servers from anything with `server` and `reason` members (a
+/// session's unavailability).
+template <class Unavailability>
+std::vector<skipped_server> skipped_servers(const std::vector<Unavailability>& xs) {
+  std::vector<skipped_server> out;
+  out.reserve(xs.size());
+  for (auto& x : xs)
+    out.push_back({x.server, x.reason});
+  return out;
+}
+
+/// Connect errors from (server, error) pairs.
+std::vector<server_error> server_errors(const std::vector<std::pair<std::string, std::string>>& xs);
+
+/// {"session", "generation", "added", "removed", "restarted", "refiltered",
+///  "kept", "skipped": [{"name", "reason"}], "errors": [{"name", "error"}],
+///  "plan_ms", "apply_ms"}
+struct reconcile_finished {
+  std::string session;
+  uint64_t generation = 0;
+  std::vector<std::string> added;
+  std::vector<std::string> removed;
+  std::vector<std::string> restarted;
+  std::vector<std::string> refiltered;
+  std::vector<std::string> kept;
+  std::vector<skipped_server> skipped;
+  std::vector<server_error> errors;
+  double plan_ms = 0;
+  double apply_ms = 0;
+};
+
+/// A connection's status as subscribers see it. Always {"server",
+/// "connection_id", "status"}; every other member is rendered only when set:
+/// - a connection's own update (`of`) sets generation, tools, prompts and
+///   pid (an unset pid of -1, no process, renders as null), and error when
+///   there is one;
+/// - a session letting go of a server (`disconnected`) sets session and
+///   reason ("removed", "restarting", ...);
+/// - a session re-filtering a server's tools without reconnecting
+///   (`refiltered_tools`) sets session, tools (the count shown) and
+///   refiltered (rendered as `"refiltered": true`).
+struct client_update {
+  std::string server;
+  std::string connection_id;
+  connection_status status = connection_status::connecting;
+  std::optional<std::string> session;
+  std::optional<uint64_t> generation;
+  std::optional<uint32_t> tools;
+  std::optional<uint32_t> prompts;
+  std::optional<int32_t> pid;
+  std::optional<std::string> error;
+  std::optional<std::string> reason;
+  bool refiltered = false;
+
+  /// A connection's status change, as the connection reported it.
+  static client_update of(const mcprt::client_update& u);
+  /// A session let go of `server` (its connection `connection_id`).
+  static client_update disconnected(std::string session, std::string server, std::string connection_id,
+                                    std::string reason);
+  /// A session re-filtered the tools of `server`: `tools` are shown now.
+  static client_update refiltered_tools(std::string session, std::string server, std::string connection_id,
+                                        connection_status status, uint32_t tools);
+};
+
+/// {"session", "promptable": [names]}
+struct pending_approval_changed {
+  std::string session;
+  std::vector<std::string> promptable;
+};
+
+// -- budget -----------------------------------------------------------------------
+
+/// {"scope", "budget", "mode", "reserved_count", "live_count", "threshold_ratio"}
+struct budget_warning {
+  std::string scope; // workspace | session
+  uint64_t budget = 0;
+  budget_mode mode = budget_mode::warn;
+  uint64_t reserved_count = 0;
+  uint64_t live_count = 0;
+  double threshold_ratio = budget_warn_fraction;
+};
+
+/// One refused server of a batch.
+struct refusal {
+  std::string name;
+  std::string transport;
+  std::string reason; // budget_exhausted
+};
+
+/// {"scope", "budget", "mode", "reserved_count", "live_count",
+///  "refused": [{"name", "transport", "reason"}]}
+struct child_refused_batch {
+  std::string scope;
+  uint64_t budget = 0;
+  budget_mode mode = budget_mode::enforce;
+  uint64_t reserved_count = 0;
+  uint64_t live_count = 0;
+  std::vector<refusal> refused;
+};
+
+// -- pool -------------------------------------------------------------------------
+
+/// {"id", "name", "generation", "restarts", "last_error", "reason"}; `id` is
+/// the entry's connection id, `reason` "crash" or "manual".
+struct pool_entry_restarted {
+  std::string id;
+  std::string name;
+  uint64_t generation = 0;
+  uint64_t restarts = 0;
+  std::string last_error;
+  std::string reason;
+};
+
+/// {"id", "name", "last_error", "stderr": [lines]}: the entry gave up after
+/// its restart limit.
+struct pool_entry_failed {
+  std::string id;
+  std::string name;
+  std::string last_error;
+  std::vector<std::string> stderr_tail; // rendered as "stderr"
+};
+
+// -- inspect ----------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_file_change& x) {
+  optional_field<uint64_t> keys_omitted{x.keys_omitted};
+  return f(caf::meta::type_name("mcprt.events.settings_file_change"), x.path, x.scope, x.change, x.keys,
+           keys_omitted);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_changed& x) {
+  return f(caf::meta::type_name("mcprt.events.settings_changed"), x.batch, x.changes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settings_error& x) {
+  return f(caf::meta::type_name("mcprt.events.settings_error"), x.path, x.scope, x.line, x.column, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reconcile_started& x) {
+  return f(caf::meta::type_name("mcprt.events.reconcile_started"), x.session, x.generation, x.revision);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, skipped_server& x) {
+  return f(caf::meta::type_name("mcprt.events.skipped_server"), x.name, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, server_error& x) {
+  return f(caf::meta::type_name("mcprt.events.server_error"), x.name, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reconcile_finished& x) {
+  finite_double_field plan_ms{x.plan_ms};
+  finite_double_field apply_ms{x.apply_ms};
+  return f(caf::meta::type_name("mcprt.events.reconcile_finished"), x.session, x.generation, x.added, x.removed,
+           x.restarted, x.refiltered, x.kept, x.skipped, x.errors, plan_ms, apply_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_update& x) {
+  optional_field<std::string> session{x.session};
+  optional_field<uint64_t> generation{x.generation};
+  optional_field<uint32_t> tools{x.tools};
+  optional_field<uint32_t> prompts{x.prompts};
+  optional_field<int32_t> pid{x.pid};
+  optional_field<std::string> error{x.error};
+  optional_field<std::string> reason{x.reason};
+  return f(caf::meta::type_name("mcprt.events.client_update"), x.server, x.connection_id, x.status, session,
+           generation, tools, prompts, pid, error, reason, x.refiltered);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pending_approval_changed& x) {
+  return f(caf::meta::type_name("mcprt.events.pending_approval_changed"), x.session, x.promptable);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, budget_warning& x) {
+  budget_mode_field mode{x.mode};
+  finite_double_field threshold_ratio{x.threshold_ratio};
+  return f(caf::meta::type_name("mcprt.events.budget_warning"), x.scope, x.budget, mode, x.reserved_count,
+           x.live_count, threshold_ratio);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, refusal& x) {
+  return f(caf::meta::type_name("mcprt.events.refusal"), x.name, x.transport, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, child_refused_batch& x) {
+  budget_mode_field mode{x.mode};
+  return f(caf::meta::type_name("mcprt.events.child_refused_batch"), x.scope, x.budget, mode,
+           x.reserved_count, x.live_count, x.refused);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_entry_restarted& x) {
+  return f(caf::meta::type_name("mcprt.events.pool_entry_restarted"), x.id, x.name, x.generation, x.restarts,
+           x.last_error, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pool_entry_failed& x) {
+  return f(caf::meta::type_name("mcprt.events.pool_entry_failed"), x.id, x.name, x.last_error, x.stderr_tail);
+}
+
+// -- rendering ----------------------------------------------------------------------
+
+void to_json(nlohmann::json& j, const settings_file_change& x);
+void to_json(nlohmann::json& j, const settings_changed& x);
+void to_json(nlohmann::json& j, const settings_error& x);
+void to_json(nlohmann::json& j, const reconcile_started& x);
+void to_json(nlohmann::json& j, const skipped_server& x);
+void to_json(nlohmann::json& j, const server_error& x);
+void to_json(nlohmann::json& j, const reconcile_finished& x);
+void to_json(nlohmann::json& j, const client_update& x);
+void to_json(nlohmann::json& j, const pending_approval_changed& x);
+void to_json(nlohmann::json& j, const budget_warning& x);
+void to_json(nlohmann::json& j, const refusal& x);
+void to_json(nlohmann::json& j, const child_refused_batch& x);
+void to_json(nlohmann::json& j, const pool_entry_restarted& x);
+void to_json(nlohmann::json& j, const pool_entry_failed& x);
+
+/// The budget ledger's events as bus payloads.
+budget_warning of(const budget_warning_event& e);
+child_refused_batch of(const refused_batch_event& e);
+
+} // namespace events
+
+/// One payload of every kind, in the order of event_kind. std::variant, not
+/// caf::variant: the code around it visits with std::visit, and CAF 0.17's
+/// variant raises (throws or aborts) on an unknown alternative from the
+/// wire, where ours answers an error.
+using event_payload =
+  std::variant<events::settings_changed, events::settings_error, events::reconcile_started,
+               events::reconcile_finished, events::client_update, events::pending_approval_changed,
+               events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
+               events::pool_entry_failed>;
+
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::pool_entry_failed) + 1,
+              "one payload per event kind, in the same order");
+
+/// The kind of a payload.
+inline event_kind kind_of(const event_payload& p) {
+  return static_cast<event_kind>(p.index());
+}
+
+/// A default payload of `kind` (every member empty).
+event_payload empty_payload(event_kind kind);
+
+/// The budget ledger's event as a bus payload.
+event_payload to_payload(const budget_event& e);
+
+namespace events {
+
+void to_json(nlohmann::json& j, const event_payload& p);
+
+/// Selects the alternative by a tag read first (see inspect below).
+struct payload_loader {
+  uint8_t& tag;
+  event_payload& x;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, payload_loader& l) {
+  if (l.tag >= std::variant_size_v<event_payload>) {
+    if constexpr (std::is_same<typename Inspector::result_type, void>::value)
+      return;
+    else
+      return make_error(errc::protocol_error, "unknown event payload kind");
+  }
+  l.x = empty_payload(static_cast<event_kind>(l.tag));
+  return std::visit([&](auto& alt) { return f(alt); }, l.x);
+}
+
+// The variant travels as a one-byte tag (its event_kind) and the
+// alternative.
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, event_payload& x) {
+  auto tag = static_cast<uint8_t>(x.index());
+  return std::visit([&](auto& alt) { return f(caf::meta::type_name("mcprt.event_payload"), tag, alt); }, x);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, event_payload& x) {
+  uint8_t tag = 0;
+  payload_loader loader{tag, x};
+  return f(caf::meta::type_name("mcprt.event_payload"), tag, loader);
+}
+
+} // namespace events
+
+/// What the bus does to every typed payload before a subscriber sees it:
+/// invalid UTF-8 in any string is replaced by U+FFFD, and internal
+/// connection ids (client_update's connection_id, the pool events' id) are
+/// shown through `show` (when set). May throw only what `show` or the
+/// allocator throws.
+void make_publishable(event_payload& p, const std::function<std::string(const std::string&)>& show);
+
+/// An event: a kind, its typed payload, the payload as subscribers see it
+/// (rendered once by the bus from `payload` with to_json), a bus-assigned
+/// sequence number (monotonic, from 1) and the wall-clock time of
+/// publication in milliseconds since the epoch.
+struct event {
+  uint64_t seq = 0;
+  int64_t timestamp_ms = 0;
+  event_kind kind = event_kind::client_update;
+  event_payload payload{events::client_update{}};
+  json_value data;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, event& x) {
+  return f(caf::meta::type_name("mcprt.event"), x.seq, x.timestamp_ms, x.kind, x.payload, x.data);
+}
+
+} // namespace mcprt
+
+// -- atoms and interfaces -------------------------------------------------------------
+
+CAF_ADD_ATOM(mcprt, mcprt::atom, publish, "publish")
+CAF_ADD_ATOM(mcprt, mcprt::atom, unsubscribe, "unsubscr")
+CAF_ADD_ATOM(mcprt, mcprt::atom, replay, "replay")
+
+namespace mcprt {
+
+/// The EVENT SUBSCRIBER interface: receives bus events.
+using event_subscriber_actor = caf::typed_actor<caf::reacts_to<event>>;
+
+/// The EVENT BUS actor interface.
+using event_bus_actor = caf::typed_actor<
+  // Publishes a typed event; the bus stamps sequence number and time.
+  caf::reacts_to<atom::publish, event_payload>,
+  // COMPATIBILITY: publishes a payload built as JSON by the caller. To be
+  // removed when the pool and the reconciler publish typed events; such an
+  // event's `payload` is the kind's empty_payload.
+  caf::reacts_to<atom::publish, event_kind, json_value>,
+  // Subscribes (empty kinds: all kinds); answers the last sequence number
+  // published so far. Subscribers are monitored and dropped when they die.
+  caf::replies_to<atom::subscribe, event_subscriber_actor, std::vector<event_kind>>::with<uint64_t>,
+  caf::reacts_to<atom::unsubscribe, event_subscriber_actor>,
+  // Events with seq > the given one still in the bounded replay ring.
+  caf::replies_to<atom::replay, uint64_t>::with<std::vector<event>>>;
+
+/// Publishes `payload` on `bus` from actor `self`; nothing when `bus` is
+/// invalid (an actor spawned without a bus drops its events).
+template <class Self, class Payload>
+void publish(Self* self, const event_bus_actor& bus, Payload&& payload) {
+  if (bus) self->send(bus, atom::publish_v, event_payload{std::forward<Payload>(payload)});
+}
+
+/// Registers the event type ids (add_mcprt_types calls it).
+void add_event_types(caf::actor_system_config& cfg);
+
+} // namespace mcprt
+
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_kind))
+  CAF_ADD_TYPE_ID(mcprt_events, (std::vector<mcprt::event_kind>))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::settings_file_change))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::settings_changed))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::settings_error))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::reconcile_started))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::skipped_server))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::server_error))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::reconcile_finished))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::client_update))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::pending_approval_changed))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::budget_warning))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::refusal))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::child_refused_batch))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::pool_entry_restarted))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::pool_entry_failed))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_payload))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event))
+  CAF_ADD_TYPE_ID(mcprt_events, (std::vector<mcprt::event>))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_subscriber_actor))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_bus_actor))
+CAF_END_TYPE_ID_BLOCK(mcprt_events)
