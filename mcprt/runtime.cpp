@@ -331,8 +331,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   std::error_code ec;
   opts.workspace = fs::absolute(opts.workspace, ec).lexically_normal();
   if (opts.home.empty()) {
-    const char* home = std::getenv("HOME");
-    opts.home = home ? home : "/";
+    std::string no_home;
+    auto home = resolve_home({}, std::getenv("HOME"), &no_home);
+    if (!home) return make_error(errc::io_error, "runtime: " + no_home);
+    opts.home = *home;
   }
   auto prof = profile::parse(opts.profile);
   if (!prof) return make_error(errc::io_error, "runtime: unknown profile '" + opts.profile + "' (mcprt, qwen or gemini)");
