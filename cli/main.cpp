@@ -13,6 +13,7 @@
 #include "core/fingerprint.hpp"
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
+#include "cli/client.hpp"
 #include "cli/inspect.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
