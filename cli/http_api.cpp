@@ -77,6 +77,7 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
     out.message = e.context().match_elements<std::string>() ? e.context().get_as<std::string>(0) : out.code;
     switch (x) {
       case errc::unknown_server:
+      case errc::unknown_session:
       case errc::unknown_tool: out.status = 404; break;
       case errc::unavailable:
       case errc::not_gated:

@@ -473,7 +473,7 @@ void runtime::call_tool_async(const std::string& session, const std::string& ser
   auto& p = *impl_;
   auto s = p.find_session(session);
   if (!s) {
-    done(make_error(errc::unknown_server, "no session " + session));
+    done(make_error(errc::unknown_session, "no session " + session));
     return;
   }
   if (!p.calls->acquire(server)) {
@@ -519,7 +519,7 @@ void runtime::call_tool_async(const std::string& session, const std::string& ser
 
 caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session, const std::string& server) {
   auto s = impl_->find_session(session);
-  if (!s) return make_error(errc::unknown_server, "no session " + session);
+  if (!s) return make_error(errc::unknown_session, "no session " + session);
   return impl_->ask<std::vector<tool_info>>(s->reconciler, std::chrono::seconds(30), atom::tools_v, server);
 }
 

@@ -130,7 +130,8 @@ public:
   /// Calls a tool of a server the session runs. Fails with errc::unavailable
   /// naming the reason and the remedy ("pending approval — run `mcprt
   /// approve NAME`") when gating keeps the server out, errc::unknown_tool,
-  /// errc::unknown_server, or the server's own error.
+  /// errc::unknown_server, errc::unknown_session for a session that is not
+  /// open, or the server's own error.
   caf::expected<nlohmann::json> call_tool(const std::string& session, const std::string& server,
                                           const std::string& tool, nlohmann::json arguments = nlohmann::json::object(),
                                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
