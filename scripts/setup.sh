@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev
   procps
-  clang libclang-rt-14-dev llvm
+  clang clang-format libclang-rt-14-dev llvm
 )
 
 missing=()
