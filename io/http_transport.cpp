@@ -24,12 +24,16 @@ using namespace std::chrono_literals;
 namespace detail {
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 std::string_view trim(std::string_view s) {
   std::size_t b = 0, e = s.size();
-  while (b < e && is_ws(s[b])) ++b;
-  while (e > b && is_ws(s[e - 1])) --e;
+  while (b < e && is_ws(s[b]))
+    ++b;
+  while (e > b && is_ws(s[e - 1]))
+    --e;
   return s.substr(b, e - b);
 }
 
@@ -84,7 +88,8 @@ constexpr const char* k_version_header = "MCP-Protocol-Version";
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -96,30 +101,19 @@ std::string media_type(const httplib::Response& res) {
 
 std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
   switch (err) {
-    case httplib::Error::Connection:
-      return "cannot connect (connection refused or host unreachable)";
-    case httplib::Error::ConnectionTimeout:
-      return "connect timed out";
-    case httplib::Error::BindIPAddress:
-      return "cannot bind the local address";
+    case httplib::Error::Connection: return "cannot connect (connection refused or host unreachable)";
+    case httplib::Error::ConnectionTimeout: return "connect timed out";
+    case httplib::Error::BindIPAddress: return "cannot bind the local address";
     case httplib::Error::Read:
       return "connection lost or no response within " + std::to_string(timeout.count()) + " ms";
-    case httplib::Error::Write:
-      return "connection lost while sending the request";
-    case httplib::Error::Canceled:
-      return "request cancelled";
-    case httplib::Error::SSLConnection:
-      return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts:
-      return "cannot load the TLS CA certificates";
-    case httplib::Error::SSLServerVerification:
-      return "TLS server certificate verification failed";
-    case httplib::Error::ExceedRedirectCount:
-      return "too many redirects";
-    case httplib::Error::Compression:
-      return "cannot decompress the response";
-    default:
-      return "request failed (" + httplib::to_string(err) + ")";
+    case httplib::Error::Write: return "connection lost while sending the request";
+    case httplib::Error::Canceled: return "request cancelled";
+    case httplib::Error::SSLConnection: return "TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts: return "cannot load the TLS CA certificates";
+    case httplib::Error::SSLServerVerification: return "TLS server certificate verification failed";
+    case httplib::Error::ExceedRedirectCount: return "too many redirects";
+    case httplib::Error::Compression: return "cannot decompress the response";
+    default: return "request failed (" + httplib::to_string(err) + ")";
   }
 }
 
@@ -128,7 +122,8 @@ std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
 // replaces whatever else is invalid before the reason reaches JSON.
 std::string excerpt(std::string_view body, std::size_t max = 200) {
   std::size_t cut = std::min(body.size(), max);
-  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80; ++k)
+  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80;
+       ++k)
     --cut;
   std::string out;
   for (char c : body.substr(0, cut)) {
@@ -155,8 +150,8 @@ bool valid_header_value(std::string_view v) {
 // Headers this transport owns; configured ones with these names are dropped.
 bool reserved_header(std::string_view name) {
   static const std::set<std::string> reserved = {
-      "accept", "content-type", "content-length", "transfer-encoding", "connection",
-      "host", "mcp-session-id", "mcp-protocol-version", "last-event-id"};
+    "accept", "content-type",   "content-length",       "transfer-encoding", "connection",
+    "host",   "mcp-session-id", "mcp-protocol-version", "last-event-id"};
   return reserved.count(lower(name)) != 0;
 }
 
@@ -183,8 +178,7 @@ struct event_stream_ctl {
 };
 
 struct http_transport::state : std::enable_shared_from_this<http_transport::state> {
-  state(http_worker_pool& p, http_events ev, http_transport_options o)
-      : pool(p), events(std::move(ev)), opts(o) {}
+  state(http_worker_pool& p, http_events ev, http_transport_options o) : pool(p), events(std::move(ev)), opts(o) {}
 
   http_worker_pool& pool;
   const http_events events;
@@ -262,7 +256,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   }
 
   void messages_from_body(std::string_view body) {
-    for (auto& m : detail::split_json_batch(body)) message(std::move(m));
+    for (auto& m : detail::split_json_batch(body))
+      message(std::move(m));
   }
 
   void session_expired(const std::string& sid) {
@@ -295,8 +290,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
 
   // `sid`: the session the message was sent in (POST), or the current one.
   httplib::Headers request_headers(std::optional<std::optional<std::string>> sid = std::nullopt,
-                                   bool with_last_event_id = false,
-                                   const std::string& last_event_id = {}) const {
+                                   bool with_last_event_id = false, const std::string& last_event_id = {}) const {
     httplib::Headers h = base_headers;
     std::lock_guard<std::mutex> lock(mu);
     const auto& s = sid ? *sid : session;
@@ -326,8 +320,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       // std::function needs a copyable callable: hand the client over raw.
       auto* raw = client.release();
       pool.post([self, raw, q = std::move(q)]() mutable {
-        self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), std::move(q.msg),
-                       std::move(q.session));
+        self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), std::move(q.msg), std::move(q.session));
       });
     }
   }
@@ -339,8 +332,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     pump_locked();
   }
 
-  void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg,
-                std::optional<std::string> sid) {
+  void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg, std::optional<std::string> sid) {
     if (closing_flag.load()) {
       std::lock_guard<std::mutex> lock(mu);
       active.erase(client.get());
@@ -413,8 +405,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
 
     if (!closing_flag.load()) {
       if (too_big) {
-        error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) +
-              " bytes");
+        error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
       } else if (!ok) {
         error("POST " + display + ": " + describe(err, opts.request_timeout));
       } else {
@@ -437,9 +428,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (!closing) session = id;
   }
 
-  void handle_post_response(const httplib::Response& res, int status, bool sse,
-                            const std::string& body, bool had_session,
-                            const std::string& sent_session) {
+  void handle_post_response(const httplib::Response& res, int status, bool sse, const std::string& body,
+                            bool had_session, const std::string& sent_session) {
     if (status == 404 && had_session) {
       session_expired(sent_session);
       return;
@@ -452,14 +442,13 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         messages_from_body(body);
         return;
       }
-      error("POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '" +
-            excerpt(type, 60) + "'");
+      error("POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
+            + excerpt(type, 60) + "'");
       return;
     }
     // A JSON-RPC error answer to one of our requests (some servers use 4xx
     // for those): the session needs it to complete the request.
-    if (status >= 400 && status < 500 && media_type(res) == "application/json" &&
-        detail::has_non_null_id(body)) {
+    if (status >= 400 && status < 500 && media_type(res) == "application/json" && detail::has_non_null_id(body)) {
       messages_from_body(body);
       return;
     }
@@ -562,24 +551,23 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     closing = true;
     closing_flag = true;
     queue.clear();
-    for (auto* c : active) c->stop();
+    for (auto* c : active)
+      c->stop();
     idle.clear();
     if (stream) stream->request_stop();
   }
 };
 
-http_transport::http_transport(std::string url, std::map<std::string, std::string> headers,
-                               http_events events, http_worker_pool& pool,
-                               std::chrono::milliseconds request_timeout)
+http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
+                               http_worker_pool& pool, std::chrono::milliseconds request_timeout)
     : http_transport(std::move(url), std::move(headers), std::move(events), pool, [&] {
         http_transport_options o;
         o.request_timeout = request_timeout;
         return o;
       }()) {}
 
-http_transport::http_transport(std::string url, std::map<std::string, std::string> headers,
-                               http_events events, http_worker_pool& pool,
-                               http_transport_options options) {
+http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
+                               http_worker_pool& pool, http_transport_options options) {
   if (options.max_in_flight == 0) options.max_in_flight = 1;
   state_ = std::make_shared<state>(pool, std::move(events), options);
   std::string why;
@@ -637,10 +625,8 @@ void http_transport::send(std::string json_message) {
 
 void http_transport::set_protocol_version(std::string version) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (version.empty() || !valid_header_value(version))
-    state_->version.reset();
-  else
-    state_->version = std::move(version);
+  if (version.empty() || !valid_header_value(version)) state_->version.reset();
+  else state_->version = std::move(version);
 }
 
 void http_transport::reset_session() {
@@ -653,7 +639,9 @@ std::optional<std::string> http_transport::session_id() const {
   return state_->session;
 }
 
-const std::string& http_transport::display_url() const { return state_->display; }
+const std::string& http_transport::display_url() const {
+  return state_->display;
+}
 
 bool http_transport::open_event_stream() {
   std::lock_guard<std::mutex> lock(state_->mu);

@@ -71,7 +71,7 @@ struct http_transport_options {
 ///
 /// Not copyable or movable; all members are thread-safe.
 class http_transport {
- public:
+public:
   http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
                  http_worker_pool& pool,
                  std::chrono::milliseconds request_timeout = std::chrono::milliseconds(60000));
@@ -118,7 +118,7 @@ class http_transport {
 
   struct state; // implementation, shared with the worker jobs
 
- private:
+private:
   std::shared_ptr<state> state_;
 };
 

@@ -29,13 +29,15 @@ http_worker_pool::~http_worker_pool() {
     stopping_ = true;
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    t.join();
   std::vector<stream_thread> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     streams.swap(streams_);
   }
-  for (auto& s : streams) s.thread.join();
+  for (auto& s : streams)
+    s.thread.join();
 }
 
 void http_worker_pool::post(std::function<void()> job) {
@@ -92,7 +94,8 @@ bool http_worker_pool::start_event_stream(std::function<void()> body) {
       started = true;
     }
   }
-  for (auto& t : finished) t.join(); // they have finished: quick
+  for (auto& t : finished)
+    t.join(); // they have finished: quick
   return started;
 }
 

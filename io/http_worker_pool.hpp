@@ -27,7 +27,7 @@ namespace mcprt::io {
 /// jobs already posted (requests of destroyed transports are aborted and
 /// end quickly) and joins all threads.
 class http_worker_pool {
- public:
+public:
   explicit http_worker_pool(std::size_t threads = 4, std::size_t max_event_streams = 64);
   ~http_worker_pool();
   http_worker_pool(const http_worker_pool&) = delete;
@@ -45,7 +45,7 @@ class http_worker_pool {
   /// threads are running already (then returns false and drops `body`).
   bool start_event_stream(std::function<void()> body);
 
- private:
+private:
   struct stream_thread {
     std::thread thread;
     std::shared_ptr<bool> done; // guarded by mu_
