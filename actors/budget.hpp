@@ -11,7 +11,8 @@
 
 namespace mcprt {
 
-/// Spawns a budget actor (SPEC section 6): a thin shell around
+/// Spawns a budget actor, which holds the workspace's (or one session's)
+/// server slots, keyed by server name: a thin shell around
 /// core/budget_ledger. Each handler is one ledger call; the events the
 /// ledger returns are published on `bus` as `events::budget_warning` /
 /// `events::child_refused_batch` (messages/events.hpp; JSON payloads below).

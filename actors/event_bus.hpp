@@ -10,7 +10,9 @@
 
 namespace mcprt {
 
-/// Spawns the workspace event bus (SPEC section 8).
+/// Spawns the workspace event bus: every typed event (settings, reconcile,
+/// client, approval, budget and pool events) goes through it to the
+/// subscribers, and no payload carries a secret (`env` or `headers` values).
 ///
 /// - `publish(payload)` (one of the structs of messages/events.hpp; the
 ///   kind follows from it) stamps the event with the next sequence number

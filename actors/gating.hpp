@@ -24,7 +24,8 @@ struct gating_options {
   std::chrono::milliseconds debounce{300};
 };
 
-/// Spawns the gating actor (SPEC section 4). It owns the launch bound, the
+/// Spawns the gating actor, which decides which configured servers may run.
+/// It owns the launch bound, the
 /// trust flag, the approvals store and the current gating (the model is
 /// core/workspace_gating). On each settings update it assembles the scopes,
 /// recomputes gating and applies the change gate: when neither the merged

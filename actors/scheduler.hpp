@@ -10,8 +10,8 @@ namespace mcprt {
 /// (one per core when 0). Call before constructing the system; it replaces
 /// whatever `scheduler.policy` names.
 ///
-/// Why not CAF 0.17's own work-stealing scheduler (see docs/architecture.md,
-/// "Scheduler", for the measurements):
+/// Why not CAF 0.17's own work-stealing scheduler (see docs/performance.md,
+/// "The scheduler", for the measurements):
 /// - A woken actor goes to the front of its worker's queue, so two actors
 ///   that keep messaging each other run back to back while everything else
 ///   on that worker waits: with one worker, one of 1,000 echo clients did

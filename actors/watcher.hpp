@@ -28,7 +28,9 @@ struct watcher_options {
   bool use_inotify = true;
 };
 
-/// Spawns the settings watcher (SPEC section 3).
+/// Spawns the settings watcher: it watches each settings file's directory
+/// (editors save by renaming a temp file over it), debounces a burst of
+/// saves into one update, and sends only semantic changes.
 ///
 /// - At start it reads every file as its last good content and sends
 ///   `target` one `settings_update{batch 0, no changes, all files, forced}`.

@@ -1,6 +1,8 @@
 // The commands that talk to a running daemon over its HTTP API: status,
 // events, restart, call, and approve / reject when a daemon runs.
 
+#include "cli/client.hpp"
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/daemon_file.hpp"
-#include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt::cli {

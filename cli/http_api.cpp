@@ -79,6 +79,7 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
     out.message = !context.empty() && context.match_element<std::string>(0) ? context.get_as<std::string>(0) : out.code;
     switch (x) {
       case errc::unknown_server:
+      case errc::unknown_session:
       case errc::unknown_tool: out.status = 404; break;
       case errc::unavailable:
       case errc::not_gated:

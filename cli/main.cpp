@@ -12,6 +12,8 @@
 #include "core/approvals_store.hpp"
 #include "core/fingerprint.hpp"
 #include "core/fingerprint_key.hpp"
+#include "core/settings.hpp"
+#include "cli/client.hpp"
 #include "cli/inspect.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
@@ -55,14 +57,13 @@ std::optional<workspace_options> make_options(const common_flags& f) {
     std::cerr << "mcprt: workspace '" << f.workspace << "' is not a directory\n";
     return std::nullopt;
   }
-  if (!f.home.empty()) {
-    o.home = fs::absolute(f.home, ec);
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    o.home = h;
-  } else {
-    std::cerr << "mcprt: no home directory: set $HOME or pass --home\n";
+  std::string why;
+  auto home = resolve_home(f.home, std::getenv("HOME"), &why);
+  if (!home) {
+    std::cerr << "mcprt: " << why << "\n";
     return std::nullopt;
   }
+  o.home = *home;
   o.settings_profile = *profile::parse(f.profile_name);
   if (!f.mcp_config.empty()) o.mcp_config = fs::absolute(f.mcp_config, ec);
   if (f.allowed_names_given) o.launch_bound = split_name_list(f.allowed_names);

@@ -31,8 +31,8 @@
 #include "cli/daemon_file.hpp"
 #include "cli/http_api.hpp"
 #include "cli/http_server.hpp"
+#include "core/budget_ledger.hpp"
 #include "core/http_rules.hpp"
-#include "core/runtime_mode.hpp"
 #include "core/settings.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
@@ -210,7 +210,10 @@ int run_serve(const serve_flags& f) {
   opts.workspace = fs::absolute(f.workspace, ec).lexically_normal();
   if (!fs::is_directory(opts.workspace, ec))
     return fail_usage("workspace '" + f.workspace + "' is not a directory");
-  if (!f.home.empty()) opts.home = fs::absolute(f.home, ec).lexically_normal();
+  std::string no_home;
+  auto home = resolve_home(f.home, std::getenv("HOME"), &no_home);
+  if (!home) return fail_usage(no_home);
+  opts.home = *home;
   opts.profile = f.profile;
   if (!f.mcp_config.empty()) {
     opts.mcp_config = fs::absolute(f.mcp_config, ec);
@@ -223,16 +226,25 @@ int run_serve(const serve_flags& f) {
   if (f.debounce_ms < 0) return fail_usage("--debounce-ms must not be negative");
   if (f.threads < 0 || f.threads > 256) return fail_usage("--threads must be between 0 (one per core) and 256");
   opts.debounce = std::chrono::milliseconds(f.debounce_ms);
-  auto mode = resolve_runtime_mode(std::getenv("MCPRT_NO_POOL"), std::getenv("MCPRT_BUDGET"),
-                                   std::getenv("MCPRT_BUDGET_MODE"), f.budget, f.budget_mode, f.no_pool);
-  if (!mode.errors.empty()) {
-    for (auto& e : mode.errors)
+  // The flags as typed first (their errors name the flag), then the
+  // environment the way every embedding host applies it.
+  std::vector<std::string> bad;
+  if (f.budget) {
+    auto b = parse_budget_value(*f.budget);
+    if (b.value) opts.budget = b.value;
+    else bad.push_back("--budget: " + b.error);
+  }
+  if (f.budget_mode) {
+    if (auto m = parse_budget_mode(*f.budget_mode)) opts.mode = *m;
+    else bad.push_back("--budget-mode: expected off, warn or enforce, got '" + *f.budget_mode + "'");
+  }
+  opts.pool = !f.no_pool;
+  if (bad.empty()) bad = apply_environment(opts);
+  if (!bad.empty()) {
+    for (auto& e : bad)
       std::cerr << "mcprt serve: " << e << "\n";
     return 2;
   }
-  opts.pool = mode.mode.pool;
-  opts.budget = mode.mode.budget;
-  opts.mode = mode.mode.mode;
 
   auto addr = parse_listen(f.listen);
   if (!addr.error.empty()) return fail_usage(addr.error);
@@ -284,8 +296,8 @@ int run_serve(const serve_flags& f) {
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
   if (f.scheduler == "caf") {
-    auto n = f.threads > 0 ? static_cast<std::size_t>(f.threads) : std::max(1u, std::thread::hardware_concurrency());
-    cfg.set("scheduler.max-threads", n);
+    // CAF's default is one worker per core already.
+    if (f.threads > 0) cfg.set("scheduler.max-threads", static_cast<std::size_t>(f.threads));
   } else {
     use_mcprt_scheduler(cfg, static_cast<std::size_t>(f.threads));
   }

@@ -1,6 +1,7 @@
 #pragma once
 
-// `mcprt serve` (the daemon) and the commands that talk to it.
+// `mcprt serve`: the daemon. The commands that talk to it are in
+// cli/client.hpp.
 
 #include <optional>
 #include <string>
@@ -42,27 +43,6 @@ struct serve_flags {
 /// Runs the daemon until SIGINT / SIGTERM. 0 after a clean stop, 1 when it
 /// cannot start, 2 on bad flags.
 int run_serve(const serve_flags& f);
-
-/// How the client commands find and reach the daemon.
-struct client_flags {
-  std::string workspace = ".";
-  std::string url;
-  std::string token_file;
-  bool json = false;
-};
-
-int run_status(const client_flags& f);
-/// Follows the event stream; `since` replays what the daemon still holds.
-int run_events(const client_flags& f, std::optional<unsigned long long> since);
-int run_restart(const client_flags& f, const std::string& name);
-int run_call(const client_flags& f, const std::string& server, const std::string& tool, const std::string& args);
-
-/// approve / reject through the running daemon of `f.workspace`. nullopt:
-/// no daemon answers, or `own_store` (the approvals file the caller's
-/// explicit --home / --profile name; empty when it gave neither) is not the
-/// daemon's: the caller writes the store itself.
-std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,
-                                     const std::string& own_store = {});
 
 /// "HOST:PORT" (IPv6 as "[::1]:PORT"): host and port, or an error message.
 struct listen_address {

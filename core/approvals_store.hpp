@@ -16,8 +16,11 @@ enum class approval_state { pending, approved, rejected };
 std::string to_string(approval_state s);
 std::optional<approval_state> parse_approval_state(std::string_view s);
 
-/// Hash-bound approval decisions for servers from gated scopes (SPEC 4.2),
-/// persisted in one JSON file shared by every mcprt process of a user:
+/// Hash-bound approval decisions for servers from gated scopes (the
+/// workspace settings and `.mcp.json`): a record whose hash differs from the
+/// server's current config is `pending` again, and records are never
+/// deleted (a server removed and re-added unchanged keeps its decision).
+/// They are persisted in one JSON file shared by every mcprt process of a user:
 ///
 ///   { "<abs project root>": { "<server>": {"hash": "<hex>",
 ///                                          "status": "approved"|"rejected"} } }

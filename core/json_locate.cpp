@@ -236,4 +236,45 @@ std::optional<std::size_t> locate_json_value(std::string_view text,
   return sc.i;
 }
 
+std::optional<std::string_view> json_value_text(std::string_view text,
+                                                const std::vector<std::string>& path) {
+  auto start = locate_json_value(text, path);
+  if (!start) return std::nullopt;
+  scanner sc{text, *start};
+  if (!sc.skip_value()) return std::nullopt;
+  return text.substr(*start, sc.i - *start);
+}
+
+std::optional<std::vector<std::string_view>> json_array_elements(std::string_view text) {
+  scanner sc{text, 0};
+  sc.skip_ws();
+  if (sc.at_end() || text[sc.i] != '[') return std::nullopt;
+  ++sc.i;
+  std::vector<std::string_view> out;
+  sc.skip_ws();
+  if (!sc.at_end() && text[sc.i] == ']') {
+    ++sc.i;
+    sc.skip_ws();
+    if (!sc.at_end()) return std::nullopt;
+    return out;
+  }
+  for (;;) {
+    sc.skip_ws();
+    auto start = sc.i;
+    if (!sc.skip_value()) return std::nullopt;
+    out.push_back(text.substr(start, sc.i - start));
+    sc.skip_ws();
+    if (sc.at_end()) return std::nullopt;
+    if (text[sc.i] == ',') {
+      ++sc.i;
+      continue;
+    }
+    if (text[sc.i] != ']') return std::nullopt;
+    ++sc.i;
+    sc.skip_ws();
+    if (!sc.at_end()) return std::nullopt;
+    return out;
+  }
+}
+
 } // namespace mcprt

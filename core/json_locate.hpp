@@ -28,4 +28,17 @@ text_position position_of(std::string_view text, std::size_t offset);
 std::optional<std::size_t> locate_json_value(std::string_view text,
                                              const std::vector<std::string>& path);
 
+/// The raw text of the value at `path` (as for locate_json_value), from its
+/// first to its last byte; nullopt when the path is not found or the value
+/// does not end. For looking at a member of a message without parsing it,
+/// e.g. whether a JSON-RPC message has an "id".
+std::optional<std::string_view> json_value_text(std::string_view text,
+                                                const std::vector<std::string>& path);
+
+/// The raw text of each element of the array `text` holds (whitespace around
+/// it allowed), in order. nullopt when `text` is not exactly one array: not
+/// an array, an element that does not end, a missing comma, or anything but
+/// whitespace after the closing bracket. Linear, no recursion.
+std::optional<std::vector<std::string_view>> json_array_elements(std::string_view text);
+
 } // namespace mcprt

@@ -25,6 +25,22 @@ std::optional<profile> profile::parse(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<fs::path> resolve_home(std::string_view home_flag, const char* home_env, std::string* error) {
+  std::string_view chosen = home_flag;
+  if (chosen.empty() && home_env) chosen = home_env;
+  if (chosen.empty()) {
+    if (error) *error = "no home directory: set $HOME or pass --home";
+    return std::nullopt;
+  }
+  std::error_code ec;
+  auto home = fs::absolute(fs::path(chosen), ec);
+  if (ec) {
+    if (error) *error = "cannot resolve the home directory: " + ec.message();
+    return std::nullopt;
+  }
+  return home.lexically_normal();
+}
+
 settings_paths resolve_settings_paths(const fs::path& home, const fs::path& workspace,
                                       const profile& p) {
   return {home / p.dir_name / "settings.json", workspace / ".mcp.json",

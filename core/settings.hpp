@@ -30,6 +30,15 @@ struct profile {
   static std::optional<profile> parse(std::string_view name); // mcprt|qwen|gemini
 };
 
+/// The home directory user settings, approvals and the fingerprint key live
+/// under: `home_flag` (--home) when given, else `home_env` ($HOME) when set
+/// and not empty, made absolute against the current directory. Every command
+/// and the runtime resolve it here, so they never disagree. Without either
+/// there is no home: nullopt and `error` says how to name one (guessing "/"
+/// or the current directory would read and write files nobody chose).
+std::optional<std::filesystem::path> resolve_home(std::string_view home_flag, const char* home_env,
+                                                  std::string* error = nullptr);
+
 /// The settings files of one workspace, by scope.
 struct settings_paths {
   std::filesystem::path user;      // <home>/.mcprt/settings.json

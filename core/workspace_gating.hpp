@@ -11,7 +11,9 @@
 
 namespace mcprt {
 
-/// What one session may run now (SPEC 4.2), and why the rest may not.
+/// What one session may run now (the launch bound intersected with
+/// `mcp.allowed`, minus `mcp.excluded`, minus gated servers not approved;
+/// nothing when untrusted), and why the rest may not.
 struct session_admission {
   bool trusted = true;
   server_map admitted;
@@ -35,7 +37,8 @@ public:
 
   /// Replaces the settings layers (user, project, workspace) with their last
   /// good documents and recomputes. Answers whether the change gate opens:
-  /// the merged servers or the gating lists differ from before (SPEC 4.1).
+  /// the merged servers or the gating lists differ from before (lists
+  /// compared as sets; a missing `mcp.allowed`, allow all, differs from `[]`).
   bool set_documents(std::vector<settings_document> docs);
 
   /// Recomputes after a decision was stored; answers whether the gate opens.

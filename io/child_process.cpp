@@ -139,8 +139,8 @@ child_process child_process::spawn(const spawn_options& o) {
   // TSan's runtime takes clone(CLONE_VM) for a fork and corrupts its own
   // state, so TSan builds use fork: the child reports through a shared
   // page, and the parent waits for exec by the close-on-exec pipe.
-  auto* shared = static_cast<int*>(::mmap(nullptr, 2 * sizeof(int), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* shared =
+    static_cast<int*>(::mmap(nullptr, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   shared[0] = -1;
   shared[1] = 0;
   setup.stage = &shared[0];
@@ -192,14 +192,15 @@ child_process child_process::spawn(const spawn_options& o) {
   c.err_ = err[0];
   if (stage >= 0) {
     c.wait_for(std::chrono::milliseconds(1000));
-    std::string what = stage == 0 ? "cannot change to directory '" + *o.cwd + "'" : "cannot run '" + o.command + "'";
+    std::string what =
+      stage == 0 ? "cannot change to directory '" + *o.cwd + "'" : "cannot run '" + o.command + "'";
     throw spawn_error(what + ": " + std::strerror(error));
   }
   return c;
 }
 
 child_process::child_process(child_process&& other) noexcept
-  : pid_(other.pid_), in_(other.in_), out_(other.out_), err_(other.err_), status_(other.status_) {
+    : pid_(other.pid_), in_(other.in_), out_(other.out_), err_(other.err_), status_(other.status_) {
   other.pid_ = -1;
   other.in_ = other.out_ = other.err_ = -1;
 }
@@ -251,8 +252,7 @@ std::optional<exit_status> child_process::wait_for(std::chrono::milliseconds tim
   }
 }
 
-exit_status child_process::shutdown(std::chrono::milliseconds stdin_grace,
-                                    std::chrono::milliseconds term_grace) {
+exit_status child_process::shutdown(std::chrono::milliseconds stdin_grace, std::chrono::milliseconds term_grace) {
   if (pid_ <= 0) return {};
   close_stdin();
   if (!wait_for(stdin_grace)) {

@@ -32,7 +32,7 @@ exec_strings exec_strings_for(const spawn_options& opts);
 /// Why a child could not be started: command not found, not executable, bad
 /// cwd, or out of resources; the message names the command and the OS error.
 class spawn_error : public std::runtime_error {
- public:
+public:
   using std::runtime_error::runtime_error;
 };
 
@@ -50,7 +50,7 @@ struct exit_status {
 /// dies (PR_SET_PDEATHSIG): spawn from a thread that lives as long as the
 /// runtime. The destructor kills the group and reaps: no zombie, no orphan.
 class child_process {
- public:
+public:
   static child_process spawn(const spawn_options& opts);
 
   child_process(child_process&& other) noexcept;
@@ -77,7 +77,7 @@ class child_process {
 
   bool running() const { return pid_ > 0 && !status_; }
 
- private:
+private:
   child_process() = default;
   std::optional<exit_status> wait_for(std::chrono::milliseconds timeout);
   void close_fds();

@@ -22,8 +22,8 @@ struct exec_setup {
   char* const* candidates = nullptr; // execve paths in order, null-terminated
   const char* cwd = nullptr;         // may be null
   int in_fd = -1, out_fd = -1, err_fd = -1;
-  pid_t parent = -1;    // the parent's pid: PR_SET_PDEATHSIG is tied to it
-  sigset_t child_mask;  // the signal mask the server starts with (empty)
+  pid_t parent = -1;   // the parent's pid: PR_SET_PDEATHSIG is tied to it
+  sigset_t child_mask; // the signal mask the server starts with (empty)
   // Where the child reports a failure: in the parent's memory (clone) or in
   // a shared mapping (fork).
   volatile int* stage = nullptr; // -1: exec'd; 0: chdir failed; 1: exec failed

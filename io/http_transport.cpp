@@ -8,274 +8,47 @@
 #include <cctype>
 #include <set>
 
+#include "core/json_locate.hpp"
+#include "core/sse_parser.hpp"
+
 namespace mcprt::io {
 
 using namespace std::chrono_literals;
 
 // --------------------------------------------------------------------------
-// Worker pool
-// --------------------------------------------------------------------------
-
-http_worker_pool::http_worker_pool(std::size_t threads, std::size_t max_event_streams)
-    : max_streams_(max_event_streams) {
-  if (threads == 0) threads = 1;
-  workers_.reserve(threads);
-  for (std::size_t i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] {
-      for (;;) {
-        std::function<void()> job;
-        {
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-          if (jobs_.empty()) return; // stopping and drained
-          job = std::move(jobs_.front());
-          jobs_.pop_front();
-        }
-        job();
-      }
-    });
-  }
-}
-
-http_worker_pool::~http_worker_pool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : workers_) t.join();
-  std::vector<stream_thread> streams;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    streams.swap(streams_);
-  }
-  for (auto& s : streams) s.thread.join();
-}
-
-void http_worker_pool::post(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(job));
-  }
-  cv_.notify_one();
-}
-
-void http_worker_pool::reap_locked(std::vector<std::thread>& finished) {
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    if (*it->done) {
-      finished.push_back(std::move(it->thread));
-      it = streams_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-std::size_t http_worker_pool::active_event_streams() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::size_t n = 0;
-  for (const auto& s : streams_)
-    if (!*s.done) ++n;
-  return n;
-}
-
-bool http_worker_pool::wait_event_streams_idle(std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  return streams_cv_.wait_for(lock, timeout, [&] {
-    for (const auto& s : streams_)
-      if (!*s.done) return false;
-    return true;
-  });
-}
-
-bool http_worker_pool::start_event_stream(std::function<void()> body) {
-  std::vector<std::thread> finished;
-  bool started = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    reap_locked(finished);
-    if (!stopping_ && streams_.size() < max_streams_) {
-      auto done = std::make_shared<bool>(false);
-      std::thread t([this, done, body = std::move(body)] {
-        body();
-        std::lock_guard<std::mutex> lock(mu_);
-        *done = true;
-        streams_cv_.notify_all();
-      });
-      streams_.push_back({std::move(t), std::move(done)});
-      started = true;
-    }
-  }
-  for (auto& t : finished) t.join(); // they have finished: quick
-  return started;
-}
-
-// --------------------------------------------------------------------------
-// URL parsing
-// --------------------------------------------------------------------------
-
-std::string http_url::origin() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return scheme + "://" + h + ":" + std::to_string(port);
-}
-
-std::optional<http_url> parse_http_url(std::string_view url, std::string* error) {
-  auto fail = [&](std::string why) -> std::optional<http_url> {
-    if (error) *error = std::move(why);
-    return std::nullopt;
-  };
-  if (url.empty()) return fail("invalid URL: empty");
-  for (unsigned char c : url)
-    if (c <= 0x20 || c == 0x7f) return fail("invalid URL: contains spaces or control characters");
-  auto sep = url.find("://");
-  if (sep == std::string_view::npos) return fail("invalid URL: expected http://host[:port]/path");
-  std::string scheme(url.substr(0, sep));
-  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (scheme != "http" && scheme != "https")
-    return fail("invalid URL: scheme '" + scheme.substr(0, 16) + "' is not http or https");
-  http_url out;
-  out.scheme = scheme;
-  auto rest = url.substr(sep + 3);
-  auto frag = rest.find('#');
-  if (frag != std::string_view::npos) rest = rest.substr(0, frag);
-  auto auth_end = rest.find_first_of("/?");
-  auto authority = rest.substr(0, auth_end);
-  auto target = auth_end == std::string_view::npos ? std::string_view() : rest.substr(auth_end);
-  if (authority.find('@') != std::string_view::npos)
-    return fail("invalid URL: user info (user:password@) is not supported; use headers");
-  std::string_view host, port_text;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) return fail("invalid URL: unterminated IPv6 address");
-    host = authority.substr(1, close - 1);
-    auto after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail("invalid URL: junk after IPv6 address");
-      port_text = after.substr(1);
-      if (port_text.empty()) return fail("invalid URL: empty port");
-    }
-  } else {
-    auto colon = authority.rfind(':');
-    host = authority.substr(0, colon);
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return fail("invalid URL: empty port");
-    }
-  }
-  if (host.empty()) return fail("invalid URL: no host");
-  out.host = std::string(host);
-  if (!port_text.empty()) {
-    long p = 0;
-    for (char c : port_text) {
-      if (c < '0' || c > '9' || p > 65535) return fail("invalid URL: bad port");
-      p = p * 10 + (c - '0');
-    }
-    if (p < 1 || p > 65535) return fail("invalid URL: port out of range");
-    out.port = static_cast<int>(p);
-  } else {
-    out.port = scheme == "https" ? 443 : 80;
-  }
-  std::string t(target);
-  if (t.empty() || t.front() == '?') t.insert(0, "/");
-  out.target = t;
-  auto q = t.find('?');
-  out.display = out.origin() + (q == std::string::npos ? t : t.substr(0, q) + "?…");
-  return out;
-}
-
-// --------------------------------------------------------------------------
-// JSON helpers (just enough structure: no full parser in mcprt_io)
+// JSON-RPC messages, scanned rather than parsed: the transport only needs to
+// know whether a message is a request and how a batch splits; the session
+// parses each message anyway
 // --------------------------------------------------------------------------
 
 namespace detail {
 namespace {
 
-constexpr std::size_t npos = std::string_view::npos;
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-std::size_t skip_ws(std::string_view s, std::size_t i) {
-  while (i < s.size() && is_ws(s[i])) ++i;
-  return i;
-}
-
-std::size_t skip_string(std::string_view s, std::size_t i) { // s[i] == '"'
-  for (++i; i < s.size(); ++i) {
-    if (s[i] == '\\')
-      ++i;
-    else if (s[i] == '"')
-      return i + 1;
-  }
-  return npos;
-}
-
-std::size_t skip_value(std::string_view s, std::size_t i) {
-  i = skip_ws(s, i);
-  if (i >= s.size()) return npos;
-  char c = s[i];
-  if (c == '"') return skip_string(s, i);
-  if (c == '{' || c == '[') {
-    int depth = 0;
-    while (i < s.size()) {
-      c = s[i];
-      if (c == '"') {
-        i = skip_string(s, i);
-        if (i == npos) return npos;
-        continue;
-      }
-      if (c == '{' || c == '[') {
-        ++depth;
-      } else if (c == '}' || c == ']') {
-        if (--depth == 0) return i + 1;
-      }
-      ++i;
-    }
-    return npos;
-  }
-  std::size_t j = i;
-  while (j < s.size() && !is_ws(s[j]) && s[j] != ',' && s[j] != ']' && s[j] != '}' && s[j] != ':')
-    ++j;
-  return j == i ? npos : j;
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
 std::string_view trim(std::string_view s) {
-  auto b = skip_ws(s, 0);
-  auto e = s.size();
-  while (e > b && is_ws(s[e - 1])) --e;
+  std::size_t b = 0, e = s.size();
+  while (b < e && is_ws(s[b]))
+    ++b;
+  while (e > b && is_ws(s[e - 1]))
+    --e;
   return s.substr(b, e - b);
 }
 
-// The raw text of member `key` of a top-level object, if present.
-std::optional<std::string_view> member(std::string_view obj, std::string_view key) {
-  obj = trim(obj);
-  if (obj.empty() || obj.front() != '{') return std::nullopt;
-  std::size_t i = skip_ws(obj, 1);
-  while (i < obj.size() && obj[i] == '"') {
-    auto kend = skip_string(obj, i);
-    if (kend == npos) return std::nullopt;
-    auto k = obj.substr(i + 1, kend - i - 2);
-    i = skip_ws(obj, kend);
-    if (i >= obj.size() || obj[i] != ':') return std::nullopt;
-    auto vstart = skip_ws(obj, i + 1);
-    auto vend = skip_value(obj, vstart);
-    if (vend == npos) return std::nullopt;
-    if (k == key) return obj.substr(vstart, vend - vstart);
-    i = skip_ws(obj, vend);
-    if (i < obj.size() && obj[i] == ',') i = skip_ws(obj, i + 1);
-  }
-  return std::nullopt;
+bool has_non_null_id_member(std::string_view obj) {
+  auto id = json_value_text(obj, {"id"});
+  return id && *id != "null";
 }
 
 bool is_request_object(std::string_view obj) {
-  auto id = member(obj, "id");
-  return member(obj, "method").has_value() && id && *id != "null";
+  return json_value_text(obj, {"method"}).has_value() && has_non_null_id_member(obj);
 }
 
 bool has_non_null_id(std::string_view body) {
-  for (const auto& m : split_json_batch(body)) {
-    auto id = member(m, "id");
-    if (id && *id != "null") return true;
-  }
+  for (const auto& m : split_json_batch(body))
+    if (has_non_null_id_member(m)) return true;
   return false;
 }
 
@@ -283,30 +56,12 @@ bool has_non_null_id(std::string_view body) {
 
 std::vector<std::string> split_json_batch(std::string_view body) {
   body = trim(body);
-  std::vector<std::string> out;
-  if (body.empty()) return out;
-  if (body.front() != '[') {
-    out.emplace_back(body);
-    return out;
-  }
-  std::size_t i = skip_ws(body, 1);
-  if (i < body.size() && body[i] == ']') {
-    if (skip_ws(body, i + 1) == body.size()) return out; // "[]"
-    return {std::string(body)};
-  }
-  while (i < body.size()) {
-    auto end = skip_value(body, i);
-    if (end == npos) return {std::string(body)};
-    out.emplace_back(trim(body.substr(i, end - i)));
-    i = skip_ws(body, end);
-    if (i < body.size() && body[i] == ',') {
-      i = skip_ws(body, i + 1);
-      continue;
-    }
-    if (i < body.size() && body[i] == ']' && skip_ws(body, i + 1) == body.size()) return out;
-    return {std::string(body)};
-  }
-  return {std::string(body)};
+  if (body.empty()) return {};
+  if (body.front() != '[') return {std::string(body)};
+  auto elements = json_array_elements(body);
+  // Malformed text is handed on whole, for the session to reject.
+  if (!elements) return {std::string(body)};
+  return {elements->begin(), elements->end()};
 }
 
 bool is_json_rpc_request(std::string_view message) {
@@ -318,138 +73,6 @@ bool is_json_rpc_request(std::string_view message) {
       if (is_request_object(m)) return true;
   }
   return false;
-}
-
-// --------------------------------------------------------------------------
-// SSE parser
-// --------------------------------------------------------------------------
-
-bool sse_parser::feed(std::string_view bytes, const sink& out) {
-  if (failed_) return false;
-  if (!started_) {
-    // A UTF-8 BOM may open the stream (possibly split across chunks).
-    static constexpr std::string_view bom = "\xEF\xBB\xBF";
-    std::string probe = buf_ + std::string(bytes.substr(0, 3));
-    if (probe.size() < 3 && bom.substr(0, probe.size()) == probe) {
-      buf_ = probe;
-      return true;
-    }
-    started_ = true;
-    std::string all = buf_ + std::string(bytes);
-    buf_.clear();
-    std::string_view v(all);
-    if (v.substr(0, 3) == bom) v.remove_prefix(3);
-    return feed(v, out);
-  }
-  std::size_t i = 0;
-  if (skip_lf_ && !bytes.empty()) {
-    if (bytes[0] == '\n') i = 1;
-    skip_lf_ = false;
-  }
-  while (i < bytes.size()) {
-    auto nl = bytes.find_first_of("\r\n", i);
-    if (nl == npos) {
-      buf_.append(bytes.substr(i));
-      break;
-    }
-    std::string_view l;
-    std::string joined;
-    if (buf_.empty()) {
-      l = bytes.substr(i, nl - i);
-    } else {
-      joined = std::move(buf_);
-      buf_.clear();
-      joined.append(bytes.substr(i, nl - i));
-      l = joined;
-    }
-    line(l, out);
-    if (failed_) return false;
-    i = nl + 1;
-    if (bytes[nl] == '\r') {
-      if (i < bytes.size()) {
-        if (bytes[i] == '\n') ++i;
-      } else {
-        skip_lf_ = true;
-      }
-    }
-  }
-  if (buf_.size() + data_.size() > max_) {
-    failed_ = true;
-    buf_.clear();
-    data_.clear();
-    return false;
-  }
-  return true;
-}
-
-void sse_parser::finish(const sink& out) {
-  if (failed_) return;
-  if (!started_) {
-    started_ = true;
-    buf_.clear();
-  }
-  if (!buf_.empty()) {
-    std::string l = std::move(buf_);
-    buf_.clear();
-    line(l, out);
-  }
-  dispatch(out);
-}
-
-void sse_parser::line(std::string_view l, const sink& out) {
-  if (l.empty()) {
-    dispatch(out);
-    return;
-  }
-  // One chunk can hold a whole line of any length: the bound holds per
-  // line too, or an `event:` or `id:` line would be kept whatever its size.
-  if (l.size() > max_) {
-    failed_ = true;
-    buf_.clear();
-    data_.clear();
-    return;
-  }
-  if (l.front() == ':') return; // comment
-  auto colon = l.find(':');
-  std::string_view field = l.substr(0, colon);
-  std::string_view value;
-  if (colon != npos) {
-    value = l.substr(colon + 1);
-    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  }
-  if (field == "data") {
-    data_.append(value);
-    data_.push_back('\n');
-    has_data_ = true;
-    if (data_.size() > max_) {
-      failed_ = true;
-      data_.clear();
-    }
-  } else if (field == "event") {
-    type_ = std::string(value);
-  } else if (field == "id") {
-    if (value.find('\0') == npos) last_id_ = std::string(value);
-  } else if (field == "retry") {
-    if (!value.empty() && value.size() < 10 &&
-        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      retry_ = std::stol(std::string(value));
-  }
-}
-
-void sse_parser::dispatch(const sink& out) {
-  if (!has_data_) {
-    type_.clear();
-    return;
-  }
-  event e;
-  e.type = type_.empty() ? "message" : std::move(type_);
-  data_.pop_back(); // the last '\n'
-  e.data = std::move(data_);
-  e.id = last_id_;
-  data_.clear();
-  type_.clear();
-  has_data_ = false;
-  out(std::move(e));
 }
 
 } // namespace detail
@@ -465,7 +88,8 @@ constexpr const char* k_version_header = "MCP-Protocol-Version";
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -477,30 +101,19 @@ std::string media_type(const httplib::Response& res) {
 
 std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
   switch (err) {
-    case httplib::Error::Connection:
-      return "cannot connect (connection refused or host unreachable)";
-    case httplib::Error::ConnectionTimeout:
-      return "connect timed out";
-    case httplib::Error::BindIPAddress:
-      return "cannot bind the local address";
+    case httplib::Error::Connection: return "cannot connect (connection refused or host unreachable)";
+    case httplib::Error::ConnectionTimeout: return "connect timed out";
+    case httplib::Error::BindIPAddress: return "cannot bind the local address";
     case httplib::Error::Read:
       return "connection lost or no response within " + std::to_string(timeout.count()) + " ms";
-    case httplib::Error::Write:
-      return "connection lost while sending the request";
-    case httplib::Error::Canceled:
-      return "request cancelled";
-    case httplib::Error::SSLConnection:
-      return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts:
-      return "cannot load the TLS CA certificates";
-    case httplib::Error::SSLServerVerification:
-      return "TLS server certificate verification failed";
-    case httplib::Error::ExceedRedirectCount:
-      return "too many redirects";
-    case httplib::Error::Compression:
-      return "cannot decompress the response";
-    default:
-      return "request failed (" + httplib::to_string(err) + ")";
+    case httplib::Error::Write: return "connection lost while sending the request";
+    case httplib::Error::Canceled: return "request cancelled";
+    case httplib::Error::SSLConnection: return "TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts: return "cannot load the TLS CA certificates";
+    case httplib::Error::SSLServerVerification: return "TLS server certificate verification failed";
+    case httplib::Error::ExceedRedirectCount: return "too many redirects";
+    case httplib::Error::Compression: return "cannot decompress the response";
+    default: return "request failed (" + httplib::to_string(err) + ")";
   }
 }
 
@@ -509,7 +122,8 @@ std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
 // replaces whatever else is invalid before the reason reaches JSON.
 std::string excerpt(std::string_view body, std::size_t max = 200) {
   std::size_t cut = std::min(body.size(), max);
-  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80; ++k)
+  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80;
+       ++k)
     --cut;
   std::string out;
   for (char c : body.substr(0, cut)) {
@@ -536,8 +150,8 @@ bool valid_header_value(std::string_view v) {
 // Headers this transport owns; configured ones with these names are dropped.
 bool reserved_header(std::string_view name) {
   static const std::set<std::string> reserved = {
-      "accept", "content-type", "content-length", "transfer-encoding", "connection",
-      "host", "mcp-session-id", "mcp-protocol-version", "last-event-id"};
+    "accept", "content-type",   "content-length",       "transfer-encoding", "connection",
+    "host",   "mcp-session-id", "mcp-protocol-version", "last-event-id"};
   return reserved.count(lower(name)) != 0;
 }
 
@@ -564,8 +178,7 @@ struct event_stream_ctl {
 };
 
 struct http_transport::state : std::enable_shared_from_this<http_transport::state> {
-  state(http_worker_pool& p, http_events ev, http_transport_options o)
-      : pool(p), events(std::move(ev)), opts(o) {}
+  state(http_worker_pool& p, http_events ev, http_transport_options o) : pool(p), events(std::move(ev)), opts(o) {}
 
   http_worker_pool& pool;
   const http_events events;
@@ -643,7 +256,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   }
 
   void messages_from_body(std::string_view body) {
-    for (auto& m : detail::split_json_batch(body)) message(std::move(m));
+    for (auto& m : detail::split_json_batch(body))
+      message(std::move(m));
   }
 
   void session_expired(const std::string& sid) {
@@ -676,8 +290,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
 
   // `sid`: the session the message was sent in (POST), or the current one.
   httplib::Headers request_headers(std::optional<std::optional<std::string>> sid = std::nullopt,
-                                   bool with_last_event_id = false,
-                                   const std::string& last_event_id = {}) const {
+                                   bool with_last_event_id = false, const std::string& last_event_id = {}) const {
     httplib::Headers h = base_headers;
     std::lock_guard<std::mutex> lock(mu);
     const auto& s = sid ? *sid : session;
@@ -707,8 +320,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       // std::function needs a copyable callable: hand the client over raw.
       auto* raw = client.release();
       pool.post([self, raw, q = std::move(q)]() mutable {
-        self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), std::move(q.msg),
-                       std::move(q.session));
+        self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), std::move(q.msg), std::move(q.session));
       });
     }
   }
@@ -720,8 +332,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     pump_locked();
   }
 
-  void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg,
-                std::optional<std::string> sid) {
+  void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg, std::optional<std::string> sid) {
     if (closing_flag.load()) {
       std::lock_guard<std::mutex> lock(mu);
       active.erase(client.get());
@@ -758,8 +369,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     bool sse = false;
     std::string body;
     bool too_big = false;
-    detail::sse_parser parser(opts.max_message_bytes);
-    auto on_event = [&](detail::sse_parser::event&& e) {
+    sse_parser parser(opts.max_message_bytes);
+    auto on_event = [&](sse_parser::event&& e) {
       if (e.type == "message") messages_from_body(e.data);
     };
     req.response_handler = [&](const httplib::Response& res) {
@@ -794,8 +405,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
 
     if (!closing_flag.load()) {
       if (too_big) {
-        error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) +
-              " bytes");
+        error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
       } else if (!ok) {
         error("POST " + display + ": " + describe(err, opts.request_timeout));
       } else {
@@ -818,9 +428,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (!closing) session = id;
   }
 
-  void handle_post_response(const httplib::Response& res, int status, bool sse,
-                            const std::string& body, bool had_session,
-                            const std::string& sent_session) {
+  void handle_post_response(const httplib::Response& res, int status, bool sse, const std::string& body,
+                            bool had_session, const std::string& sent_session) {
     if (status == 404 && had_session) {
       session_expired(sent_session);
       return;
@@ -833,14 +442,13 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         messages_from_body(body);
         return;
       }
-      error("POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '" +
-            excerpt(type, 60) + "'");
+      error("POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
+            + excerpt(type, 60) + "'");
       return;
     }
     // A JSON-RPC error answer to one of our requests (some servers use 4xx
     // for those): the session needs it to complete the request.
-    if (status >= 400 && status < 500 && media_type(res) == "application/json" &&
-        detail::has_non_null_id(body)) {
+    if (status >= 400 && status < 500 && media_type(res) == "application/json" && detail::has_non_null_id(body)) {
       messages_from_body(body);
       return;
     }
@@ -882,8 +490,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       bool got_event = false;
       bool too_big = false;
       std::string body;
-      detail::sse_parser parser(opts.max_message_bytes);
-      auto on_event = [&](detail::sse_parser::event&& e) {
+      sse_parser parser(opts.max_message_bytes);
+      auto on_event = [&](sse_parser::event&& e) {
         got_event = true;
         last_event_id = e.id;
         if (e.type == "message") messages_from_body(e.data);
@@ -943,28 +551,27 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     closing = true;
     closing_flag = true;
     queue.clear();
-    for (auto* c : active) c->stop();
+    for (auto* c : active)
+      c->stop();
     idle.clear();
     if (stream) stream->request_stop();
   }
 };
 
-http_transport::http_transport(std::string url, std::map<std::string, std::string> headers,
-                               http_events events, http_worker_pool& pool,
-                               std::chrono::milliseconds request_timeout)
+http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
+                               http_worker_pool& pool, std::chrono::milliseconds request_timeout)
     : http_transport(std::move(url), std::move(headers), std::move(events), pool, [&] {
         http_transport_options o;
         o.request_timeout = request_timeout;
         return o;
       }()) {}
 
-http_transport::http_transport(std::string url, std::map<std::string, std::string> headers,
-                               http_events events, http_worker_pool& pool,
-                               http_transport_options options) {
+http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
+                               http_worker_pool& pool, http_transport_options options) {
   if (options.max_in_flight == 0) options.max_in_flight = 1;
   state_ = std::make_shared<state>(pool, std::move(events), options);
   std::string why;
-  state_->url = parse_http_url(url, &why);
+  state_->url = http_url::parse(url, &why);
   if (state_->url) {
     state_->display = state_->url->display;
   } else {
@@ -1018,10 +625,8 @@ void http_transport::send(std::string json_message) {
 
 void http_transport::set_protocol_version(std::string version) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (version.empty() || !valid_header_value(version))
-    state_->version.reset();
-  else
-    state_->version = std::move(version);
+  if (version.empty() || !valid_header_value(version)) state_->version.reset();
+  else state_->version = std::move(version);
 }
 
 void http_transport::reset_session() {
@@ -1034,7 +639,9 @@ std::optional<std::string> http_transport::session_id() const {
   return state_->session;
 }
 
-const std::string& http_transport::display_url() const { return state_->display; }
+const std::string& http_transport::display_url() const {
+  return state_->display;
+}
 
 bool http_transport::open_event_stream() {
   std::lock_guard<std::mutex> lock(state_->mu);

@@ -1,18 +1,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
+
+#include "core/http_url.hpp"
+#include "io/http_worker_pool.hpp"
 
 namespace mcprt::io {
 
@@ -39,56 +38,6 @@ struct http_events {
   std::function<void()> on_closed;
 };
 
-/// The threads every http_transport runs its requests on. Requests (POST,
-/// DELETE) run on a fixed number of workers shared by all transports; a
-/// GET event stream needs a long-lived blocking request, so each open one
-/// gets a dedicated thread instead, at most `max_event_streams` at a time.
-///
-/// A POST holds its worker until its response is complete (an SSE response
-/// until that stream ends), so `threads` bounds how many requests wait for
-/// answers at once across all transports; more queue behind them. Size it
-/// above the number of slow tool calls expected at the same time (a server
-/// request arriving on an SSE response needs a free worker for our answer).
-///
-/// Destroy every transport before the pool: the destructor finishes the
-/// jobs already posted (requests of destroyed transports are aborted and
-/// end quickly) and joins all threads.
-class http_worker_pool {
- public:
-  explicit http_worker_pool(std::size_t threads = 4, std::size_t max_event_streams = 64);
-  ~http_worker_pool();
-  http_worker_pool(const http_worker_pool&) = delete;
-  http_worker_pool& operator=(const http_worker_pool&) = delete;
-
-  void post(std::function<void()> job);
-  std::size_t thread_count() const { return workers_.size(); }
-  std::size_t max_event_streams() const { return max_streams_; }
-  std::size_t active_event_streams() const;
-  /// Waits until no event stream is running (each ends once its transport
-  /// closes); false if some still run after `timeout`.
-  bool wait_event_streams_idle(std::chrono::milliseconds timeout) const;
-
-  /// Runs `body` on a new dedicated thread unless `max_event_streams`
-  /// threads are running already (then returns false and drops `body`).
-  bool start_event_stream(std::function<void()> body);
-
- private:
-  struct stream_thread {
-    std::thread thread;
-    std::shared_ptr<bool> done; // guarded by mu_
-  };
-  void reap_locked(std::vector<std::thread>& finished);
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  mutable std::condition_variable streams_cv_; // a stream thread finished
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
-  std::size_t max_streams_;
-  std::vector<stream_thread> streams_;
-};
-
 struct http_transport_options {
   /// Longest silence while waiting for (more of) a response. It is an idle
   /// timeout, not a total one: an SSE response may take any time as long as
@@ -107,22 +56,6 @@ struct http_transport_options {
   std::size_t max_message_bytes = 64u << 20;
 };
 
-/// A parsed http(s) URL; `target` is path plus query, as sent.
-struct http_url {
-  std::string scheme; // "http" or "https"
-  std::string host;   // IPv6 literals without brackets
-  int port = 0;
-  std::string target;  // "/mcp?x=1"
-  std::string display; // scheme://host:port/path, query replaced by "?…": for messages
-  std::string origin() const; // scheme://host:port (IPv6 in brackets), for the HTTP client
-};
-
-/// Accepts http://host[:port][/path][?query] and https://…; rejects other
-/// schemes, user info, bad ports, spaces and control characters. On
-/// failure returns nullopt and sets `error` (which never echoes the URL's
-/// query or user info).
-std::optional<http_url> parse_http_url(std::string_view url, std::string* error = nullptr);
-
 /// The client side of the MCP streamable HTTP transport, CAF-free.
 ///
 /// Threading and order: send() only enqueues. A message is issued (its POST
@@ -138,7 +71,7 @@ std::optional<http_url> parse_http_url(std::string_view url, std::string* error 
 ///
 /// Not copyable or movable; all members are thread-safe.
 class http_transport {
- public:
+public:
   http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
                  http_worker_pool& pool,
                  std::chrono::milliseconds request_timeout = std::chrono::milliseconds(60000));
@@ -185,7 +118,7 @@ class http_transport {
 
   struct state; // implementation, shared with the worker jobs
 
- private:
+private:
   std::shared_ptr<state> state_;
 };
 
@@ -199,46 +132,6 @@ std::vector<std::string> split_json_batch(std::string_view body);
 /// True when the text is a JSON-RPC request (an object with "method" and
 /// "id") or a batch containing one.
 bool is_json_rpc_request(std::string_view message);
-
-/// Incremental text/event-stream parser (the WHATWG rules: LF, CR or CRLF
-/// line ends, ':' comments, "field: value" with one optional space, data
-/// lines joined with '\n', an event dispatched at a blank line only if it
-/// has data, type "message" by default, a leading BOM ignored).
-class sse_parser {
- public:
-  struct event {
-    std::string type;
-    std::string data;
-    std::string id; // the last event id in force when it was dispatched
-  };
-  using sink = std::function<void(event&&)>;
-
-  explicit sse_parser(std::size_t max_event_bytes = 64u << 20) : max_(max_event_bytes) {}
-
-  /// False once a line or an event exceeded max_event_bytes (the parser
-  /// then ignores further input).
-  bool feed(std::string_view bytes, const sink& out);
-  /// End of stream: an event without its final blank line is dispatched
-  /// too (lenient).
-  void finish(const sink& out);
-  const std::string& last_event_id() const { return last_id_; }
-  std::optional<long> retry_ms() const { return retry_; }
-
- private:
-  void line(std::string_view l, const sink& out);
-  void dispatch(const sink& out);
-
-  std::size_t max_;
-  bool failed_ = false;
-  bool started_ = false;
-  bool skip_lf_ = false;
-  std::string buf_;
-  std::string data_;
-  bool has_data_ = false;
-  std::string type_;
-  std::string last_id_;
-  std::optional<long> retry_;
-};
 
 } // namespace detail
 

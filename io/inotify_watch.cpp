@@ -19,16 +19,16 @@ namespace mcprt::io {
 
 namespace {
 
-constexpr uint32_t watch_mask = IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |
-                                IN_DELETE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+constexpr uint32_t watch_mask = IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE
+                                | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
 std::string describe_errno(const std::string& call, int err) {
   std::string out = call + ": " + std::strerror(err);
-  if (err == ENOSPC)
-    out += " (the per-user inotify watch limit is reached; raise fs.inotify.max_user_watches)";
+  if (err == ENOSPC) out += " (the per-user inotify watch limit is reached; raise fs.inotify.max_user_watches)";
   else if (err == EMFILE)
-    out += " (the per-user inotify instance limit, or the open file limit, is reached; raise "
-           "fs.inotify.max_user_instances)";
+    out +=
+      " (the per-user inotify instance limit, or the open file limit, is reached; raise "
+      "fs.inotify.max_user_instances)";
   return out;
 }
 
@@ -123,7 +123,8 @@ struct inotify_watch::impl {
     // before the watch and went unreported): look again until nothing moves.
     for (int attempt = 0; attempt < 16; ++attempt) {
       desired.clear();
-      for (auto& f : files) desired.insert(armed_dir_of(f, failed));
+      for (auto& f : files)
+        desired.insert(armed_dir_of(f, failed));
       bool retry = false;
       for (auto& d : desired) {
         if (dir_to_wd.count(d)) continue;
@@ -221,7 +222,8 @@ struct inotify_watch::impl {
         if (on_the_way(path)) need_rearm = true;
       }
       if (overflow) {
-        for (auto& [wd, d] : wd_to_dir) ::inotify_rm_watch(ifd, wd);
+        for (auto& [wd, d] : wd_to_dir)
+          ::inotify_rm_watch(ifd, wd);
         wd_to_dir.clear();
         dir_to_wd.clear();
         need_rearm = true;
@@ -232,7 +234,8 @@ struct inotify_watch::impl {
       report.insert(report.end(), more.begin(), more.end());
     }
     if (overflow) report.insert(report.end(), files.begin(), files.end());
-    for (auto& e : errors) notify_error(e);
+    for (auto& e : errors)
+      notify_error(e);
     // Consecutive duplicates (a save produces modify + close_write) once.
     for (std::size_t k = 0; k < report.size(); ++k)
       if (k == 0 || report[k] != report[k - 1]) notify(report[k]);
@@ -277,13 +280,13 @@ struct inotify_watch::impl {
   }
 };
 
-inotify_watch::inotify_watch(std::vector<std::filesystem::path> files, callback on_change,
-                             error_callback on_error)
-  : impl_(std::make_shared<impl>()) {
+inotify_watch::inotify_watch(std::vector<std::filesystem::path> files, callback on_change, error_callback on_error)
+    : impl_(std::make_shared<impl>()) {
   auto& im = *impl_;
   for (auto& f : files) {
     auto abs = std::filesystem::absolute(f).lexically_normal().string();
-    while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+    while (abs.size() > 1 && abs.back() == '/')
+      abs.pop_back();
     im.files.push_back(std::move(abs));
   }
   im.on_change = std::move(on_change);
@@ -303,8 +306,7 @@ inotify_watch::~inotify_watch() {
   impl_->stop();
   if (impl_->thread.get_id() == std::this_thread::get_id())
     impl_->thread.detach(); // destroyed from inside a callback
-  else if (impl_->thread.joinable())
-    impl_->thread.join();
+  else if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 std::string inotify_watch::last_error() const {
@@ -315,7 +317,8 @@ std::string inotify_watch::last_error() const {
 std::vector<std::string> inotify_watch::watched_directories() const {
   std::lock_guard<std::mutex> lk(impl_->mtx);
   std::vector<std::string> out;
-  for (auto& [d, wd] : impl_->dir_to_wd) out.push_back(d);
+  for (auto& [d, wd] : impl_->dir_to_wd)
+    out.push_back(d);
   return out;
 }
 

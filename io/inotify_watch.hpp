@@ -64,8 +64,7 @@ public:
   /// while the same error persists) and to last_error(); the directory's
   /// nearest watchable ancestor is watched instead and the watch keeps
   /// running.
-  inotify_watch(std::vector<std::filesystem::path> files, callback on_change,
-                error_callback on_error = {});
+  inotify_watch(std::vector<std::filesystem::path> files, callback on_change, error_callback on_error = {});
   ~inotify_watch();
 
   inotify_watch(const inotify_watch&) = delete;

@@ -47,7 +47,9 @@ constexpr int reads_after_exit = 256;
 // id 0 tags the eventfd and the reaper's socket.
 enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2 };
 
-constexpr std::uint64_t tag(std::uint64_t id, fd_kind k) { return (id << 2) | k; }
+constexpr std::uint64_t tag(std::uint64_t id, fd_kind k) {
+  return (id << 2) | k;
+}
 constexpr std::uint64_t wake_tag = 0;
 constexpr std::uint64_t reaper_tag = 1;
 
@@ -86,7 +88,9 @@ void invoke_quietly(F& f, Args&&... args) {
   }
 }
 
-std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+std::string ms_text(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
 
 } // namespace
 
@@ -119,7 +123,8 @@ struct reactor::impl {
     std::size_t err_cut = 0; // bytes dropped from the current stderr line
     bool stdout_closed_early = false;
 
-    process(process_id i, pid_t p, int in, int out, int err) : id(i), pid(p), in_fd(in), out_fd(out), err_fd(err) {}
+    process(process_id i, pid_t p, int in, int out, int err)
+        : id(i), pid(p), in_fd(in), out_fd(out), err_fd(err) {}
     process(const process&) = delete;
     process& operator=(const process&) = delete;
     ~process() {
@@ -150,7 +155,7 @@ struct reactor::impl {
   std::vector<char> buf = std::vector<char>(read_chunk);
   bool stop_requested = false;
   io::reaper reaper;
-  int reaper_fd = -1;            // as registered in epoll
+  int reaper_fd = -1;              // as registered in epoll
   std::uint32_t reaper_events = 0; // its epoll interest
 
   static thread_local const impl* current; // the impl whose thread this is
@@ -230,7 +235,8 @@ struct reactor::impl {
     if (o.command.empty()) throw spawn_error("cannot start server: no command given");
     ensure_reaper(); // throws spawn_error
     int in[2], out[2], err[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(errno));
+    if (::pipe2(in, O_CLOEXEC) != 0)
+      throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(errno));
     if (::pipe2(out, O_CLOEXEC) != 0) {
       int e = errno;
       for (int fd : in)
@@ -339,8 +345,8 @@ struct reactor::impl {
       if (!p->reaped) ids.push_back(id);
     if (opts.on_warning)
       invoke_quietly(opts.on_warning, "the reaper process (pid " + std::to_string(old) + ") died; its "
-                                          + std::to_string(ids.size())
-                                          + " servers were killed with it; a new one starts with the next server");
+                                        + std::to_string(ids.size())
+                                        + " servers were killed with it; a new one starts with the next server");
     for (auto id : ids) {
       auto* p = find(id);
       if (!p || p->reaped) continue;
@@ -402,8 +408,8 @@ struct reactor::impl {
     p->backlog.push_back(std::move(bytes));
     flush_stdin(*p);
     if (p->stdin_open && p->backlog_bytes > opts.max_write_backlog) {
-      append_reason(p->reason, "stdin backlog over " + std::to_string(opts.max_write_backlog) +
-                                   " bytes (server not reading): killed");
+      append_reason(p->reason, "stdin backlog over " + std::to_string(opts.max_write_backlog)
+                                 + " bytes (server not reading): killed");
       hard_kill(*p);
     }
   }
@@ -440,8 +446,8 @@ struct reactor::impl {
       case timer_kind::term:
         if (p->reaped) return;
         close_stdin(*p);
-        append_reason(p->reason, "still running " + ms_text(p->stdin_grace) +
-                                     " after stdin was closed: sent SIGTERM");
+        append_reason(p->reason,
+                      "still running " + ms_text(p->stdin_grace) + " after stdin was closed: sent SIGTERM");
         signal_group(*p, SIGTERM);
         add_timer(clock::now() + p->term_grace, id, timer_kind::kill);
         return;
@@ -456,8 +462,8 @@ struct reactor::impl {
           drain(*p, k_stdout, reads_after_exit, true);
           drain(*p, k_stderr, reads_after_exit, true);
           if (p->stdout_open || p->stderr_open)
-            append_reason(p->reason, "output still open " + ms_text(opts.drain_grace) +
-                                         " after exit (held by a process outside the group): not read further");
+            append_reason(p->reason, "output still open " + ms_text(opts.drain_grace)
+                                       + " after exit (held by a process outside the group): not read further");
         }
         finish(id);
         return;
@@ -474,8 +480,8 @@ struct reactor::impl {
           return;
         }
         p->stdout_closed_early = true;
-        append_reason(p->reason, "closed its stdout but kept running for " + ms_text(opts.stdout_close_grace)
-                                     + ": killed");
+        append_reason(p->reason,
+                      "closed its stdout but kept running for " + ms_text(opts.stdout_close_grace) + ": killed");
         hard_kill(*p);
         return;
     }
@@ -490,10 +496,8 @@ struct reactor::impl {
         flush_stderr_line(p);
         continue;
       }
-      if (p.err_line.size() < opts.max_stderr_line)
-        p.err_line.push_back(c);
-      else
-        ++p.err_cut;
+      if (p.err_line.size() < opts.max_stderr_line) p.err_line.push_back(c);
+      else ++p.err_cut;
     }
   }
 
@@ -518,8 +522,7 @@ struct reactor::impl {
       if (n > 0) {
         if (which == k_stdout)
           invoke_quietly(p.events.on_stdout, std::string_view(buf.data(), static_cast<std::size_t>(n)));
-        else
-          deliver_stderr(p, buf.data(), static_cast<std::size_t>(n));
+        else deliver_stderr(p, buf.data(), static_cast<std::size_t>(n));
         if (static_cast<std::size_t>(n) < buf.size() && !until_empty) break; // pipe is (probably) empty
         continue;
       }
@@ -553,10 +556,8 @@ struct reactor::impl {
     // (bounded) for EOF on what is not.
     drain(p, k_stdout, reads_after_exit, true);
     drain(p, k_stderr, reads_after_exit, true);
-    if (p.stdout_open || p.stderr_open)
-      add_timer(clock::now() + opts.drain_grace, p.id, timer_kind::drain);
-    else
-      finish(p.id);
+    if (p.stdout_open || p.stderr_open) add_timer(clock::now() + opts.drain_grace, p.id, timer_kind::drain);
+    else finish(p.id);
   }
 
   void finish(process_id id) {
@@ -598,7 +599,8 @@ struct reactor::impl {
     switch (kind) {
       case k_stdout:
       case k_stderr:
-        if (!drain(*p, kind, reads_per_event, false) && p->reaped && !p->stdout_open && !p->stderr_open) finish(id);
+        if (!drain(*p, kind, reads_per_event, false) && p->reaped && !p->stdout_open && !p->stderr_open)
+          finish(id);
         return;
       case k_stdin:
         flush_stdin(*p);
@@ -625,8 +627,8 @@ struct reactor::impl {
     auto left = timers.begin()->first - clock::now();
     if (left <= clock::duration::zero()) return 0;
     // Round up: waking a hair early would just spin once more.
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left + std::chrono::milliseconds(1) -
-                                                                    std::chrono::nanoseconds(1));
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left + std::chrono::milliseconds(1)
+                                                                    - std::chrono::nanoseconds(1));
     return static_cast<int>(std::min<long long>(ms.count(), 60 * 60 * 1000));
   }
 
@@ -716,7 +718,8 @@ void reactor::write(process_id id, std::string bytes) {
   });
 }
 
-void reactor::shutdown(process_id id, std::chrono::milliseconds stdin_grace, std::chrono::milliseconds term_grace) {
+void reactor::shutdown(process_id id, std::chrono::milliseconds stdin_grace,
+                       std::chrono::milliseconds term_grace) {
   auto* self = impl_.get();
   impl_->post([self, id, stdin_grace, term_grace](bool cancelled) {
     if (!cancelled) self->do_shutdown(id, stdin_grace, term_grace);
@@ -730,8 +733,12 @@ void reactor::kill(process_id id) {
   });
 }
 
-std::size_t reactor::process_count() const { return impl_->live.load(); }
+std::size_t reactor::process_count() const {
+  return impl_->live.load();
+}
 
-pid_t reactor::reaper_pid() const { return impl_->reaper_pid.load(); }
+pid_t reactor::reaper_pid() const {
+  return impl_->reaper_pid.load();
+}
 
 } // namespace mcprt::io

@@ -113,7 +113,7 @@ struct reactor_options {
 /// call any member function (spawn from a callback runs inline), but the
 /// reactor must not be destroyed from one of its callbacks.
 class reactor {
- public:
+public:
   using process_id = std::uint64_t; // never 0, never reused
 
   struct spawned {
@@ -161,7 +161,7 @@ class reactor {
 
   static constexpr std::size_t thread_count() { return 1; }
 
- private:
+private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };

@@ -286,21 +286,17 @@ pid_t reaper::spawn(std::uint64_t id, const spawn_options& opts, int in_fd, int 
   awaited_ = 0;
   auto stage = static_cast<wire::spawn_stage>(answer_stage_);
   switch (stage) {
-    case wire::spawn_stage::ok:
-      return answer_pid_;
+    case wire::spawn_stage::ok: return answer_pid_;
     case wire::spawn_stage::chdir:
       throw spawn_error("cannot change to directory '" + cwd.value_or("") + "': " + std::strerror(answer_errno_));
     case wire::spawn_stage::exec:
       throw spawn_error("cannot run '" + opts.command + "': " + std::strerror(answer_errno_));
-    case wire::spawn_stage::fork:
-      throw failed(std::string("clone: ") + std::strerror(answer_errno_));
-    case wire::spawn_stage::too_many:
-      throw failed("too many servers for one runtime");
-    case wire::spawn_stage::bad_request:
-      break;
+    case wire::spawn_stage::fork: throw failed(std::string("clone: ") + std::strerror(answer_errno_));
+    case wire::spawn_stage::too_many: throw failed("too many servers for one runtime");
+    case wire::spawn_stage::bad_request: break;
   }
-  throw failed("the reaper refused the request ("
-               + wire::describe(static_cast<wire::decode_error>(answer_errno_)) + ")");
+  throw failed("the reaper refused the request (" + wire::describe(static_cast<wire::decode_error>(answer_errno_))
+               + ")");
 }
 
 void reaper::signal(std::uint64_t id, int sig) {
@@ -355,9 +351,7 @@ bool reaper::read_one(std::vector<reaper_exit>& exits) {
   }
   if (n != static_cast<ssize_t>(sizeof r)) return true;
   switch (static_cast<wire::kind>(r.h.kind)) {
-    case wire::kind::exited:
-      exits.push_back({r.h.id, r.pid, status_of(r)});
-      break;
+    case wire::kind::exited: exits.push_back({r.h.id, r.pid, status_of(r)}); break;
     case wire::kind::spawned:
       if (r.h.id == awaited_) {
         answered_ = true;
@@ -366,8 +360,7 @@ bool reaper::read_one(std::vector<reaper_exit>& exits) {
         answer_errno_ = r.b;
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return true;
 }

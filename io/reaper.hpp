@@ -51,7 +51,7 @@ struct reaper_exit {
 /// the calling thread, and the process's PR_SET_PDEATHSIG is tied to that
 /// thread: start it from a thread that lives as long as the servers.
 class reaper {
- public:
+public:
   explicit reaper(reaper_start how = reaper_start::exec_image);
   /// shutdown(): no server and no descendant of one is left.
   ~reaper();
@@ -99,14 +99,14 @@ class reaper {
   /// parent-death signal). No-op when not running.
   void shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(15));
 
- private:
+private:
   struct outgoing {
     std::string bytes;
     std::vector<int> fds; // closed once sent (or dropped)
   };
-  bool flush();                                   // false: broken
-  bool read_one(std::vector<reaper_exit>& exits); // false: nothing (more) to read now
-  void lost();                                    // the process is gone: close and reap it
+  bool flush();                                          // false: broken
+  bool read_one(std::vector<reaper_exit>& exits);        // false: nothing (more) to read now
+  void lost();                                           // the process is gone: close and reap it
   bool wait_for_exit(std::chrono::milliseconds timeout); // false: still not reaped
   void reap_leftovers(std::chrono::milliseconds timeout);
 

@@ -9,15 +9,17 @@
 extern "C" __attribute__((used, visibility("hidden"))) const char mcprt_reaper_image_sha256[] =
   MCPRT_REAPER_IMAGE_SHA256;
 
-__asm__(".pushsection .rodata.mcprt_reaper_image,\"a\",%progbits\n"
-        ".balign 16\n"
-        ".globl mcprt_reaper_image_begin\n"
-        ".hidden mcprt_reaper_image_begin\n"
-        "mcprt_reaper_image_begin:\n"
-        ".incbin \"" MCPRT_REAPER_IMAGE_PATH "\"\n"
-        ".globl mcprt_reaper_image_end\n"
-        ".hidden mcprt_reaper_image_end\n"
-        "mcprt_reaper_image_end:\n"
-        ".popsection\n");
+__asm__(
+  ".pushsection .rodata.mcprt_reaper_image,\"a\",%progbits\n"
+  ".balign 16\n"
+  ".globl mcprt_reaper_image_begin\n"
+  ".hidden mcprt_reaper_image_begin\n"
+  "mcprt_reaper_image_begin:\n"
+  ".incbin \"" MCPRT_REAPER_IMAGE_PATH
+  "\"\n"
+  ".globl mcprt_reaper_image_end\n"
+  ".hidden mcprt_reaper_image_end\n"
+  "mcprt_reaper_image_end:\n"
+  ".popsection\n");
 
 #endif

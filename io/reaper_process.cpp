@@ -155,7 +155,9 @@ void reap_exited() {
 
 // -- the end: every descendant goes --------------------------------------------------------
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 void kill_pid_and_group(pid_t pid) {
   // The group whose id is a live child's pid can only be that child's own:
@@ -382,11 +384,8 @@ void handle_message(long n, const int* fds, int nfds) {
       if (::getpgid(pid) != pid) ::kill(pid, req.signo);
       return;
     }
-    case wire::kind::shutdown:
-      close_fds(fds, nfds);
-      kill_everything_and_exit();
-    default:
-      return close_fds(fds, nfds);
+    case wire::kind::shutdown: close_fds(fds, nfds); kill_everything_and_exit();
+    default: return close_fds(fds, nfds);
   }
 }
 

@@ -328,8 +328,10 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   std::error_code ec;
   opts.workspace = fs::absolute(opts.workspace, ec).lexically_normal();
   if (opts.home.empty()) {
-    const char* home = std::getenv("HOME");
-    opts.home = home ? home : "/";
+    std::string no_home;
+    auto home = resolve_home({}, std::getenv("HOME"), &no_home);
+    if (!home) return make_error(errc::io_error, "runtime: " + no_home);
+    opts.home = *home;
   }
   auto prof = profile::parse(opts.profile);
   if (!prof) return make_error(errc::io_error, "runtime: unknown profile '" + opts.profile + "' (mcprt, qwen or gemini)");
@@ -470,7 +472,7 @@ void runtime::call_tool_async(const std::string& session, const std::string& ser
   auto& p = *impl_;
   auto s = p.find_session(session);
   if (!s) {
-    done(make_error(errc::unknown_server, "no session " + session));
+    done(make_error(errc::unknown_session, "no session " + session));
     return;
   }
   if (!p.calls->acquire(server)) {
@@ -516,7 +518,7 @@ void runtime::call_tool_async(const std::string& session, const std::string& ser
 
 caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session, const std::string& server) {
   auto s = impl_->find_session(session);
-  if (!s) return make_error(errc::unknown_server, "no session " + session);
+  if (!s) return make_error(errc::unknown_session, "no session " + session);
   return impl_->ask<std::vector<tool_info>>(s->reconciler, std::chrono::seconds(30), atom::tools_v, server);
 }
 

@@ -132,7 +132,8 @@ public:
   /// naming the reason and the remedy ("pending approval — run `mcprt
   /// approve NAME`"; `unavailability_of(error)` gives them as values) when
   /// gating keeps the server out, errc::unknown_tool,
-  /// errc::unknown_server, or the server's own error.
+  /// errc::unknown_server, errc::unknown_session for a session that is not
+  /// open, or the server's own error.
   caf::expected<nlohmann::json> call_tool(const std::string& session, const std::string& server,
                                           const std::string& tool, nlohmann::json arguments = nlohmann::json::object(),
                                           std::chrono::milliseconds timeout = std::chrono::seconds(60));

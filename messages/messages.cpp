@@ -26,6 +26,7 @@ std::string to_string(errc x) {
     case errc::not_gated: return "not_gated";
     case errc::io_error: return "io_error";
     case errc::too_many_calls: return "too_many_calls";
+    case errc::unknown_session: return "unknown_session";
   }
   return "unknown";
 }

@@ -41,6 +41,7 @@ enum class errc : uint8_t {
   not_gated,        // approve/reject of a server that needs no approval
   io_error,         // a file could not be read or written
   too_many_calls,   // the server has as many tool calls in flight as allowed
+  unknown_session,  // no open session of that id (closed, or never opened)
 };
 
 std::string to_string(errc x);

@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev
   procps
-  clang libclang-rt-14-dev llvm
+  clang clang-format libclang-rt-14-dev llvm
 )
 
 missing=()
@@ -31,9 +31,18 @@ fi
 
 # Real MCP servers for the integration tests, pinned by the committed lock file.
 peers="$here/tests/peers"
+# The stamp holds the lock file's hash, not a time: a git worktree checks the
+# lock file out later than the stamp was written, and must not reinstall.
 stamp="$peers/node_modules/.mcprt-installed"
-if [[ ! -f $stamp || $peers/package-lock.json -nt $stamp ]]; then
-  echo "setup: installing npm test peers into tests/peers/node_modules"
-  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  touch "$stamp"
+lock_hash=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$lock_hash" ]]; then
+  if [[ -L $peers/node_modules ]]; then
+    # npm ci empties the directory a symlink points to (another checkout's).
+    echo "setup: tests/peers/node_modules is a symlink whose peers do not match package-lock.json;" \
+         "run 'npm ci' where it points" >&2
+  else
+    echo "setup: installing npm test peers into tests/peers/node_modules"
+    (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$lock_hash" > "$stamp"
+  fi
 fi

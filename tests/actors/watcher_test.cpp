@@ -1,5 +1,6 @@
-// The settings watcher (SPEC section 3). Most tests run on CAF's test
-// coordinator with real temporary files: events are injected, the clock is
+// The settings watcher: debounced, semantic, restart-required keys
+// suppressed, a broken file keeping the last good content. Most tests run
+// on CAF's test coordinator with real temporary files: events are injected, the clock is
 // advanced by hand, nothing waits on real time. The last test goes through
 // the real watcher: a threaded actor system, inotify and rename saves.
 
@@ -500,7 +501,7 @@ TEST_F(Watcher, ChangedEventsStaySmallWhateverTheFileHolds) {
   EXPECT_LT(changed[0].data.value.dump().size(), 100u * 300u);
 }
 
-// -- restart-required keys (SPEC 3.4) -------------------------------------------------------
+// -- restart-required keys: when every changed key needs a restart, nothing is sent --------
 
 TEST_F(Watcher, OnlyServerCommandChangedEmitsNothingButIsRecorded) {
   write_text(workspace, servers_json({"a"}, R"(, "mcp": {"serverCommand": "old"})"));

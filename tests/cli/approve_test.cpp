@@ -1,5 +1,6 @@
 // Black-box tests of `mcprt approve` / `mcprt reject` and of how explain
-// shows the recorded decisions (SPEC 4.2: hash-bound approvals).
+// shows the recorded decisions (bound to the hash of the server's config:
+// a changed config is pending again).
 
 #include <regex>
 #include <string>

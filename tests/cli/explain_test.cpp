@@ -1,5 +1,6 @@
 // Black-box tests of `mcprt explain`: the real binary on temp homes and
-// workspaces. See SPEC.md sections 2 and 4.
+// workspaces: the scopes and their layering, and gating (launch bound,
+// allow and exclude lists, approvals).
 
 #include <algorithm>
 #include <regex>
@@ -591,7 +592,7 @@ TEST_F(gating_test, excluded_globs) {
 }
 
 TEST_F(gating_test, question_mark_matches_one_character_not_one_byte) {
-  // SPEC 2: `?` matches one character; "é" is one character (two bytes).
+  // A glob's `?` matches one character; "é" is one character (two bytes).
   write_file(user_settings(), "{\"mcpServers\": {\"x\xC3\xA9\": {\"command\": \"x\"}},"
                               " \"mcp\": {\"excluded\": [\"x?\"]}}");
   auto r = explain();
@@ -617,7 +618,7 @@ TEST_F(gating_test, allowed_globs_and_flag_globs) {
 }
 
 TEST_F(gating_test, intersection_of_two_glob_allow_lists) {
-  // SPEC 4.2: flag + settings -> their intersection. "srv-2" is allowed by
+  // The launch bound: flag + settings -> their intersection. "srv-2" is allowed by
   // the settings ("srv-*") and by the flag ("*-2"), so it is admitted.
   json servers = json::object();
   for (auto n : {"srv-1", "srv-2", "other-2"})

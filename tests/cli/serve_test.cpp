@@ -671,6 +671,47 @@ TEST_F(serve_test, bad_budget_flags_are_refused_before_anything_starts) {
   EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
 }
 
+// Every command resolves the home directory the same way: with $HOME unset
+// or empty and no --home there is none (serve used to fall back to "/",
+// explain refused), and with --home both read that home's user settings.
+TEST_F(serve_test, every_command_resolves_the_home_alike_when_HOME_is_unset) {
+  // `env` runs mcprt with the environment the test asks for; spawned sets HOME first.
+  auto run = [&](std::vector<std::string> env_args, std::vector<std::string> args) {
+    env_args.push_back(MCPRT_BIN);
+    env_args.insert(env_args.end(), args.begin(), args.end());
+    return std::make_unique<spawned>(env_args, home_, std::map<std::string, std::string>{}, "/usr/bin/env");
+  };
+  const std::string no_home = "no home directory: set $HOME or pass --home";
+  for (std::vector<std::string> env_args : {std::vector<std::string>{"-u", "HOME"}, {"HOME="}}) {
+    for (std::vector<std::string> cmd : {std::vector<std::string>{"explain", "--workspace", ws_.string()},
+                                         {"explain", "--json", "--workspace", ws_.string()},
+                                         {"serve", "--workspace", ws_.string()}}) {
+      auto p = run(env_args, cmd);
+      auto code = p->wait_exit(30s);
+      EXPECT_EQ(code, std::optional<int>(2)) << cmd[0] << " with " << env_args[0] << ": " << p->err();
+      EXPECT_NE(p->err().find(no_home), std::string::npos) << cmd[0] << ": " << p->err();
+    }
+  }
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+
+  // With --home, both read its user settings.
+  auto explained = run({"-u", "HOME"}, {"explain", "--json", "--workspace", ws_.string(), "--home", home_.string()});
+  std::string text;
+  while (auto l = explained->line(30s)) text += *l + "\n";
+  ASSERT_EQ(explained->wait_exit(30s), std::optional<int>(0)) << explained->err();
+  auto doc = json::parse(text, nullptr, false);
+  ASSERT_TRUE(find_server(doc, "echo")) << text;
+  EXPECT_EQ((*find_server(doc, "echo"))["scope"], "user");
+
+  daemon_ = run({"-u", "HOME"}, {"serve", "--workspace", ws_.string(), "--home", home_.string()});
+  auto first = daemon_->line(60s);
+  ASSERT_TRUE(first && first->rfind("listening on http://", 0) == 0) << first.value_or("") << daemon_->err();
+  url_ = first->substr(std::string("listening on ").size());
+  port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+  ASSERT_TRUE(connected("echo")) << snapshot().dump(2);
+  EXPECT_EQ((*find_server(snapshot(), "echo"))["scope"], "user");
+}
+
 TEST_F(serve_test, budget_from_the_environment_and_enforce) {
   start({"--budget-mode", "enforce"}, {{"MCPRT_BUDGET", "1"}});
   ASSERT_TRUE(wait_until([&] {

@@ -98,8 +98,9 @@ TEST(SchemaSuppression, EmptyChangeListDoesNotNotify) {
 // -- schema pins --------------------------------------------------------------
 
 TEST(SchemaPin, McpKeysThatMustHotReload) {
-  // If any of these turned true, MCP-only edits would never reach the
-  // reconciler (SPEC section 3.4).
+  // Changed keys are matched by longest prefix and an update whose keys all
+  // need a restart is dropped: if any of these turned true, MCP-only edits
+  // would never reach the reconciler.
   const auto& s = settings_schema::standard();
   EXPECT_EQ(s.find("mcpServers"), false);
   EXPECT_EQ(s.find("mcp.allowed"), false);

@@ -623,3 +623,15 @@ TEST_F(SettingsFiles, ALargerFileIsRefusedBeforeItIsRead) {
   EXPECT_EQ(r.result, settings_read::outcome::failed);
   EXPECT_TRUE(r.bytes.empty());
 }
+
+TEST(ResolveHome, TheFlagWinsThenHomeThenNothing) {
+  EXPECT_EQ(resolve_home("/flag/", "/env"), std::filesystem::path("/flag/"));
+  EXPECT_EQ(resolve_home("", "/env/./x/.."), std::filesystem::path("/env/"));
+  EXPECT_EQ(resolve_home("rel", nullptr), (std::filesystem::current_path() / "rel").lexically_normal());
+  // Unset and empty $HOME are the same: no home, and the message says how to give one.
+  for (const char* env : {static_cast<const char*>(nullptr), ""}) {
+    std::string why;
+    EXPECT_FALSE(resolve_home("", env, &why));
+    EXPECT_EQ(why, "no home directory: set $HOME or pass --home");
+  }
+}

@@ -1,5 +1,5 @@
 // A streamable-HTTP server's text/event-stream body through the SSE parser
-// (io/http_transport's detail::sse_parser), in chunks whose split points the
+// (core/sse_parser, which io/http_transport feeds), in chunks whose split points the
 // input chooses: the first byte of each step is the chunk's length.
 //
 // Whatever the bytes and however they are split: nothing crashes, no event,
@@ -13,11 +13,11 @@
 #include <string_view>
 #include <vector>
 
-#include "io/http_transport.hpp"
+#include "core/sse_parser.hpp"
 
 namespace {
 
-using mcprt::io::detail::sse_parser;
+using mcprt::sse_parser;
 
 constexpr std::size_t max_event = 256;
 

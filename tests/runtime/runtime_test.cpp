@@ -292,6 +292,25 @@ TEST_F(Runtime, ASessionsOwnServersRunAndShowInTheSnapshot) {
   EXPECT_EQ(tools->size(), 4u); // echo, add, sleep, pid with the prefix
 }
 
+TEST_F(Runtime, ACallInASessionThatIsNotOpenSaysUnknownSession) {
+  save(user_settings(), {{"mcpServers", {{"a", server()}}}});
+  start();
+  wait_snapshot(connected({"a"}));
+  auto is_unknown_session = [&](const caf::error& e) {
+    return e.category() == caf::atom("mcprt") && static_cast<errc>(e.code()) == errc::unknown_session;
+  };
+  rt->close_session(session);
+  for (const std::string& id : {session, std::string("never-opened")}) {
+    auto call = rt->call_tool(id, "a", "echo", {{"text", "x"}});
+    ASSERT_FALSE(call);
+    EXPECT_TRUE(is_unknown_session(call.error())) << sys->render(call.error());
+    auto tools = rt->tools(id, "a");
+    ASSERT_FALSE(tools);
+    EXPECT_TRUE(is_unknown_session(tools.error())) << sys->render(tools.error());
+  }
+  EXPECT_EQ(to_string(errc::unknown_session), "unknown_session");
+}
+
 TEST_F(Runtime, AServerThatCannotStartShowsItsErrorInTheSnapshot) {
   save(user_settings(), {{"mcpServers", {{"a", server()}, {"broken", {{"command", "/nonexistent/mcp-server"}}}}}});
   start();

@@ -21,7 +21,7 @@ constexpr const char* k_session_header = "Mcp-Session-Id";
 constexpr const char* k_version_header = "MCP-Protocol-Version";
 
 class http_session : public peer {
- public:
+public:
   explicit http_session(std::string id) : id_(std::move(id)) {}
 
   // Queued until a GET stream picks it up, so nothing sent before the
@@ -66,7 +66,7 @@ class http_session : public peer {
 
   const std::string& id() const { return id_; }
 
- private:
+private:
   const std::string id_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -75,7 +75,7 @@ class http_session : public peer {
 };
 
 class session_table {
- public:
+public:
   std::shared_ptr<http_session> create() {
     std::lock_guard<std::mutex> lock(mu_);
     std::string id;
@@ -107,17 +107,19 @@ class session_table {
 
   void close_all() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& entry : sessions_) entry.second->close();
+    for (auto& entry : sessions_)
+      entry.second->close();
   }
 
- private:
+private:
   // Unguessable enough that a stale id from an earlier run never matches.
   std::string random_id() {
     static constexpr char digits[] = "0123456789abcdef";
     std::string id;
     for (int i = 0; i < 2; ++i) {
       auto bits = rng_();
-      for (int j = 0; j < 16; ++j, bits >>= 4) id.push_back(digits[bits & 0xf]);
+      for (int j = 0; j < 16; ++j, bits >>= 4)
+        id.push_back(digits[bits & 0xf]);
     }
     return id;
   }
@@ -138,10 +140,8 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_rpc_reply(httplib::Response& res, const json& reply, bool sse) {
   res.status = 200;
-  if (sse)
-    res.set_content(sse_frame(reply), "text/event-stream");
-  else
-    send_json(res, 200, reply);
+  if (sse) res.set_content(sse_frame(reply), "text/event-stream");
+  else send_json(res, 200, reply);
 }
 
 } // namespace
@@ -158,12 +158,9 @@ int run_http(const options& opts, lifetime& life, handler& h) {
 
   // Fills in the HTTP error and returns null when the request has no
   // usable session.
-  auto session_for = [&](const httplib::Request& req,
-                         httplib::Response& res) -> std::shared_ptr<http_session> {
-    if (req.has_header(k_version_header) &&
-        !is_supported_protocol(req.get_header_value(k_version_header))) {
-      send_json(res, 400,
-                make_error(nullptr, -32000, "Bad Request: unsupported MCP-Protocol-Version"));
+  auto session_for = [&](const httplib::Request& req, httplib::Response& res) -> std::shared_ptr<http_session> {
+    if (req.has_header(k_version_header) && !is_supported_protocol(req.get_header_value(k_version_header))) {
+      send_json(res, 400, make_error(nullptr, -32000, "Bad Request: unsupported MCP-Protocol-Version"));
       return nullptr;
     }
     if (!req.has_header(k_session_header)) {
@@ -177,7 +174,8 @@ int run_http(const options& opts, lifetime& life, handler& h) {
 
   // --hang-on-initialize: hold the request open until shutdown.
   auto hang = [&](httplib::Response& res) {
-    while (!life.stopping()) life.wait_for_or_stop(1h);
+    while (!life.stopping())
+      life.wait_for_or_stop(1h);
     send_json(res, 503, make_error(nullptr, -32000, "shutting down"));
   };
 
@@ -212,13 +210,10 @@ int run_http(const options& opts, lifetime& life, handler& h) {
         h.handle_response(msg);
         res.status = 202;
         return;
-      default:
-        break;
+      default: break;
     }
-    if (auto reply = h.handle_request(s, msg))
-      send_rpc_reply(res, *reply, opts.sse_responses);
-    else
-      hang(res);
+    if (auto reply = h.handle_request(s, msg)) send_rpc_reply(res, *reply, opts.sse_responses);
+    else hang(res);
   });
 
   svr.Get("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
@@ -226,28 +221,28 @@ int run_http(const options& opts, lifetime& life, handler& h) {
     if (!s) return;
     res.set_header("Cache-Control", "no-cache");
     auto last_write = std::make_shared<steady::time_point>(steady::now());
-    res.set_chunked_content_provider(
-        "text/event-stream", [s, &life, last_write](std::size_t, httplib::DataSink& sink) {
-          if (life.stopping() || s->closed()) {
-            sink.done();
-            return true;
-          }
-          // Short waits so shutdown and DELETE end the stream promptly.
-          if (auto msg = s->pop(200ms)) {
-            auto frame = sse_frame(*msg);
-            if (!sink.write(frame.data(), frame.size())) {
-              s->push_front(std::move(*msg));
-              return false;
-            }
-            *last_write = steady::now();
-          } else if (steady::now() - *last_write >= 1s) {
-            // A write is the only way to notice that the client went away.
-            static const std::string keepalive = ": keepalive\n\n";
-            if (!sink.write(keepalive.data(), keepalive.size())) return false;
-            *last_write = steady::now();
-          }
-          return true;
-        });
+    res.set_chunked_content_provider("text/event-stream",
+                                     [s, &life, last_write](std::size_t, httplib::DataSink& sink) {
+                                       if (life.stopping() || s->closed()) {
+                                         sink.done();
+                                         return true;
+                                       }
+                                       // Short waits so shutdown and DELETE end the stream promptly.
+                                       if (auto msg = s->pop(200ms)) {
+                                         auto frame = sse_frame(*msg);
+                                         if (!sink.write(frame.data(), frame.size())) {
+                                           s->push_front(std::move(*msg));
+                                           return false;
+                                         }
+                                         *last_write = steady::now();
+                                       } else if (steady::now() - *last_write >= 1s) {
+                                         // A write is the only way to notice that the client went away.
+                                         static const std::string keepalive = ": keepalive\n\n";
+                                         if (!sink.write(keepalive.data(), keepalive.size())) return false;
+                                         *last_write = steady::now();
+                                       }
+                                       return true;
+                                     });
   });
 
   svr.Delete("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
@@ -258,17 +253,16 @@ int run_http(const options& opts, lifetime& life, handler& h) {
   });
 
   int port = opts.http_port;
-  if (port == 0)
-    port = svr.bind_to_any_port("127.0.0.1");
-  else if (!svr.bind_to_port("127.0.0.1", port))
-    port = -1;
+  if (port == 0) port = svr.bind_to_any_port("127.0.0.1");
+  else if (!svr.bind_to_port("127.0.0.1", port)) port = -1;
   if (port <= 0) {
     log_line("mcprt-test-server: cannot listen on 127.0.0.1:" + std::to_string(opts.http_port));
     return 1;
   }
   std::printf("listening on http://127.0.0.1:%d/mcp\n", port);
   if (opts.garbage)
-    for (std::size_t i = 0; i < 4; ++i) std::printf("%s\n", garbage_line(i).c_str());
+    for (std::size_t i = 0; i < 4; ++i)
+      std::printf("%s\n", garbage_line(i).c_str());
   std::fflush(stdout);
   log_line("mcprt-test-server: listening on http://127.0.0.1:" + std::to_string(port) + "/mcp");
 

@@ -19,7 +19,7 @@ namespace mcprt_test_server {
 namespace {
 
 class stdout_writer {
- public:
+public:
   explicit stdout_writer(bool garbage) : garbage_(garbage) {}
 
   // Responses come from worker threads too; one lock keeps lines whole.
@@ -50,10 +50,11 @@ class stdout_writer {
     std::lock_guard<std::mutex> lock(mu_);
     // One of each kind up front, so even a client that only reads the
     // first few lines meets every variety.
-    for (int i = 0; i < 4; ++i) put(garbage_line(garbage_count_++));
+    for (int i = 0; i < 4; ++i)
+      put(garbage_line(garbage_count_++));
   }
 
- private:
+private:
   void put(const std::string& line) {
     if (closed_) return;
     std::fwrite(line.data(), 1, line.size(), stdout);
@@ -68,20 +69,24 @@ class stdout_writer {
 };
 
 class stdio_peer : public peer {
- public:
+public:
   explicit stdio_peer(stdout_writer& writer) : writer_(writer) {}
   void send(const json& msg) override { writer_.write_message(msg); }
 
- private:
+private:
   stdout_writer& writer_;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 std::string trim(const char* data, std::size_t size) {
   std::size_t begin = 0;
-  while (begin < size && is_space(data[begin])) ++begin;
-  while (size > begin && is_space(data[size - 1])) --size;
+  while (begin < size && is_space(data[begin]))
+    ++begin;
+  while (size > begin && is_space(data[size - 1]))
+    --size;
   return std::string(data + begin, size - begin);
 }
 
@@ -98,12 +103,11 @@ void spawn_grandchild() {
       if (devnull > 2) close(devnull);
     }
     execlp("sleep", "sleep", "100000", static_cast<char*>(nullptr));
-    for (;;) pause();
+    for (;;)
+      pause();
   }
-  if (child < 0)
-    log_line(std::string("mcprt-test-server: fork failed: ") + std::strerror(errno));
-  else
-    log_line("child pid " + std::to_string(child));
+  if (child < 0) log_line(std::string("mcprt-test-server: fork failed: ") + std::strerror(errno));
+  else log_line("child pid " + std::to_string(child));
 }
 
 // ---- containment faults (--pid-file, --grandchild-*, --close-stdout-after-ms)
@@ -128,7 +132,8 @@ void record_pid(const std::string& file, const char* kind, pid_t pid) {
     if (devnull > 2) ::close(devnull);
   }
   ::execlp("sleep", "sleep", "100000", static_cast<char*>(nullptr));
-  for (;;) ::pause();
+  for (;;)
+    ::pause();
 }
 
 // Called before any thread starts, so fork() is safe here.
@@ -192,12 +197,9 @@ void arm_close_stdout(const options& opts, lifetime& life, stdout_writer& writer
 
 std::string garbage_line(std::size_t n) {
   switch (n % 4) {
-    case 1:
-      return "{this is not json either";
-    case 3:
-      return std::string(200 * 1024, 'x');
-    default:
-      return "this is not json";
+    case 1: return "{this is not json either";
+    case 3: return std::string(200 * 1024, 'x');
+    default: return "this is not json";
   }
 }
 
@@ -234,15 +236,9 @@ int run_stdio(const options& opts, lifetime& life, handler& h) {
           }
         }
         break;
-      case message_kind::notification:
-        h.handle_notification(self, msg);
-        break;
-      case message_kind::response:
-        h.handle_response(msg);
-        break;
-      case message_kind::invalid:
-        writer.write_message(invalid_request(msg));
-        break;
+      case message_kind::notification: h.handle_notification(self, msg); break;
+      case message_kind::response: h.handle_response(msg); break;
+      case message_kind::invalid: writer.write_message(invalid_request(msg)); break;
     }
   }
   std::free(buffer);
@@ -251,7 +247,8 @@ int run_stdio(const options& opts, lifetime& life, handler& h) {
   life.join_workers();
   if (opts.ignore_sigterm) {
     log_line("mcprt-test-server: stdin closed, staying alive (--ignore-sigterm)");
-    for (;;) pause();
+    for (;;)
+      pause();
   }
   life.request_stop();
   life.join_background();
@@ -274,17 +271,15 @@ int main(int argc, char** argv) {
 
   options opts;
   switch (parse_options(argc, argv, opts)) {
-    case parse_outcome::exit_ok:
-      return 0;
-    case parse_outcome::exit_usage:
-      return 2;
-    case parse_outcome::run:
-      break;
+    case parse_outcome::exit_ok: return 0;
+    case parse_outcome::exit_usage: return 2;
+    case parse_outcome::run: break;
   }
 
   // A vanished reader must show up as a write error, not kill us.
   std::signal(SIGPIPE, SIG_IGN);
-  for (int i = 1; i <= opts.stderr_lines; ++i) log_line("stderr line " + std::to_string(i));
+  for (int i = 1; i <= opts.stderr_lines; ++i)
+    log_line("stderr line " + std::to_string(i));
   if (opts.invalid_utf8_in("stderr")) log_line(std::string("stderr with invalid UTF-8: ") + k_invalid_utf8_bytes);
   // Before any signal tweaks so the grandchild gets default dispositions.
   if (opts.spawn_child) spawn_grandchild();
@@ -303,8 +298,8 @@ int main(int argc, char** argv) {
   if (opts.crash_after_ms >= 0) {
     life.spawn_background([&life, &opts, start] {
       if (!life.wait_until_or_stop(start + std::chrono::milliseconds(opts.crash_after_ms))) return;
-      log_line("mcprt-test-server: crashing with exit code 3 (--crash-after-ms " +
-               std::to_string(opts.crash_after_ms) + ")");
+      log_line("mcprt-test-server: crashing with exit code 3 (--crash-after-ms "
+               + std::to_string(opts.crash_after_ms) + ")");
       std::_Exit(3);
     });
   }

@@ -80,8 +80,7 @@ Containment (descendants, silence):
 bool parse_int(const std::string& text, int min, int& out) {
   int value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < min)
-    return false;
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || value < min) return false;
   out = value;
   return true;
 }
@@ -167,8 +166,8 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       for (std::size_t start = 0; ok && start <= v->size();) {
         auto comma = v->find(',', start);
         auto where = v->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        ok = where == "stderr" || where == "stdout" || where == "result" || where == "description" ||
-             where == "server-info";
+        ok = where == "stderr" || where == "stdout" || where == "result" || where == "description"
+             || where == "server-info";
         if (ok) out.invalid_utf8.push_back(where);
         if (comma == std::string::npos) break;
         start = comma + 1;

@@ -12,8 +12,7 @@ namespace mcprt_test_server {
 
 namespace {
 
-constexpr std::array<const char*, 4> k_protocols = {"2024-11-05", "2025-03-26", "2025-06-18",
-                                                    "2025-11-25"};
+constexpr std::array<const char*, 4> k_protocols = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"};
 constexpr const char* k_cursor_prefix = "mcprt-cursor:";
 constexpr std::size_t k_builtin_tools = 4;
 constexpr auto k_client_reply_timeout = std::chrono::milliseconds(5000);
@@ -23,13 +22,17 @@ struct rpc_error {
   std::string message;
 };
 
-rpc_error invalid_params(const std::string& message) { return {-32602, message}; }
+rpc_error invalid_params(const std::string& message) {
+  return {-32602, message};
+}
 
 json text_content(const std::string& text) {
   return json::array({{{"type", "text"}, {"text", text}}});
 }
 
-json tool_result(const std::string& text) { return {{"content", text_content(text)}}; }
+json tool_result(const std::string& text) {
+  return {{"content", text_content(text)}};
+}
 
 // Failures inside a tool are results with isError, so the model can see
 // them; only protocol-level problems (unknown tool, bad params) are errors.
@@ -67,12 +70,12 @@ std::size_t decode_cursor(const json& params, std::size_t total) {
 // Builds one page of a list result; the cursor is just an offset but
 // clients must treat it as opaque.
 template <class ItemAt>
-json paginate(const json& params, std::size_t total, std::size_t page_size, const char* key,
-              ItemAt item_at) {
+json paginate(const json& params, std::size_t total, std::size_t page_size, const char* key, ItemAt item_at) {
   auto offset = decode_cursor(params, total);
   auto end = std::min(total, offset + page_size);
   json items = json::array();
-  for (auto i = offset; i < end; ++i) items.push_back(item_at(i));
+  for (auto i = offset; i < end; ++i)
+    items.push_back(item_at(i));
   json result = {{key, std::move(items)}};
   if (end < total) result["nextCursor"] = k_cursor_prefix + std::to_string(end);
   return result;
@@ -178,7 +181,8 @@ void lifetime::join(std::vector<task>& group) {
       batch.swap(group);
     }
     if (batch.empty()) return;
-    for (auto& t : batch) t.thread.join();
+    for (auto& t : batch)
+      t.thread.join();
   }
 }
 
@@ -204,9 +208,7 @@ json invalid_request(const json& msg) {
   json id = msg.is_object() ? msg.value("id", json()) : json();
   if (!id.is_string() && !id.is_number()) id = nullptr;
   // Batches were dropped in 2025-06-18; saying so beats a bare "invalid".
-  return make_error(id, -32600,
-                    msg.is_array() ? "Invalid Request: batches are not supported"
-                                   : "Invalid Request");
+  return make_error(id, -32600, msg.is_array() ? "Invalid Request: batches are not supported" : "Invalid Request");
 }
 
 std::optional<json> handler::handle_request(const std::shared_ptr<peer>& p, const json& req) {
@@ -260,8 +262,8 @@ void handler::handle_notification(const std::shared_ptr<peer>& p, const json& no
       if (!life_.wait_for_or_stop(std::chrono::milliseconds(opts_.list_changed_after_ms))) return;
       p->late_tool = true;
       p->send({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
-      log_line("mcprt-test-server: added " + opts_.name_prefix +
-               "late_tool, sent notifications/tools/list_changed");
+      log_line("mcprt-test-server: added " + opts_.name_prefix
+               + "late_tool, sent notifications/tools/list_changed");
     });
   }
   if (opts_.ping_client_after_ms >= 0) {
@@ -273,8 +275,7 @@ void handler::handle_notification(const std::shared_ptr<peer>& p, const json& no
   if (opts_.request_sampling) {
     life_.spawn_background([this, p] {
       json content = {{"type", "text"}, {"text", "hello from mcprt-test-server"}};
-      json params = {{"messages", json::array({{{"role", "user"}, {"content", content}}})},
-                     {"maxTokens", 16}};
+      json params = {{"messages", json::array({{{"role", "user"}, {"content", content}}})}, {"maxTokens", 16}};
       ask_client(p, "sampling/createMessage", params);
     });
   }
@@ -295,8 +296,7 @@ void handler::handle_response(const json& resp) {
   if (!known) log_line("mcprt-test-server: response with unexpected id " + id.dump());
 }
 
-void handler::ask_client(const std::shared_ptr<peer>& p, const std::string& method,
-                         const json& params) {
+void handler::ask_client(const std::shared_ptr<peer>& p, const std::string& method, const json& params) {
   auto id = std::string(k_server_name) + "-" + std::to_string(next_request_id_++);
   life_.update([&] { pending_[id] = std::nullopt; });
   log_line("mcprt-test-server: sending " + method + " request " + id + " to the client");
@@ -311,22 +311,19 @@ void handler::ask_client(const std::shared_ptr<peer>& p, const std::string& meth
   });
   if (!answered) {
     if (!life_.stopping())
-      log_line("mcprt-test-server: " + method + " not answered within " +
-               std::to_string(k_client_reply_timeout.count()) + " ms");
+      log_line("mcprt-test-server: " + method + " not answered within "
+               + std::to_string(k_client_reply_timeout.count()) + " ms");
     return;
   }
   if (reply->contains("error"))
     log_line("mcprt-test-server: " + method + " answered with error: " + (*reply)["error"].dump());
-  else
-    log_line("mcprt-test-server: " + method + " answered with result: " +
-             (*reply)["result"].dump());
+  else log_line("mcprt-test-server: " + method + " answered with result: " + (*reply)["result"].dump());
 }
 
 json handler::initialize(const json& params) const {
   std::string version = k_latest_protocol;
   auto requested = params.find("protocolVersion");
-  if (requested != params.end() && requested->is_string() &&
-      is_supported_protocol(requested->get<std::string>()))
+  if (requested != params.end() && requested->is_string() && is_supported_protocol(requested->get<std::string>()))
     version = requested->get<std::string>();
 
   json capabilities = {{"tools", {{"listChanged", true}}}};
@@ -352,26 +349,21 @@ json handler::tool_at(std::size_t index) const {
   };
   switch (index) {
     case 0:
-      return tool("echo", "Returns the given text.",
-                  object_schema({{"text", {{"type", "string"}}}}, {"text"}));
+      return tool("echo", "Returns the given text.", object_schema({{"text", {{"type", "string"}}}}, {"text"}));
     case 1:
       return tool("add", "Returns the sum of a and b.",
-                  object_schema({{"a", {{"type", "number"}}}, {"b", {{"type", "number"}}}},
-                                {"a", "b"}));
+                  object_schema({{"a", {{"type", "number"}}}, {"b", {{"type", "number"}}}}, {"a", "b"}));
     case 2:
       return tool("sleep", "Sleeps for ms milliseconds, then answers.",
                   object_schema({{"ms", {{"type", "integer"}, {"minimum", 0}}}}, {"ms"}));
-    case 3:
-      return tool("pid", "Returns the server's process id.", object_schema());
-    default:
-      break;
+    case 3: return tool("pid", "Returns the server's process id.", object_schema());
+    default: break;
   }
   auto numbered = index - k_builtin_tools;
   if (numbered < static_cast<std::size_t>(opts_.tools)) {
     auto schema = object_schema();
     schema["additionalProperties"] = true;
-    return tool("tool_" + std::to_string(numbered + 1), "Echoes its arguments as JSON text.",
-                schema);
+    return tool("tool_" + std::to_string(numbered + 1), "Echoes its arguments as JSON text.", schema);
   }
   return tool("late_tool", "Added by --list-changed-after-ms.", object_schema());
 }
@@ -383,8 +375,7 @@ json handler::list_tools(const peer& p, const json& params) const {
 
 json handler::call_tool(const peer& p, const json& params) {
   auto name_it = params.find("name");
-  if (name_it == params.end() || !name_it->is_string())
-    throw invalid_params("tools/call needs a string name");
+  if (name_it == params.end() || !name_it->is_string()) throw invalid_params("tools/call needs a string name");
   const auto& name = name_it->get_ref<const std::string&>();
   auto args = arguments_of(params);
   const auto& prefix = opts_.name_prefix;
@@ -393,8 +384,7 @@ json handler::call_tool(const peer& p, const json& params) {
 
   if (base == "echo") {
     auto text = args.find("text");
-    if (text == args.end() || !text->is_string())
-      return tool_failure("echo: argument 'text' must be a string");
+    if (text == args.end() || !text->is_string()) return tool_failure("echo: argument 'text' must be a string");
     if (opts_.invalid_utf8_in("result"))
       return tool_result(text->get<std::string>() + " " + k_invalid_utf8_marker);
     return tool_result(text->get<std::string>());
@@ -422,27 +412,26 @@ json handler::call_tool(const peer& p, const json& params) {
   if (base == "late_tool" && p.late_tool) return tool_result("late_tool called");
   if (base.compare(0, 5, "tool_") == 0) {
     auto index = parse_index(base.substr(5));
-    if (index && *index >= 1 && *index <= static_cast<std::uint64_t>(opts_.tools))
-      return tool_result(args.dump());
+    if (index && *index >= 1 && *index <= static_cast<std::uint64_t>(opts_.tools)) return tool_result(args.dump());
   }
   throw invalid_params("Unknown tool: " + name);
 }
 
 json handler::list_prompts(const json& params) const {
-  return paginate(params, static_cast<std::size_t>(opts_.prompts),
-                  static_cast<std::size_t>(opts_.page_size), "prompts", [&](std::size_t i) {
-                    return json{{"name", opts_.name_prefix + "prompt_" + std::to_string(i + 1)},
-                                {"description", "Numbered test prompt."},
-                                {"arguments", json::array({{{"name", "topic"},
-                                                            {"description", "What to talk about."},
-                                                            {"required", false}}})}};
-                  });
+  return paginate(
+    params, static_cast<std::size_t>(opts_.prompts), static_cast<std::size_t>(opts_.page_size), "prompts",
+    [&](std::size_t i) {
+      return json{
+        {"name", opts_.name_prefix + "prompt_" + std::to_string(i + 1)},
+        {"description", "Numbered test prompt."},
+        {"arguments",
+         json::array({{{"name", "topic"}, {"description", "What to talk about."}, {"required", false}}})}};
+    });
 }
 
 json handler::get_prompt(const json& params) const {
   auto name_it = params.find("name");
-  if (name_it == params.end() || !name_it->is_string())
-    throw invalid_params("prompts/get needs a string name");
+  if (name_it == params.end() || !name_it->is_string()) throw invalid_params("prompts/get needs a string name");
   const auto& name = name_it->get_ref<const std::string&>();
   auto args = arguments_of(params);
   const std::string stem = opts_.name_prefix + "prompt_";
@@ -453,12 +442,12 @@ json handler::get_prompt(const json& params) const {
   std::string topic = "nothing in particular";
   auto t = args.find("topic");
   if (t != args.end() && t->is_string()) topic = t->get<std::string>();
-  return {{"description", "Numbered test prompt."},
-          {"messages", json::array({{{"role", "user"},
-                                     {"content",
-                                      {{"type", "text"},
-                                       {"text", "Prompt " + std::to_string(*index) +
-                                                    " about " + topic}}}}})}};
+  return {
+    {"description", "Numbered test prompt."},
+    {"messages",
+     json::array(
+       {{{"role", "user"},
+         {"content", {{"type", "text"}, {"text", "Prompt " + std::to_string(*index) + " about " + topic}}}}})}};
 }
 
 } // namespace mcprt_test_server

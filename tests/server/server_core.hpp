@@ -28,7 +28,7 @@ inline constexpr const char* k_latest_protocol = "2025-11-25";
 
 // Negative durations mean "feature off".
 struct options {
-  int http_port = -1;  // -1: stdio transport
+  int http_port = -1; // -1: stdio transport
   bool sse_responses = false;
   int tools = 0;
   int prompts = 0;
@@ -59,11 +59,11 @@ struct options {
 
   // Containment faults (issue #13): descendants that try to outlive the
   // server, and a server that stops talking without exiting.
-  std::string pid_file;             // "<kind> <pid>" lines: server, group, setsid, daemon
+  std::string pid_file; // "<kind> <pid>" lines: server, group, setsid, daemon
   bool grandchild_in_group = false;
   bool grandchild_setsid = false;
   bool grandchild_daemon = false;
-  int close_stdout_after_ms = -1;   // counted from the first tools/list answer
+  int close_stdout_after_ms = -1; // counted from the first tools/list answer
 };
 
 enum class parse_outcome { run, exit_ok, exit_usage };
@@ -88,7 +88,7 @@ bool is_supported_protocol(const std::string& version);
 // Owns every thread the server starts so shutdown can wake and join them,
 // and doubles as the monitor for state that threads wait on.
 class lifetime {
- public:
+public:
   lifetime() = default;
   lifetime(const lifetime&) = delete;
   lifetime& operator=(const lifetime&) = delete;
@@ -130,7 +130,7 @@ class lifetime {
   void join_workers() { join(workers_); }
   void join_background() { join(background_); }
 
- private:
+private:
   struct task {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
@@ -148,7 +148,7 @@ class lifetime {
 
 // One client connection: the stdio pipe pair, or one HTTP session.
 class peer {
- public:
+public:
   virtual ~peer() = default;
   // Server-initiated traffic: notifications and requests to the client.
   virtual void send(const json& msg) = 0;
@@ -165,7 +165,7 @@ json make_error(const json& id, int code, const std::string& message);
 json invalid_request(const json& msg);
 
 class handler {
- public:
+public:
   handler(const options& opts, lifetime& life) : opts_(opts), life_(life) {}
 
   // nullopt: the request deliberately stays unanswered (--hang-on-initialize).
@@ -174,7 +174,7 @@ class handler {
   // A reply from the client to something the server asked.
   void handle_response(const json& resp);
 
- private:
+private:
   json initialize(const json& params) const;
   json list_tools(const peer& p, const json& params) const;
   json call_tool(const peer& p, const json& params);

@@ -32,7 +32,9 @@ using namespace std::chrono_literals;
 
 constexpr auto k_timeout = 5s;
 
-int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
 
 // Waits until a process (not necessarily our child) has exited.
 bool wait_process_gone(pid_t pid, steady::time_point deadline) {
@@ -53,13 +55,14 @@ bool wait_process_gone(pid_t pid, steady::time_point deadline) {
 // The server binary as a child process in its own process group, with all
 // three standard streams on pipes. Every wait is deadline-bound.
 class server_process {
- public:
+public:
   explicit server_process(const std::vector<std::string>& args) {
     signal(SIGPIPE, SIG_IGN);
     std::vector<std::string> all = {MCPRT_TEST_SERVER};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
+    for (auto& a : all)
+      argv.push_back(a.data());
     argv.push_back(nullptr);
 
     int in[2], out[2], err[2];
@@ -170,10 +173,7 @@ class server_process {
 
   json response_to(int id, std::chrono::milliseconds timeout = k_timeout) {
     auto msg = wait_message(
-        [&](const json& m) {
-          return m.contains("id") && m["id"] == id && !m.contains("method");
-        },
-        timeout);
+      [&](const json& m) { return m.contains("id") && m["id"] == id && !m.contains("method"); }, timeout);
     if (!msg) throw std::runtime_error("no response to request " + std::to_string(id));
     return *msg;
   }
@@ -219,7 +219,7 @@ class server_process {
   std::vector<std::string> garbage;
   std::deque<json> inbox;
 
- private:
+private:
   bool try_reap() {
     if (status_) return true;
     int st = 0;
@@ -250,10 +250,8 @@ class server_process {
     if (p.fd < 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) return;
     char chunk[65536];
     auto n = read(p.fd, chunk, sizeof chunk);
-    if (n > 0)
-      buf.append(chunk, static_cast<std::size_t>(n));
-    else if (n == 0 || errno != EINTR)
-      eof = true;
+    if (n > 0) buf.append(chunk, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR) eof = true;
   }
 
   pid_t pid_ = -1;
@@ -284,8 +282,7 @@ TEST_P(negotiation, echoes_supported_revision) {
 }
 
 INSTANTIATE_TEST_SUITE_P(initialize, negotiation,
-                         ::testing::Values("2024-11-05", "2025-03-26", "2025-06-18",
-                                           "2025-11-25"));
+                         ::testing::Values("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"));
 
 TEST(initialize, unknown_revision_falls_back_to_latest) {
   server_process server({});
@@ -424,8 +421,7 @@ TEST(prompts, list_and_get) {
   EXPECT_EQ(page2["result"]["prompts"][0]["name"], "prompt_3");
   EXPECT_FALSE(page2["result"].contains("nextCursor"));
 
-  auto got =
-      server.request("prompts/get", {{"name", "prompt_2"}, {"arguments", {{"topic", "cats"}}}});
+  auto got = server.request("prompts/get", {{"name", "prompt_2"}, {"arguments", {{"topic", "cats"}}}});
   EXPECT_EQ(got["result"]["messages"][0]["content"]["text"], "Prompt 2 about cats");
   EXPECT_EQ(server.request("prompts/get", {{"name", "prompt_4"}})["error"]["code"], -32602);
 }
@@ -458,8 +454,7 @@ TEST(faults, hang_on_initialize_still_answers_ping) {
   EXPECT_EQ(server.request("ping")["result"], json::object());
   // The initialize response would have come before the ping's.
   EXPECT_TRUE(server.inbox.empty());
-  EXPECT_FALSE(
-      server.wait_message([&](const json& m) { return m.value("id", json()) == init; }, 0ms));
+  EXPECT_FALSE(server.wait_message([&](const json& m) { return m.value("id", json()) == init; }, 0ms));
 }
 
 TEST(faults, startup_delay) {
@@ -489,8 +484,7 @@ TEST(faults, stderr_lines) {
   server_process server({"--stderr-lines", "5"});
   ASSERT_TRUE(server.wait_stderr("stderr line 5\n"));
   for (int i = 1; i <= 5; ++i)
-    EXPECT_NE(server.stderr_text().find("stderr line " + std::to_string(i) + "\n"),
-              std::string::npos);
+    EXPECT_NE(server.stderr_text().find("stderr line " + std::to_string(i) + "\n"), std::string::npos);
 }
 
 // -- hostile output (--invalid-utf8) -------------------------------------------
@@ -503,9 +497,13 @@ TEST(faults, invalid_utf8_in_every_place_asked_for) {
   EXPECT_EQ(*first, "not json: " + bad);
   ASSERT_TRUE(server.wait_stderr(bad));
   // Messages carrying the bytes are not JSON to a strict parser: read raw.
-  server.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
-                           {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}}});
+  server.send({{"jsonrpc", "2.0"},
+               {"id", 1},
+               {"method", "initialize"},
+               {"params",
+                {{"protocolVersion", "2025-11-25"},
+                 {"capabilities", json::object()},
+                 {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}}});
   auto init = server.read_line();
   ASSERT_TRUE(init);
   EXPECT_NE(init->find("\"name\":\"mcprt-test-server " + bad + "\""), std::string::npos) << *init;
@@ -513,7 +511,9 @@ TEST(faults, invalid_utf8_in_every_place_asked_for) {
   auto list = server.read_line();
   ASSERT_TRUE(list);
   EXPECT_NE(list->find("Returns the given text. " + bad), std::string::npos) << *list;
-  server.send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"},
+  server.send({{"jsonrpc", "2.0"},
+               {"id", 3},
+               {"method", "tools/call"},
                {"params", {{"name", "echo"}, {"arguments", {{"text", "hi"}}}}}});
   auto call = server.read_line();
   ASSERT_TRUE(call);
@@ -528,8 +528,8 @@ TEST(faults, invalid_utf8_rejects_unknown_places) {
 TEST(faults, list_changed_after_ms) {
   server_process server({"--list-changed-after-ms", "100", "--name-prefix", "p_"});
   server.initialize();
-  auto note = server.wait_message(
-      [](const json& m) { return m.value("method", "") == "notifications/tools/list_changed"; });
+  auto note =
+    server.wait_message([](const json& m) { return m.value("method", "") == "notifications/tools/list_changed"; });
   ASSERT_TRUE(note);
   EXPECT_FALSE(note->contains("id"));
   auto list = server.request("tools/list");
@@ -549,13 +549,11 @@ TEST(faults, ping_client_after_ms) {
 TEST(faults, request_sampling_logs_client_error) {
   server_process server({"--request-sampling"});
   server.initialize();
-  auto req = server.wait_message(
-      [](const json& m) { return m.value("method", "") == "sampling/createMessage"; });
+  auto req = server.wait_message([](const json& m) { return m.value("method", "") == "sampling/createMessage"; });
   ASSERT_TRUE(req);
   ASSERT_TRUE((*req)["id"].is_string());
-  server.send({{"jsonrpc", "2.0"},
-               {"id", (*req)["id"]},
-               {"error", {{"code", -32601}, {"message", "Method not found"}}}});
+  server.send(
+    {{"jsonrpc", "2.0"}, {"id", (*req)["id"]}, {"error", {{"code", -32601}, {"message", "Method not found"}}}});
   EXPECT_TRUE(server.wait_stderr("sampling/createMessage answered with error: "));
   EXPECT_NE(server.stderr_text().find("-32601"), std::string::npos);
 }
@@ -591,7 +589,7 @@ TEST(faults, ignore_sigterm_needs_sigkill) {
 TEST(faults, spawn_child_dies_with_the_group) {
   server_process server({"--spawn-child"});
   ASSERT_TRUE(server.wait_stderr("child pid "));
-  server.initialize();  // by now the whole line is in
+  server.initialize(); // by now the whole line is in
   std::smatch m;
   auto text = server.stderr_text();
   ASSERT_TRUE(std::regex_search(text, m, std::regex("child pid (\\d+)\n")));
@@ -611,7 +609,8 @@ std::map<std::string, pid_t> read_pid_file(const std::string& path) {
   std::ifstream in(path);
   std::string kind;
   pid_t pid;
-  while (in >> kind >> pid) out[kind] = pid;
+  while (in >> kind >> pid)
+    out[kind] = pid;
   return out;
 }
 
@@ -633,8 +632,8 @@ TEST(faults, grandchildren_are_recorded_and_placed_as_asked) {
   std::string file = std::string(dir) + "/pids";
   std::map<std::string, pid_t> pids;
   {
-    server_process server({"--pid-file", file, "--grandchild-in-group", "--grandchild-setsid",
-                           "--grandchild-daemon"});
+    server_process server(
+      {"--pid-file", file, "--grandchild-in-group", "--grandchild-setsid", "--grandchild-daemon"});
     server.initialize(); // every line is written before stdin is read
     pids = read_pid_file(file);
     ASSERT_EQ(pids.size(), 4u);
@@ -678,15 +677,32 @@ TEST(cli, version_and_help) {
   server_process help({"--help"});
   EXPECT_EQ(exit_code(help.wait_exit()), 0);
   std::string text;
-  while (auto line = help.read_line()) text += *line + "\n";
-  for (auto* flag : {"--http", "--sse-responses", "--tools", "--prompts", "--page-size",
-                     "--name-prefix", "--startup-delay-ms", "--crash-after-ms",
-                     "--exit-on-initialize", "--hang-on-initialize", "--garbage",
-                     "--list-changed-after-ms", "--stderr-lines", "--ignore-sigterm",
-                     "--spawn-child", "--ping-client-after-ms", "--request-sampling",
-                     "--pid-file", "--grandchild-in-group", "--grandchild-setsid",
-                     "--grandchild-daemon", "--close-stdout-after-ms",
-                     "--version", "--help"})
+  while (auto line = help.read_line())
+    text += *line + "\n";
+  for (auto* flag : {"--http",
+                     "--sse-responses",
+                     "--tools",
+                     "--prompts",
+                     "--page-size",
+                     "--name-prefix",
+                     "--startup-delay-ms",
+                     "--crash-after-ms",
+                     "--exit-on-initialize",
+                     "--hang-on-initialize",
+                     "--garbage",
+                     "--list-changed-after-ms",
+                     "--stderr-lines",
+                     "--ignore-sigterm",
+                     "--spawn-child",
+                     "--ping-client-after-ms",
+                     "--request-sampling",
+                     "--pid-file",
+                     "--grandchild-in-group",
+                     "--grandchild-setsid",
+                     "--grandchild-daemon",
+                     "--close-stdout-after-ms",
+                     "--version",
+                     "--help"})
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
 
   server_process bad({"--tools", "many"});
@@ -696,13 +712,12 @@ TEST(cli, version_and_help) {
 // ---------------------------------------------------------------- HTTP
 
 class http_server {
- public:
+public:
   explicit http_server(std::vector<std::string> extra = {}) : process_(with_http(extra)) {
     auto line = process_.read_line();
     std::smatch m;
     static const std::regex listening("listening on http://127\\.0\\.0\\.1:(\\d+)/mcp");
-    if (!line || !std::regex_match(*line, m, listening))
-      throw std::runtime_error("no listening line");
+    if (!line || !std::regex_match(*line, m, listening)) throw std::runtime_error("no listening line");
     port = std::stoi(m[1]);
     client = std::make_unique<httplib::Client>("127.0.0.1", port);
     client->set_connection_timeout(2);
@@ -719,8 +734,10 @@ class http_server {
     return post({{"jsonrpc", "2.0"},
                  {"id", 1},
                  {"method", "initialize"},
-                 {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()},
-                             {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}}});
+                 {"params",
+                  {{"protocolVersion", "2025-06-18"},
+                   {"capabilities", json::object()},
+                   {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}}});
   }
 
   server_process& process() { return process_; }
@@ -728,7 +745,7 @@ class http_server {
   int port = 0;
   std::unique_ptr<httplib::Client> client;
 
- private:
+private:
   static std::vector<std::string> with_http(std::vector<std::string> extra) {
     extra.insert(extra.begin(), {"--http", "0"});
     return extra;
@@ -785,8 +802,7 @@ TEST(http, sse_responses) {
   ASSERT_EQ(init->status, 200);
   EXPECT_EQ(init->get_header_value("Content-Type"), "text/event-stream");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(init->body, m, std::regex("^event: message\ndata: (.*)\n\n$")))
-      << init->body;
+  ASSERT_TRUE(std::regex_search(init->body, m, std::regex("^event: message\ndata: (.*)\n\n$"))) << init->body;
   EXPECT_EQ(json::parse(m[1].str())["result"]["protocolVersion"], "2025-06-18");
 }
 
@@ -798,12 +814,11 @@ TEST(http, list_changed_on_get_stream) {
   server.post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, session);
 
   std::string stream;
-  auto res = server.client->Get(
-      "/mcp", {{"Mcp-Session-Id", session}, {"Accept", "text/event-stream"}},
-      [&](const char* data, std::size_t len) {
-        stream.append(data, len);
-        return stream.find("notifications/tools/list_changed") == std::string::npos;
-      });
+  auto res = server.client->Get("/mcp", {{"Mcp-Session-Id", session}, {"Accept", "text/event-stream"}},
+                                [&](const char* data, std::size_t len) {
+                                  stream.append(data, len);
+                                  return stream.find("notifications/tools/list_changed") == std::string::npos;
+                                });
   EXPECT_NE(stream.find("event: message\ndata: "), std::string::npos);
   EXPECT_NE(stream.find("notifications/tools/list_changed"), std::string::npos);
 
@@ -818,7 +833,8 @@ TEST(http, sigterm_exits_zero) {
   ASSERT_EQ(kill(server.process().pid(), SIGTERM), 0);
   auto status = server.process().wait_exit();
   ASSERT_TRUE(status) << "still running";
-  EXPECT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << "\n" << server.process().stderr_text();
+  EXPECT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << "\n"
+                                  << server.process().stderr_text();
   EXPECT_EQ(exit_code(status), 0);
 }
 
