@@ -34,7 +34,7 @@ TEST_F(release_reason_test, excluding_a_server_stops_its_process_and_frees_its_s
   EXPECT_TRUE(gone_within(pid, 10s)) << "echo (pid " << pid << ") still runs";
   EXPECT_TRUE(wait_until([&] { return budget_cell()["reserved_count"] == 0; }, 10s)) << snapshot().dump(2);
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - excluded_at);
-  std::cout << "[ figures  ] excluded -> process gone and slot free: " << took.count() << " ms (debounce 300 ms)\n";
+  std::cout << "[ figures  ] excluded -> process gone and slot free: " << took.count() << " ms (debounce 50 ms)\n";
   EXPECT_TRUE(snapshot()["pool"]["entries"].empty()) << snapshot().dump(2);
   EXPECT_EQ(server("echo").value("reason", ""), "excluded") << snapshot().dump(2);
 }
