@@ -161,13 +161,14 @@ int reconcile_scale(const std::vector<std::string>& args) {
   reconciler_options ro;
   ro.session = "bench";
   ro.bus = bus;
-  ro.pool = spawn_private_pool(sys, [log](caf::actor_system& s, connection_config cc) {
+  auto pool = spawn_private_pool(sys, [log](caf::actor_system& s, connection_config cc) {
     {
       std::lock_guard<std::mutex> guard{log->mtx};
       log->started.insert(cc.server.name);
     }
     return s.spawn(cheap_connection, std::move(cc), log);
   }, {});
+  ro.pool = pool;
   auto session = spawn_reconciler(sys, ro);
   auto wait_finished = [&](std::size_t n) {
     std::unique_lock<std::mutex> lock{sig->mtx};
@@ -225,7 +226,15 @@ int reconcile_scale(const std::vector<std::string>& args) {
            {"core_plan_ms", core_plan_ms}, {"initial_ms", initial_ms}, {"ok", ok}};
   std::cout << out.dump() << std::endl;
 
-  caf::anon_send_exit(session, caf::exit_reason::user_shutdown);
+  // Closed the way runtime::close_session does it: the session lets its
+  // connections go, then the pool exits. An exit alone would leave the pool
+  // and its connections holding each other, and the actor system would wait
+  // for them forever.
+  {
+    caf::scoped_actor self{sys};
+    self->request(session, std::chrono::seconds(30), atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+  }
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gating, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(bus, caf::exit_reason::user_shutdown);
