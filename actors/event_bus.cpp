@@ -49,19 +49,6 @@ int64_t now_ms() {
 
 constexpr const char* dropped_payload = "payload dropped: it could not be made safe to publish";
 
-/// COMPATIBILITY: a payload built as JSON by its publisher, made what
-/// subscribers may see (see spawn_event_bus).
-void make_json_publishable(event_bus_state& st, event_kind kind, nlohmann::json& data) {
-  try {
-    make_payload_safe(data);
-    show_connection_ids(data, to_string(kind), st.show_connection_id);
-  } catch (...) {
-    // Out of memory, or a throwing id function: the event still counts
-    // (subscribers see its sequence number), its payload does not.
-    data = nlohmann::json{{"error", dropped_payload}};
-  }
-}
-
 /// A typed payload made what subscribers may see, and its one rendering.
 nlohmann::json render_publishable(event_bus_state& st, event_payload& payload) {
   try {
@@ -98,15 +85,6 @@ void publish(self_ptr self, event_payload& payload) {
   deliver(self, std::move(ev));
 }
 
-void publish(self_ptr self, event_kind kind, json_value& data) {
-  event ev;
-  ev.kind = kind;
-  ev.payload = empty_payload(kind);
-  make_json_publishable(self->state, kind, data.value);
-  ev.data = std::move(data);
-  deliver(self, std::move(ev));
-}
-
 event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) {
   self->state.capacity = opts.replay_capacity;
   self->state.show_connection_id = std::move(opts.show_connection_id);
@@ -123,14 +101,6 @@ event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) 
       // on any exception from a handler): at worst this one event is lost.
       try {
         publish(self, payload);
-      } catch (...) {
-      }
-    },
-    // COMPATIBILITY: to be removed when the pool and the reconciler publish
-    // typed events.
-    [self](atom::publish, event_kind kind, json_value& data) {
-      try {
-        publish(self, kind, data);
       } catch (...) {
       }
     },

@@ -22,9 +22,7 @@ namespace mcprt {
 ///   `replay_capacity` events and sends it to every subscriber whose kind
 ///   filter matches (an empty filter matches every kind). Delivery is a plain
 ///   asynchronous send: nothing waits on a subscriber, so a slow or dead one
-///   never holds up the others. `publish(kind, json)` is the same for a
-///   payload its publisher built as JSON (until the pool and the reconciler
-///   publish typed events); its `event::payload` is the kind's empty one.
+///   never holds up the others.
 /// - `subscribe(sink, kinds)` answers the last sequence number published so
 ///   far (replay from there closes the gap). Subscribing again replaces the
 ///   filter. Subscribers are monitored and dropped when they die.
@@ -32,14 +30,15 @@ namespace mcprt {
 /// - `replay(after_seq)` answers the events with `seq > after_seq` that are
 ///   still in the ring, oldest first.
 ///
-/// Every payload is made safe on its way in: in a typed payload invalid
-/// UTF-8 is replaced in every string and internal connection ids are shown
-/// through `show_connection_id` (the runtime's keyed digest), both in the
-/// struct and so in its rendering (`make_publishable`); a JSON payload, and
-/// every rendering, passes through core/event_payload (invalid UTF-8
-/// replaced, nesting cut at max_event_payload_depth, ids shown). A payload
-/// can thus never make a subscriber's JSON dump throw, and no handler of the
-/// bus lets an exception end it.
+/// Every payload is made safe on its way in: invalid UTF-8 is replaced in
+/// every string and internal connection ids are shown through
+/// `show_connection_id` (the runtime's keyed digest), both in the struct and
+/// so in its rendering (`make_publishable`); the rendering passes through
+/// core/event_payload as well (invalid UTF-8 replaced, nesting cut at
+/// max_event_payload_depth). A payload can thus never make a subscriber's
+/// JSON dump throw, and no handler of the bus lets an exception end it; if
+/// making it safe throws (out of memory, a throwing id function), the event
+/// still counts and carries `{"error": ...}` and the kind's empty payload.
 event_bus_actor spawn_event_bus(caf::actor_system& sys, std::size_t replay_capacity = 1024);
 
 struct event_bus_options {

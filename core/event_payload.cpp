@@ -49,15 +49,4 @@ bool make_payload_safe(json& payload, std::size_t max_depth) {
   return changed;
 }
 
-void show_connection_ids(json& payload, std::string_view kind_name,
-                         const std::function<std::string(const std::string&)>& show) {
-  if (!show || !payload.is_object()) return;
-  auto replace = [&](const char* key) {
-    auto i = payload.find(key);
-    if (i != payload.end() && i->is_string()) *i = show(i->get<std::string>());
-  };
-  replace("connection_id");
-  if (kind_name == "pool_entry_restarted" || kind_name == "pool_entry_failed") replace("id");
-}
-
 } // namespace mcprt

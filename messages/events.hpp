@@ -522,10 +522,6 @@ using event_subscriber_actor = caf::typed_actor<caf::reacts_to<event>>;
 using event_bus_actor = caf::typed_actor<
   // Publishes a typed event; the bus stamps sequence number and time.
   caf::reacts_to<atom::publish, event_payload>,
-  // COMPATIBILITY: publishes a payload built as JSON by the caller. To be
-  // removed when the pool and the reconciler publish typed events; such an
-  // event's `payload` is the kind's empty_payload.
-  caf::reacts_to<atom::publish, event_kind, json_value>,
   // Subscribes (empty kinds: all kinds); answers the last sequence number
   // published so far. Subscribers are monitored and dropped when they die.
   caf::replies_to<atom::subscribe, event_subscriber_actor, std::vector<event_kind>>::with<uint64_t>,

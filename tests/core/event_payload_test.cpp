@@ -52,22 +52,3 @@ TEST(EventPayload, DeepNestingIsCutWithoutRecursion) {
   EXPECT_EQ(p.dump(), R"([[[["<nested deeper than 4 levels>"]]]])");
 }
 
-TEST(EventPayload, ConnectionIdsAreShownThroughTheFunction) {
-  auto show = [](const std::string& id) { return "shown(" + id + ")"; };
-  json u = {{"server", "echo"}, {"connection_id", "echo::0123"}, {"id", "keep"}};
-  show_connection_ids(u, "client_update", show);
-  EXPECT_EQ(u["connection_id"], "shown(echo::0123)");
-  EXPECT_EQ(u["id"], "keep");
-  for (const char* kind : {"pool_entry_restarted", "pool_entry_failed"}) {
-    json e = {{"id", "echo::0123"}, {"name", "echo"}};
-    show_connection_ids(e, kind, show);
-    EXPECT_EQ(e["id"], "shown(echo::0123)") << kind;
-    EXPECT_EQ(e["name"], "echo");
-  }
-  json other = {{"id", 5}, {"connection_id", 7}};
-  show_connection_ids(other, "pool_entry_failed", show);
-  EXPECT_EQ(other, (json{{"id", 5}, {"connection_id", 7}}));
-  json untouched = {{"connection_id", "x::1"}};
-  show_connection_ids(untouched, "client_update", {});
-  EXPECT_EQ(untouched["connection_id"], "x::1");
-}
