@@ -362,7 +362,7 @@ TEST_F(Pool, TheLastSiblingFailingReleasesTheSlotEvenIfItGotAlreadyHeld) {
 
 TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
   pool_options o;
-  o.backoff_base = 1000ms;
+  o.table.backoff_base = 1000ms;
   start(4, budget_mode::enforce, o);
   auto h = must_acquire(1, stdio("fs"));
   auto pid1 = entry(h.connection_id)->pid;
@@ -453,9 +453,9 @@ TEST_F(Pool, AConnectionActorThatDiesIsACrash) {
 
 TEST_F(Pool, BackoffGrowsAndTheEntryFailsBeyondMaxRestarts) {
   pool_options o;
-  o.backoff_base = 1000ms;
-  o.max_restarts = 2;
-  o.restart_window = 60s;
+  o.table.backoff_base = 1000ms;
+  o.table.max_restarts = 2;
+  o.table.restart_window = 60s;
   start(4, budget_mode::enforce, o);
   auto h = must_acquire(1, stdio("fs"));
   auto id = h.connection_id;
@@ -494,7 +494,7 @@ TEST_F(Pool, BackoffGrowsAndTheEntryFailsBeyondMaxRestarts) {
 
 TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
   pool_options o;
-  o.max_restarts = 2;
+  o.table.max_restarts = 2;
   start(4, budget_mode::enforce, o);
   auto h = must_acquire(1, stdio("fs", "fail_restarts"));
   // A session waiting for the restarting entry is answered with its fate.
@@ -531,7 +531,7 @@ TEST_F(Pool, AnIdleEntryThatCrashesIsClosedNotRestarted) {
 
 TEST_F(Pool, HoldersAreToldWhenTheirEntryCrashesAndComesBack) {
   pool_options o;
-  o.backoff_base = 1000ms;
+  o.table.backoff_base = 1000ms;
   start(4, budget_mode::enforce, o);
   holder = caf::actor_cast<pool_holder_actor>(self);
   auto h = must_acquire(1, stdio("fs"));
@@ -597,7 +597,7 @@ TEST_F(Pool, TheDrainTimerClosesTheEntryAndReleasesTheSlot) {
 
 TEST_F(Pool, DrainDelayIsClampedToAtLeastOneSecond) {
   pool_options o;
-  o.drain_delay = 10ms;
+  o.table.drain_delay = 10ms;
   start(4, budget_mode::enforce, o);
   auto h = must_acquire(1, stdio("fs"));
   EXPECT_TRUE(release(1, h.connection_id));
@@ -625,8 +625,8 @@ TEST_F(Pool, ReattachingWithinTheDrainCancelsIt) {
 
 TEST_F(Pool, TheIdleTimerIsNotResetByAttachDetachFlapping) {
   pool_options o;
-  o.drain_delay = 30s;
-  o.max_idle = 100s;
+  o.table.drain_delay = 30s;
+  o.table.max_idle = 100s;
   start(4, budget_mode::enforce, o);
   auto cfg = stdio("fs");
   auto h = must_acquire(1, cfg);
@@ -647,8 +647,8 @@ TEST_F(Pool, TheIdleTimerIsNotResetByAttachDetachFlapping) {
 
 TEST_F(Pool, TheIdleTimerSparesAnEntryInUseAndRearmsAtTheNextIdle) {
   pool_options o;
-  o.drain_delay = 30s;
-  o.max_idle = 100s;
+  o.table.drain_delay = 30s;
+  o.table.max_idle = 100s;
   start(4, budget_mode::enforce, o);
   auto cfg = stdio("fs");
   auto h = must_acquire(1, cfg);

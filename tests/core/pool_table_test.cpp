@@ -378,8 +378,11 @@ TEST_F(PoolTable, BeyondTheRestartLimitTheEntryFailsAndItsHoldersHoldNothing) {
   EXPECT_EQ(released_slots(), std::vector<std::string>{"a"});
   // Its tail goes into the event, cut to the configured lines.
   std::vector<std::string> tail(30, "line");
-  auto ev = t().finish_failed_event(*stops[0].failed, tail);
-  EXPECT_EQ(ev.stderr_tail.size(), 20u);
+  t().stderr_tail(stops[0].id, stops[0].serial, std::move(stops[0].failed), tail);
+  auto published = take<pool_publish_effect>();
+  ASSERT_EQ(published.size(), 1u);
+  EXPECT_EQ(published[0].event.what, pool_event::kind::failed);
+  EXPECT_EQ(published[0].event.stderr_tail.size(), 20u);
 }
 
 TEST_F(PoolTable, AnIdleEntryThatCrashesIsClosedNotRestarted) {
@@ -431,7 +434,8 @@ TEST_F(PoolTable, ReleasingAWaitingAcquireFailsIt) {
 TEST_F(PoolTable, RestartByNameAnswersOnceEveryEntryConnectedAgain) {
   auto a1 = live(1, stdio("a", {"1"}));
   auto a2 = live(1, stdio("a", {"2"}), reserve_result::already_held);
-  EXPECT_FALSE(t().restart("a", 77, now));
+  t().restart("a", 77, now);
+  EXPECT_TRUE(take<pool_restart_done_effect>().empty());
   EXPECT_EQ(take<pool_stop_effect>().size(), 2u);
   auto spawns = take<pool_spawn_effect>();
   ASSERT_EQ(spawns.size(), 2u);
@@ -451,9 +455,11 @@ TEST_F(PoolTable, RestartByNameAnswersOnceEveryEntryConnectedAgain) {
 }
 
 TEST_F(PoolTable, RestartOfAnUnknownNameAnswersAtOnce) {
-  auto r = t().restart("nope", 1, now);
-  ASSERT_TRUE(r);
-  EXPECT_TRUE(r->empty());
+  t().restart("nope", 1, now);
+  auto done = take<pool_restart_done_effect>();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].request, 1u);
+  EXPECT_TRUE(done[0].results.empty());
 }
 
 } // namespace
