@@ -165,6 +165,23 @@ void pool_table::notify_holders(const entry& e, pool_change what, const std::str
     effects_.emplace_back(pool_notify_effect{session, e.id, e.name, what, e.generation, error});
 }
 
+pool_event pool_table::event_of(const entry& e, pool_event::kind what) {
+  pool_event ev;
+  ev.what = what;
+  ev.id = e.id;
+  ev.name = e.name;
+  ev.generation = e.generation;
+  ev.restarts = e.restarts;
+  ev.last_error = e.last_error;
+  return ev;
+}
+
+void pool_table::publish_restarted(const entry& e, const char* reason) {
+  auto ev = event_of(e, pool_event::kind::restarted);
+  ev.reason = reason;
+  effects_.emplace_back(pool_publish_effect{std::move(ev)});
+}
+
 void pool_table::remove(const std::string& id) {
   auto i = entries_.find(id);
   if (i == entries_.end()) return;
@@ -269,13 +286,7 @@ void pool_table::failure(entry& e, const std::string& why, pool_time now) {
                       + " ms; giving up: " + escape_for_display(e.last_error));
   fail_waiters(e, pool_error::spawn_failed, e.name + ": " + e.last_error);
   notify_holders(e, pool_change::failed, e.last_error);
-  pool_event failed;
-  failed.what = pool_event::kind::failed;
-  failed.id = e.id;
-  failed.name = e.name;
-  failed.generation = e.generation;
-  failed.restarts = e.restarts;
-  failed.last_error = e.last_error;
+  auto failed = event_of(e, pool_event::kind::failed);
   failed.stderr_tail = e.stderr_tail;
   stop(e, true, std::move(failed));
   remove(e.id);
@@ -454,7 +465,13 @@ void pool_table::connection_down(const std::string& id, uint64_t generation, con
   failure(*e, why, now);
 }
 
-void pool_table::stderr_tail(const std::string& id, uint64_t serial, std::vector<std::string> tail) {
+void pool_table::stderr_tail(const std::string& id, uint64_t serial, std::optional<pool_event> failed,
+                             std::vector<std::string> tail) {
+  // A given-up entry is gone by now: its event carries what it left.
+  if (failed) {
+    effects_.emplace_back(pool_publish_effect{finish_failed_event(std::move(*failed), std::move(tail))});
+    return;
+  }
   if (auto e = find(id, serial); e && !tail.empty()) e->stderr_tail = std::move(tail);
 }
 
@@ -488,23 +505,18 @@ void pool_table::timer_fired(pool_timer_type kind, const std::string& id, uint64
       if (e->restart_token != token || e->state != pool_state::restarting || e->live) return;
       ++e->restarts;
       spawn(*e);
-      pool_event ev;
-      ev.id = e->id;
-      ev.name = e->name;
-      ev.generation = e->generation;
-      ev.restarts = e->restarts;
-      ev.last_error = e->last_error;
-      ev.reason = "crash";
-      effects_.emplace_back(pool_publish_effect{std::move(ev)});
+      publish_restarted(*e, "crash");
       return;
     }
   }
 }
 
-std::optional<std::vector<pool_restart_outcome>> pool_table::restart(const std::string& name, uint64_t request,
-                                                                     pool_time now) {
+void pool_table::restart(const std::string& name, uint64_t request, pool_time now) {
   std::vector<pool_restart_outcome> results;
-  if (draining_) return results;
+  if (draining_) {
+    effects_.emplace_back(pool_restart_done_effect{request, std::move(results)});
+    return;
+  }
   std::vector<entry*> matching;
   for (auto& [id, e] : entries_)
     if (e.name == name) matching.push_back(&e);
@@ -528,18 +540,12 @@ std::optional<std::vector<pool_restart_outcome>> pool_table::restart(const std::
     spawn(e);
     e.restart_waiters.push_back({request, results.size() - 1, now});
     ++pending;
-    pool_event ev;
-    ev.id = e.id;
-    ev.name = e.name;
-    ev.generation = e.generation;
-    ev.restarts = e.restarts;
-    ev.last_error = e.last_error;
-    ev.reason = "manual";
-    effects_.emplace_back(pool_publish_effect{std::move(ev)});
+    publish_restarted(e, "manual");
   }
-  if (pending == 0) return results;
-  restarts_[request] = restart_request{std::move(results), pending};
-  return std::nullopt;
+  if (pending == 0)
+    effects_.emplace_back(pool_restart_done_effect{request, std::move(results)});
+  else
+    restarts_[request] = restart_request{std::move(results), pending};
 }
 
 pool_drain_plan pool_table::drain_all(pool_time now) {
@@ -576,24 +582,18 @@ std::vector<pool_entry_view> pool_table::entries() const {
   std::vector<pool_entry_view> out;
   out.reserve(entries_.size());
   for (auto& [id, e] : entries_) {
-    pool_entry_view v;
-    v.id = e.id;
-    v.name = e.name;
-    v.transport = e.transport;
-    v.state = e.state;
-    v.live = e.live;
-    v.connection = e.connection;
-    v.generation = e.generation;
-    v.link = e.link;
-    v.pid = e.pid;
-    v.refs = e.refs;
-    v.restarts = e.restarts;
-    v.last_error = e.last_error;
-    v.stderr_tail = e.stderr_tail;
-    out.push_back(std::move(v));
+    out.push_back(pool_entry_view{e.id, e.name, e.transport, e.state, e.live, e.connection, e.generation, e.link,
+                                  e.pid, e.refs, e.restarts, e.last_error, e.stderr_tail});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
+}
+
+std::size_t pool_table::live_subprocesses() const {
+  std::size_t n = 0;
+  for (auto& [id, e] : entries_)
+    if (e.transport == "stdio" && e.live && e.link == pool_link::connected) ++n;
+  return n;
 }
 
 std::vector<std::string> pool_table::held_slots() const {

@@ -42,20 +42,30 @@ enum class pool_timer_type : uint8_t { drain, idle, restart };
 enum class pool_error : uint8_t { not_connected, pool_draining, budget_exhausted, spawn_failed };
 
 struct pool_table_options {
-  /// Clamped to [1 s, 10 min] by the table.
+  /// How long an unreferenced entry lingers before it is closed; clamped to
+  /// [1 s, 10 min] by the table.
   std::chrono::milliseconds drain_delay{30000};
+  /// An entry that first went idle this long ago is closed if it is idle at
+  /// that moment, however often sessions attached and detached meanwhile.
   std::chrono::milliseconds max_idle{300000};
+  /// Crash restarts: backoff_delay(attempt, base, cap, jitter 0.1).
   std::chrono::milliseconds backoff_base{1000};
   std::chrono::milliseconds backoff_cap{30000};
+  /// At most this many crash restarts within `restart_window`; one more
+  /// crash and the entry is given up (`pool_entry_failed`).
   std::size_t max_restarts = 5;
   std::chrono::milliseconds restart_window{60000};
+  /// Stderr lines carried by `pool_entry_failed`.
   std::size_t failed_stderr_lines = 20;
-  /// Whether a budget admits new entries (else they spawn at once).
+  /// Whether a budget admits new entries (else they spawn at once). The
+  /// pool supervisor sets it from whether it has a budget actor.
   bool budget = true;
-  /// How a connection id appears in log lines; empty: unchanged.
+  /// How a connection id appears in the pool's log lines (the runtime's
+  /// keyed digest; its events are shown by the bus); empty: unchanged.
   std::function<std::string(const std::string&)> show_id;
   /// Picks the point in the backoff jitter, in [0, 1]; empty: a generator
-  /// seeded with `seed`.
+  /// seeded with `seed` (the pool supervisor seeds it from
+  /// std::random_device when `seed` is 0).
   std::function<double()> unit_random;
   uint64_t seed = 0;
 };
@@ -98,8 +108,8 @@ struct pool_event {
 };
 
 /// Stop the connection at index `connection`. With `ask_tail`, first ask it
-/// for its stderr tail: then publish `failed` with it when set, else hand
-/// the tail back with stderr_tail(id, serial, tail).
+/// for its stderr tail: then hand it back with stderr_tail(id, serial, failed,
+/// tail) (with an empty tail if it does not answer).
 struct pool_stop_effect {
   std::size_t connection = 0;
   bool ask_tail = false;
@@ -236,15 +246,17 @@ public:
                          const std::string& error, pool_time now);
   /// The connection actor went away (or could not be started).
   void connection_down(const std::string& id, uint64_t generation, const std::string& why, pool_time now);
-  /// The stderr tail a stopped connection handed over (see pool_stop_effect).
-  void stderr_tail(const std::string& id, uint64_t serial, std::vector<std::string> tail);
+  /// The stderr tail a stopped connection handed over (see
+  /// pool_stop_effect), empty if it handed over none: published with
+  /// `failed` (an entry given up), else kept on the entry for snapshots.
+  void stderr_tail(const std::string& id, uint64_t serial, std::optional<pool_event> failed,
+                   std::vector<std::string> tail);
 
   void timer_fired(pool_timer_type kind, const std::string& id, uint64_t token, pool_time now);
 
-  /// Restarts every entry of `name`. Answers at once (returned) when there
-  /// is nothing to wait for, else later with pool_restart_done_effect.
-  std::optional<std::vector<pool_restart_outcome>> restart(const std::string& name, uint64_t request,
-                                                           pool_time now);
+  /// Restarts every entry of `name`; answers with pool_restart_done_effect,
+  /// at once when there is nothing to wait for.
+  void restart(const std::string& name, uint64_t request, pool_time now);
 
   /// Closes everything: every waiter fails, every holder is told, every
   /// slot goes back; later acquires are refused.
@@ -256,10 +268,6 @@ public:
   std::vector<pool_effect>& effects() { return effects_; }
   void clear_effects() { effects_.clear(); }
 
-  /// `failed` with the stderr tail a stopped connection handed over (or the
-  /// one known before, if it handed over none), cut to the configured lines.
-  pool_event finish_failed_event(pool_event failed, std::vector<std::string> tail) const;
-
   // -- observers ------------------------------------------------------------------------
 
   bool draining() const { return draining_; }
@@ -268,6 +276,8 @@ public:
   const std::string* live_id(const std::string& id, std::size_t& connection, uint64_t& generation) const;
   /// Every entry, sorted by id.
   std::vector<pool_entry_view> entries() const;
+  /// Live stdio entries that are connected: the server processes running.
+  std::size_t live_subprocesses() const;
   /// Names whose slot the pool holds.
   std::vector<std::string> held_slots() const;
   /// Sessions holding entry `id`, and how many handles each.
@@ -345,6 +355,11 @@ private:
   void fail_waiters(entry& e, pool_error code, const std::string& message);
   void finish_restart_waiters(entry& e, bool ok, const std::string& reason, pool_time now);
   void notify_holders(const entry& e, pool_change what, const std::string& error);
+  static pool_event event_of(const entry& e, pool_event::kind what);
+  /// `failed` with the stderr tail a stopped connection handed over (or the
+  /// one known before, if it handed over none), cut to the configured lines.
+  pool_event finish_failed_event(pool_event failed, std::vector<std::string> tail) const;
+  void publish_restarted(const entry& e, const char* reason);
   void after_release(entry& e, pool_release reason, pool_time now);
 
   pool_table_options opts_;

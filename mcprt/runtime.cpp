@@ -380,8 +380,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (opts.pool) {
     if (opts.mode != budget_mode::off) p->budget = spawn_budget(sys, opts.budget, opts.mode, "workspace", p->bus);
     pool_options po;
-    po.drain_delay = opts.drain_delay;
-    po.show_id = p->show_id;
+    po.table.drain_delay = opts.drain_delay;
+    po.table.show_id = p->show_id;
     p->pool = spawn_pool(sys, p->make, p->budget, p->bus, po);
   }
   gating_options go;

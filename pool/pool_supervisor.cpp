@@ -7,7 +7,7 @@
 // session) and response promises (by the table's waiter tokens).
 
 #include "pool/pool_supervisor.hpp"
-#include "pool/shard_router.hpp"
+
 
 #include <algorithm>
 #include <memory>
@@ -22,6 +22,7 @@
 
 #include "core/pool_table.hpp"
 #include "core/untrusted_text.hpp"
+#include "pool/pool_fan_out.hpp"
 
 namespace mcprt {
 
@@ -137,14 +138,12 @@ void stop(self_ptr self, pool_stop_effect& s) {
       });
   };
   if (!s.ask_tail || !conn) {
-    if (s.failed) publish(self, self->state.table->finish_failed_event(std::move(*s.failed), {}));
+    if (s.failed) self->state.table->stderr_tail(s.id, s.serial, std::move(s.failed), {});
     return stop_now();
   }
   auto with_tail = [self, id = s.id, serial = s.serial, failed = std::move(s.failed)](std::vector<std::string> tail) {
-    if (failed)
-      publish(self, self->state.table->finish_failed_event(*failed, std::move(tail)));
-    else
-      self->state.table->stderr_tail(id, serial, std::move(tail));
+    self->state.table->stderr_tail(id, serial, failed, std::move(tail));
+    run(self);
   };
   self->request(conn, info_timeout, atom::info_v)
     .then([with_tail, stop_now](connection_info& ci) { with_tail(std::move(ci.stderr_tail)), stop_now(); },
@@ -213,9 +212,10 @@ void apply(self_ptr self, pool_effect& effect, std::vector<pool_spawn_effect>& f
     effect);
 }
 
-/// Carries out what the table asked for. An effect never calls back into
-/// the table, except a connection that could not even be started, which is
-/// reported after the batch.
+/// Carries out what the table asked for. An effect calls back into the
+/// table only to hand over what it already knows (a stopped connection
+/// without a tail); those effects, and a connection that could not even be
+/// started (reported after the batch), run in the next round.
 void run(self_ptr self) {
   auto& st = self->state;
   std::vector<pool_spawn_effect> failed_spawns;
@@ -303,9 +303,9 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
   st.make = std::move(make);
   st.budget = std::move(budget);
   st.bus = std::move(bus);
-  st.table.emplace(pool_table_options{opts.drain_delay, opts.max_idle, opts.backoff_base, opts.backoff_cap,
-                                      opts.max_restarts, opts.restart_window, opts.failed_stderr_lines,
-                                      static_cast<bool>(st.budget), opts.show_id, nullptr, std::random_device{}()});
+  opts.table.budget = static_cast<bool>(st.budget);
+  if (opts.table.seed == 0) opts.table.seed = std::random_device{}();
+  st.table.emplace(std::move(opts.table));
   self->set_down_handler([self](caf::down_msg& dm) {
     for (auto& c : self->state.connections)
       if (c.actor && c.actor.address() == dm.source) {
@@ -338,8 +338,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       auto token = st.next_token++;
       auto rp = self->make_response_promise<std::vector<restart_result>>();
       st.restarts.emplace(token, rp);
-      if (auto done = st.table->restart(r.server, token, now(self)))
-        st.table->effects().emplace_back(pool_restart_done_effect{token, std::move(*done)});
+      st.table->restart(r.server, token, now(self));
       run(self);
       return rp;
     },
@@ -368,95 +367,13 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
     [self](atom::snapshot) {
       pool_snapshot s;
       s.draining = self->state.table->draining();
-      for (auto& v : self->state.table->entries()) {
-        if (v.transport == "stdio" && v.live && v.link == pool_link::connected) ++s.subprocess_count;
+      s.subprocess_count = self->state.table->live_subprocesses();
+      for (auto& v : self->state.table->entries())
         s.entries.push_back(info_of(v));
-      }
       return s;
     },
     [self](atom::drain, bool force, caf::timespan timeout) { return drain_all(self, force, timeout); },
   };
-}
-
-// -- shards ---------------------------------------------------------------------------
-
-// A server's entries all live in one shard, chosen by the server's name (the
-// shard_key of every request that concerns one server): the slot of a name,
-// its sibling entries and its restarts are then shard-local, so every shard
-// is a whole pool for the names it owns, and acquires of different servers
-// run in parallel. The rest (release_session, snapshot, drain) asks them all.
-
-/// Asks every shard the same request, merges the answers with `merge` and
-/// answers the original requester once; then quits.
-template <class T, class Merge, class... Ts>
-caf::result<T> ask_every_shard(caf::event_based_actor* self, const std::vector<pool_actor>& shards, Merge merge,
-                               const Ts&... xs) {
-  struct progress {
-    T value;
-    std::size_t pending = 0;
-    caf::error first_error;
-    caf::typed_response_promise<T> rp;
-  };
-  auto p = std::make_shared<progress>();
-  p->pending = shards.size();
-  p->rp = self->make_response_promise<T>();
-  auto done = [self, p] {
-    if (--p->pending != 0) return;
-    if (p->first_error)
-      p->rp.deliver(std::move(p->first_error));
-    else
-      p->rp.deliver(std::move(p->value));
-    self->quit();
-  };
-  for (auto& shard : shards)
-    self->request(shard, caf::infinite, xs...)
-      .then([p, merge, done](T& part) { merge(p->value, part), done(); },
-            [p, done](caf::error& e) {
-              if (!p->first_error) p->first_error = std::move(e);
-              done();
-            });
-  return p->rp;
-}
-
-/// A one-shot actor that answers one request concerning every shard.
-caf::behavior every_shard(caf::event_based_actor* self, std::vector<pool_actor> shards) {
-  return {
-    [self, shards](atom::snapshot) {
-      return ask_every_shard<pool_snapshot>(
-        self, shards,
-        [](pool_snapshot& all, pool_snapshot& part) {
-          // Each shard answers sorted by id: merging keeps the whole sorted.
-          auto& xs = all.entries;
-          auto mid = static_cast<std::ptrdiff_t>(xs.size());
-          xs.insert(xs.end(), std::make_move_iterator(part.entries.begin()), std::make_move_iterator(part.entries.end()));
-          std::inplace_merge(xs.begin(), xs.begin() + mid, xs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-          all.subprocess_count += part.subprocess_count;
-          all.draining = all.draining || part.draining;
-        },
-        atom::snapshot_v);
-    },
-    [self, shards](atom::release_session, session_id session) {
-      return ask_every_shard<uint64_t>(
-        self, shards, [](uint64_t& all, uint64_t part) { all += part; }, atom::release_session_v, session);
-    },
-    [self, shards](atom::drain, bool force, caf::timespan timeout) {
-      return ask_every_shard<drain_result>(
-        self, shards,
-        [](drain_result& all, drain_result& part) {
-          all.drained += part.drained;
-          all.forced += part.forced;
-          all.errors.insert(all.errors.end(), part.errors.begin(), part.errors.end());
-        },
-        atom::drain_v, force, timeout);
-    },
-  };
-}
-
-caf::actor fan_out(caf::actor_system& sys, const std::vector<caf::actor>& workers) {
-  std::vector<pool_actor> shards;
-  for (auto& w : workers)
-    shards.push_back(caf::actor_cast<pool_actor>(w));
-  return sys.spawn(every_shard, std::move(shards));
 }
 
 } // namespace
@@ -471,7 +388,7 @@ pool_actor spawn_pool(caf::actor_system& sys, connection_factory make, budget_ac
   std::vector<caf::actor> workers;
   for (std::size_t i = 0; i < shards; ++i)
     workers.push_back(caf::actor_cast<caf::actor>(sys.spawn(pool, make, budget, bus, opts)));
-  return caf::actor_cast<pool_actor>(spawn_shard_router(sys, std::move(workers), pool_route, fan_out));
+  return caf::actor_cast<pool_actor>(spawn_shard_router(sys, std::move(workers), pool_route, pool_fan_out));
 }
 
 } // namespace mcprt

@@ -6,41 +6,24 @@
 // settings no longer want it), restarted with backoff when it crashes. It
 // implements the pool interface of messages/pool.hpp.
 
-#include <chrono>
 #include <cstddef>
-#include <functional>
 
 #include <caf/fwd.hpp>
 
+#include "core/pool_table.hpp"
 #include "messages/workspace.hpp"
 #include "pool/shard_router.hpp"
 
 namespace mcprt {
 
 struct pool_options {
-  /// How long an unreferenced entry lingers before it is closed; clamped to
-  /// [1 s, 10 min].
-  std::chrono::milliseconds drain_delay{30000};
-  /// An entry that first went idle this long ago is closed if it is idle at
-  /// that moment, however often sessions attached and detached meanwhile.
-  std::chrono::milliseconds max_idle{300000};
-  /// Crash restarts: backoff_delay(attempt, base, cap, jitter 0.1).
-  std::chrono::milliseconds backoff_base{1000};
-  std::chrono::milliseconds backoff_cap{30000};
-  /// At most this many crash restarts within `restart_window`; one more
-  /// crash and the entry is given up (`pool_entry_failed`).
-  std::size_t max_restarts = 5;
-  std::chrono::milliseconds restart_window{60000};
-  /// Stderr lines carried by `pool_entry_failed`.
-  std::size_t failed_stderr_lines = 20;
+  /// The rules' settings (drain, idle, restarts, ...), documented there.
+  pool_table_options table;
   /// The pool runs as this many actors (shards), each owning the servers
   /// whose names hash to it, so that acquires of different servers run in
   /// parallel; 0: one per scheduler worker. With one shard the pool is a
   /// single actor.
   std::size_t shards = 0;
-  /// How a connection id appears in the pool's log lines (the runtime's
-  /// keyed digest; its events are shown by the bus); empty: unchanged.
-  std::function<std::string(const std::string&)> show_id;
 };
 
 /// How the sharded pool routes a message: by the request's shard_key, or to

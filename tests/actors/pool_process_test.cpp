@@ -144,8 +144,8 @@ TEST_F(PoolProcess, TwoSessionsShareOneProcess) {
 
 TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
   pool_options o;
-  o.backoff_base = 50ms;
-  o.backoff_cap = 200ms;
+  o.table.backoff_base = 50ms;
+  o.table.backoff_cap = 200ms;
   start(o);
   listen(event_kind::pool_entry_restarted);
   auto h = acquire(1, server({"--crash-after-ms", "1000"}));
@@ -178,9 +178,9 @@ TEST_F(PoolProcess, ACrashingServerIsRestartedWithANewProcess) {
 
 TEST_F(PoolProcess, AServerThatClosesStdoutIsRestartedLikeACrashAndGivenUpAtTheLimit) {
   pool_options o;
-  o.backoff_base = 50ms;
-  o.backoff_cap = 200ms;
-  o.max_restarts = 2;
+  o.table.backoff_base = 50ms;
+  o.table.backoff_cap = 200ms;
+  o.table.max_restarts = 2;
   start(o);
   (*self)->request(bus, 10s, atom::subscribe_v, caf::actor_cast<event_subscriber_actor>(*self),
                    std::vector<event_kind>{event_kind::pool_entry_restarted, event_kind::pool_entry_failed})

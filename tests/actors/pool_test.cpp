@@ -1,6 +1,10 @@
-// The pool supervisor on CAF's test coordinator (deterministic: no threads,
-// no real time) with a fake connection the test controls, the real budget
-// actor and the real event bus.
+// The pool supervisor's wiring on CAF's test coordinator (deterministic: no
+// threads, no real time) with a fake connection the test controls, the real
+// budget actor and the real event bus: that the effects of core/pool_table
+// are carried out (a spawn spawns, a stop stops, the budget is asked, timers
+// fire on the actor clock, holders and the bus hear), and that the sharded
+// pool routes, merges and drains. The pool's rules themselves are tested
+// without actors in tests/core/pool_table_test.cpp.
 //
 // The fake connection is described in fake_connection.hpp.
 
@@ -193,45 +197,6 @@ TEST_F(Pool, AcquireByIdAttachesToALiveEntryAndFailsForAnUnknownOne) {
   EXPECT_TRUE(is(c.error, errc::not_connected)) << c.text;
 }
 
-TEST_F(Pool, DetachReleasesWithoutAnAnswerAndStartsTheDrain) {
-  start(4);
-  auto a = must_acquire(1, stdio("fs"));
-  self->send(pool, pool_detach{session_id{1}, a.connection_id});
-  sched.run();
-  auto e = entry(a.connection_id);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->refs, 0u);
-  EXPECT_EQ(e->status, pool_entry_status::draining);
-}
-
-TEST_F(Pool, DifferentEnvMakesDistinctEntriesSharingOneSlot) {
-  start(4);
-  auto a = must_acquire(1, server("fs", {{"command", "x"}, {"env", {{"TOKEN", "a"}}}}));
-  auto b = must_acquire(2, server("fs", {{"command", "x"}, {"env", {{"TOKEN", "b"}}}}));
-  EXPECT_NE(a.connection_id, b.connection_id);
-  EXPECT_NE(a.connection, b.connection);
-  EXPECT_EQ(world->spawns.size(), 2u);
-  EXPECT_EQ(snapshot().entries.size(), 2u);
-  EXPECT_EQ(reserved(), (names{"fs"})); // slots are keyed by name
-}
-
-TEST_F(Pool, FingerprintChangeStartsANewEntryWhileTheOldOneDrains) {
-  start(4);
-  auto old_cfg = stdio("fs", "ok", {"--root", "/a"});
-  auto new_cfg = stdio("fs", "ok", {"--root", "/b"});
-  auto a = must_acquire(1, old_cfg);
-  EXPECT_TRUE(release(1, a.connection_id));
-  auto b = must_acquire(1, new_cfg);
-  EXPECT_NE(a.connection_id, b.connection_id);
-  EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
-  EXPECT_EQ(entry(b.connection_id)->status, pool_entry_status::active);
-  advance(30s);
-  EXPECT_FALSE(entry(a.connection_id));
-  EXPECT_TRUE(world->was_stopped(a.connection_id, a.generation));
-  EXPECT_TRUE(entry(b.connection_id));
-  EXPECT_EQ(reserved(), (names{"fs"})); // the new entry keeps the name's slot
-}
-
 TEST_F(Pool, WorksWithoutABudget) {
   start(std::nullopt, budget_mode::off, {}, /*with_budget=*/false);
   auto a = must_acquire(1, stdio("a"));
@@ -268,27 +233,6 @@ TEST_F(Pool, RefusesPastTheCapRecordsTheRefusalAndAdmitsAfterAClose) {
   EXPECT_EQ(reserved(), (names{"b"}));
 }
 
-TEST_F(Pool, FiveConcurrentAcquiresSpawnOneConnection) {
-  start(4);
-  auto cfg = stdio("fs", "hang");
-  using handle_t = decltype(self->request(pool, caf::infinite, pool_acquire{session_id(), cfg, {}}));
-  std::vector<handle_t> pending;
-  for (int i = 0; i < 5; ++i)
-    pending.push_back(self->request(pool, caf::infinite, pool_acquire{session_id(i), cfg, {}}));
-  sched.run();
-  ASSERT_EQ(world->spawns.size(), 1u);
-  EXPECT_FALSE(self->has_next_message()); // nobody is answered before connected
-  EXPECT_EQ(entry(connection_id(cfg))->status, pool_entry_status::spawning);
-  tell_conn(world->spawns[0].conn, atom::tick_v);
-  for (auto& rh : pending) {
-    auto r = receive_acquire(rh);
-    ASSERT_TRUE(r.handle) << r.text;
-    EXPECT_EQ(r.handle->connection, world->spawns[0].conn);
-  }
-  EXPECT_EQ(entry(connection_id(cfg))->refs, 5u);
-  EXPECT_EQ(reserved(), (names{"fs"}));
-}
-
 TEST_F(Pool, AFailedSpawnFailsEveryWaiterAndRollsBackItsReservation) {
   start(4);
   auto cfg = stdio("fs", "fail");
@@ -307,62 +251,11 @@ TEST_F(Pool, AFailedSpawnFailsEveryWaiterAndRollsBackItsReservation) {
   EXPECT_TRUE(world->was_stopped(connection_id(cfg), 1)); // the failed connection is reaped
 }
 
-TEST_F(Pool, AFailedSpawnAfterAlreadyHeldDoesNotPhantomRelease) {
-  start(4);
-  // Someone else (not the pool) holds the slot of "fs".
-  ASSERT_EQ(ask<reserve_reply>(budget, atom::reserve_v, std::string("fs")), reserve_reply::reserved);
-  auto r = acquire(1, stdio("fs", "fail"));
-  ASSERT_FALSE(r.handle);
-  EXPECT_EQ(reserved(), (names{"fs"}));
-}
-
-TEST_F(Pool, AFailedSpawnKeepsTheSlotWhileALiveSiblingHoldsIt) {
-  start(4);
-  must_acquire(1, stdio("fs", "ok", {"1"}));
-  auto r = acquire(1, stdio("fs", "fail", {"2"}));
-  ASSERT_FALSE(r.handle);
-  EXPECT_EQ(reserved(), (names{"fs"}));
-  EXPECT_EQ(snapshot().entries.size(), 1u);
-}
-
-TEST_F(Pool, AnEntryClosingDuringASameNameInFlightSpawnKeepsTheSlot) {
-  start(4);
-  auto a = must_acquire(1, stdio("fs", "ok", {"1"}));
-  auto slow = stdio("fs", "hang", {"2"});
-  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(2), slow, {}});
-  sched.run();
-  EXPECT_TRUE(release(1, a.connection_id));
-  advance(30s); // a closes while the sibling is still spawning
-  EXPECT_FALSE(entry(a.connection_id));
-  EXPECT_EQ(reserved(), (names{"fs"}));
-  tell_conn(conn_of(connection_id(slow), 1), atom::tick_v);
-  auto r = receive_acquire(pending);
-  EXPECT_TRUE(r.handle) << r.text;
-  EXPECT_EQ(reserved(), (names{"fs"}));
-}
-
-TEST_F(Pool, TheLastSiblingFailingReleasesTheSlotEvenIfItGotAlreadyHeld) {
-  // Better than the reference, which leaks the slot here: the pool itself
-  // reserved "fs" for the first entry, so the slot is the pool's to give back.
-  start(4);
-  auto a = must_acquire(1, stdio("fs", "ok", {"1"}));
-  auto slow = stdio("fs", "hang", {"2"});
-  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(2), slow, {}});
-  sched.run();
-  EXPECT_TRUE(release(1, a.connection_id));
-  advance(30s);
-  EXPECT_EQ(reserved(), (names{"fs"}));
-  tell_conn(conn_of(connection_id(slow), 1), atom::io_exit_v, std::string("exit code 1"));
-  auto r = receive_acquire(pending);
-  EXPECT_FALSE(r.handle);
-  EXPECT_TRUE(reserved().empty());
-}
-
 // -- crash restart ----------------------------------------------------------------------
 
 TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
   pool_options o;
-  o.backoff_base = 1000ms;
+  o.table.backoff_base = 1000ms;
   start(4, budget_mode::enforce, o);
   auto h = must_acquire(1, stdio("fs"));
   auto pid1 = entry(h.connection_id)->pid;
@@ -404,40 +297,6 @@ TEST_F(Pool, ACrashIsRestartedAfterTheBackoffWithTheNextGeneration) {
   EXPECT_EQ(world->spawns.size(), 2u);
 }
 
-TEST_F(Pool, AnUnrequestedDisconnectAndAFabricatedErrorUpdateAreCrashesToo) {
-  start(4);
-  auto h = must_acquire(1, stdio("fs"));
-  tell_conn(h.connection, atom::http_gone_v);
-  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
-  advance(2s);
-  auto e = entry(h.connection_id);
-  ASSERT_EQ(e->status, pool_entry_status::active);
-  // An update for the current generation sent by anyone counts...
-  client_update u{"fs", h.connection_id, e->generation, connection_status::error, 0, 0, -1, "injected"};
-  self->send(pool, u);
-  sched.run();
-  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
-  EXPECT_EQ(entry(h.connection_id)->last_error, "injected");
-}
-
-TEST_F(Pool, UpdatesFromASupersededGenerationAreIgnored) {
-  start(4);
-  auto h = must_acquire(1, stdio("fs"));
-  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
-  advance(2s);
-  ASSERT_EQ(entry(h.connection_id)->generation, h.generation + 1);
-  for (auto st : {connection_status::error, connection_status::disconnected, connection_status::connecting}) {
-    client_update stale{"fs", h.connection_id, h.generation, st, 0, 0, 42, "old news"};
-    self->send(pool, stale);
-    sched.run();
-  }
-  auto e = entry(h.connection_id);
-  EXPECT_EQ(e->status, pool_entry_status::active);
-  EXPECT_EQ(e->connection, connection_status::connected);
-  EXPECT_NE(e->pid, 42);
-  EXPECT_EQ(world->spawns.size(), 2u);
-}
-
 TEST_F(Pool, AConnectionActorThatDiesIsACrash) {
   start(4);
   auto h = must_acquire(1, stdio("fs"));
@@ -451,50 +310,9 @@ TEST_F(Pool, AConnectionActorThatDiesIsACrash) {
   EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::active);
 }
 
-TEST_F(Pool, BackoffGrowsAndTheEntryFailsBeyondMaxRestarts) {
-  pool_options o;
-  o.backoff_base = 1000ms;
-  o.max_restarts = 2;
-  o.restart_window = 60s;
-  start(4, budget_mode::enforce, o);
-  auto h = must_acquire(1, stdio("fs"));
-  auto id = h.connection_id;
-  // crash 1 -> restart after ~1 s
-  tell_conn(conn_of(id, h.generation), atom::io_exit_v, std::string("exit code 3"));
-  advance(1100ms);
-  ASSERT_EQ(world->spawns.size(), 2u);
-  // crash 2 -> restart after ~2 s (not after 1.1 s)
-  tell_conn(conn_of(id, h.generation + 1), atom::io_exit_v, std::string("exit code 3"));
-  advance(1100ms);
-  EXPECT_EQ(world->spawns.size(), 2u);
-  advance(1100ms);
-  ASSERT_EQ(world->spawns.size(), 3u);
-  EXPECT_EQ(entry(id)->restarts, 2u);
-  EXPECT_EQ(events().size(), 2u); // two pool_entry_restarted
-  // crash 3 within the window: given up.
-  tell_conn(conn_of(id, h.generation + 2), atom::io_err_v, std::string("fatal: out of cheese"));
-  tell_conn(conn_of(id, h.generation + 2), atom::io_exit_v, std::string("exit code 3"));
-  EXPECT_FALSE(entry(id));
-  EXPECT_TRUE(reserved().empty());
-  auto evs = events();
-  ASSERT_EQ(evs.size(), 1u);
-  EXPECT_EQ(evs[0].kind, event_kind::pool_entry_failed);
-  EXPECT_EQ(evs[0].data.value["id"], id);
-  EXPECT_EQ(evs[0].data.value["name"], "fs");
-  EXPECT_EQ(evs[0].data.value["last_error"], "server exited (exit code 3)");
-  EXPECT_EQ(evs[0].data.value["stderr"], json::array({"fatal: out of cheese"}));
-  advance(60s);
-  EXPECT_EQ(world->spawns.size(), 3u); // nothing restarts it later
-  EXPECT_TRUE(world->was_stopped(id, h.generation + 2));
-  // A fresh acquire starts over with a new entry.
-  auto again = must_acquire(1, stdio("fs"));
-  EXPECT_EQ(again.generation, h.generation + 3);
-  EXPECT_EQ(entry(id)->restarts, 0u);
-}
-
 TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
   pool_options o;
-  o.max_restarts = 2;
+  o.table.max_restarts = 2;
   start(4, budget_mode::enforce, o);
   auto h = must_acquire(1, stdio("fs", "fail_restarts"));
   // A session waiting for the restarting entry is answered with its fate.
@@ -516,22 +334,11 @@ TEST_F(Pool, ARestartThatFailsToConnectIsAnotherCrash) {
   EXPECT_EQ(evs[2].data.value["stderr"], json::array({"fake: cannot start"}));
 }
 
-TEST_F(Pool, AnIdleEntryThatCrashesIsClosedNotRestarted) {
-  start(4);
-  auto h = must_acquire(1, stdio("fs"));
-  EXPECT_TRUE(release(1, h.connection_id));
-  tell_conn(h.connection, atom::io_exit_v, std::string("exit code 3"));
-  EXPECT_FALSE(entry(h.connection_id));
-  EXPECT_TRUE(reserved().empty());
-  advance(5s);
-  EXPECT_EQ(world->spawns.size(), 1u);
-}
-
 // -- holders and release reasons ----------------------------------------------------------
 
 TEST_F(Pool, HoldersAreToldWhenTheirEntryCrashesAndComesBack) {
   pool_options o;
-  o.backoff_base = 1000ms;
+  o.table.backoff_base = 1000ms;
   start(4, budget_mode::enforce, o);
   holder = caf::actor_cast<pool_holder_actor>(self);
   auto h = must_acquire(1, stdio("fs"));
@@ -555,27 +362,6 @@ TEST_F(Pool, HoldersAreToldWhenTheirEntryCrashesAndComesBack) {
   EXPECT_TRUE(drain<pool_entry_changed>().empty());
 }
 
-TEST_F(Pool, ARemovedReleaseFromTheLastHolderStopsAtOnceAndFreesTheSlot) {
-  start(1);
-  auto a = must_acquire(1, stdio("a"));
-  auto refused = acquire(1, stdio("b"));
-  EXPECT_TRUE(is(refused.error, errc::budget_exhausted)) << refused.text;
-  release(1, a.connection_id, release_reason::removed);
-  EXPECT_TRUE(world->was_stopped(a.connection_id, a.generation));
-  EXPECT_FALSE(entry(a.connection_id));
-  EXPECT_TRUE(reserved().empty());
-  must_acquire(1, stdio("b"));
-}
-
-TEST_F(Pool, ASessionClosedReleaseStillDrains) {
-  start(1);
-  auto a = must_acquire(1, stdio("a"));
-  release(1, a.connection_id, release_reason::session_closed);
-  EXPECT_FALSE(world->was_stopped(a.connection_id, a.generation));
-  EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
-  EXPECT_EQ(reserved(), (names{"a"}));
-}
-
 // -- drain and idle timers -------------------------------------------------------------
 
 TEST_F(Pool, TheDrainTimerClosesTheEntryAndReleasesTheSlot) {
@@ -592,108 +378,6 @@ TEST_F(Pool, TheDrainTimerClosesTheEntryAndReleasesTheSlot) {
   advance(1s);
   EXPECT_FALSE(entry(h.connection_id));
   EXPECT_TRUE(world->was_stopped(h.connection_id, h.generation));
-  EXPECT_TRUE(reserved().empty());
-}
-
-TEST_F(Pool, DrainDelayIsClampedToAtLeastOneSecond) {
-  pool_options o;
-  o.drain_delay = 10ms;
-  start(4, budget_mode::enforce, o);
-  auto h = must_acquire(1, stdio("fs"));
-  EXPECT_TRUE(release(1, h.connection_id));
-  advance(500ms);
-  EXPECT_TRUE(entry(h.connection_id));
-  advance(500ms);
-  EXPECT_FALSE(entry(h.connection_id));
-}
-
-TEST_F(Pool, ReattachingWithinTheDrainCancelsIt) {
-  start(4);
-  auto h = must_acquire(1, stdio("fs"));
-  EXPECT_TRUE(release(1, h.connection_id));
-  advance(20s);
-  auto again = must_acquire(2, stdio("fs"));
-  EXPECT_EQ(again.connection, h.connection);
-  EXPECT_EQ(world->spawns.size(), 1u);
-  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::active);
-  advance(20s); // past the first drain deadline: the stale timer is ignored
-  auto e = entry(h.connection_id);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->refs, 1u);
-  EXPECT_FALSE(world->was_stopped(h.connection_id, h.generation));
-}
-
-TEST_F(Pool, TheIdleTimerIsNotResetByAttachDetachFlapping) {
-  pool_options o;
-  o.drain_delay = 30s;
-  o.max_idle = 100s;
-  start(4, budget_mode::enforce, o);
-  auto cfg = stdio("fs");
-  auto h = must_acquire(1, cfg);
-  EXPECT_TRUE(release(1, h.connection_id)); // t=0: first idle
-  for (int i = 0; i < 3; ++i) {                 // t=20..75: flapping, never 30 s idle
-    advance(20s);
-    must_acquire(1, cfg);
-    advance(5s);
-    EXPECT_TRUE(release(1, h.connection_id));
-  }
-  advance(24s); // t=99
-  EXPECT_TRUE(entry(h.connection_id));
-  advance(1s); // t=100: max idle
-  EXPECT_FALSE(entry(h.connection_id));
-  EXPECT_EQ(world->spawns.size(), 1u);
-  EXPECT_TRUE(reserved().empty());
-}
-
-TEST_F(Pool, TheIdleTimerSparesAnEntryInUseAndRearmsAtTheNextIdle) {
-  pool_options o;
-  o.drain_delay = 30s;
-  o.max_idle = 100s;
-  start(4, budget_mode::enforce, o);
-  auto cfg = stdio("fs");
-  auto h = must_acquire(1, cfg);
-  EXPECT_TRUE(release(1, h.connection_id)); // t=0
-  advance(10s);
-  must_acquire(1, cfg); // in use at t=100
-  advance(100s);
-  ASSERT_TRUE(entry(h.connection_id));
-  EXPECT_TRUE(release(1, h.connection_id)); // t=110: new idle period
-  advance(29s);
-  EXPECT_TRUE(entry(h.connection_id));
-  advance(1s);
-  EXPECT_FALSE(entry(h.connection_id));
-}
-
-TEST_F(Pool, ReleaseSessionDropsEverythingTheSessionHolds) {
-  start(4);
-  auto a = must_acquire(1, stdio("a"));
-  must_acquire(1, stdio("a"));
-  auto b = must_acquire(1, stdio("b"));
-  must_acquire(2, stdio("b"));
-  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, session_id{1}), 3u);
-  EXPECT_EQ(entry(a.connection_id)->status, pool_entry_status::draining);
-  EXPECT_EQ(entry(b.connection_id)->refs, 1u);
-  EXPECT_EQ(entry(b.connection_id)->status, pool_entry_status::active);
-  EXPECT_EQ(ask<uint64_t>(pool, atom::release_session_v, session_id{1}), 0u);
-  advance(30s);
-  EXPECT_FALSE(entry(a.connection_id));
-  EXPECT_TRUE(entry(b.connection_id));
-  EXPECT_EQ(reserved(), (names{"b"}));
-}
-
-TEST_F(Pool, ReleasingBeforeTheConnectionIsReadyFailsTheWaitingAcquire) {
-  start(4);
-  auto cfg = stdio("fs", "hang");
-  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(1), cfg, {}});
-  sched.run();
-  EXPECT_TRUE(release(1, connection_id(cfg)));
-  auto r = receive_acquire(pending);
-  EXPECT_FALSE(r.handle);
-  // The spawn still completes and then drains like any idle entry.
-  tell_conn(world->spawns[0].conn, atom::tick_v);
-  EXPECT_EQ(entry(connection_id(cfg))->status, pool_entry_status::draining);
-  advance(30s);
-  EXPECT_TRUE(snapshot().entries.empty());
   EXPECT_TRUE(reserved().empty());
 }
 
@@ -725,53 +409,6 @@ TEST_F(Pool, RestartByNameRestartsEveryEntryOfThatName) {
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(reserved(), (names{"fs", "git"}));
-}
-
-TEST_F(Pool, RestartingAnIdleEntryRearmsItsDrain) {
-  start(4);
-  auto h = must_acquire(1, stdio("fs"));
-  EXPECT_TRUE(release(1, h.connection_id));
-  advance(20s);
-  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
-  ASSERT_TRUE(results);
-  ASSERT_EQ(results->size(), 1u);
-  EXPECT_TRUE((*results)[0].restarted);
-  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::draining);
-  advance(20s); // the old deadline passed: no effect
-  EXPECT_TRUE(entry(h.connection_id));
-  advance(10s);
-  EXPECT_FALSE(entry(h.connection_id));
-  EXPECT_TRUE(reserved().empty());
-}
-
-TEST_F(Pool, RestartReportsAFailedReconnect) {
-  start(4);
-  auto h = must_acquire(1, stdio("fs", "fail_restarts"));
-  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
-  ASSERT_TRUE(results);
-  ASSERT_EQ(results->size(), 1u);
-  EXPECT_FALSE((*results)[0].restarted);
-  EXPECT_EQ((*results)[0].reason, "server exited (exit code 4)");
-  // ...and the crash policy takes over.
-  EXPECT_EQ(entry(h.connection_id)->status, pool_entry_status::restarting);
-}
-
-TEST_F(Pool, RestartOfAnEntryStillStartingSaysSo) {
-  start(4);
-  must_acquire(0, stdio("fs", "ok"));
-  auto slow = stdio("fs", "hang", {"x"});
-  auto pending = self->request(pool, caf::infinite, pool_acquire{session_id(1), slow, {}});
-  sched.run();
-  auto results = ask<std::vector<restart_result>>(pool, pool_restart{"fs"});
-  ASSERT_TRUE(results);
-  ASSERT_EQ(results->size(), 2u);
-  auto starting = std::find_if(results->begin(), results->end(),
-                               [&](const restart_result& r) { return r.id == connection_id(slow); });
-  ASSERT_NE(starting, results->end());
-  EXPECT_FALSE(starting->restarted);
-  EXPECT_EQ(starting->reason, "still starting");
-  tell_conn(conn_of(connection_id(slow), 1), atom::tick_v);
-  EXPECT_TRUE(receive_acquire(pending).handle);
 }
 
 // -- snapshot --------------------------------------------------------------------------------

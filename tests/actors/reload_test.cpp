@@ -87,7 +87,7 @@ protected:
     ro.budget = budget;
     if (s.pool) {
       pool_options po;
-      po.drain_delay = 1s;
+      po.table.drain_delay = 1s;
       pool = track(spawn_pool(sys, fake_factory(world), budget, bus, po));
       ro.pool = pool;
     } else {

@@ -210,6 +210,92 @@ TEST_F(PoolTable, AFailedSpawnFailsItsWaitersAndReleasesTheSlot) {
   EXPECT_EQ(t().size(), 0u);
 }
 
+TEST_F(PoolTable, ConfigsOfOneNameThatDifferAreDistinctEntriesOnOneSlot) {
+  auto a1 = live(1, stdio("a", {"1"}));
+  auto a2 = live(2, stdio("a", {"2"}), reserve_result::already_held);
+  EXPECT_NE(a1.id, a2.id);
+  EXPECT_NE(a1.connection, a2.connection);
+  EXPECT_EQ(t().size(), 2u);
+  EXPECT_EQ(t().held_slots(), std::vector<std::string>{"a"});
+}
+
+TEST_F(PoolTable, AChangedConfigStartsANewEntryWhileTheOldOneDrainsAndKeepsTheSlot) {
+  auto old_entry = live(1, stdio("a", {"--root", "/a"}));
+  t().detach(1, old_entry.id, pool_release::session_closed, now);
+  auto drain = take<pool_timer_effect>().at(0);
+  auto new_entry = live(1, stdio("a", {"--root", "/b"}), reserve_result::already_held);
+  EXPECT_NE(new_entry.id, old_entry.id);
+  EXPECT_EQ(view(old_entry.id)->state, pool_state::draining);
+  EXPECT_EQ(view(new_entry.id)->state, pool_state::active);
+  now += 30s;
+  t().timer_fired(pool_timer_type::drain, old_entry.id, drain.token, now);
+  auto stops = take<pool_stop_effect>();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].connection, old_entry.connection);
+  EXPECT_TRUE(released_slots().empty()); // the new entry keeps the name's slot
+  EXPECT_EQ(t().held_slots(), std::vector<std::string>{"a"});
+  EXPECT_FALSE(view(old_entry.id));
+}
+
+TEST_F(PoolTable, AFailedSpawnAfterAlreadyHeldReleasesNothing) {
+  // Someone else holds the slot of "a": it is not the pool's to give back.
+  acquire(1, stdio("a"));
+  auto reserve = take<pool_reserve_effect>().at(0);
+  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
+  crash(take<pool_spawn_effect>().at(0), "no such file");
+  EXPECT_EQ(take<pool_fail_effect>().size(), 1u);
+  EXPECT_TRUE(released_slots().empty());
+  EXPECT_EQ(t().size(), 0u);
+}
+
+TEST_F(PoolTable, AFailedSpawnKeepsTheSlotWhileALiveSiblingHoldsIt) {
+  live(1, stdio("a", {"1"}));
+  acquire(1, stdio("a", {"2"}));
+  auto reserve = take<pool_reserve_effect>().at(0);
+  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
+  crash(take<pool_spawn_effect>().at(0), "no such file");
+  EXPECT_EQ(take<pool_fail_effect>().size(), 1u);
+  EXPECT_TRUE(released_slots().empty());
+  EXPECT_EQ(t().size(), 1u);
+}
+
+TEST_F(PoolTable, AnEntryClosingDuringASiblingsSpawnKeepsTheSlot) {
+  auto a1 = live(1, stdio("a", {"1"}));
+  acquire(2, stdio("a", {"2"}));
+  auto reserve = take<pool_reserve_effect>().at(0);
+  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
+  auto a2 = take<pool_spawn_effect>().at(0);
+  t().detach(1, a1.id, pool_release::session_closed, now);
+  auto drain = take<pool_timer_effect>().at(0);
+  now += 30s;
+  t().timer_fired(pool_timer_type::drain, a1.id, drain.token, now);
+  EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
+  EXPECT_TRUE(released_slots().empty());
+  // The sibling connects and keeps the slot...
+  t().connection_update(a2.id, a2.generation, pool_link::connected, 9, {}, now);
+  EXPECT_EQ(take<pool_reply_effect>().size(), 1u);
+  EXPECT_TRUE(released_slots().empty());
+  EXPECT_EQ(t().held_slots(), std::vector<std::string>{"a"});
+}
+
+TEST_F(PoolTable, TheLastSiblingFailingReleasesTheSlotThatThePoolReservedForTheFirst) {
+  auto a1 = live(1, stdio("a", {"1"}));
+  acquire(2, stdio("a", {"2"}));
+  auto reserve = take<pool_reserve_effect>().at(0);
+  // The pool itself reserved "a" for a1, so already_held here is its own.
+  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
+  auto a2 = take<pool_spawn_effect>().at(0);
+  t().detach(1, a1.id, pool_release::session_closed, now);
+  auto drain = take<pool_timer_effect>().at(0);
+  now += 30s;
+  t().timer_fired(pool_timer_type::drain, a1.id, drain.token, now);
+  EXPECT_TRUE(released_slots().empty());
+  crash(a2, "exit code 1");
+  EXPECT_EQ(take<pool_fail_effect>().size(), 1u);
+  EXPECT_EQ(released_slots(), std::vector<std::string>{"a"});
+  EXPECT_TRUE(t().held_slots().empty());
+}
+
 // -- drain and idle ------------------------------------------------------------------------
 
 TEST_F(PoolTable, ASessionClosedReleaseDrainsAndTheDrainTimerCloses) {
@@ -260,6 +346,53 @@ TEST_F(PoolTable, TheIdleLimitClosesAnEntryThatFlapsButIsIdleThen) {
   EXPECT_TRUE(take<pool_timer_effect>().empty());
   t().timer_fired(pool_timer_type::idle, s.id, timers[1].token, now);
   EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
+}
+
+TEST_F(PoolTable, TheDrainDelayIsClampedToAtLeastOneSecond) {
+  opts.drain_delay = 10ms;
+  auto s = live(1, stdio("a"));
+  t().detach(1, s.id, pool_release::session_closed, now);
+  auto timers = take<pool_timer_effect>();
+  ASSERT_FALSE(timers.empty());
+  EXPECT_EQ(timers[0].kind, pool_timer_type::drain);
+  EXPECT_EQ(timers[0].delay, 1s);
+  now += 1s;
+  t().timer_fired(pool_timer_type::drain, s.id, timers[0].token, now);
+  EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
+}
+
+TEST_F(PoolTable, AStaleDrainTimerOfAReattachedEntryLapses) {
+  auto s = live(1, stdio("a"));
+  t().detach(1, s.id, pool_release::session_closed, now);
+  auto drain = take<pool_timer_effect>().at(0);
+  now += 20s;
+  EXPECT_EQ(t().attach(2, s.id, next_waiter++).result, outcome::ready);
+  EXPECT_EQ(view(s.id)->state, pool_state::active);
+  now += 20s;
+  t().timer_fired(pool_timer_type::drain, s.id, drain.token, now);
+  EXPECT_TRUE(quiet());
+  EXPECT_EQ(view(s.id)->refs, 1u);
+}
+
+TEST_F(PoolTable, TheIdleLimitSparesAnEntryInUseAndTheNextIdlePeriodArmsAFreshOne) {
+  opts.max_idle = 100s;
+  auto s = live(1, stdio("a"));
+  t().detach(1, s.id, pool_release::session_closed, now);
+  auto idle = take<pool_timer_effect>().at(1);
+  ASSERT_EQ(idle.kind, pool_timer_type::idle);
+  now += 10s;
+  t().attach(1, s.id, next_waiter++);
+  now += 90s;
+  t().timer_fired(pool_timer_type::idle, s.id, idle.token, now); // in use: spared
+  EXPECT_TRUE(quiet());
+  ASSERT_TRUE(view(s.id));
+  t().detach(1, s.id, pool_release::session_closed, now);
+  std::vector<pool_timer_effect> idle_again;
+  for (auto& timer : take<pool_timer_effect>())
+    if (timer.kind == pool_timer_type::idle) idle_again.push_back(timer);
+  ASSERT_EQ(idle_again.size(), 1u); // a fresh idle limit
+  EXPECT_EQ(idle_again[0].delay, 100s);
+  EXPECT_NE(idle_again[0].token, idle.token);
 }
 
 // -- release reasons (close now) -------------------------------------------------------
@@ -378,8 +511,11 @@ TEST_F(PoolTable, BeyondTheRestartLimitTheEntryFailsAndItsHoldersHoldNothing) {
   EXPECT_EQ(released_slots(), std::vector<std::string>{"a"});
   // Its tail goes into the event, cut to the configured lines.
   std::vector<std::string> tail(30, "line");
-  auto ev = t().finish_failed_event(*stops[0].failed, tail);
-  EXPECT_EQ(ev.stderr_tail.size(), 20u);
+  t().stderr_tail(stops[0].id, stops[0].serial, std::move(stops[0].failed), tail);
+  auto published = take<pool_publish_effect>();
+  ASSERT_EQ(published.size(), 1u);
+  EXPECT_EQ(published[0].event.what, pool_event::kind::failed);
+  EXPECT_EQ(published[0].event.stderr_tail.size(), 20u);
 }
 
 TEST_F(PoolTable, AnIdleEntryThatCrashesIsClosedNotRestarted) {
@@ -389,6 +525,59 @@ TEST_F(PoolTable, AnIdleEntryThatCrashesIsClosedNotRestarted) {
   crash(s);
   EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
   EXPECT_TRUE(take<pool_timer_effect>().empty());
+  EXPECT_EQ(t().size(), 0u);
+}
+
+TEST_F(PoolTable, AnUnrequestedDisconnectIsACrash) {
+  auto s = live(1, stdio("a"));
+  t().connection_update(s.id, s.generation, pool_link::disconnected, -1, {}, now);
+  EXPECT_EQ(view(s.id)->state, pool_state::restarting);
+  EXPECT_EQ(view(s.id)->last_error, "connection closed unexpectedly");
+  EXPECT_EQ(take<pool_timer_effect>().size(), 1u);
+}
+
+TEST_F(PoolTable, AnErrorUpdateOfTheCurrentGenerationIsACrashWithItsMessage) {
+  auto s = live(1, stdio("a"));
+  crash(s, "injected");
+  EXPECT_EQ(view(s.id)->state, pool_state::restarting);
+  EXPECT_EQ(view(s.id)->last_error, "injected");
+}
+
+TEST_F(PoolTable, AConnectionThatGoesAwayIsACrash) {
+  auto s = live(1, stdio("a"));
+  t().connection_down(s.id, s.generation, "connection actor exited: killed", now);
+  EXPECT_EQ(view(s.id)->state, pool_state::restarting);
+  EXPECT_EQ(view(s.id)->last_error, "connection actor exited: killed");
+}
+
+TEST_F(PoolTable, AfterGivingUpAFreshAcquireStartsOverWithTheNextGeneration) {
+  opts.max_restarts = 0;
+  auto s = live(1, stdio("a"));
+  crash(s, "dead");
+  EXPECT_EQ(t().size(), 0u);
+  clear();
+  now += 60s;
+  EXPECT_TRUE(take<pool_timer_effect>().empty()); // nothing restarts it later
+  auto again = live(1, stdio("a"));
+  EXPECT_EQ(again.id, s.id);
+  EXPECT_EQ(again.generation, s.generation + 1); // generations are never reused
+  EXPECT_EQ(view(s.id)->restarts, 0u);
+}
+
+TEST_F(PoolTable, AWaiterOfARestartingEntryIsAnsweredWithItsFate) {
+  opts.max_restarts = 1;
+  auto s = live(1, stdio("a"));
+  crash(s);
+  auto timer = take<pool_timer_effect>().at(0);
+  EXPECT_EQ(acquire(2, stdio("a")).result, outcome::waiting);
+  now += timer.delay;
+  t().timer_fired(pool_timer_type::restart, s.id, timer.token, now);
+  auto spawn = take<pool_spawn_effect>().at(0);
+  crash(spawn, "cannot start"); // beyond the limit: given up
+  auto fails = take<pool_fail_effect>();
+  ASSERT_EQ(fails.size(), 1u);
+  EXPECT_EQ(fails[0].code, pool_error::spawn_failed);
+  EXPECT_EQ(fails[0].message, "a: cannot start");
   EXPECT_EQ(t().size(), 0u);
 }
 
@@ -426,12 +615,44 @@ TEST_F(PoolTable, ReleasingAWaitingAcquireFailsIt) {
   EXPECT_EQ(fails[0].code, pool_error::not_connected);
 }
 
+TEST_F(PoolTable, ReleaseSessionCountsEveryHandleAndDrainsWhatNobodyHolds) {
+  auto a = live(1, stdio("a"));
+  t().attach(1, a.id, next_waiter++);
+  auto b = live(1, stdio("b"));
+  t().attach(2, b.id, next_waiter++);
+  EXPECT_EQ(t().release_session(1, now), 3u);
+  EXPECT_EQ(view(a.id)->state, pool_state::draining);
+  EXPECT_EQ(view(b.id)->state, pool_state::active);
+  EXPECT_EQ(view(b.id)->refs, 1u);
+  EXPECT_EQ(t().release_session(1, now), 0u);
+}
+
+TEST_F(PoolTable, AWaitingAcquireReleasedBeforeTheConnectStillSpawnsAndThenDrains) {
+  auto cfg = stdio("a");
+  acquire(1, cfg);
+  auto reserve = take<pool_reserve_effect>().at(0);
+  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::reserved, std::nullopt, now);
+  auto spawn = take<pool_spawn_effect>().at(0);
+  EXPECT_TRUE(t().detach(1, spawn.id, pool_release::session_closed, now));
+  EXPECT_EQ(take<pool_fail_effect>().size(), 1u);
+  EXPECT_TRUE(take<pool_stop_effect>().empty());
+  t().connection_update(spawn.id, spawn.generation, pool_link::connected, 5, {}, now);
+  EXPECT_TRUE(take<pool_reply_effect>().empty());
+  EXPECT_EQ(view(spawn.id)->state, pool_state::draining);
+  auto drain = take<pool_timer_effect>().at(0);
+  now += 30s;
+  t().timer_fired(pool_timer_type::drain, spawn.id, drain.token, now);
+  EXPECT_EQ(t().size(), 0u);
+  EXPECT_EQ(released_slots(), std::vector<std::string>{"a"});
+}
+
 // -- restart(name) ---------------------------------------------------------------------------
 
 TEST_F(PoolTable, RestartByNameAnswersOnceEveryEntryConnectedAgain) {
   auto a1 = live(1, stdio("a", {"1"}));
   auto a2 = live(1, stdio("a", {"2"}), reserve_result::already_held);
-  EXPECT_FALSE(t().restart("a", 77, now));
+  t().restart("a", 77, now);
+  EXPECT_TRUE(take<pool_restart_done_effect>().empty());
   EXPECT_EQ(take<pool_stop_effect>().size(), 2u);
   auto spawns = take<pool_spawn_effect>();
   ASSERT_EQ(spawns.size(), 2u);
@@ -451,9 +672,75 @@ TEST_F(PoolTable, RestartByNameAnswersOnceEveryEntryConnectedAgain) {
 }
 
 TEST_F(PoolTable, RestartOfAnUnknownNameAnswersAtOnce) {
-  auto r = t().restart("nope", 1, now);
-  ASSERT_TRUE(r);
-  EXPECT_TRUE(r->empty());
+  t().restart("nope", 1, now);
+  auto done = take<pool_restart_done_effect>();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].request, 1u);
+  EXPECT_TRUE(done[0].results.empty());
+}
+
+TEST_F(PoolTable, RestartingAnIdleEntryRearmsItsDrainOnceConnected) {
+  auto s = live(1, stdio("a"));
+  t().detach(1, s.id, pool_release::session_closed, now);
+  auto old_drain = take<pool_timer_effect>().at(0);
+  now += 20s;
+  t().restart("a", 1, now);
+  auto spawn = take<pool_spawn_effect>().at(0);
+  t().connection_update(spawn.id, spawn.generation, pool_link::connected, 2, {}, now);
+  EXPECT_EQ(take<pool_restart_done_effect>().at(0).results.at(0).restarted, true);
+  EXPECT_EQ(view(s.id)->state, pool_state::draining);
+  auto drain = take<pool_timer_effect>();
+  ASSERT_EQ(drain.size(), 1u);
+  EXPECT_EQ(drain[0].delay, 30s);
+  clear();
+  now += 10s; // the old deadline passed: its timer lapses
+  t().timer_fired(pool_timer_type::drain, s.id, old_drain.token, now);
+  EXPECT_TRUE(quiet());
+  now += 20s;
+  t().timer_fired(pool_timer_type::drain, s.id, drain[0].token, now);
+  EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
+  EXPECT_EQ(released_slots(), std::vector<std::string>{"a"});
+}
+
+TEST_F(PoolTable, ARestartWhoseReconnectFailsSaysWhyAndTheCrashPolicyTakesOver) {
+  live(1, stdio("a"));
+  t().restart("a", 5, now);
+  auto spawn = take<pool_spawn_effect>().at(0);
+  crash(spawn, "server exited (exit code 4)");
+  auto done = take<pool_restart_done_effect>();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].results.size(), 1u);
+  EXPECT_FALSE(done[0].results[0].restarted);
+  EXPECT_EQ(done[0].results[0].reason, "server exited (exit code 4)");
+  EXPECT_EQ(view(spawn.id)->state, pool_state::restarting);
+}
+
+TEST_F(PoolTable, ARestartOfAnEntryStillStartingSaysSo) {
+  live(1, stdio("a", {"1"}));
+  auto slow = stdio("a", {"2"});
+  acquire(2, slow);
+  auto reserve = take<pool_reserve_effect>().at(0);
+  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
+  auto spawn = take<pool_spawn_effect>().at(0);
+  t().restart("a", 3, now);
+  auto respawned = take<pool_spawn_effect>();
+  ASSERT_EQ(respawned.size(), 1u); // only the live one
+  EXPECT_NE(respawned[0].id, spawn.id);
+  t().connection_update(respawned[0].id, respawned[0].generation, pool_link::connected, 2, {}, now);
+  auto done = take<pool_restart_done_effect>();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].results.size(), 2u);
+  for (auto& r : done[0].results) {
+    if (r.id == spawn.id) {
+      EXPECT_FALSE(r.restarted);
+      EXPECT_EQ(r.reason, "still starting");
+    } else {
+      EXPECT_TRUE(r.restarted);
+    }
+  }
+  // The starting one still gets its answer.
+  t().connection_update(spawn.id, spawn.generation, pool_link::connected, 3, {}, now);
+  EXPECT_EQ(take<pool_reply_effect>().size(), 1u);
 }
 
 } // namespace
