@@ -4,6 +4,7 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include "core/overloaded.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt {
@@ -22,13 +23,6 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::pool_entry_restarted, "pool_entry_restarted"},
   {event_kind::pool_entry_failed, "pool_entry_failed"},
 };
-
-template <class... Fs>
-struct overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-overloaded(Fs...) -> overloaded<Fs...>;
 
 /// Walks a payload through its inspect overloads and replaces invalid
 /// UTF-8 in every string it holds. The payload types hold only strings,

@@ -8,7 +8,6 @@
 
 #include "pool/pool_supervisor.hpp"
 
-
 #include <algorithm>
 #include <memory>
 #include <random>
@@ -20,8 +19,10 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/overloaded.hpp"
 #include "core/pool_table.hpp"
 #include "core/untrusted_text.hpp"
+#include "pool/connection_stop.hpp"
 #include "pool/pool_fan_out.hpp"
 
 namespace mcprt {
@@ -39,13 +40,6 @@ static_assert(int(pool_link::error) == int(connection_status::error));
 static_assert(int(pool_release::changed) == int(release_reason::changed));
 static_assert(int(pool_change::closed) == int(pool_entry_event::closed));
 static_assert(int(pool_timer_type::restart) == int(pool_timer_kind::restart));
-
-template <class... Fs>
-struct overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-overloaded(Fs...) -> overloaded<Fs...>;
 
 struct connection_record {
   connection_actor actor;
@@ -131,12 +125,7 @@ void reserve(self_ptr self, const pool_reserve_effect& r) {
 void stop(self_ptr self, pool_stop_effect& s) {
   auto conn = std::move(self->state.connections[s.connection].actor);
   self->state.connections[s.connection] = {};
-  auto stop_now = [self, conn] {
-    if (conn)
-      self->request(conn, stop_timeout, atom::stop_v).then([](bool) {}, [self, conn](caf::error&) {
-        self->send_exit(conn, caf::exit_reason::kill);
-      });
-  };
+  auto stop_now = [self, conn] { stop_connection(self, conn, stop_timeout); };
   if (!s.ask_tail || !conn) {
     if (s.failed) self->state.table->stderr_tail(s.id, s.serial, std::move(s.failed), {});
     return stop_now();
@@ -255,46 +244,16 @@ pool_entry_info info_of(pool_entry_view& v) {
           std::move(v.transport), std::move(v.last_error), std::move(v.stderr_tail)};
 }
 
-struct drain_progress {
-  caf::typed_response_promise<drain_result> rp;
-  drain_result result;
-  std::size_t pending = 0;
-
-  void done() {
-    if (--pending == 0) rp.deliver(std::move(result));
-  }
-};
-
 caf::result<drain_result> drain_all(self_ptr self, bool force, caf::timespan timeout) {
   auto& st = self->state;
-  if (timeout <= caf::timespan::zero()) timeout = std::chrono::hours(24);
   auto plan = st.table->drain_all(now(self));
   run(self);
-  auto progress = std::make_shared<drain_progress>();
-  progress->result.drained = plan.already_stopped;
-  progress->pending = 1; // released below, after every stop was sent
+  std::vector<std::pair<std::string, connection_actor>> conns;
   for (auto& s : plan.to_stop) {
-    auto conn = std::move(st.connections[s.connection].actor);
+    conns.emplace_back(std::move(s.id), std::move(st.connections[s.connection].actor));
     st.connections[s.connection] = {};
-    ++progress->pending;
-    self->request(conn, timeout, atom::stop_v)
-      .then([progress](bool) { ++progress->result.drained, progress->done(); },
-            [self, progress, conn, id = s.id, force](caf::error& err) {
-              if (err == caf::sec::request_receiver_down) {
-                ++progress->result.drained; // already gone
-              } else if (err == caf::sec::request_timeout && force) {
-                self->send_exit(conn, caf::exit_reason::kill);
-                ++progress->result.forced;
-              } else {
-                progress->result.errors.push_back(id + ": " + to_string(err));
-              }
-              progress->done();
-            });
   }
-  progress->rp = self->make_response_promise<drain_result>();
-  auto rp = progress->rp;
-  progress->done();
-  return rp;
+  return stop_connections(self, std::move(conns), plan.already_stopped, force, timeout);
 }
 
 pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_actor budget, event_bus_actor bus,

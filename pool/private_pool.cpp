@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "core/fingerprint.hpp"
+#include "pool/connection_stop.hpp"
 
 namespace mcprt {
 
@@ -76,12 +77,6 @@ void report_live_count(self_ptr self) {
   self->send(st.budget, atom::live_count_v, n);
 }
 
-void stop_connection(self_ptr self, connection_actor conn) {
-  if (!conn) return;
-  self->request(conn, stop_timeout, atom::stop_v)
-    .then([](bool) {}, [self, conn](caf::error&) { self->send_exit(conn, caf::exit_reason::kill); });
-}
-
 void fail_waiters(entry& e, const caf::error& err) {
   auto ws = std::move(e.waiters);
   e.waiters.clear();
@@ -98,7 +93,7 @@ void close_entry(self_ptr self, const std::string& id) {
   auto conn = std::move(i->second.conn);
   auto name = i->second.name;
   st.entries.erase(i);
-  stop_connection(self, conn);
+  stop_connection(self, conn, stop_timeout);
   auto sibling = std::any_of(st.entries.begin(), st.entries.end(), [&](const auto& kv) { return kv.second.name == name; });
   if (st.budget && !sibling && st.held.erase(name) > 0)
     self->request(st.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
@@ -251,47 +246,18 @@ pool_snapshot snapshot_of(const private_pool_state& st) {
 caf::result<drain_result> drain(self_ptr self, bool force, caf::timespan timeout) {
   auto& st = self->state;
   st.draining = true;
-  if (timeout <= caf::timespan::zero()) timeout = std::chrono::hours(24);
-  struct progress {
-    caf::typed_response_promise<drain_result> rp;
-    drain_result result;
-    std::size_t pending = 1;
-    void done() {
-      if (--pending == 0) rp.deliver(std::move(result));
-    }
-  };
-  auto p = std::make_shared<progress>();
-  p->rp = self->make_response_promise<drain_result>();
   auto entries = std::move(st.entries);
   st.entries.clear();
+  std::vector<std::pair<std::string, connection_actor>> conns;
   for (auto& [id, e] : entries) {
     fail_waiters(e, make_error(errc::pool_draining, e.name + ": the session is closing"));
-    if (!e.conn) {
-      ++p->result.drained;
-      continue;
-    }
-    ++p->pending;
-    auto conn = e.conn;
-    self->request(conn, timeout, atom::stop_v)
-      .then([p](bool) { ++p->result.drained; p->done(); },
-            [self, p, conn, id = id, force](caf::error& err) {
-              if (err == caf::sec::request_receiver_down) ++p->result.drained;
-              else if (err == caf::sec::request_timeout && force) {
-                self->send_exit(conn, caf::exit_reason::kill);
-                ++p->result.forced;
-              } else {
-                p->result.errors.push_back(id + ": " + to_string(err));
-              }
-              p->done();
-            });
+    conns.emplace_back(id, std::move(e.conn));
   }
   if (st.budget)
     for (auto& name : st.held)
       self->request(st.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
   st.held.clear();
-  auto rp = p->rp;
-  p->done();
-  return rp;
+  return stop_connections(self, std::move(conns), 0, force, timeout);
 }
 
 pool_actor::behavior_type private_pool(self_ptr self, connection_factory make, budget_actor budget) {
