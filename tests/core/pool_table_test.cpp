@@ -103,6 +103,24 @@ protected:
       out.push_back(r.name);
     return out;
   }
+
+  /// Session 1 holds a live "a"; session 2 acquires a sibling (another
+  /// config of "a") on the slot the first holds; session 1 lets go and the
+  /// first entry drains and closes while the sibling is still spawning.
+  /// Returns the sibling's spawn; the first entry's stop is left to take.
+  pool_spawn_effect sibling_spawning_when_the_first_closes() {
+    auto a1 = live(1, stdio("a", {"1"}));
+    acquire(2, stdio("a", {"2"}));
+    auto reserve = take<pool_reserve_effect>().at(0);
+    // The pool itself reserved "a" for a1, so already_held here is its own.
+    t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
+    auto a2 = take<pool_spawn_effect>().at(0);
+    t().detach(1, a1.id, pool_release::session_closed, now);
+    auto drain = take<pool_timer_effect>().at(0);
+    now += 30s;
+    t().timer_fired(pool_timer_type::drain, a1.id, drain.token, now);
+    return a2;
+  }
 };
 
 // -- sharing and admission ----------------------------------------------------------------
@@ -260,15 +278,7 @@ TEST_F(PoolTable, AFailedSpawnKeepsTheSlotWhileALiveSiblingHoldsIt) {
 }
 
 TEST_F(PoolTable, AnEntryClosingDuringASiblingsSpawnKeepsTheSlot) {
-  auto a1 = live(1, stdio("a", {"1"}));
-  acquire(2, stdio("a", {"2"}));
-  auto reserve = take<pool_reserve_effect>().at(0);
-  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
-  auto a2 = take<pool_spawn_effect>().at(0);
-  t().detach(1, a1.id, pool_release::session_closed, now);
-  auto drain = take<pool_timer_effect>().at(0);
-  now += 30s;
-  t().timer_fired(pool_timer_type::drain, a1.id, drain.token, now);
+  auto a2 = sibling_spawning_when_the_first_closes();
   EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
   EXPECT_TRUE(released_slots().empty());
   // The sibling connects and keeps the slot...
@@ -279,16 +289,7 @@ TEST_F(PoolTable, AnEntryClosingDuringASiblingsSpawnKeepsTheSlot) {
 }
 
 TEST_F(PoolTable, TheLastSiblingFailingReleasesTheSlotThatThePoolReservedForTheFirst) {
-  auto a1 = live(1, stdio("a", {"1"}));
-  acquire(2, stdio("a", {"2"}));
-  auto reserve = take<pool_reserve_effect>().at(0);
-  // The pool itself reserved "a" for a1, so already_held here is its own.
-  t().reserve_answered(reserve.id, reserve.serial, "a", reserve_result::already_held, std::nullopt, now);
-  auto a2 = take<pool_spawn_effect>().at(0);
-  t().detach(1, a1.id, pool_release::session_closed, now);
-  auto drain = take<pool_timer_effect>().at(0);
-  now += 30s;
-  t().timer_fired(pool_timer_type::drain, a1.id, drain.token, now);
+  auto a2 = sibling_spawning_when_the_first_closes();
   EXPECT_TRUE(released_slots().empty());
   crash(a2, "exit code 1");
   EXPECT_EQ(take<pool_fail_effect>().size(), 1u);
