@@ -6,7 +6,7 @@
 #include <caf/fwd.hpp>
 
 #include "core/workspace_view.hpp"
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 namespace mcprt {
 

@@ -5,7 +5,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 #include "messages/pool.hpp"
 
 namespace mcprt {

@@ -8,7 +8,7 @@
 
 #include "core/server_config.hpp"
 #include "core/settings.hpp"
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 namespace mcprt {
 

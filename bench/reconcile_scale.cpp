@@ -23,7 +23,7 @@
 #include "bench.hpp"
 #include "core/fingerprint.hpp"
 #include "core/reconcile_plan.hpp"
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 namespace mcprt::bench {
 

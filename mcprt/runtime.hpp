@@ -37,7 +37,7 @@
 #include "actors/scheduler.hpp"
 #include "core/budget_ledger.hpp"
 #include "core/server_config.hpp"
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 #include "messages/unavailable_error.hpp"
 
 namespace mcprt {

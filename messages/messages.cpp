@@ -1,7 +1,7 @@
 #include "messages/messages.hpp"
 #include "messages/events.hpp"
 #include "messages/workspace.hpp"
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -58,7 +58,7 @@ void add_mcprt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt>();
   add_event_types(cfg);
   add_workspace_types(cfg);
-  add_session_types(cfg);
+  add_hot_reload_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);
 }
 

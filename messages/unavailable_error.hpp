@@ -8,7 +8,7 @@
 
 #include <caf/error.hpp>
 
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 namespace mcprt {
 

@@ -19,7 +19,7 @@
 #include "pool/private_pool.hpp"
 #include "actors/watcher.hpp"
 #include "fake_connection.hpp"
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 using namespace mcprt;
 using namespace mcprt::testing;

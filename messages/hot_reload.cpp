@@ -1,4 +1,4 @@
-#include "messages/session.hpp"
+#include "messages/hot_reload.hpp"
 
 #include <caf/actor_system_config.hpp>
 
@@ -13,8 +13,8 @@ std::string to_string(file_change c) {
   return "unknown";
 }
 
-void add_session_types(caf::actor_system_config& cfg) {
-  cfg.add_message_types<caf::id_block::mcprt_session>();
+void add_hot_reload_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::mcprt_hot_reload>();
 }
 
 } // namespace mcprt

@@ -248,24 +248,24 @@ using watcher_actor = caf::typed_actor<
   caf::reacts_to<atom::debounce, uint64_t>>;
 
 /// Registers the session type ids (call after add_workspace_types).
-void add_session_types(caf::actor_system_config& cfg);
+void add_hot_reload_types(caf::actor_system_config& cfg);
 
 } // namespace mcprt
 
-CAF_BEGIN_TYPE_ID_BLOCK(mcprt_session, caf::id_block::mcprt_workspace::end)
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::file_change))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::settings_file))
-  CAF_ADD_TYPE_ID(mcprt_session, (std::vector<mcprt::settings_file>))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::settings_change))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::settings_update))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::unavailability))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::desired_state))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::gated_server))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::gating_snapshot))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::session_server))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::session_snapshot))
-  CAF_ADD_TYPE_ID(mcprt_session, (std::vector<mcprt::server_config>))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::reconciler_actor))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::gating_actor))
-  CAF_ADD_TYPE_ID(mcprt_session, (mcprt::watcher_actor))
-CAF_END_TYPE_ID_BLOCK(mcprt_session)
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt_hot_reload, caf::id_block::mcprt_workspace::end)
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::file_change))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::settings_file))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (std::vector<mcprt::settings_file>))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::settings_change))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::settings_update))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::unavailability))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::desired_state))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gated_server))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gating_snapshot))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::session_server))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::session_snapshot))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (std::vector<mcprt::server_config>))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::reconciler_actor))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gating_actor))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::watcher_actor))
+CAF_END_TYPE_ID_BLOCK(mcprt_hot_reload)
