@@ -4,8 +4,6 @@
 // config with mcprt's types, the server processes of the test process
 // (none may outlive a test), and a deadline wait for any process to end.
 
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +15,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,6 +23,7 @@
 #include "actors/scheduler.hpp"
 #include "messages/messages.hpp"
 #include "tests/actors/proc_table.hpp"
+#include "tests/support/wait_for.hpp"
 
 namespace mcprt::test {
 
@@ -75,9 +73,9 @@ struct recorded_process {
 inline std::vector<recorded_process> read_pid_file(const std::filesystem::path& file,
                                                    const std::vector<std::string>& kinds,
                                                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    std::vector<recorded_process> out;
+  std::vector<recorded_process> out;
+  wait_for_change_in(file.parent_path(), [&] {
+    out.clear();
     std::ifstream in(file);
     std::string kind;
     pid_t pid;
@@ -88,10 +86,9 @@ inline std::vector<recorded_process> read_pid_file(const std::filesystem::path& 
     bool complete = true;
     for (auto& k : kinds)
       complete = complete && std::any_of(out.begin(), out.end(), [&](auto& p) { return p.kind == k; });
-    if (complete || std::chrono::steady_clock::now() >= deadline) return out;
-    // The file is written by another process: nothing to wait on.
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return complete;
+  }, timeout);
+  return out;
 }
 
 /// Still in the process table, running or as a zombie.
@@ -103,12 +100,7 @@ inline bool still_there(const recorded_process& p) {
 /// Waits (through a pidfd, so for any process, not only children) until
 /// `pid` has ended; false when it still runs after `timeout`.
 inline bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return errno == ESRCH;
-  pollfd p{fd, POLLIN, 0};
-  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  ::close(fd);
-  return r == 1;
+  return wait_for_exit(pid, timeout);
 }
 
 } // namespace mcprt::test

@@ -12,11 +12,11 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/actors/proc_table.hpp"
 #include "tests/cli/daemon_test_util.hpp"
+#include "tests/support/wait_for.hpp"
 
 namespace mcprt_cli_test {
 namespace {
@@ -58,16 +58,11 @@ bool alive(const process_id& p) {
 
 bool all_gone_within(const std::vector<process_id>& ps, std::chrono::milliseconds timeout) {
   auto deadline = clock_type::now() + timeout;
-  for (;;) {
-    bool any = false;
-    for (auto& p : ps)
-      any = any || alive(p);
-    if (!any) return true;
-    if (clock_type::now() >= deadline) return false;
-    // Nothing to wait on for processes that are not our children, and a
-    // pidfd per process would not see a pid reused: poll /proc briefly.
-    std::this_thread::sleep_for(20ms);
-  }
+  // One after the other under one deadline: the pidfd pins the pid, and the
+  // start time checked after that tells a reused pid from the one we mean.
+  for (auto& p : ps)
+    if (!mcprt::test::wait_for_exit(p.pid, left_until(deadline), [&] { return alive(p); })) return false;
+  return true;
 }
 
 std::string survivors(const std::vector<process_id>& ps) {
@@ -97,10 +92,9 @@ protected:
   /// (each with its start time, taken while it surely runs).
   std::vector<process_id> wait_for_pids(const fs::path& file, const std::vector<std::string>& kinds,
                                         std::size_t want = 1, std::chrono::milliseconds timeout = 30s) {
-    auto deadline = clock_type::now() + timeout;
     std::vector<process_id> out;
     std::set<pid_t> known;
-    for (;;) {
+    mcprt::test::wait_for_change_in(file.parent_path(), [&] {
       std::istringstream in(slurp(file));
       std::string kind;
       pid_t pid;
@@ -118,9 +112,9 @@ protected:
           n += p.kind == k;
         complete = complete && n >= want;
       }
-      if (complete || clock_type::now() >= deadline) return out;
-      std::this_thread::sleep_for(20ms);
-    }
+      return complete;
+    }, timeout);
+    return out;
   }
 };
 

@@ -25,13 +25,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <httplib.h>
 
 #include "tests/cli/cli_test_util.hpp"
+#include "tests/support/wait_for.hpp"
 
 namespace mcprt_cli_test {
 
@@ -45,25 +45,10 @@ inline std::chrono::milliseconds left_until(clock_type::time_point deadline) {
 inline const std::string test_server = MCPRT_TEST_SERVER;
 inline const char* const secret_value = "sekrit-value-7c1f";
 
-inline bool process_gone(pid_t pid) {
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  // A zombie is gone too (it waits only for its parent to reap it).
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
-
-/// Waits on a pidfd (readable once the process has exited, zombie or not)
-/// until `pid` is gone; false if it still runs after `timeout`.
+/// Until `pid` is gone (exited, zombie or not); false if it still runs
+/// after `timeout`.
 inline bool gone_within(pid_t pid, std::chrono::milliseconds timeout) {
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return process_gone(pid);
-  pollfd p{fd, POLLIN, 0};
-  int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  ::close(fd);
-  return ready == 1;
+  return mcprt::test::wait_for_exit(pid, timeout);
 }
 
 // -- a spawned program with its output read under deadlines -----------------------------
@@ -169,16 +154,9 @@ public:
   /// The exit code (128 + signal when killed), or nullopt at the deadline.
   std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
     if (exited_) return code_;
-    // A pidfd becomes readable when the child exits: no polling.
-    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    if (fd >= 0) {
-      pollfd p{fd, POLLIN, 0};
-      int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-      ::close(fd);
-      if (ready != 1) return std::nullopt;
-    }
+    if (!mcprt::test::wait_for_exit(pid_, timeout)) return std::nullopt;
     int status = 0;
-    if (::waitpid(pid_, &status, fd >= 0 ? 0 : WNOHANG) != pid_) return std::nullopt;
+    if (::waitpid(pid_, &status, 0) != pid_) return std::nullopt;
     exited_ = true;
     code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (err_reader_.joinable()) err_reader_.join();
@@ -287,6 +265,13 @@ public:
       if (ev->kind == kind && (!pred || pred(ev->j()))) return ev;
     }
     return std::nullopt;
+  }
+
+  /// Leaves as a reader that went away does, but half-closed: the daemon
+  /// sees the hang-up, and its close of the stream (closed_within) is
+  /// still seen here.
+  void hang_up() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
   }
 
   /// Reads (and discards) until the daemon closes the stream: true, or

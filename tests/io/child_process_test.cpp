@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <string>
 
 #include "io/child_process.hpp"
+#include "tests/support/wait_for.hpp"
 
 using namespace mcprt::io;
 using namespace std::chrono_literals;
@@ -49,14 +49,8 @@ std::string read_until(int fd, const std::string& needle, std::chrono::milliseco
   return {};
 }
 
-// Waits for any process (not only our children) to exit, via a pidfd.
 bool wait_gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return errno == ESRCH; // already gone
-  pollfd p{fd, POLLIN, 0};
-  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  ::close(fd);
-  return r == 1;
+  return mcprt::test::wait_for_exit(pid, timeout);
 }
 
 bool wait_exit(child_process& c, std::chrono::milliseconds timeout = 10s) {

@@ -5,9 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,6 +25,7 @@
 
 #include "io/reactor.hpp"
 #include "io/reaper_process.hpp"
+#include "tests/support/wait_for.hpp"
 
 using namespace mcprt::io;
 using namespace std::chrono_literals;
@@ -148,14 +147,10 @@ bool running(const proc& p) {
   return s && s->start == p.start && s->state != 'Z';
 }
 
+// The start time, checked once the pidfd pins the pid, tells a reused pid
+// from the process we mean.
 bool gone_within(const proc& p, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (running(p)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    // Not our child: nothing to wait on but /proc.
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
+  return mcprt::test::wait_for_exit(p.pid, timeout, [&] { return running(p); });
 }
 
 std::string comm_of(pid_t pid) {
@@ -168,9 +163,9 @@ std::string comm_of(pid_t pid) {
 // The pid file of mcprt-test-server --pid-file, once every kind is listed.
 std::vector<proc> read_pids(const fs::path& file, const std::vector<std::string>& kinds,
                             std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    std::vector<proc> out;
+  std::vector<proc> out;
+  mcprt::test::wait_for_change_in(file.parent_path(), [&] {
+    out.clear();
     std::ifstream in(file);
     std::string kind;
     pid_t pid;
@@ -185,9 +180,9 @@ std::vector<proc> read_pids(const fs::path& file, const std::vector<std::string>
         found = found || p.kind == k;
       complete = complete && found;
     }
-    if (complete || std::chrono::steady_clock::now() >= deadline) return out;
-    std::this_thread::sleep_for(10ms);
-  }
+    return complete;
+  }, timeout);
+  return out;
 }
 
 void kill_leftovers(const std::vector<proc>& ps) {

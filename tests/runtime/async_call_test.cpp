@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include <caf/all.hpp>
 
 #include "../actors/process_support.hpp"
+#include "event_log.hpp"
 #include "mcprt/runtime.hpp"
 
 using namespace mcprt;
@@ -74,6 +76,8 @@ protected:
   test::process_test_config cfg;
   std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
   fs::path dir;
+  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
+  event_subscriber_actor sink;
   std::unique_ptr<runtime> rt;
   std::string session;
 
@@ -83,6 +87,7 @@ protected:
     fs::remove_all(dir);
     fs::create_directories(dir / "home" / ".mcprt");
     fs::create_directories(dir / "ws");
+    sink = sys->spawn(test::collector, log);
   }
 
   void TearDown() override {
@@ -91,6 +96,7 @@ protected:
       rt.reset();
     }
     EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
     sys.reset();
     fs::remove_all(dir);
   }
@@ -105,18 +111,36 @@ protected:
     auto r = runtime::start(*sys, o);
     ASSERT_TRUE(r) << sys->render(r.error());
     rt = std::move(*r);
+    // Subscribed before the session opens: none of its events is missed.
+    ASSERT_TRUE(rt->subscribe(sink));
     session = rt->open_session();
   }
 
-  /// Calls `tool` until the server answers (it is connecting at first).
+  /// Waits for `name`'s connection to report `connected`, then checks that
+  /// it answers a call.
   void wait_connected(const std::string& name) {
-    auto deadline = clock_type::now() + 30s;
-    while (clock_type::now() < deadline) {
-      auto r = rt->call_tool(session, name, "echo", {{"text", "up?"}}, 10s);
-      if (r) return;
-      std::this_thread::sleep_for(50ms); // polling a real process's start-up, not an actor
-    }
-    FAIL() << name << " never answered";
+    auto up = log->wait(
+      [&](const event& e) {
+        auto u = std::get_if<events::client_update>(&e.payload);
+        return u && u->server == name && u->status == connection_status::connected;
+      },
+      0, 30s);
+    ASSERT_TRUE(up) << name << " never connected";
+    auto r = rt->call_tool(session, name, "echo", {{"text", "up?"}}, 10s);
+    ASSERT_TRUE(r) << name << " connected but did not answer: " << sys->render(r.error());
+  }
+
+  /// Waits until a pass of the session has tried `name` and reported it
+  /// failed.
+  void wait_failed(const std::string& name) {
+    auto tried = log->wait(
+      [&](const event& e) {
+        auto f = std::get_if<events::reconcile_finished>(&e.payload);
+        return f && f->session == session
+               && std::any_of(f->errors.begin(), f->errors.end(), [&](auto& x) { return x.name == name; });
+      },
+      0, 30s);
+    ASSERT_TRUE(tried) << "no pass reported " << name << " failed";
   }
 };
 
@@ -175,13 +199,11 @@ TEST_F(AsyncCall, ANotConnectedServerIsAskedAgainOnATimerWithoutAThreadPerCall) 
   // It exits on initialize: admitted, never connected.
   start({{"broken", server({"--exit-on-initialize"})}}, 0);
   // Until its first pass has tried it, the session does not know it.
-  auto deadline = clock_type::now() + 30s;
-  for (;;) {
+  wait_failed("broken");
+  {
     auto r = rt->call_tool(session, "broken", "echo", {{"text", "x"}});
     ASSERT_FALSE(r);
-    if (is(r.error(), errc::not_connected)) break;
-    ASSERT_LT(clock_type::now(), deadline) << sys->render(r.error());
-    std::this_thread::sleep_for(50ms); // a real process's start-up
+    ASSERT_TRUE(is(r.error(), errc::not_connected)) << sys->render(r.error());
   }
   auto threads_before = thread_count();
   answers a;

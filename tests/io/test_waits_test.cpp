@@ -1,0 +1,112 @@
+// The waits the process and file tests rely on (tests/support/wait_for.hpp):
+// each returns when the thing happens, not at its deadline, and reports a
+// deadline that passed.
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/wait_for.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+/// A child that sleeps until it is killed, or exits after `ms`.
+pid_t sleeper(int ms = -1) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (ms >= 0) {
+      ::usleep(static_cast<useconds_t>(ms) * 1000);
+      ::_exit(0);
+    }
+    for (;;)
+      ::pause();
+  }
+  return pid;
+}
+
+void reap(pid_t pid) {
+  int status;
+  ::waitpid(pid, &status, 0);
+}
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("mcprt-waits-" + std::to_string(::getpid()));
+  temp_dir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+} // namespace
+
+TEST(TestWaits, WaitForExitReturnsWhenTheProcessEndsNotAtTheDeadline) {
+  pid_t pid = sleeper(200);
+  ASSERT_GT(pid, 0);
+  auto t0 = clock_type::now();
+  EXPECT_TRUE(mcprt::test::wait_for_exit(pid, 30s));
+  EXPECT_LT(clock_type::now() - t0, 10s);
+  reap(pid);
+  // Reaped: no such pid any more, which is gone too.
+  EXPECT_TRUE(mcprt::test::wait_for_exit(pid, 0ms));
+}
+
+TEST(TestWaits, WaitForExitReportsAProcessThatStillRuns) {
+  pid_t pid = sleeper();
+  ASSERT_GT(pid, 0);
+  auto t0 = clock_type::now();
+  EXPECT_FALSE(mcprt::test::wait_for_exit(pid, 300ms));
+  EXPECT_GE(clock_type::now() - t0, 300ms);
+  ::kill(pid, SIGKILL);
+  // A zombie (killed, not reaped yet) has ended.
+  EXPECT_TRUE(mcprt::test::wait_for_exit(pid, 30s));
+  reap(pid);
+}
+
+TEST(TestWaits, WaitForExitTakesAReusedPidForTheOldProcessGone) {
+  pid_t pid = sleeper();
+  ASSERT_GT(pid, 0);
+  // `is_it` says the pid names another process now.
+  EXPECT_TRUE(mcprt::test::wait_for_exit(pid, 10s, [] { return false; }));
+  EXPECT_FALSE(mcprt::test::wait_for_exit(pid, 100ms, [] { return true; }));
+  ::kill(pid, SIGKILL);
+  reap(pid);
+}
+
+TEST(TestWaits, WaitForChangeInSeesAFileAnotherProcessWrites) {
+  temp_dir dir;
+  auto file = dir.path / "pids";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::usleep(200 * 1000);
+    std::ofstream(file) << "server 1\n";
+    ::_exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  auto t0 = clock_type::now();
+  EXPECT_TRUE(mcprt::test::wait_for_change_in(dir.path, [&] { return fs::exists(file) && fs::file_size(file) > 0; },
+                                              30s));
+  EXPECT_LT(clock_type::now() - t0, 10s);
+  reap(pid);
+}
+
+TEST(TestWaits, WaitForChangeInReportsTheDeadline) {
+  temp_dir dir;
+  int asked = 0;
+  auto t0 = clock_type::now();
+  EXPECT_FALSE(mcprt::test::wait_for_change_in(dir.path, [&] { return ++asked < 0; }, 300ms));
+  EXPECT_GE(clock_type::now() - t0, 300ms);
+  // Nothing changed: asked before the wait and once at the deadline, no spinning.
+  EXPECT_LE(asked, 3);
+}
