@@ -203,26 +203,40 @@ void step_done(self_ptr self) {
   if (--self->state.pending == 0) finish_pass(self);
 }
 
-void let_go(self_ptr self, const std::string& name, const std::string& why, release_reason reason) {
+/// The session stops using `name`'s connection. The pool is told at once,
+/// unless `replaced_by_new` (a changed config): then the caller detaches the
+/// returned id once the replacement has settled, so the old process is not
+/// stopped while the new one starts (on a small machine they compete), and
+/// the slot of the name stays held in between.
+std::optional<std::string> let_go(self_ptr self, const std::string& name, const std::string& why,
+                                  release_reason reason, bool replaced_by_new = false) {
   auto& st = self->state;
   auto i = st.live.find(name);
-  if (i == st.live.end()) return;
+  if (i == st.live.end()) return std::nullopt;
   auto s = std::move(i->second);
   st.erase_live(name);
-  self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id, reason});
+  if (!replaced_by_new) self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id, reason});
   publish(self, st.opts.bus, events::client_update::disconnected(st.opts.session, name, s.id, why));
+  return s.id;
 }
 
-void connect(self_ptr self, const server_config& cfg) {
+/// Acquires `cfg`; `replaced` is the connection it replaces, let go of once
+/// the acquire has settled either way (the settings no longer want it).
+void connect(self_ptr self, const server_config& cfg, std::optional<std::string> replaced = std::nullopt) {
   auto& st = self->state;
   auto name = cfg.name;
   ++st.pending;
   st.connecting.insert(name);
   auto holder = caf::actor_cast<pool_holder_actor>(self);
+  auto release_replaced = [self, replaced] {
+    if (replaced)
+      self->send(self->state.opts.pool, pool_detach{self->state.opts.pool_session, *replaced, release_reason::changed});
+  };
   self->request(st.opts.pool, st.opts.acquire_timeout, pool_acquire{st.opts.pool_session, cfg, holder})
     .then(
-      [self, cfg](pool_handle& h) {
+      [self, cfg, release_replaced](pool_handle& h) {
         auto& st = self->state;
+        release_replaced();
         live_server s;
         s.cfg = cfg;
         s.id = h.connection_id;
@@ -235,8 +249,9 @@ void connect(self_ptr self, const server_config& cfg) {
         acquire_settled(self, cfg.name);
         step_done(self);
       },
-      [self, name](caf::error& e) {
+      [self, name, release_replaced](caf::error& e) {
         auto& st = self->state;
+        release_replaced();
         if (is(e, errc::budget_exhausted))
           st.report.skipped.push_back({name, "budget_exhausted",
                                        self->system().render(e)
@@ -296,8 +311,9 @@ void run_pass(self_ptr self) {
   if (st.opts.budget) self->send(st.opts.budget, atom::begin_pass_v, false);
   for (auto& name : plan.removed)
     let_go(self, name, "removed", release_reason::removed);
+  std::map<std::string, std::optional<std::string>> replaced;
   for (auto& name : plan.restarted)
-    let_go(self, name, "restarting", release_reason::changed);
+    replaced[name] = let_go(self, name, "restarting", release_reason::changed, true);
   for (auto i = st.retries.begin(); i != st.retries.end();)
     i = st.desired_map.count(i->first) ? std::next(i) : st.retries.erase(i);
   st.pending = 1; // held until every step below has been issued
@@ -319,7 +335,7 @@ void run_pass(self_ptr self) {
     self->delayed_send(self, *next_retry - now, atom::requeue_v);
   }
   for (auto& name : plan.restarted)
-    connect(self, st.desired_map.at(name));
+    connect(self, st.desired_map.at(name), std::move(replaced[name]));
   for (auto& name : plan.refiltered)
     refilter(self, st.desired_map.at(name));
   step_done(self);

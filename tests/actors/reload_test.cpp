@@ -498,6 +498,50 @@ TEST_F(Reload, AChangedServerRestartsAloneAndTheOthersKeepTheirConnection) {
   EXPECT_EQ(stops_of("b") + stops_of("c"), 0u);
 }
 
+/// A changed server is replaced make-before-break, by either pool.
+class ReloadReplacement : public Reload {
+protected:
+  void old_stops_once_the_new_is_up(bool shared_pool) {
+    user["mcpServers"]["a"] = stdio();
+    start(with([&](setup& s) { s.pool = shared_pool; }));
+    events();
+    // The new config starts but is slow to connect: the old process keeps
+    // running meanwhile (it is not stopped while the new one starts).
+    user["mcpServers"]["a"] = stdio("hang", {"--v2"});
+    push();
+    ASSERT_EQ(spawns_of("a"), 2u);
+    EXPECT_EQ(stops_of("a"), 0u);
+    EXPECT_TRUE(finished().empty()) << "the pass waits for the new connection";
+    // Connected: the old one is stopped at once (no drain: the settings
+    // changed it), and the pass reports the restart.
+    self->send(world->spawns.back().conn, atom::tick_v);
+    sched.run();
+    EXPECT_EQ(stops_of("a"), 1u);
+    auto f = finished();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(strings(f[0]["restarted"]), names{"a"});
+    EXPECT_TRUE(f[0]["errors"].empty());
+    // A replacement that fails lets go of the old one too.
+    auto v2 = world->spawns[1].cfg; // a copy: the next spawn may move the vector
+    EXPECT_FALSE(world->was_stopped(connection_id(v2.server), v2.generation));
+    user["mcpServers"]["a"] = stdio("fail", {"--v3"});
+    push();
+    EXPECT_TRUE(world->was_stopped(connection_id(v2.server), v2.generation));
+    f = finished();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0]["errors"].size(), 1u);
+    EXPECT_TRUE(live_names().empty());
+  }
+};
+
+TEST_F(ReloadReplacement, TheWorkspacePoolStopsTheOldConnectionOnlyOnceTheNewIsUp) {
+  old_stops_once_the_new_is_up(true);
+}
+
+TEST_F(ReloadReplacement, ThePrivatePoolStopsTheOldConnectionOnlyOnceTheNewIsUp) {
+  old_stops_once_the_new_is_up(false);
+}
+
 TEST_F(Reload, AFilterOnlyEditRefiltersWithoutReconnecting) {
   user["mcpServers"]["a"] = stdio();
   start({});
