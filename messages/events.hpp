@@ -106,15 +106,22 @@ inspect(Inspector& f, budget_mode_field& m) {
 
 /// A double as the inspectors see it: finite only. CAF 0.17's pack754
 /// never returns on an infinity (it halves it until it is below 2), so a
-/// non-finite value is written as 0 and refused when read.
+/// non-finite value is written as 0 and refused when read. Its unpack754
+/// knows no subnormals either (it always adds the implicit 1, and packing
+/// one again gives another number: found by fuzzing), so a subnormal is
+/// written as 0 and read as 0.
 struct finite_double_field {
   double& x;
 };
 
+inline double wire_double(double x) {
+  return std::isnormal(x) ? x : 0.0;
+}
+
 template <class Inspector>
 typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
 inspect(Inspector& f, finite_double_field& d) {
-  double value = std::isfinite(d.x) ? d.x : 0.0;
+  double value = wire_double(d.x);
   return f(value);
 }
 
@@ -124,7 +131,7 @@ inspect(Inspector& f, finite_double_field& d) {
   double value = 0;
   auto load = [&]() -> caf::error {
     if (!std::isfinite(value)) return make_error(errc::protocol_error, "a number in an event is not finite");
-    d.x = value;
+    d.x = wire_double(value);
     return caf::none;
   };
   return f(value, caf::meta::load_callback(load));
