@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -21,19 +22,43 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-/// A child that sleeps until it is killed, or exits after `ms`.
-pid_t sleeper(int ms = -1) {
+/// A child that waits until it is killed.
+pid_t sleeper() {
   pid_t pid = ::fork();
-  if (pid == 0) {
-    if (ms >= 0) {
-      ::usleep(static_cast<useconds_t>(ms) * 1000);
-      ::_exit(0);
-    }
+  if (pid == 0)
     for (;;)
       ::pause();
-  }
   return pid;
 }
+
+/// A child that runs `then` and exits once `release` is called: no timing
+/// guess, the parent says when.
+struct gated_child {
+  pid_t pid = -1;
+  int gate = -1;
+
+  template <class F>
+  explicit gated_child(F then) {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[1]);
+      char c;
+      while (::read(fds[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      then();
+      ::_exit(0);
+    }
+    ::close(fds[0]);
+    gate = fds[1];
+  }
+  void release() {
+    if (gate >= 0) ::close(gate);
+    gate = -1;
+  }
+  ~gated_child() { release(); }
+};
 
 void reap(pid_t pid) {
   int status;
@@ -52,9 +77,11 @@ struct temp_dir {
 } // namespace
 
 TEST(TestWaits, WaitForExitReturnsWhenTheProcessEndsNotAtTheDeadline) {
-  pid_t pid = sleeper(200);
+  gated_child child{[] {}};
+  pid_t pid = child.pid;
   ASSERT_GT(pid, 0);
   auto t0 = clock_type::now();
+  child.release();
   EXPECT_TRUE(mcprt::test::wait_for_exit(pid, 30s));
   EXPECT_LT(clock_type::now() - t0, 10s);
   reap(pid);
@@ -87,14 +114,11 @@ TEST(TestWaits, WaitForExitTakesAReusedPidForTheOldProcessGone) {
 TEST(TestWaits, WaitForChangeInSeesAFileAnotherProcessWrites) {
   temp_dir dir;
   auto file = dir.path / "pids";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::usleep(200 * 1000);
-    std::ofstream(file) << "server 1\n";
-    ::_exit(0);
-  }
+  gated_child child{[&] { std::ofstream(file) << "server 1\n"; }};
+  pid_t pid = child.pid;
   ASSERT_GT(pid, 0);
   auto t0 = clock_type::now();
+  child.release();
   EXPECT_TRUE(mcprt::test::wait_for_change_in(dir.path, [&] { return fs::exists(file) && fs::file_size(file) > 0; },
                                               30s));
   EXPECT_LT(clock_type::now() - t0, 10s);
