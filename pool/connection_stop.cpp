@@ -7,11 +7,31 @@
 
 namespace mcprt {
 
-void stop_connection(pool_actor::pointer self, connection_actor conn, caf::timespan timeout) {
+connection_stopper::~connection_stopper() {
+  for (auto& [id, conn] : stopping_)
+    caf::anon_send_exit(conn, caf::exit_reason::user_shutdown);
+}
+
+void connection_stopper::hold(const connection_actor& conn) {
+  if (conn) stopping_.emplace(conn.id(), conn);
+}
+
+void connection_stopper::forget(const connection_actor& conn) {
+  stopping_.erase(conn.id());
+}
+
+// The callbacks below capture `this`: they run only while the pool lives,
+// and the stopper lives as long as the pool's state.
+
+void connection_stopper::stop(pool_actor::pointer self, connection_actor conn, caf::timespan timeout) {
   if (!conn) return;
-  self->request(conn, timeout, atom::stop_v).then([](bool) {}, [self, conn](caf::error&) {
-    self->send_exit(conn, caf::exit_reason::kill);
-  });
+  hold(conn);
+  self->request(conn, timeout, atom::stop_v)
+    .then([this, conn](bool) { forget(conn); },
+          [this, self, conn](caf::error&) {
+            self->send_exit(conn, caf::exit_reason::kill);
+            forget(conn);
+          });
 }
 
 namespace {
@@ -29,8 +49,8 @@ struct stop_progress {
 } // namespace
 
 caf::typed_response_promise<drain_result>
-stop_connections(pool_actor::pointer self, std::vector<std::pair<std::string, connection_actor>> conns,
-                 uint64_t already_stopped, bool force, caf::timespan timeout) {
+connection_stopper::stop_all(pool_actor::pointer self, std::vector<std::pair<std::string, connection_actor>> conns,
+                             uint64_t already_stopped, bool force, caf::timespan timeout) {
   if (timeout <= caf::timespan::zero()) timeout = std::chrono::hours(24);
   auto progress = std::make_shared<stop_progress>();
   progress->rp = self->make_response_promise<drain_result>();
@@ -41,19 +61,27 @@ stop_connections(pool_actor::pointer self, std::vector<std::pair<std::string, co
       continue;
     }
     ++progress->pending;
+    hold(conn);
     self->request(conn, timeout, atom::stop_v)
-      .then([progress](bool) { ++progress->result.drained, progress->done(); },
-            [self, progress, conn = conn, id = std::move(id), force](caf::error& err) {
-              if (err == caf::sec::request_receiver_down) {
-                ++progress->result.drained; // already gone
-              } else if (err == caf::sec::request_timeout && force) {
-                self->send_exit(conn, caf::exit_reason::kill);
-                ++progress->result.forced;
-              } else {
-                progress->result.errors.push_back(id + ": " + to_string(err));
-              }
-              progress->done();
-            });
+      .then(
+        [this, progress, conn = conn](bool) {
+          forget(conn);
+          ++progress->result.drained, progress->done();
+        },
+        [this, self, progress, conn = conn, id = std::move(id), force](caf::error& err) {
+          if (err == caf::sec::request_receiver_down) {
+            ++progress->result.drained; // already gone
+            forget(conn);
+          } else if (err == caf::sec::request_timeout && force) {
+            self->send_exit(conn, caf::exit_reason::kill);
+            ++progress->result.forced;
+            forget(conn);
+          } else {
+            // Left in care: if the pool ends, the connection goes with it.
+            progress->result.errors.push_back(id + ": " + to_string(err));
+          }
+          progress->done();
+        });
   }
   auto rp = progress->rp;
   progress->done();

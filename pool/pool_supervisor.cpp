@@ -63,6 +63,7 @@ struct pool_state {
   std::optional<uint64_t> budget_size;
   uint64_t next_token = 1;
   std::vector<pool_effect> batch;
+  connection_stopper stopper;
 
   // However the pool ends, its connections (and their servers) go with it.
   ~pool_state() {
@@ -125,7 +126,8 @@ void reserve(self_ptr self, const pool_reserve_effect& r) {
 void stop(self_ptr self, pool_stop_effect& s) {
   auto conn = std::move(self->state.connections[s.connection].actor);
   self->state.connections[s.connection] = {};
-  auto stop_now = [self, conn] { stop_connection(self, conn, stop_timeout); };
+  self->state.stopper.hold(conn);
+  auto stop_now = [self, conn] { self->state.stopper.stop(self, conn, stop_timeout); };
   if (!s.ask_tail || !conn) {
     if (s.failed) self->state.table->stderr_tail(s.id, s.serial, std::move(s.failed), {});
     return stop_now();
@@ -253,7 +255,7 @@ caf::result<drain_result> drain_all(self_ptr self, bool force, caf::timespan tim
     conns.emplace_back(std::move(s.id), std::move(st.connections[s.connection].actor));
     st.connections[s.connection] = {};
   }
-  return stop_connections(self, std::move(conns), plan.already_stopped, force, timeout);
+  return st.stopper.stop_all(self, std::move(conns), plan.already_stopped, force, timeout);
 }
 
 pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_actor budget, event_bus_actor bus,

@@ -49,6 +49,7 @@ struct private_pool_state {
   uint64_t next_serial = 1;
   uint64_t next_generation = 1;
   bool draining = false;
+  connection_stopper stopper;
 
   private_pool_state() = default;
   private_pool_state(const private_pool_state&) = delete;
@@ -93,7 +94,7 @@ void close_entry(self_ptr self, const std::string& id) {
   auto conn = std::move(i->second.conn);
   auto name = i->second.name;
   st.entries.erase(i);
-  stop_connection(self, conn, stop_timeout);
+  st.stopper.stop(self, conn, stop_timeout);
   auto sibling = std::any_of(st.entries.begin(), st.entries.end(), [&](const auto& kv) { return kv.second.name == name; });
   if (st.budget && !sibling && st.held.erase(name) > 0)
     self->request(st.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
@@ -257,7 +258,7 @@ caf::result<drain_result> drain(self_ptr self, bool force, caf::timespan timeout
     for (auto& name : st.held)
       self->request(st.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
   st.held.clear();
-  return stop_connections(self, std::move(conns), 0, force, timeout);
+  return st.stopper.stop_all(self, std::move(conns), 0, force, timeout);
 }
 
 pool_actor::behavior_type private_pool(self_ptr self, connection_factory make, budget_actor budget) {

@@ -506,6 +506,28 @@ TEST_F(Pool, ForcedDrainKillsAConnectionThatDoesNotStopInTime) {
   EXPECT_TRUE(reserved().empty());
 }
 
+// A stopping connection waits for its server's exit; when the runtime tears
+// its I/O down first, that exit never comes. The pool that asked it to stop
+// must take it along when it ends, or the actor system never ends.
+TEST_F(Pool, AConnectionStillStoppingEndsWithThePool) {
+  start(4);
+  auto h = must_acquire(1, stdio("stuck", "stuck"));
+  release(1, h.connection_id, release_reason::removed);
+  EXPECT_TRUE(world->was_stopped(h.connection_id, h.generation));
+  self->monitor(h.connection);
+  auto dead = [&] {
+    auto down = false;
+    self->receive([&](caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+    return down;
+  };
+  EXPECT_FALSE(dead()); // it never answers its stop
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+  sched.run();
+  auto ended = dead();
+  EXPECT_TRUE(ended);
+  if (!ended) caf::anon_send_exit(h.connection, caf::exit_reason::kill); // or the test hangs at its end
+}
+
 TEST_F(Pool, UnforcedDrainReportsAConnectionThatDoesNotStopInTime) {
   start(4);
   must_acquire(1, stdio("stuck", "stuck"));
