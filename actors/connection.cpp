@@ -228,6 +228,7 @@ void start(self_ptr self) {
   if (server.timeout_ms && *server.timeout_ms > 0) o.call_timeout = milliseconds(*server.timeout_ms);
   o.include_tools = server.include_tools;
   o.exclude_tools = server.exclude_tools;
+  o.features = st.cfg.features;
   st.session = std::make_unique<mcp_session>(o);
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   switch (kind) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/client_features.hpp"
 #include "core/line_reader.hpp"
 #include "core/tool_filter.hpp"
 
@@ -147,6 +148,9 @@ public:
     std::optional<std::vector<std::string>> include_tools;
     std::optional<std::vector<std::string>> exclude_tools;
     line_reader_limits limits;
+    /// Roots and elicitation: what the session advertises and how it
+    /// answers the server's requests for them.
+    client_features features;
   };
 
   explicit mcp_session(options opts);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/client_features.hpp"
 #include "core/server_config.hpp"
 #include "messages/messages.hpp"
 
@@ -65,6 +66,8 @@ struct connection_config {
   std::vector<event_sink_actor> subscribers;
   /// Lines of server stderr kept for errors and snapshots.
   std::size_t stderr_lines = 50;
+  /// Roots and elicitation offered to the server (core/client_features).
+  client_features features;
 };
 
 /// Starts a connection for a config; the real one is
