@@ -1,5 +1,6 @@
 #include "mcprt/runtime.hpp"
 
+#include <condition_variable>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -167,6 +168,46 @@ private:
   std::size_t limit_;
 };
 
+/// Every connection actor the runtime started, until it has ended. A
+/// connection's last act touches the reactor and the HTTP workers (it kills
+/// its server, closes its socket), so shutdown ends the ones still there
+/// and waits for them before it tears those down.
+struct connection_registry : std::enable_shared_from_this<connection_registry> {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::map<caf::actor_id, caf::actor> live;
+
+  void add(const connection_actor& conn) {
+    if (!conn) return;
+    auto handle = caf::actor_cast<caf::actor>(conn);
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      live.emplace(handle.id(), handle);
+    }
+    // Runs at once, on this thread, for an actor that already ended.
+    handle->attach_functor([self = shared_from_this(), id = handle.id()] {
+      std::lock_guard<std::mutex> guard{self->mtx};
+      self->live.erase(id);
+      self->cv.notify_all();
+    });
+  }
+
+  /// Kills every connection still there and waits until all have ended;
+  /// false when some are left after `timeout`.
+  bool end_all(std::chrono::milliseconds timeout) {
+    std::vector<caf::actor> left;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      for (auto& [id, a] : live)
+        left.push_back(a);
+    }
+    for (auto& a : left)
+      caf::anon_send_exit(a, caf::exit_reason::kill);
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, timeout, [this] { return live.empty(); });
+  }
+};
+
 struct call_job;
 
 /// The calls in flight, so that shutdown answers each one at once and ends
@@ -284,6 +325,7 @@ struct runtime::impl {
   gating_actor gating;
   watcher_actor watcher;
   connection_factory make;
+  std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   std::shared_ptr<call_limiter> calls;
   std::shared_ptr<call_registry> in_flight = std::make_shared<call_registry>();
 
@@ -367,13 +409,15 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   connection_io io{p->reactor.get(), p->http.get()};
-  p->make = [io, cell = p->forwarders, supervisor = p->forwarding](caf::actor_system& s, connection_config cc) {
+  p->make = [io, cell = p->forwarders, supervisor = p->forwarding,
+             registry = p->connections](caf::actor_system& s, connection_config cc) {
     // Sessions sharing a connection filter its tools each on their own.
     cc.server.include_tools.reset();
     cc.server.exclude_tools.reset();
     auto [forwarder, generation] = cell->get();
     cc.subscribers.push_back(forwarder);
     auto c = spawn_connection(s, std::move(cc), io);
+    registry->add(c);
     caf::anon_send(supervisor, atom::attach_v, c, generation);
     return c;
   };
@@ -704,6 +748,10 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   kill(p.forwarding); // and with it the forwarder
   kill(p.forwarders->get().first);
   kill(p.bus);
+  // Connections the pools were still stopping, or that outlived their pool
+  // for a moment, end before the I/O they use goes.
+  if (!p.connections->end_all(std::chrono::seconds(10)))
+    spdlog::warn("runtime: connections still running 10 s after shutdown began");
   // Stops the I/O threads; the reactor's reaper kills and reaps whatever is
   // left, down to the last descendant of any server.
   p.http.reset();
