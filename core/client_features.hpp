@@ -41,6 +41,10 @@ struct client_features {
   /// nullopt: the roots capability is not advertised.
   std::optional<std::vector<mcp_root>> roots;
   elicitation_policy elicitation = elicitation_policy::decline;
+  /// Whether `sampling/createMessage` is advertised. Only a host can answer
+  /// it (the session hands it over as a host request), so set this only
+  /// when one is listening; unset, a request for it gets -32601.
+  bool sampling = false;
 };
 
 } // namespace mcprt
