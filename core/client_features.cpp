@@ -14,6 +14,31 @@ std::string to_string(elicitation_policy p) {
   return "decline";
 }
 
+std::string file_uri(const std::string& absolute_path) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string out = "file://";
+  for (unsigned char c : absolute_path) {
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
+    if (keep) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+mcp_root root_for_folder(const std::string& absolute_path) {
+  auto end = absolute_path.find_last_not_of('/');
+  if (end == std::string::npos) return {file_uri("/"), "/"};
+  auto trimmed = absolute_path.substr(0, end + 1);
+  auto slash = trimmed.rfind('/');
+  return {file_uri(trimmed), slash == std::string::npos ? trimmed : trimmed.substr(slash + 1)};
+}
+
 std::optional<elicitation_policy> parse_elicitation_policy(const std::string& s) {
   if (s == "decline") return elicitation_policy::decline;
   if (s == "accept-defaults") return elicitation_policy::accept_defaults;

@@ -21,6 +21,15 @@ struct mcp_root {
   }
 };
 
+/// `file://` URI of an absolute path, percent-encoding every byte outside
+/// RFC 3986's unreserved set and `/` (so spaces, `%`, `#`, `?` and non-ASCII
+/// survive a server's URI parser).
+std::string file_uri(const std::string& absolute_path);
+
+/// The root for a folder: its file URI, named by its last component ("/"
+/// for the file system's root).
+mcp_root root_for_folder(const std::string& absolute_path);
+
 /// How `elicitation/create` is answered.
 enum class elicitation_policy : uint8_t {
   /// Not advertised; a request that comes anyway is declined.
@@ -41,6 +50,10 @@ struct client_features {
   /// nullopt: the roots capability is not advertised.
   std::optional<std::vector<mcp_root>> roots;
   elicitation_policy elicitation = elicitation_policy::decline;
+  /// Whether `sampling/createMessage` is advertised. Only a host can answer
+  /// it (the session hands it over as a host request), so set this only
+  /// when one is listening; unset, a request for it gets -32601.
+  bool sampling = false;
 };
 
 } // namespace mcprt

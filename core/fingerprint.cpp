@@ -98,6 +98,10 @@ std::string canonical_transport(const server_config& c) {
   o["authProviderType"] = or_null(s, "authProviderType");
   o["targetAudience"] = or_null(s, "targetAudience");
   o["targetServiceAccount"] = or_null(s, "targetServiceAccount");
+  // The session advertises its elicitation capability at initialize, so a
+  // changed policy needs a new connection. Appended only when set, so the
+  // ids of every other server stay those of the reference implementation.
+  if (c.elicitation) o["elicitation"] = to_string(*c.elicitation);
   return dump_text(o);
 }
 

@@ -1,5 +1,6 @@
 #include "core/mcp_session.hpp"
 
+#include "core/elicitation.hpp"
 #include "core/untrusted_text.hpp"
 
 #include <algorithm>
@@ -240,6 +241,7 @@ void mcp_session::fail(session_effects& fx, std::string reason) {
   failure_ = reason;
   fx.failure = reason;
   complete_all_calls(fx, "connection failed: " + reason);
+  end_host_requests(fx, "connection failed");
   discovery_deadline_.reset();
 }
 
@@ -259,7 +261,7 @@ session_effects mcp_session::start(time_point now) {
   state_ = session_state::initializing;
   discovery_deadline_ = now + opts_.discovery_timeout;
   json params = {{"protocolVersion", latest_protocol_version},
-                 {"capabilities", json::object()},
+                 {"capabilities", client_capabilities()},
                  {"clientInfo", {{"name", opts_.client_name}, {"version", opts_.client_version}}}};
   // Covered by the discovery deadline, and MCP forbids cancelling it anyway.
   send_request(fx, "initialize", std::move(params), {request_kind::initialize, 0, std::nullopt, {}});
@@ -283,6 +285,12 @@ session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_poin
     fx.completed_calls.insert(fx.completed_calls.end(),
                               std::make_move_iterator(one.completed_calls.begin()),
                               std::make_move_iterator(one.completed_calls.end()));
+    fx.host_requests.insert(fx.host_requests.end(),
+                            std::make_move_iterator(one.host_requests.begin()),
+                            std::make_move_iterator(one.host_requests.end()));
+    fx.withdrawn_host_requests.insert(fx.withdrawn_host_requests.end(),
+                                      one.withdrawn_host_requests.begin(),
+                                      one.withdrawn_host_requests.end());
     if (one.failure) {
       fx.failure = std::move(one.failure);
       return fx;
@@ -371,7 +379,7 @@ bool mcp_session::refuse_answer(std::string_view line, const std::string& why, s
 void mcp_session::handle_message(const json& msg, session_effects& fx, time_point now) {
   if (msg.contains("method")) {
     if (msg.contains("id"))
-      handle_request(msg, fx);
+      handle_request(msg, fx, now);
     else
       handle_notification(msg, fx, now);
   } else {
@@ -379,24 +387,172 @@ void mcp_session::handle_message(const json& msg, session_effects& fx, time_poin
   }
 }
 
-void mcp_session::handle_request(const json& msg, session_effects& fx) {
+json mcp_session::client_capabilities() const {
+  json caps = json::object();
+  const auto& f = opts_.features;
+  if (f.roots)
+    caps["roots"] = {{"listChanged", true}};
+  // Form mode only: URL mode needs someone to open a browser, which
+  // neither policy nor (yet) the host interface does.
+  if (f.elicitation != elicitation_policy::decline)
+    caps["elicitation"] = {{"form", json::object()}};
+  if (f.sampling)
+    caps["sampling"] = json::object();
+  return caps;
+}
+
+void mcp_session::respond(session_effects& fx, const json& id, json result) {
+  send_json(fx, {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
+}
+
+void mcp_session::respond_error(session_effects& fx, const json& id, int code,
+                                const std::string& message, json data) {
+  json err = {{"code", code}, {"message", message}};
+  if (!data.is_null())
+    err["data"] = std::move(data);
+  send_json(fx, {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(err)}});
+}
+
+void mcp_session::handle_request(const json& msg, session_effects& fx, time_point now) {
   const auto& method = msg.at("method").get_ref<const std::string&>();
+  const auto& id = msg.at("id");
+  static const json no_params = json::object();
+  auto p = msg.find("params");
+  const json& params = p != msg.end() ? *p : no_params;
+  const auto& f = opts_.features;
   if (method == "ping") {
-    send_json(fx, {{"jsonrpc", "2.0"}, {"id", msg.at("id")}, {"result", json::object()}});
+    respond(fx, id, json::object());
     return;
   }
-  // We advertise no sampling, roots or elicitation; answering at once keeps
-  // a server that asks anyway from waiting forever.
-  send_json(fx, {{"jsonrpc", "2.0"},
-                 {"id", msg.at("id")},
-                 {"error",
-                  {{"code", error_method_not_found},
-                   {"message", "Method not found"},
-                   {"data", {{"method", method}}}}}});
+  if (method == "roots/list" && f.roots) {
+    json roots = json::array();
+    for (const auto& r : *f.roots) {
+      json one = {{"uri", r.uri}};
+      if (!r.name.empty())
+        one["name"] = r.name;
+      roots.push_back(std::move(one));
+    }
+    respond(fx, id, {{"roots", std::move(roots)}});
+    return;
+  }
+  if (method == "elicitation/create") {
+    answer_elicitation(id, params, fx, now);
+    return;
+  }
+  if (method == "sampling/createMessage" && f.sampling) {
+    ask_host(id, method, params, fx, now);
+    return;
+  }
+  // Not advertised (or not MCP at all); answering at once keeps a server
+  // that asks anyway from waiting forever.
+  respond_error(fx, id, error_method_not_found, "Method not found", {{"method", method}});
+}
+
+void mcp_session::answer_elicitation(const json& id, const json& params, session_effects& fx,
+                                     time_point now) {
+  switch (opts_.features.elicitation) {
+    case elicitation_policy::decline:
+      // Declining is an answer the server understands (and may work
+      // around), unlike -32601 to a request the spec lets it make.
+      respond(fx, id, {{"action", "decline"}});
+      return;
+    case elicitation_policy::accept_defaults:
+      respond(fx, id, accept_defaults_answer(params));
+      return;
+    case elicitation_policy::ask: {
+      auto mode = params.is_object() ? params.find("mode") : params.end();
+      if (params.is_object() && mode != params.end() && !(mode->is_string() && *mode == "form")) {
+        respond(fx, id, {{"action", "decline"}}); // URL mode: not advertised
+        return;
+      }
+      ask_host(id, "elicitation/create", params, fx, now);
+      return;
+    }
+  }
+}
+
+void mcp_session::ask_host(const json& id, const std::string& method, const json& params,
+                           session_effects& fx, time_point now) {
+  if (!params.is_object()) {
+    respond_error(fx, id, error_invalid_params, method + " needs params (an object)");
+    return;
+  }
+  if (host_pending_.size() >= opts_.max_pending_host_requests) {
+    respond_error(fx, id, -32603,
+                  "too many requests waiting for the client's host (" +
+                      std::to_string(opts_.max_pending_host_requests) + ")");
+    return;
+  }
+  auto token = next_host_token_++;
+  host_pending h{id, method, std::nullopt};
+  if (opts_.host_request_timeout)
+    h.deadline = now + *opts_.host_request_timeout;
+  host_pending_.emplace(token, std::move(h));
+  fx.host_requests.push_back({token, method, params});
+}
+
+void mcp_session::end_host_requests(session_effects& fx, const std::string& why) {
+  for (auto& [token, h] : host_pending_) {
+    respond_error(fx, h.id, error_connection_closed, why);
+    fx.withdrawn_host_requests.push_back(token);
+  }
+  host_pending_.clear();
+}
+
+session_effects mcp_session::answer_host_request(std::uint64_t token, json result) {
+  session_effects fx;
+  auto it = host_pending_.find(token);
+  if (it == host_pending_.end() || !live())
+    return fx;
+  auto id = it->second.id;
+  host_pending_.erase(it);
+  respond(fx, id, std::move(result));
+  return fx;
+}
+
+session_effects mcp_session::fail_host_request(std::uint64_t token, rpc_error error) {
+  session_effects fx;
+  auto it = host_pending_.find(token);
+  if (it == host_pending_.end() || !live())
+    return fx;
+  auto id = it->second.id;
+  host_pending_.erase(it);
+  respond_error(fx, id, error.code, replace_invalid_utf8(error.message), std::move(error.data));
+  return fx;
+}
+
+session_effects mcp_session::set_roots(std::vector<mcp_root> roots) {
+  session_effects fx;
+  auto& current = opts_.features.roots;
+  if (!current || *current == roots)
+    return fx;
+  current = std::move(roots);
+  // Before notifications/initialized the server has not asked yet, so the
+  // list it will ask for is news to nobody.
+  if (state_ == session_state::discovering || state_ == session_state::ready)
+    send_json(fx, {{"jsonrpc", "2.0"}, {"method", "notifications/roots/list_changed"}});
+  return fx;
 }
 
 void mcp_session::handle_notification(const json& msg, session_effects& fx, time_point now) {
   const auto& method = msg.at("method").get_ref<const std::string&>();
+  if (method == "notifications/cancelled") {
+    // The server withdrew a request of its own: if the host still has it,
+    // tell the host, and send no answer (the spec says not to).
+    auto p = msg.find("params");
+    if (p == msg.end() || !p->is_object())
+      return;
+    auto rid = p->find("requestId");
+    if (rid == p->end() || !is_valid_id(*rid))
+      return;
+    for (auto it = host_pending_.begin(); it != host_pending_.end(); ++it)
+      if (it->second.id == *rid) {
+        fx.withdrawn_host_requests.push_back(it->first);
+        host_pending_.erase(it);
+        return;
+      }
+    return;
+  }
   // Before initialize is answered the first listing is still to come, so
   // a list_changed then carries no news.
   if (state_ != session_state::discovering && state_ != session_state::ready)
@@ -662,6 +818,19 @@ session_effects mcp_session::on_tick(time_point now) {
     if (!live())
       return fx;
   }
+  for (auto it = host_pending_.begin(); it != host_pending_.end();) {
+    if (!it->second.deadline || now < *it->second.deadline) {
+      ++it;
+      continue;
+    }
+    auto why = "the client's host did not answer within " + ms_string(*opts_.host_request_timeout);
+    if (it->second.method == "elicitation/create")
+      respond(fx, it->second.id, {{"action", "decline"}});
+    else
+      respond_error(fx, it->second.id, error_request_timeout, why);
+    fx.withdrawn_host_requests.push_back(it->first);
+    it = host_pending_.erase(it);
+  }
   return fx;
 }
 
@@ -747,6 +916,7 @@ session_effects mcp_session::close() {
   state_ = session_state::closed;
   discovery_deadline_.reset();
   complete_all_calls(fx, "connection closed");
+  end_host_requests(fx, "connection closed");
   return fx;
 }
 
@@ -760,6 +930,9 @@ std::optional<mcp_session::time_point> mcp_session::next_deadline() const {
   for (const auto& [id, p] : pending_)
     if (p.deadline && (!best || *p.deadline < *best))
       best = p.deadline;
+  for (const auto& [token, h] : host_pending_)
+    if (h.deadline && (!best || *h.deadline < *best))
+      best = h.deadline;
   return best;
 }
 

@@ -94,6 +94,16 @@ struct call_result {
   std::optional<rpc_error> error; // set otherwise
 };
 
+/// A server request only the host can answer (an elicitation under the
+/// `ask` policy, or sampling). The caller passes it on, with the server's
+/// name, and hands the answer back through answer_host_request /
+/// fail_host_request with the same token.
+struct host_request {
+  std::uint64_t token = 0;
+  std::string method;    // "elicitation/create" or "sampling/createMessage"
+  nlohmann::json params; // the server's params, as sent (an object)
+};
+
 /// What the caller must do after each input.
 struct session_effects {
   std::vector<std::string> send; // JSON-RPC messages, one line each, no trailing newline
@@ -103,10 +113,16 @@ struct session_effects {
   bool pong = false;             // a ping we sent was answered
   std::optional<std::string> failure; // fatal: tear the connection down, with this reason
   std::vector<call_result> completed_calls;
+  /// New requests for the host to answer.
+  std::vector<host_request> host_requests;
+  /// Host requests that no longer want an answer (the server cancelled,
+  /// it timed out, or the session ended): the host may drop them; an
+  /// answer that still comes is ignored.
+  std::vector<std::uint64_t> withdrawn_host_requests;
 
   bool empty() const {
     return send.empty() && !ready && !tools_changed && !prompts_changed && !pong && !failure &&
-           completed_calls.empty();
+           completed_calls.empty() && host_requests.empty() && withdrawn_host_requests.empty();
   }
 };
 
@@ -120,8 +136,10 @@ struct session_effects {
 /// advertised the capability, following nextCursor -> ready. All of it
 /// within `discovery_timeout`. Afterwards list_changed notifications re-list
 /// (one re-list at a time; changes that arrive meanwhile cause exactly one
-/// more), tool calls are routed with per-request timeouts, server pings are
-/// answered and other server requests get "Method not found".
+/// more), tool calls are routed with per-request timeouts and server pings
+/// are answered. Server requests for roots, elicitation and sampling are
+/// answered as `options::features` says (docs/client-features.md); any
+/// other server request gets "Method not found".
 ///
 /// After `failure` is reported the session is inert: every call returns
 /// empty effects except that new tool calls are rejected.
@@ -151,6 +169,13 @@ public:
     /// Roots and elicitation: what the session advertises and how it
     /// answers the server's requests for them.
     client_features features;
+    /// Host requests waiting for an answer at once; more are refused with
+    /// an error, so a server cannot pile up work for the host.
+    std::size_t max_pending_host_requests = 16;
+    /// A host request unanswered this long is answered for the host (an
+    /// elicitation declined, sampling refused) so the server never waits
+    /// forever; nullopt: it waits as long as the session lives.
+    std::optional<std::chrono::milliseconds> host_request_timeout = std::chrono::minutes(10);
   };
 
   explicit mcp_session(options opts);
@@ -179,6 +204,20 @@ public:
   /// completes as `cancelled`. Unknown tokens are ignored.
   session_effects cancel_call(std::uint64_t token, std::string reason);
   session_effects send_ping(time_point now);
+
+  /// Replaces the roots offered to the server; when they differ and the
+  /// session is past initialize, notifications/roots/list_changed goes out.
+  /// Ignored when roots were not advertised (features.roots unset), since
+  /// capabilities cannot change after initialize.
+  session_effects set_roots(std::vector<mcp_root> roots);
+  const std::optional<std::vector<mcp_root>>& roots() const { return opts_.features.roots; }
+
+  /// The host's answer to a host_request: `result` goes to the server as
+  /// the request's result. Unknown or withdrawn tokens are ignored.
+  session_effects answer_host_request(std::uint64_t token, nlohmann::json result);
+  /// The host could not answer: the server gets `error`.
+  session_effects fail_host_request(std::uint64_t token, rpc_error error);
+  std::size_t pending_host_requests() const { return host_pending_.size(); }
 
   /// Re-filters the tool view without reconnecting.
   session_effects set_tool_filter(std::optional<std::vector<std::string>> include,
@@ -243,7 +282,16 @@ private:
                      time_point now);
   void handle_message(const nlohmann::json& msg, session_effects& fx, time_point now);
   void handle_response(const nlohmann::json& msg, session_effects& fx, time_point now);
-  void handle_request(const nlohmann::json& msg, session_effects& fx);
+  void handle_request(const nlohmann::json& msg, session_effects& fx, time_point now);
+  void answer_elicitation(const nlohmann::json& id, const nlohmann::json& params,
+                          session_effects& fx, time_point now);
+  void ask_host(const nlohmann::json& id, const std::string& method, const nlohmann::json& params,
+                session_effects& fx, time_point now);
+  void respond(session_effects& fx, const nlohmann::json& id, nlohmann::json result);
+  void respond_error(session_effects& fx, const nlohmann::json& id, int code,
+                     const std::string& message, nlohmann::json data = nullptr);
+  void end_host_requests(session_effects& fx, const std::string& why);
+  nlohmann::json client_capabilities() const;
   void handle_notification(const nlohmann::json& msg, session_effects& fx, time_point now);
 
   void on_initialize_result(const nlohmann::json& result, session_effects& fx, time_point now);
@@ -274,6 +322,15 @@ private:
   std::int64_t next_id_ = 1;
   std::map<std::int64_t, pending_request> pending_;
   std::size_t unknown_responses_ = 0;
+
+  // Server requests handed to the host, by our token.
+  struct host_pending {
+    nlohmann::json id; // the server's request id
+    std::string method;
+    std::optional<time_point> deadline;
+  };
+  std::map<std::uint64_t, host_pending> host_pending_;
+  std::uint64_t next_host_token_ = 1;
 };
 
 } // namespace mcprt

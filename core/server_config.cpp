@@ -220,6 +220,14 @@ server_parse_result parse_server_config(const std::string& name, const json& val
       if (check.boolean(v, field("trust"), b)) c.trust = b;
     } else if (key == "disabled") {
       check.boolean(v, field("disabled"), c.disabled);
+    } else if (key == "elicitation") {
+      // `ask` needs a host to ask, which a settings file cannot promise.
+      auto policy = v.is_string() ? parse_elicitation_policy(v.get<std::string>()) : std::nullopt;
+      if (!v.is_string())
+        check.fail(field("elicitation"), "a string", v);
+      else if (!policy || *policy == elicitation_policy::ask)
+        check.refuse(field("elicitation"), "expected \"decline\" or \"accept-defaults\"");
+      else c.elicitation = *policy;
     } else if (key == "includeTools") {
       std::vector<std::string> xs;
       if (check.string_list(v, field("includeTools"), xs)) c.include_tools = std::move(xs);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/client_features.hpp"
+
 namespace mcprt {
 
 /// Where a server's definition came from, lowest to highest priority.
@@ -47,6 +49,10 @@ struct server_config {
   std::optional<std::vector<std::string>> exclude_tools;
   bool disabled = false;
   std::optional<std::string> description;
+  /// `"elicitation": "decline" | "accept-defaults"`: how this server's
+  /// elicitation requests are answered; unset, the runtime's default. Part
+  /// of the connection id, since the session advertises it at initialize.
+  std::optional<elicitation_policy> elicitation;
 
   transport_kind transport() const;
 

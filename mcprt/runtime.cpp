@@ -409,11 +409,22 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   connection_io io{p->reactor.get(), p->http.get()};
-  p->make = [io, cell = p->forwarders, supervisor = p->forwarding,
+  client_features features;
+  if (opts.workspace_root) {
+    // Canonical, so a server comparing paths it resolves itself agrees.
+    auto canonical = fs::canonical(opts.workspace, ec);
+    features.roots = std::vector<mcp_root>{root_for_folder((ec ? opts.workspace : canonical).string())};
+  }
+  // Until a host can register to answer, `ask` has nobody to ask.
+  auto default_elicitation =
+      opts.elicitation == elicitation_policy::ask ? elicitation_policy::decline : opts.elicitation;
+  p->make = [io, cell = p->forwarders, supervisor = p->forwarding, features, default_elicitation,
              registry = p->connections](caf::actor_system& s, connection_config cc) {
     // Sessions sharing a connection filter its tools each on their own.
     cc.server.include_tools.reset();
     cc.server.exclude_tools.reset();
+    cc.features = features;
+    cc.features.elicitation = cc.server.elicitation.value_or(default_elicitation);
     auto [forwarder, generation] = cell->get();
     cc.subscribers.push_back(forwarder);
     auto c = spawn_connection(s, std::move(cc), io);

@@ -36,6 +36,7 @@
 
 #include "actors/scheduler.hpp"
 #include "core/budget_ledger.hpp"
+#include "core/client_features.hpp"
 #include "core/server_config.hpp"
 #include "messages/hot_reload.hpp"
 #include "messages/unavailable_error.hpp"
@@ -83,6 +84,12 @@ struct runtime_options {
   /// Tool calls in flight per server, all sessions together; one more
   /// fails at once with errc::too_many_calls naming the server. 0: no bound.
   std::size_t max_calls_per_server = 16;
+  /// How servers' elicitation requests are answered unless their settings
+  /// entry says otherwise (`"elicitation"`). `ask` needs a host handler;
+  /// without one it behaves as `decline`.
+  elicitation_policy elicitation = elicitation_policy::decline;
+  /// Offer the workspace folder to servers as their one root (`roots/list`).
+  bool workspace_root = true;
 };
 
 /// How a tool call waits.

@@ -175,3 +175,15 @@ TEST(Fingerprint, ConfigWithInvalidUtf8GetsAnIdInsteadOfAnException) {
   EXPECT_EQ(id.rfind("host::", 0), 0u);
   EXPECT_EQ(hash.size(), 64u);
 }
+
+TEST(Fingerprint, ElicitationPolicyChangesTheIdOnlyWhenSet) {
+  auto plain = make_server("fs", json::parse(R"({"command": "node", "args": ["server.js", "--root", "/tmp"], "env": {"B": "2", "A": "1"}})"));
+  auto declining = make_server("fs", json::parse(R"({"command": "node", "args": ["server.js", "--root", "/tmp"], "env": {"B": "2", "A": "1"}, "elicitation": "decline"})"));
+  auto accepting = make_server("fs", json::parse(R"({"command": "node", "args": ["server.js", "--root", "/tmp"], "env": {"B": "2", "A": "1"}, "elicitation": "accept-defaults"})"));
+  // Unset: still the reference implementation's id.
+  EXPECT_EQ(connection_id(plain), "fs::8b3e79662bd0fa53");
+  // Set: a hot reload that changes it replaces the connection.
+  EXPECT_NE(connection_id(declining), connection_id(plain));
+  EXPECT_NE(connection_id(accepting), connection_id(plain));
+  EXPECT_NE(connection_id(accepting), connection_id(declining));
+}

@@ -415,8 +415,10 @@ TEST_F(McpSession, UnofferedServerRequestsGetMethodNotFoundWithSameId) {
     json id;
     const char* method;
   };
+  // Roots and sampling are not offered by default (elicitation is declined
+  // instead: see the client features tests below).
   for (const auto& r : {req{12, "sampling/createMessage"}, req{"r-1", "roots/list"},
-                        req{13, "elicitation/create"}, req{14, "something/unknown"}}) {
+                        req{14, "something/unknown"}}) {
     json msg = {{"jsonrpc", "2.0"}, {"id", r.id}, {"method", r.method}, {"params", json::object()}};
     auto sent = parsed(s->on_line(msg.dump(), now));
     ASSERT_EQ(sent.size(), 1u) << r.method;
@@ -956,4 +958,245 @@ TEST_F(McpSession, OversizedHttpMessageFailsTheCallItAnswers) {
   EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rpc_error);
   EXPECT_NE(fx.completed_calls[0].error->message.find("larger than 1000 bytes"), std::string::npos)
       << fx.completed_calls[0].error->message;
+}
+
+// -- client features: roots, elicitation, sampling --------------------------------
+
+namespace {
+
+json request_line(const json& id, const std::string& method, const json& params) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}};
+}
+
+json initialize_capabilities(mcp_session& s, time_point now) {
+  auto sent = parsed(s.start(now));
+  EXPECT_EQ(sent.size(), 1u);
+  return sent.at(0)["params"]["capabilities"];
+}
+
+json sep1034_params() {
+  return json::parse(R"({"message":"accept with defaults","requestedSchema":{"type":"object",
+    "properties":{"name":{"type":"string","default":"John Doe"},"age":{"type":"integer","default":30},
+    "score":{"type":"number","default":95.5},
+    "status":{"type":"string","enum":["active","inactive"],"default":"active"},
+    "verified":{"type":"boolean","default":true},"free":{"type":"string"}},"required":[]}})");
+}
+
+mcp_session::options with_features(client_features f) {
+  mcp_session::options o;
+  o.features = std::move(f);
+  return o;
+}
+
+} // namespace
+
+TEST_F(McpSession, NothingIsAdvertisedByDefault) {
+  auto s = make();
+  EXPECT_EQ(initialize_capabilities(*s, now), json::object());
+}
+
+TEST_F(McpSession, RootsAreAdvertisedAndListedWhenSet) {
+  client_features f;
+  f.roots = std::vector<mcp_root>{{"file:///work/a", "a"}, {"file:///srv", ""}};
+  auto s = make(with_features(f));
+  EXPECT_EQ(initialize_capabilities(*s, now), (json{{"roots", {{"listChanged", true}}}}));
+
+  auto s2 = ready_with({"a"}, with_features(f));
+  auto sent = parsed(s2->on_line(request_line("r1", "roots/list", json::object()).dump(), now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["id"], "r1");
+  EXPECT_EQ(sent[0]["result"], json::parse(R"({"roots":[{"uri":"file:///work/a","name":"a"},
+                                                         {"uri":"file:///srv"}]})"));
+  // A request without params is still answered.
+  sent = parsed(s2->on_line(R"({"jsonrpc":"2.0","id":5,"method":"roots/list"})", now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["result"]["roots"].size(), 2u);
+}
+
+TEST_F(McpSession, ChangedRootsAreAnnouncedOnlyAfterInitializeAndOnlyWhenTheyDiffer) {
+  client_features f;
+  f.roots = std::vector<mcp_root>{{"file:///a", "a"}};
+  auto s = make(with_features(f));
+  s->start(now);
+  // Not initialized yet: updated silently.
+  EXPECT_TRUE(s->set_roots({{"file:///b", "b"}}).empty());
+  EXPECT_EQ(s->roots()->at(0).uri, "file:///b");
+
+  auto r = ready_with({"a"}, with_features(f));
+  EXPECT_TRUE(r->set_roots({{"file:///a", "a"}}).empty());
+  auto sent = parsed(r->set_roots({{"file:///a", "a"}, {"file:///c", "c"}}));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0], (json{{"jsonrpc", "2.0"}, {"method", "notifications/roots/list_changed"}}));
+  sent = parsed(r->on_line(request_line(9, "roots/list", json::object()).dump(), now));
+  EXPECT_EQ(sent.at(0)["result"]["roots"].size(), 2u);
+}
+
+TEST_F(McpSession, SetRootsIsIgnoredWhenRootsWereNotAdvertised) {
+  auto s = ready_with({"a"});
+  EXPECT_TRUE(s->set_roots({{"file:///x", "x"}}).empty());
+  EXPECT_EQ(s->roots(), std::nullopt);
+  auto sent = parsed(s->on_line(request_line(1, "roots/list", json::object()).dump(), now));
+  EXPECT_EQ(sent.at(0)["error"]["code"], -32601);
+}
+
+TEST_F(McpSession, DeclinePolicyIsNotAdvertisedAndDeclines) {
+  auto s = ready_with({"a"});
+  auto sent = parsed(s->on_line(request_line(13, "elicitation/create", sep1034_params()).dump(), now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["id"], 13);
+  EXPECT_EQ(sent[0]["result"], (json{{"action", "decline"}}));
+}
+
+TEST_F(McpSession, AcceptDefaultsIsAdvertisedAsFormAndAnswersWithTheDefaults) {
+  client_features f;
+  f.elicitation = elicitation_policy::accept_defaults;
+  auto fresh = make(with_features(f));
+  EXPECT_EQ(initialize_capabilities(*fresh, now), (json{{"elicitation", {{"form", json::object()}}}}));
+
+  auto s = ready_with({"a"}, with_features(f));
+  auto sent = parsed(s->on_line(request_line("e1", "elicitation/create", sep1034_params()).dump(), now));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["id"], "e1");
+  EXPECT_EQ(sent[0]["result"], json::parse(R"({"action":"accept","content":{"name":"John Doe","age":30,
+      "score":95.5,"status":"active","verified":true}})"));
+
+  json url = {{"mode", "url"}, {"message", "log in"}, {"url", "https://example.com/x"}, {"elicitationId", "u"}};
+  sent = parsed(s->on_line(request_line("e2", "elicitation/create", url).dump(), now));
+  EXPECT_EQ(sent.at(0)["result"], (json{{"action", "decline"}}));
+}
+
+TEST_F(McpSession, AskPolicyHandsElicitationToTheHostAndSendsItsAnswer) {
+  client_features f;
+  f.elicitation = elicitation_policy::ask;
+  auto fresh = make(with_features(f));
+  EXPECT_EQ(initialize_capabilities(*fresh, now), (json{{"elicitation", {{"form", json::object()}}}}));
+
+  auto s = ready_with({"a"}, with_features(f));
+  auto fx = s->on_line(request_line("q", "elicitation/create", sep1034_params()).dump(), now);
+  EXPECT_TRUE(fx.send.empty());
+  ASSERT_EQ(fx.host_requests.size(), 1u);
+  EXPECT_EQ(fx.host_requests[0].method, "elicitation/create");
+  EXPECT_EQ(fx.host_requests[0].params, sep1034_params());
+  EXPECT_EQ(s->pending_host_requests(), 1u);
+  auto token = fx.host_requests[0].token;
+
+  auto sent = parsed(s->answer_host_request(token, {{"action", "cancel"}}));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0], (json{{"jsonrpc", "2.0"}, {"id", "q"}, {"result", {{"action", "cancel"}}}}));
+  EXPECT_EQ(s->pending_host_requests(), 0u);
+  // A second answer to the same token goes nowhere.
+  EXPECT_TRUE(s->answer_host_request(token, json::object()).empty());
+
+  // URL mode is not advertised, so it never reaches the host.
+  json url = {{"mode", "url"}, {"message", "m"}, {"url", "https://x"}, {"elicitationId", "u"}};
+  fx = s->on_line(request_line(2, "elicitation/create", url).dump(), now);
+  EXPECT_TRUE(fx.host_requests.empty());
+  EXPECT_EQ(parsed(fx).at(0)["result"], (json{{"action", "decline"}}));
+}
+
+TEST_F(McpSession, SamplingGoesToTheHostOnlyWhenAdvertised) {
+  auto plain = ready_with({"a"});
+  auto sent = parsed(plain->on_line(request_line(1, "sampling/createMessage", json::object()).dump(), now));
+  EXPECT_EQ(sent.at(0)["error"]["code"], -32601);
+
+  client_features f;
+  f.sampling = true;
+  auto fresh = make(with_features(f));
+  EXPECT_EQ(initialize_capabilities(*fresh, now), (json{{"sampling", json::object()}}));
+
+  auto s = ready_with({"a"}, with_features(f));
+  json params = {{"messages", json::array()}, {"maxTokens", 10}};
+  auto fx = s->on_line(request_line(7, "sampling/createMessage", params).dump(), now);
+  ASSERT_EQ(fx.host_requests.size(), 1u);
+  EXPECT_EQ(fx.host_requests[0].method, "sampling/createMessage");
+  sent = parsed(s->fail_host_request(fx.host_requests[0].token, rpc_error{-1, "user rejected", json()}));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["id"], 7);
+  EXPECT_EQ(sent[0]["error"]["code"], -1);
+  EXPECT_EQ(sent[0]["error"]["message"], "user rejected");
+
+  // Params that are not an object are refused without bothering the host.
+  fx = s->on_line(R"({"jsonrpc":"2.0","id":8,"method":"sampling/createMessage","params":[1]})", now);
+  EXPECT_TRUE(fx.host_requests.empty());
+  EXPECT_EQ(parsed(fx).at(0)["error"]["code"], -32602);
+}
+
+TEST_F(McpSession, HostRequestsAreBoundedInNumber) {
+  client_features f;
+  f.sampling = true;
+  auto o = with_features(f);
+  o.max_pending_host_requests = 2;
+  auto s = ready_with({"a"}, o);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(s->on_line(request_line(i, "sampling/createMessage", json::object()).dump(), now)
+                  .host_requests.size(),
+              1u);
+  auto fx = s->on_line(request_line(2, "sampling/createMessage", json::object()).dump(), now);
+  EXPECT_TRUE(fx.host_requests.empty());
+  EXPECT_EQ(parsed(fx).at(0)["error"]["code"], -32603);
+}
+
+TEST_F(McpSession, UnansweredHostRequestsTimeOutWithAnAnswerForTheServer) {
+  client_features f;
+  f.sampling = true;
+  f.elicitation = elicitation_policy::ask;
+  auto o = with_features(f);
+  o.host_request_timeout = 5s;
+  o.call_timeout = std::nullopt;
+  auto s = ready_with({"a"}, o);
+  auto e = s->on_line(request_line("e", "elicitation/create", sep1034_params()).dump(), now);
+  auto m = s->on_line(request_line("m", "sampling/createMessage", json::object()).dump(), now);
+  EXPECT_EQ(s->next_deadline(), now + 5s);
+  EXPECT_TRUE(s->on_tick(now + 4s).empty());
+  auto fx = s->on_tick(now + 5s);
+  auto sent = parsed(fx);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0], (json{{"jsonrpc", "2.0"}, {"id", "e"}, {"result", {{"action", "decline"}}}}));
+  EXPECT_EQ(sent[1]["id"], "m");
+  EXPECT_EQ(sent[1]["error"]["code"], error_request_timeout);
+  EXPECT_EQ(fx.withdrawn_host_requests.size(), 2u);
+  EXPECT_EQ(s->pending_host_requests(), 0u);
+  EXPECT_EQ(s->next_deadline(), std::nullopt);
+  EXPECT_TRUE(s->answer_host_request(e.host_requests.at(0).token, json::object()).empty());
+}
+
+TEST_F(McpSession, TheServerCancellingAHostRequestWithdrawsItWithoutAnAnswer) {
+  client_features f;
+  f.sampling = true;
+  auto s = ready_with({"a"}, with_features(f));
+  auto fx = s->on_line(request_line(41, "sampling/createMessage", json::object()).dump(), now);
+  auto token = fx.host_requests.at(0).token;
+  fx = s->on_line(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":41}})", now);
+  EXPECT_TRUE(fx.send.empty());
+  EXPECT_EQ(fx.withdrawn_host_requests, std::vector<std::uint64_t>{token});
+  EXPECT_TRUE(s->answer_host_request(token, json::object()).empty());
+}
+
+TEST_F(McpSession, HostRequestsAreAnsweredWithAnErrorWhenTheSessionEnds) {
+  client_features f;
+  f.sampling = true;
+  for (bool closing : {true, false}) {
+    auto s = ready_with({"a"}, with_features(f));
+    auto token = s->on_line(request_line(3, "sampling/createMessage", json::object()).dump(), now)
+                     .host_requests.at(0)
+                     .token;
+    auto fx = closing ? s->close() : s->on_transport_closed("gone");
+    auto sent = parsed(fx);
+    ASSERT_EQ(sent.size(), 1u) << closing;
+    EXPECT_EQ(sent[0]["id"], 3);
+    EXPECT_EQ(sent[0]["error"]["code"], error_connection_closed);
+    EXPECT_EQ(fx.withdrawn_host_requests, std::vector<std::uint64_t>{token});
+    EXPECT_EQ(s->pending_host_requests(), 0u);
+    EXPECT_TRUE(s->answer_host_request(token, json::object()).empty());
+  }
+}
+
+TEST_F(McpSession, HostRequestsInABatchOnStdioAreAllReported) {
+  client_features f;
+  f.sampling = true;
+  auto s = ready_with({"a"}, with_features(f));
+  std::string bytes = request_line(1, "sampling/createMessage", json::object()).dump() + "\n" +
+                      request_line(2, "sampling/createMessage", json::object()).dump() + "\n";
+  auto fx = s->on_bytes(bytes.data(), bytes.size(), now);
+  EXPECT_EQ(fx.host_requests.size(), 2u);
 }

@@ -56,6 +56,9 @@ TEST(ServerConfig, WrongTypesNameTheFieldPath) {
     {R"({"trust": "yes"})", "mcpServers.s.trust"},
     {R"({"disabled": 1})", "mcpServers.s.disabled"},
     {R"({"includeTools": [1]})", "mcpServers.s.includeTools[0]"},
+    {R"({"elicitation": true})", "mcpServers.s.elicitation"},
+    {R"({"elicitation": "maybe"})", "mcpServers.s.elicitation"},
+    {R"({"elicitation": "ask"})", "mcpServers.s.elicitation"},
     {R"("just a string")", "mcpServers.s"},
   };
   for (auto& r : rows) {
@@ -172,4 +175,17 @@ TEST(ServerConfig, ServerNameRule) {
   // Host-provided configs go through the same door.
   auto r = parse_server_config("a\nINFO forged", json{{"command", "x"}}, config_scope::session);
   EXPECT_FALSE(r.config);
+}
+
+TEST(ServerConfig, ElicitationPolicyPerServer) {
+  EXPECT_EQ(make_server("s", json::parse(R"({"command":"x"})")).elicitation, std::nullopt);
+  EXPECT_EQ(make_server("s", json::parse(R"({"command":"x","elicitation":"decline"})")).elicitation,
+            elicitation_policy::decline);
+  EXPECT_EQ(make_server("s", json::parse(R"({"command":"x","elicitation":"accept-defaults"})")).elicitation,
+            elicitation_policy::accept_defaults);
+  // The message names what is allowed, never the value written.
+  auto res = parse_server_config("s", json::parse(R"({"command":"x","elicitation":"s3cret"})"),
+                                 config_scope::user, {"mcpServers", "s"});
+  ASSERT_TRUE(res.error);
+  EXPECT_EQ(res.error->message, R"(expected "decline" or "accept-defaults")");
 }

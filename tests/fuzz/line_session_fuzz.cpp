@@ -3,18 +3,25 @@
 // too: after the handshake (a valid one, or whatever the input says), the
 // rest of the input is a list of operations — raw bytes, whole lines,
 // answers to the request the session sent last, tool calls, cancels, pings,
-// ticks, filter changes, a closed transport.
+// ticks, filter changes, a closed transport, server requests for roots,
+// elicitation and sampling (the client features are chosen by the input
+// too), the host's answers to them and changed roots.
 //
 // Whatever happens: nothing throws or crashes, the stack stays shallow
 // (deep answers are never built), every line the session sends is one
 // valid JSON-RPC message, and everything it reports (failure reasons, tool
-// names and descriptions, call results and errors) is valid UTF-8.
+// names and descriptions, call results and errors, host requests) is valid
+// UTF-8; a host request's params are an object, its token is new, and no
+// more are pending than the limit.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <set>
+
+#include <algorithm>
 
 #include "core/mcp_session.hpp"
 #include "core/untrusted_text.hpp"
@@ -45,6 +52,8 @@ struct driver {
   mcp_session::time_point now = mcp_session::time_point{} + std::chrono::hours(1000);
   std::int64_t last_request_id = 0;
   std::uint64_t next_token = 1;
+  std::set<std::uint64_t> host_tokens;    // every token ever handed out
+  std::vector<std::uint64_t> host_open;   // not yet answered or withdrawn
 
   explicit driver(mcp_session::options o) : session(std::move(o)) {}
 
@@ -64,7 +73,31 @@ struct driver {
         check_json(c.error->data);
       }
     }
+    for (auto& h : fx.host_requests) {
+      if (!h.params.is_object()) fail_invariant();
+      if (h.method != "elicitation/create" && h.method != "sampling/createMessage") fail_invariant();
+      check_json(h.params);
+      if (!host_tokens.insert(h.token).second) fail_invariant();
+      host_open.push_back(h.token);
+    }
+    for (auto t : fx.withdrawn_host_requests) {
+      if (!host_tokens.count(t)) fail_invariant();
+      host_open.erase(std::remove(host_open.begin(), host_open.end(), t), host_open.end());
+    }
+    if (session.pending_host_requests() > 3) fail_invariant();
     if (session.reader().buffered_bytes() > session.reader().limits().max_line_bytes) fail_invariant();
+  }
+
+  // A server request for `method`, with the payload as its params (or as
+  // the requested schema of an elicitation, when it is not an object).
+  std::string server_request(std::string_view method, std::string_view payload, unsigned id) {
+    auto params = json::parse(payload, nullptr, false);
+    json msg = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+    if (params.is_discarded())
+      msg["params"] = {{"message", std::string(payload)}, {"requestedSchema", {{"type", "object"}}}};
+    else
+      msg["params"] = params;
+    return msg.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
   std::string answer(std::string_view body, bool error) {
@@ -111,9 +144,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   o.limits.max_line_bytes = 64 + (cfg & 0x0f) * 64;
   o.limits.max_garbage_lines = 1 + ((cfg >> 4) & 7);
   o.limits.max_garbage_bytes = 4096;
-  o.max_message_depth = 4 + (byte() & 15);
+  // The high bits of this byte choose the client features, so seeds from
+  // before they existed keep their meaning.
+  unsigned depth_and_features = byte();
+  o.max_message_depth = 4 + (depth_and_features & 15);
   o.max_list_pages = 3;
   if (cfg & 0x80) o.exclude_tools = std::vector<std::string>{"x*"};
+  unsigned features = depth_and_features >> 4;
+  if (features & 1) o.features.roots = std::vector<mcp_root>{{"file:///w", "w"}};
+  o.features.elicitation = static_cast<elicitation_policy>(((features >> 1) & 3) % 3);
+  o.features.sampling = (features & 8) != 0;
+  o.max_pending_host_requests = 3;
+  o.host_request_timeout = std::chrono::milliseconds(5000);
   driver d(o);
   d.absorb(d.session.start(d.now));
 
@@ -128,7 +170,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   }
 
   while (!in.empty()) {
-    unsigned op = byte() % 12;
+    unsigned op = byte() % 18;
     auto len = static_cast<std::size_t>(byte());
     auto payload = take(len);
     switch (op) {
@@ -172,6 +214,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       case 11:
         d.absorb(d.session.on_line(std::string(len * 8, '[') + std::string(payload), d.now));
         break;
+      case 12:
+        d.absorb(d.session.on_line(d.server_request("elicitation/create", payload, len), d.now));
+        break;
+      case 13:
+        d.absorb(d.session.on_line(d.server_request(len & 1 ? "sampling/createMessage" : "roots/list", payload, len), d.now));
+        break;
+      case 14:
+      case 15: {
+        // The host answers (or fails) an open request, or a made-up token.
+        std::uint64_t token = d.host_open.empty() || (len & 0x80) ? len : d.host_open[len % d.host_open.size()];
+        auto body = json::parse(payload, nullptr, false);
+        if (op == 14)
+          d.absorb(d.session.answer_host_request(token, body.is_discarded() ? json(std::string(payload)) : body));
+        else
+          d.absorb(d.session.fail_host_request(token, rpc_error{static_cast<int>(len) - 128, std::string(payload), json()}));
+        break;
+      }
+      case 16: {
+        std::vector<mcp_root> roots;
+        for (std::size_t i = 0; i < payload.size() % 4; ++i)
+          roots.push_back({"file:///" + std::string(payload.substr(i)), std::string(payload.substr(0, i))});
+        d.absorb(d.session.set_roots(std::move(roots)));
+        break;
+      }
+      case 17: {
+        json msg = {{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", len}}}};
+        d.absorb(d.session.on_line(msg.dump(), d.now));
+        break;
+      }
     }
     d.check_views();
   }

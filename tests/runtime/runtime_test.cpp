@@ -435,3 +435,106 @@ TEST(RuntimeEnvironment, TheKillSwitchAndTheBudgetComeFromTheEnvironment) {
   ::unsetenv("MCPRT_NO_POOL");
   ::unsetenv("MCPRT_BUDGET");
 }
+
+// -- what servers may ask of the client (issue 15) -----------------------------
+
+namespace {
+
+// The reply mcprt sent to the server's request, as the test server's
+// ask_client tool hands it back.
+json client_reply(runtime& rt, const std::string& session, const std::string& server_name,
+                  const std::string& method, const json& params = json::object()) {
+  auto r = rt.call_tool(session, server_name, "ask_client", {{"method", method}, {"params", params}}, 30s);
+  if (!r) return {{"call_failed", true}};
+  auto& content = (*r)["content"];
+  if (!content.is_array() || content.empty() || (*r).value("isError", false)) return {{"tool_failed", *r}};
+  return json::parse(content[0]["text"].get<std::string>(), nullptr, false);
+}
+
+json sep1034_request() {
+  return json::parse(R"({"message":"Test client default value handling - please accept with defaults",
+    "requestedSchema":{"type":"object","properties":{
+      "name":{"type":"string","default":"John Doe"},
+      "age":{"type":"integer","default":30},
+      "score":{"type":"number","default":95.5},
+      "status":{"type":"string","enum":["active","inactive","pending"],"default":"active"},
+      "verified":{"type":"boolean","default":true}},"required":[]}})");
+}
+
+} // namespace
+
+TEST_F(Runtime, ServersGetTheWorkspaceAsTheirRootAndElicitationDeclinedByDefault) {
+  save(user_settings(), {{"mcpServers", {{"a", server({"--client-tool"})}}}});
+  start();
+  wait_snapshot(connected({"a"}));
+
+  auto roots = client_reply(*rt, session, "a", "roots/list");
+  auto canonical = fs::canonical(ws);
+  ASSERT_TRUE(roots.contains("result")) << roots.dump();
+  EXPECT_EQ(roots["result"], (json{{"roots", {{{"uri", "file://" + canonical.string()},
+                                               {"name", canonical.filename().string()}}}}}));
+
+  auto elicit = client_reply(*rt, session, "a", "elicitation/create", sep1034_request());
+  EXPECT_EQ(elicit["result"], (json{{"action", "decline"}})) << elicit.dump();
+
+  // Nobody can sample: not offered, so the server is told at once.
+  auto sample = client_reply(*rt, session, "a", "sampling/createMessage",
+                             {{"messages", json::array()}, {"maxTokens", 5}});
+  EXPECT_EQ(sample["error"]["code"], -32601) << sample.dump();
+}
+
+TEST_F(Runtime, ElicitationPolicyComesFromTheRuntimeAndEachServersSettings) {
+  save(user_settings(), {{"mcpServers",
+                          {{"a", server({"--client-tool"})},
+                           {"d", [] {
+                              auto s = server({"--client-tool"});
+                              s["elicitation"] = "decline";
+                              return s;
+                            }()}}}});
+  auto o = options();
+  o.elicitation = elicitation_policy::accept_defaults;
+  start(o);
+  wait_snapshot(connected({"a", "d"}));
+
+  auto accepted = client_reply(*rt, session, "a", "elicitation/create", sep1034_request());
+  EXPECT_EQ(accepted["result"], json::parse(R"({"action":"accept","content":{"name":"John Doe","age":30,
+      "score":95.5,"status":"active","verified":true}})")) << accepted.dump();
+  auto declined = client_reply(*rt, session, "d", "elicitation/create", sep1034_request());
+  EXPECT_EQ(declined["result"], (json{{"action", "decline"}})) << declined.dump();
+}
+
+TEST_F(Runtime, ChangingAServersElicitationKeyReplacesItsConnection) {
+  save(user_settings(), {{"mcpServers", {{"a", server({"--client-tool"})}}}});
+  start();
+  auto before = wait_snapshot(connected({"a"}));
+  EXPECT_EQ(client_reply(*rt, session, "a", "elicitation/create", sep1034_request())["result"]["action"],
+            "decline");
+
+  auto changed = server({"--client-tool"});
+  changed["elicitation"] = "accept-defaults";
+  save(user_settings(), {{"mcpServers", {{"a", changed}}}});
+  auto old_pid = pid_of(before, "a");
+  wait_snapshot([&](const json& snap) {
+    return connected({"a"})(snap) && pid_of(snap, "a") != old_pid;
+  });
+  auto after = client_reply(*rt, session, "a", "elicitation/create", sep1034_request());
+  EXPECT_EQ(after["result"]["action"], "accept") << after.dump();
+  EXPECT_EQ(after["result"]["content"]["name"], "John Doe");
+}
+
+TEST_F(Runtime, ABadElicitationValueIsASettingsErrorThatKeepsTheLastGoodConfig) {
+  save(user_settings(), {{"mcpServers", {{"a", server({"--client-tool"})}}}});
+  start();
+  auto before = wait_snapshot(connected({"a"}));
+  auto from = mark();
+  auto bad = server({"--client-tool"});
+  bad["elicitation"] = "sometimes";
+  save(user_settings(), {{"mcpServers", {{"a", bad}}}});
+  auto err = wait_event([](const event& e) { return e.kind == event_kind::settings_error; }, from);
+  ASSERT_TRUE(err);
+  auto text = err->data.value.dump();
+  EXPECT_NE(text.find("mcpServers.a.elicitation"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(expected \"decline\" or \"accept-defaults\")"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sometimes"), std::string::npos) << text;
+  EXPECT_EQ(pid_of(rt->snapshot(), "a"), pid_of(before, "a"));
+}

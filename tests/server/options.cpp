@@ -49,6 +49,9 @@ Faults and timing:
   --request-sampling          after notifications/initialized send
                               sampling/createMessage to the client and log
                               what came back (or that nothing did within 5 s)
+  --client-tool               add the tool ask_client {method, params}: it
+                              sends that request to the client and returns
+                              the client's whole reply as JSON text
 
 Hostile output:
   --invalid-utf8 WHERE[,WHERE] write bytes that are not UTF-8 (a Latin-1
@@ -160,6 +163,8 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       ok = number(out.ping_client_after_ms, 0);
     } else if (arg == "--request-sampling") {
       ok = flag(out.request_sampling);
+    } else if (arg == "--client-tool") {
+      ok = flag(out.client_tool);
     } else if (arg == "--invalid-utf8") {
       auto v = value();
       ok = v.has_value() && !v->empty();

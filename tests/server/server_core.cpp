@@ -235,7 +235,7 @@ std::optional<json> handler::handle_request(const std::shared_ptr<peer>& p, cons
     } else if (method == "tools/list") {
       result = list_tools(*p, params);
     } else if (method == "tools/call") {
-      result = call_tool(*p, params);
+      result = call_tool(p, params);
     } else if (method == "prompts/list" && opts_.prompts > 0) {
       result = list_prompts(params);
     } else if (method == "prompts/get" && opts_.prompts > 0) {
@@ -296,7 +296,8 @@ void handler::handle_response(const json& resp) {
   if (!known) log_line("mcprt-test-server: response with unexpected id " + id.dump());
 }
 
-void handler::ask_client(const std::shared_ptr<peer>& p, const std::string& method, const json& params) {
+std::optional<json> handler::ask_client(const std::shared_ptr<peer>& p, const std::string& method,
+                                       const json& params) {
   auto id = std::string(k_server_name) + "-" + std::to_string(next_request_id_++);
   life_.update([&] { pending_[id] = std::nullopt; });
   log_line("mcprt-test-server: sending " + method + " request " + id + " to the client");
@@ -313,11 +314,12 @@ void handler::ask_client(const std::shared_ptr<peer>& p, const std::string& meth
     if (!life_.stopping())
       log_line("mcprt-test-server: " + method + " not answered within "
                + std::to_string(k_client_reply_timeout.count()) + " ms");
-    return;
+    return std::nullopt;
   }
   if (reply->contains("error"))
     log_line("mcprt-test-server: " + method + " answered with error: " + (*reply)["error"].dump());
   else log_line("mcprt-test-server: " + method + " answered with result: " + (*reply)["result"].dump());
+  return reply;
 }
 
 json handler::initialize(const json& params) const {
@@ -336,7 +338,8 @@ json handler::initialize(const json& params) const {
 }
 
 std::size_t handler::tool_count(const peer& p) const {
-  return k_builtin_tools + static_cast<std::size_t>(opts_.tools) + (p.late_tool ? 1 : 0);
+  return k_builtin_tools + static_cast<std::size_t>(opts_.tools) + (opts_.client_tool ? 1 : 0)
+         + (p.late_tool ? 1 : 0);
 }
 
 // Computed per index rather than stored so --tools 100000 costs nothing
@@ -365,6 +368,9 @@ json handler::tool_at(std::size_t index) const {
     schema["additionalProperties"] = true;
     return tool("tool_" + std::to_string(numbered + 1), "Echoes its arguments as JSON text.", schema);
   }
+  if (opts_.client_tool && numbered == static_cast<std::size_t>(opts_.tools))
+    return tool("ask_client", "Sends the client a request (method, params); returns its reply as JSON text.",
+                object_schema({{"method", {{"type", "string"}}}, {"params", {{"type", "object"}}}}, {"method"}));
   return tool("late_tool", "Added by --list-changed-after-ms.", object_schema());
 }
 
@@ -373,7 +379,8 @@ json handler::list_tools(const peer& p, const json& params) const {
                   [&](std::size_t i) { return tool_at(i); });
 }
 
-json handler::call_tool(const peer& p, const json& params) {
+json handler::call_tool(const std::shared_ptr<peer>& peer_ptr, const json& params) {
+  const peer& p = *peer_ptr;
   auto name_it = params.find("name");
   if (name_it == params.end() || !name_it->is_string()) throw invalid_params("tools/call needs a string name");
   const auto& name = name_it->get_ref<const std::string&>();
@@ -409,6 +416,15 @@ json handler::call_tool(const peer& p, const json& params) {
     return tool_result("slept " + std::to_string(value));
   }
   if (base == "pid") return tool_result(std::to_string(getpid()));
+  if (base == "ask_client" && opts_.client_tool) {
+    auto method = args.find("method");
+    if (method == args.end() || !method->is_string()) return tool_failure("ask_client: argument 'method' must be a string");
+    auto request_params = args.value("params", json::object());
+    auto reply = ask_client(peer_ptr, method->get<std::string>(), request_params);
+    if (!reply)
+      return tool_failure("ask_client: no reply within " + std::to_string(k_client_reply_timeout.count()) + " ms");
+    return tool_result(reply->dump());
+  }
   if (base == "late_tool" && p.late_tool) return tool_result("late_tool called");
   if (base.compare(0, 5, "tool_") == 0) {
     auto index = parse_index(base.substr(5));

@@ -45,6 +45,9 @@ struct options {
   bool spawn_child = false;
   int ping_client_after_ms = -1;
   bool request_sampling = false;
+  // Adds the tool ask_client {method, params}: sends that request to the
+  // client and returns its whole reply (JSON-RPC result or error) as text.
+  bool client_tool = false;
 
   // -- hostile output (--invalid-utf8) --------------------------------------
   // Where to put bytes that are not UTF-8: "stderr", "stdout" (a raw
@@ -177,12 +180,15 @@ public:
 private:
   json initialize(const json& params) const;
   json list_tools(const peer& p, const json& params) const;
-  json call_tool(const peer& p, const json& params);
+  json call_tool(const std::shared_ptr<peer>& p, const json& params);
   json list_prompts(const json& params) const;
   json get_prompt(const json& params) const;
   json tool_at(std::size_t index) const;
   std::size_t tool_count(const peer& p) const;
-  void ask_client(const std::shared_ptr<peer>& p, const std::string& method, const json& params);
+  // The client's reply (a whole JSON-RPC response), nullopt when none came
+  // within k_client_reply_timeout.
+  std::optional<json> ask_client(const std::shared_ptr<peer>& p, const std::string& method,
+                                 const json& params);
 
   const options& opts_;
   lifetime& life_;
