@@ -46,3 +46,20 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$lock_hash" ]]; then
     echo "$lock_hash" > "$stamp"
   fi
 fi
+
+# The official MCP conformance suite (tests/conformance/) and the Node 22 it
+# needs (Debian's Node 20 lacks fs.globSync), both pinned by the committed
+# lock file and installed with npm ci; stamped like the peers above.
+conformance="$here/tests/conformance"
+stamp="$conformance/node_modules/.mcprt-installed"
+lock_hash=$(sha256sum "$conformance/package-lock.json" | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$lock_hash" ]]; then
+  if [[ -L $conformance/node_modules ]]; then
+    echo "setup: tests/conformance/node_modules is a symlink whose packages do not match package-lock.json;" \
+         "run 'npm ci' where it points" >&2
+  else
+    echo "setup: installing the MCP conformance suite into tests/conformance/node_modules"
+    (cd "$conformance" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$lock_hash" > "$stamp"
+  fi
+fi
