@@ -1,5 +1,7 @@
 #include "cli/terminal_output.hpp"
 
+#include <cstdint>
+#include <cstdio>
 #include <ostream>
 
 #include "core/untrusted_text.hpp"
@@ -36,10 +38,36 @@ std::string escaped_if_needed(const std::string& s, Escape escape) {
   return escaped == doubled ? s : escaped;
 }
 
+bool acts_on_terminal(uint32_t cp) {
+  return cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f
+         || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 // nlohmann escapes C0 controls in strings but passes DEL, C1 controls and
-// bidirectional overrides through.
+// bidirectional overrides through. Written as \uXXXX instead, the output is
+// the same JSON and safe on a terminal. dump_json's text is valid UTF-8, and
+// these characters can only sit inside strings.
 std::string terminal_json(const nlohmann::json& j, int indent) {
-  return escaped_if_needed(dump_json(j, indent), terminal_text);
+  auto text = dump_json(j, indent);
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    if (i + len > text.size()) len = text.size() - i;
+    uint32_t cp = len == 1 ? c : c & (0xff >> (len + 1));
+    for (std::size_t k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+    if (acts_on_terminal(cp)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(text, i, len);
+    }
+    i += len;
+  }
+  return out;
 }
 
 } // namespace

@@ -123,6 +123,15 @@ TEST_F(one_shot_call_test, ControlCharactersFromTheServerAreEscaped) {
   EXPECT_EQ(r.out.find("\xe2\x80\xae"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\\x1b[2Jb"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nd"), std::string::npos) << r.out; // line breaks stay
+
+  // --json: the same JSON, with what a terminal acts on as \u escapes.
+  r = run_mcprt({"call", "--json", "echo", R"({"text": "a\u007fb\u202ec\u0085d"})", "--", test_server}, home_);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(r.out.find('\x7f'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xe2\x80\xae"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xc2\x85"), std::string::npos) << r.out;
+  ASSERT_TRUE(r.has_json()) << r.out;
+  EXPECT_EQ(r.j["content"][0]["text"], "a\x7f" "b\xe2\x80\xae" "c\xc2\x85" "d");
 }
 
 TEST_F(one_shot_call_test, StreamableHttpWithAHeaderThatIsNeverPrinted) {

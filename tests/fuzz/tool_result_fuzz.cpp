@@ -35,6 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       int rc = mcprt::cli::print_tool_result(r.value, as_json, out);
       if (rc != 0 && rc != 1) __builtin_trap();
       if (!clean_text(out.str(), true)) __builtin_trap();
+      // --json output is still the same JSON.
+      if (as_json && nlohmann::json::parse(out.str(), nullptr, false) != nlohmann::json::parse(mcprt::dump_json(r.value)))
+        __builtin_trap();
     }
   }
   auto line = mcprt::cli::terminal_line(std::string(text));
