@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/daemon_file.hpp"
+#include "cli/terminal_output.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt::cli {
@@ -103,22 +104,6 @@ std::string prove_instance(const connection& c, httplib::Client& cli) {
       || j["instance"].get<std::string>() != c.daemon->instance)
     return "the daemon at " + c.url + " is not the one the daemon file names (its instance id differs)";
   return {};
-}
-
-/// Text from a server or the daemon for a terminal: line breaks and tabs
-/// stay, every other control character is escaped.
-std::string terminal_text(const std::string& s) {
-  std::string out, piece;
-  for (char ch : s) {
-    if (ch == '\n' || ch == '\t') {
-      out += escape_for_display(piece);
-      out += ch;
-      piece.clear();
-    } else {
-      piece += ch;
-    }
-  }
-  return out + escape_for_display(piece);
 }
 
 std::string pad(const std::string& s, std::size_t w) {
@@ -374,18 +359,11 @@ int run_call(const client_flags& f, const std::string& server, const std::string
     return exit_failure;
   }
   auto j = json::parse(r->body, nullptr, false);
-  if (f.json || !j.is_object() || !j.contains("content") || !j["content"].is_array()) {
-    std::cout << (j.is_discarded() ? terminal_text(r->body) : dump_json(j, 2)) << "\n";
-  } else {
-    // Text content as text (a server's, so control characters escaped);
-    // anything else as JSON.
-    for (auto& part : j["content"]) {
-      if (part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
-        std::cout << terminal_text(part["text"].get<std::string>()) << "\n";
-      else std::cout << dump_json(part) << "\n";
-    }
+  if (j.is_discarded()) {
+    std::cout << terminal_text(r->body) << "\n";
+    return exit_ok;
   }
-  return j.is_object() && j.value("isError", false) ? exit_failure : exit_ok;
+  return print_tool_result(j, f.json, std::cout);
 }
 
 std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,

@@ -14,7 +14,7 @@
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
 #include "cli/client.hpp"
-#include "cli/inspect.hpp"
+#include "cli/one_shot.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
@@ -179,17 +179,32 @@ int main(int argc, char** argv) {
   reject->add_option("name", reject_name, "Server name")->required();
   add_workspace_flags(reject, reject_flags);
 
+  // What a one-shot command (inspect, call --http / call -- COMMAND) offers
+  // the server beyond listing and calling.
+  auto add_one_shot_flags = [](CLI::App* cmd, cli::one_shot_target& t, long long& timeout) {
+    cmd->add_option("--timeout-ms", timeout, "Discovery timeout (default 30000 for commands, 5000 for URLs)")
+      ->check(CLI::PositiveNumber);
+    cmd->add_option("--http", t.http_url, "Streamable-HTTP endpoint URL");
+    // One value per occurrence: a vector option would otherwise swallow the TOOL that follows.
+    cmd->add_option("--header", t.headers, "HTTP header NAME:VALUE (repeatable; values are never printed)")
+      ->allow_extra_args(false);
+    cmd->add_option("--on-elicitation", t.on_elicitation,
+                    "How to answer a server's elicitation/create: decline (default) or accept-defaults "
+                    "(accept with the requested schema's defaults)")
+      ->check(CLI::IsMember({"decline", "accept-defaults"}));
+    cmd->add_option("--root", t.roots, "Offer DIR to the server as a root (repeatable; default: no roots capability)")
+      ->allow_extra_args(false);
+  };
+
   cli::inspect_options inspect_opts;
   long long inspect_timeout = 0;
   auto* inspect = app.add_subcommand("inspect", "Connect to one MCP server, list what it offers, and shut it down.\n"
                                                 "  mcprt inspect [--json] [--timeout-ms T] -- COMMAND ARGS...\n"
-                                                "  mcprt inspect --http URL [--header K:V]...");
+                                                "  mcprt inspect --http URL [--header K:V]...\n"
+                                                "  --on-elicitation and --root: what mcprt offers the server as a client.");
   inspect->add_flag("--json", inspect_opts.json, "Machine-readable output");
-  inspect->add_option("--timeout-ms", inspect_timeout, "Discovery timeout (default 30000 for commands, 5000 for URLs)")
-    ->check(CLI::PositiveNumber);
-  inspect->add_option("--http", inspect_opts.http_url, "Streamable-HTTP endpoint URL");
-  inspect->add_option("--header", inspect_opts.headers, "HTTP header NAME:VALUE (repeatable)");
-  inspect->add_option("command", inspect_opts.command, "Server command and its arguments (after --)");
+  add_one_shot_flags(inspect, inspect_opts.target, inspect_timeout);
+  inspect->add_option("command", inspect_opts.target.command, "Server command and its arguments (after --)");
 
   cli::serve_flags serve_flags;
   auto* serve = app.add_subcommand("serve", "Run the workspace's MCP servers and serve the HTTP API until SIGINT / SIGTERM.\n"
@@ -259,27 +274,49 @@ int main(int argc, char** argv) {
   restart->add_flag("--json", restart_flags.json, "Print the daemon's answer as JSON");
 
   cli::client_flags call_flags;
-  std::string call_server, call_tool, call_args;
-  auto* call = app.add_subcommand("call", "Call a tool through the running daemon: mcprt call SERVER TOOL ['{\"arg\": 1}']");
-  call->add_option("server", call_server, "Server name")->required();
-  call->add_option("tool", call_tool, "Tool name")->required();
-  call->add_option("arguments", call_args, "Arguments as a JSON object (default {})");
+  cli::one_shot_call_options one_shot_call;
+  long long call_timeout = 0, call_call_timeout = 0;
+  std::vector<std::string> call_words;
+  auto* call = app.add_subcommand("call", "Call one tool and print its result (text as text; --json for the raw result).\n"
+                                          "  mcprt call SERVER TOOL ['{\"arg\": 1}']            through the running daemon\n"
+                                          "  mcprt call --http URL [--header K:V]... TOOL [JSON]  one server, no daemon\n"
+                                          "  mcprt call TOOL [JSON] -- COMMAND ARGS...          one stdio server, no daemon\n"
+                                          "  Exit 0 on a result, 1 when the tool reports isError or the call fails, 2 on bad usage.");
+  call->add_option("words", call_words, "SERVER TOOL [JSON] (daemon), or TOOL [JSON] with --http URL or -- COMMAND");
   add_client_flags(call, call_flags);
   call->add_flag("--json", call_flags.json, "Print the whole tool result as JSON");
+  add_one_shot_flags(call, one_shot_call.target, call_timeout);
+  call->add_option("--call-timeout-ms", call_call_timeout, "One-shot: the call's timeout (default 600000)")
+    ->check(CLI::PositiveNumber);
 
   std::string approve_token, reject_token;
   approve->add_option("--token-file", approve_token, "Bearer token file of a running daemon");
   reject->add_option("--token-file", reject_token, "Bearer token file of a running daemon");
 
+  // `mcprt call TOOL [JSON] -- COMMAND ARGS...`: what follows `--` is the
+  // server's command line, not more words of the call.
+  int parsed_argc = argc;
+  if (argc > 1 && std::string(argv[1]) == "call") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) != "--") continue;
+      one_shot_call.target.command.assign(argv + i + 1, argv + argc);
+      parsed_argc = i;
+      if (one_shot_call.target.command.empty()) {
+        std::cerr << "mcprt call: `--` must be followed by the server's command\n" << call->help();
+        return exit_usage;
+      }
+      break;
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : exit_usage;
   }
   if (*explain) return run_explain(explain_flags);
   if (*inspect) {
-    if (inspect_timeout > 0) inspect_opts.timeout_ms = inspect_timeout;
+    if (inspect_timeout > 0) inspect_opts.target.timeout_ms = inspect_timeout;
     return cli::run_inspect(inspect_opts);
   }
   if (*serve) return cli::run_serve(serve_flags);
@@ -287,7 +324,28 @@ int main(int argc, char** argv) {
   if (*events) return cli::run_events(events_flags, since_opt->count() ? std::optional<unsigned long long>(events_since)
                                                                         : std::nullopt);
   if (*restart) return cli::run_restart(restart_flags, restart_name);
-  if (*call) return cli::run_call(call_flags, call_server, call_tool, call_args);
+  if (*call) {
+    bool one_shot = one_shot_call.target.http_url || !one_shot_call.target.command.empty();
+    auto usage = [&](const std::string& why) {
+      std::cerr << "mcprt call: " << why << "\n" << call->help();
+      return exit_usage;
+    };
+    if (!one_shot) {
+      for (auto* flag : {"--header", "--timeout-ms", "--call-timeout-ms", "--on-elicitation", "--root"})
+        if (call->count(flag) > 0) return usage(std::string(flag) + " needs --http URL or `-- COMMAND`");
+      if (call_words.size() < 2 || call_words.size() > 3) return usage("expected SERVER TOOL [JSON]");
+      return cli::run_call(call_flags, call_words[0], call_words[1], call_words.size() > 2 ? call_words[2] : "");
+    }
+    for (auto* flag : {"--workspace", "--url", "--token-file"})
+      if (call->count(flag) > 0) return usage(std::string(flag) + " is for calls through a daemon, not with --http or --");
+    if (call_words.empty() || call_words.size() > 2) return usage("expected TOOL [JSON] with --http URL or -- COMMAND");
+    one_shot_call.tool = call_words[0];
+    if (call_words.size() > 1) one_shot_call.arguments = call_words[1];
+    one_shot_call.json = call_flags.json;
+    if (call_timeout > 0) one_shot_call.target.timeout_ms = call_timeout;
+    if (call_call_timeout > 0) one_shot_call.target.call_timeout_ms = call_call_timeout;
+    return cli::run_one_shot_call(one_shot_call);
+  }
   // approve / reject: through the running daemon when there is one, so it
   // reconciles at once; else straight into the store.
   for (auto [cmd, flags, name, token, decision] :

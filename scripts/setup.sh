@@ -14,9 +14,12 @@ packages=(
   clang clang-format libclang-rt-14-dev llvm
 )
 
+# One dpkg-query for all packages: one per package made a second run of
+# this script take seconds.
 missing=()
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null | awk '/install ok installed$/ { print $1 }')
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  grep -qx -- "$p" <<<"$installed" || missing+=("$p")
 done
 if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
@@ -43,6 +46,23 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$lock_hash" ]]; then
   else
     echo "setup: installing npm test peers into tests/peers/node_modules"
     (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$lock_hash" > "$stamp"
+  fi
+fi
+
+# The official MCP conformance suite (tests/conformance/) and the Node 22 it
+# needs (Debian's Node 20 lacks fs.globSync), both pinned by the committed
+# lock file and installed with npm ci; stamped like the peers above.
+conformance="$here/tests/conformance"
+stamp="$conformance/node_modules/.mcprt-installed"
+lock_hash=$(sha256sum "$conformance/package-lock.json" | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$lock_hash" ]]; then
+  if [[ -L $conformance/node_modules ]]; then
+    echo "setup: tests/conformance/node_modules is a symlink whose packages do not match package-lock.json;" \
+         "run 'npm ci' where it points" >&2
+  else
+    echo "setup: installing the MCP conformance suite into tests/conformance/node_modules"
+    (cd "$conformance" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$lock_hash" > "$stamp"
   fi
 fi

@@ -1,0 +1,288 @@
+// `mcprt inspect` and `mcprt call --http URL | -- COMMAND`: connect to one
+// MCP server once, do one thing, and shut it down cleanly. They run the same
+// connection actor the runtime uses. The one CAF translation unit of the
+// one-shot commands: both share the connection plumbing here.
+
+#include "cli/one_shot.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/connection.hpp"
+#include "cli/terminal_output.hpp"
+#include "core/client_features.hpp"
+#include "core/untrusted_text.hpp"
+#include "io/http_transport.hpp"
+#include "io/reactor.hpp"
+
+namespace mcprt::cli {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+
+struct one_shot_config : caf::actor_system_config {
+  one_shot_config() {
+    add_mcprt_types(*this);
+  }
+};
+
+// Prints `error` readably for a person: mcprt errors carry their own text.
+std::string describe(caf::actor_system& sys, const caf::error& err) {
+  if (err.category() == caf::atom("mcprt"))
+    return render_error(err.code(), err.category(), err.context());
+  return sys.render(err);
+}
+
+std::string one_line(std::string s) {
+  for (auto& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+void print_human(const connection_info& info, std::ostream& os) {
+  os << "server    " << escape_for_display(info.server_name) << " " << escape_for_display(info.server_version) << "\n"
+     << "protocol  " << escape_for_display(info.protocol) << "\n"
+     << "tools     " << info.tools.size() << "\n";
+  for (auto& t : info.tools)
+    os << "  " << escape_for_display(t.name)
+       << (t.description.empty() ? "" : " — " + escape_for_display(one_line(t.description))) << "\n";
+  os << "prompts   " << info.prompts.size() << "\n";
+  for (auto& p : info.prompts)
+    os << "  " << escape_for_display(p.name)
+       << (p.description.empty() ? "" : " — " + escape_for_display(one_line(p.description))) << "\n";
+}
+
+ordered_json to_json(const connection_info& info) {
+  ordered_json out = ordered_json::object();
+  out["server"] = {{"name", info.server_name}, {"version", info.server_version}};
+  out["protocol"] = info.protocol;
+  out["tools"] = ordered_json::array();
+  for (auto& t : info.tools)
+    out["tools"].push_back({{"name", t.name}, {"description", t.description}});
+  out["prompts"] = ordered_json::array();
+  for (auto& p : info.prompts)
+    out["prompts"].push_back({{"name", p.name}, {"description", p.description}});
+  return out;
+}
+
+/// A connection_config for the target, or a usage error in `why`. Header
+/// values never appear in `why`: they are secrets.
+std::optional<connection_config> make_config(const one_shot_target& t, const char* verb, std::string& why) {
+  nlohmann::json spec = nlohmann::json::object();
+  if (t.http_url && !t.command.empty()) {
+    why = std::string(verb) + " takes --http URL or a command after `--`, not both";
+    return std::nullopt;
+  }
+  if (t.http_url) {
+    spec["httpUrl"] = *t.http_url;
+    nlohmann::json headers = nlohmann::json::object();
+    for (auto& h : t.headers) {
+      auto colon = h.find(':');
+      if (colon == std::string::npos || colon == 0) {
+        why = "--header expects NAME:VALUE";
+        return std::nullopt;
+      }
+      auto value = h.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(' '));
+      headers[h.substr(0, colon)] = value;
+    }
+    spec["headers"] = headers;
+  } else {
+    if (!t.headers.empty()) {
+      why = "--header needs --http URL";
+      return std::nullopt;
+    }
+    if (t.command.empty()) {
+      why = std::string(verb) + " needs a command after `--`, or --http URL";
+      return std::nullopt;
+    }
+    spec["command"] = t.command.front();
+    spec["args"] = std::vector<std::string>(t.command.begin() + 1, t.command.end());
+  }
+  if (t.timeout_ms) spec["discoveryTimeoutMs"] = *t.timeout_ms;
+  if (t.call_timeout_ms) spec["timeout"] = *t.call_timeout_ms;
+  auto parsed = parse_server_config(verb, spec, config_scope::session, {});
+  if (!parsed.config) {
+    why = parsed.error->message;
+    return std::nullopt;
+  }
+  connection_config cc;
+  cc.server = *parsed.config;
+  auto policy = parse_elicitation_policy(t.on_elicitation);
+  // `ask` needs a host to ask; a one-shot command has none.
+  if (!policy || *policy == elicitation_policy::ask) {
+    why = "--on-elicitation expects decline or accept-defaults, not '" + escape_for_display(t.on_elicitation) + "'";
+    return std::nullopt;
+  }
+  cc.features.elicitation = *policy;
+  if (!t.roots.empty()) {
+    std::vector<mcp_root> roots;
+    for (auto& dir : t.roots) {
+      if (dir.empty()) {
+        why = "--root expects a directory";
+        return std::nullopt;
+      }
+      auto r = root_of_directory(dir);
+      roots.push_back({r.uri, r.name});
+    }
+    cc.features.roots = std::move(roots);
+  }
+  return cc;
+}
+
+/// Connects to the target, runs `work` once the connection is up, and shuts
+/// the server down. `work` returns the exit code, or sets `failure`.
+int with_connection(const one_shot_target& target, const char* verb,
+                    const std::function<int(caf::scoped_actor&, connection_actor&, std::string& failure)>& work) {
+  // The command reports its outcome in one line of its own.
+  spdlog::set_level(spdlog::level::off);
+  std::string why;
+  auto cc = make_config(target, verb, why);
+  if (!cc) {
+    std::cerr << "mcprt " << verb << ": " << why << "\n";
+    return exit_usage;
+  }
+
+  // Stopped in this order: the actors (awaited below), the I/O threads that
+  // send to them, the actor system. An I/O thread may still be waking a
+  // worker for its last message when the actor is done; the scheduler must
+  // not be destroyed under it.
+  one_shot_config cfg;
+  caf::actor_system sys{cfg};
+  io::reactor reactor;
+  io::http_worker_pool http(2);
+  int rc = exit_failure;
+  {
+    caf::scoped_actor self{sys};
+    cc->subscribers.push_back(caf::actor_cast<event_sink_actor>(self));
+    auto conn = spawn_connection(sys, std::move(*cc), {&reactor, &http});
+    std::string failure;
+    bool done = false;
+    // The connection enforces the discovery timeout itself; the margin here
+    // only guards against a bug leaving this loop waiting forever.
+    auto guard = std::chrono::milliseconds(target.timeout_ms.value_or(30000) + 10000);
+    while (!done) {
+      self->receive(
+        [&](client_update& u) {
+          if (u.status == connection_status::connected) {
+            done = true;
+          } else if (u.status == connection_status::error || u.status == connection_status::disconnected) {
+            failure = u.error.empty() ? "connection " + to_string(u.status) : u.error;
+            done = true;
+          }
+        },
+        caf::after(guard) >> [&] {
+          failure = "no answer within " + std::to_string(guard.count()) + " ms";
+          done = true;
+        });
+    }
+    if (failure.empty()) {
+      try {
+        rc = work(self, conn, failure);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    self->request(conn, std::chrono::seconds(10), atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+    if (!failure.empty()) {
+      std::cerr << "mcprt " << verb << " failed: " << terminal_line(failure) << "\n";
+      rc = exit_failure;
+    }
+    self->send_exit(conn, caf::exit_reason::user_shutdown);
+  }
+  sys.await_all_actors_done();
+  return rc;
+}
+
+/// RFC 3986 path characters stay; everything else is percent-encoded.
+std::string encode_uri_path(const std::string& path) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~' || c == ':' || c == '@'
+        || c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' || c == '+'
+        || c == ',' || c == ';' || c == '=') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+/// ": " and the first text part of a tool result, cut short; "" when none.
+std::string first_text(const nlohmann::json& result) {
+  if (!result.is_object() || !result.contains("content") || !result["content"].is_array()) return {};
+  for (auto& part : result["content"]) {
+    if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) continue;
+    auto text = part["text"].get<std::string>();
+    if (text.size() > 300) text = text.substr(0, 300) + "...";
+    return ": " + text;
+  }
+  return {};
+}
+
+} // namespace
+
+root_entry root_of_directory(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto p = fs::absolute(dir, ec).lexically_normal();
+  auto s = p.string();
+  // "/a/b/" normalises with a trailing slash; the root "/" keeps its one.
+  while (s.size() > 1 && s.back() == '/')
+    s.pop_back();
+  auto slash = s.rfind('/');
+  std::string name = slash == std::string::npos ? s : s.substr(slash + 1);
+  return {"file://" + encode_uri_path(s), name};
+}
+
+int run_inspect(const inspect_options& opts) {
+  return with_connection(opts.target, "inspect", [&](caf::scoped_actor& self, connection_actor& conn, std::string& failure) {
+    int rc = exit_failure;
+    self->request(conn, caf::infinite, atom::info_v)
+      .receive(
+        [&](connection_info& info) {
+          if (opts.json) std::cout << to_json(info).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+          else print_human(info, std::cout);
+          rc = exit_ok;
+        },
+        [&](caf::error& err) { failure = describe(self->system(), err); });
+    return rc;
+  });
+}
+
+int run_one_shot_call(const one_shot_call_options& opts) {
+  auto arguments = nlohmann::json::parse(opts.arguments.empty() ? "{}" : opts.arguments, nullptr, false);
+  if (arguments.is_discarded() || !arguments.is_object()) {
+    std::cerr << "mcprt call: the arguments must be a JSON object, e.g. '{\"text\": \"hi\"}'\n";
+    return exit_usage;
+  }
+  return with_connection(opts.target, "call", [&](caf::scoped_actor& self, connection_actor& conn, std::string& failure) {
+    int rc = exit_failure;
+    // The session enforces the call timeout; caf::infinite leaves it to it.
+    self->request(conn, caf::infinite, atom::call_v, opts.tool, json_value{arguments})
+      .receive(
+        [&](json_value& result) {
+          rc = print_tool_result(result.value, opts.json, std::cout);
+          if (rc != exit_ok) failure = "tool '" + opts.tool + "' reported an error" + first_text(result.value);
+        },
+               [&](caf::error& err) { failure = describe(self->system(), err); });
+    return rc;
+  });
+}
+
+} // namespace mcprt::cli
