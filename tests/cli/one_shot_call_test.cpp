@@ -5,9 +5,9 @@
 #include "cli_test_util.hpp"
 
 #include <chrono>
-#include <thread>
 
 #include "io/child_process.hpp"
+#include "tests/support/wait_for.hpp"
 
 namespace mcprt_cli_test {
 namespace {
@@ -16,17 +16,6 @@ const std::string test_server = MCPRT_TEST_SERVER;
 
 std::size_t lines(const std::string& s) {
   return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-/// True once no process `pid` exists, waiting up to `deadline` for the
-/// kernel (or init, for an orphan) to reap it.
-bool gone_within(pid_t pid, std::chrono::milliseconds deadline) {
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (true) {
-    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20)); // polling a condition, with a deadline
-  }
 }
 
 class one_shot_call_test : public ::testing::Test {
@@ -106,14 +95,14 @@ TEST_F(one_shot_call_test, NoServerProcessIsLeftAfterwards) {
   ASSERT_EQ(r.code, 0) << describe(r);
   auto pid = static_cast<pid_t>(std::stol(r.out));
   ASSERT_GT(pid, 1);
-  EXPECT_TRUE(gone_within(pid, std::chrono::seconds(5))) << "server " << pid << " outlived mcprt call";
+  EXPECT_TRUE(mcprt::test::wait_for_exit(pid, std::chrono::seconds(5))) << "server " << pid << " outlived mcprt call";
 }
 
 TEST_F(one_shot_call_test, AServerThatIgnoresSigtermIsStillGone) {
   auto r = run_mcprt({"call", "pid", "--", test_server, "--ignore-sigterm"}, home_);
   ASSERT_EQ(r.code, 0) << describe(r);
   auto pid = static_cast<pid_t>(std::stol(r.out));
-  EXPECT_TRUE(gone_within(pid, std::chrono::seconds(5))) << "server " << pid << " outlived mcprt call";
+  EXPECT_TRUE(mcprt::test::wait_for_exit(pid, std::chrono::seconds(5))) << "server " << pid << " outlived mcprt call";
 }
 
 TEST_F(one_shot_call_test, ControlCharactersFromTheServerAreEscaped) {
