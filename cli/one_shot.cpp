@@ -133,8 +133,8 @@ std::optional<connection_config> make_config(const one_shot_target& t, const cha
         why = "--root expects a directory";
         return std::nullopt;
       }
-      auto r = root_of_directory(dir);
-      roots.push_back({r.uri, r.name});
+      std::error_code ec;
+      roots.push_back(root_for_folder(std::filesystem::absolute(dir, ec).lexically_normal().string()));
     }
     cc.features.roots = std::move(roots);
   }
@@ -205,24 +205,6 @@ int with_connection(const one_shot_target& target, const char* verb,
   return rc;
 }
 
-/// RFC 3986 path characters stay; everything else is percent-encoded.
-std::string encode_uri_path(const std::string& path) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : path) {
-    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~' || c == ':' || c == '@'
-        || c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' || c == '+'
-        || c == ',' || c == ';' || c == '=') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 /// ": " and the first text part of a tool result, cut short; "" when none.
 std::string first_text(const nlohmann::json& result) {
   if (!result.is_object() || !result.contains("content") || !result["content"].is_array()) return {};
@@ -237,18 +219,6 @@ std::string first_text(const nlohmann::json& result) {
 
 } // namespace
 
-root_entry root_of_directory(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  auto p = fs::absolute(dir, ec).lexically_normal();
-  auto s = p.string();
-  // "/a/b/" normalises with a trailing slash; the root "/" keeps its one.
-  while (s.size() > 1 && s.back() == '/')
-    s.pop_back();
-  auto slash = s.rfind('/');
-  std::string name = slash == std::string::npos ? s : s.substr(slash + 1);
-  return {"file://" + encode_uri_path(s), name};
-}
 
 int run_inspect(const inspect_options& opts) {
   return with_connection(opts.target, "inspect", [&](caf::scoped_actor& self, connection_actor& conn, std::string& failure) {

@@ -42,12 +42,4 @@ int run_inspect(const inspect_options& opts);
 /// or call fails, 2 on a usage error.
 int run_one_shot_call(const one_shot_call_options& opts);
 
-/// `file://` URI of `dir` made absolute and normalised (percent-encoded
-/// where a URI path needs it), and its last path component.
-struct root_entry {
-  std::string uri;
-  std::string name;
-};
-root_entry root_of_directory(const std::string& dir);
-
 } // namespace mcprt::cli

@@ -166,6 +166,21 @@ TEST_F(one_shot_call_test, RootsAndElicitationFlagsAreTakenOnePerOccurrence) {
   EXPECT_TRUE(r.has_json()) << r.out;
 }
 
+TEST_F(one_shot_call_test, EachRootReachesTheServerAsAFileUriNamedByItsLastComponent) {
+  auto dir = home_ / "my root";
+  fs::create_directories(dir);
+  auto r = run_mcprt({"call", "--json", "--root", dir.string() + "/", "ask_client",
+                      R"({"method": "roots/list", "params": {}})", "--", test_server, "--client-tool"},
+                     home_);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  auto result = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(result.is_discarded()) << r.out;
+  auto reply = nlohmann::json::parse(result["content"][0]["text"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(reply.contains("result")) << r.out;
+  auto want = nlohmann::json::array({{{"uri", "file://" + home_.string() + "/my%20root"}, {"name", "my root"}}});
+  EXPECT_EQ(reply["result"]["roots"], want) << r.out;
+}
+
 TEST_F(one_shot_call_test, UsageErrorsExitTwo) {
   // An elicitation policy a one-shot command cannot follow.
   auto r = run_mcprt({"call", "--on-elicitation", "ask", "echo", "--", test_server}, home_);
