@@ -499,25 +499,26 @@ void mcp_session::end_host_requests(session_effects& fx, const std::string& why)
   host_pending_.clear();
 }
 
-session_effects mcp_session::answer_host_request(std::uint64_t token, json result) {
-  session_effects fx;
+std::optional<json> mcp_session::take_host_request(std::uint64_t token) {
   auto it = host_pending_.find(token);
   if (it == host_pending_.end() || !live())
-    return fx;
+    return std::nullopt;
   auto id = it->second.id;
   host_pending_.erase(it);
-  respond(fx, id, std::move(result));
+  return id;
+}
+
+session_effects mcp_session::answer_host_request(std::uint64_t token, json result) {
+  session_effects fx;
+  if (auto id = take_host_request(token))
+    respond(fx, *id, std::move(result));
   return fx;
 }
 
 session_effects mcp_session::fail_host_request(std::uint64_t token, rpc_error error) {
   session_effects fx;
-  auto it = host_pending_.find(token);
-  if (it == host_pending_.end() || !live())
-    return fx;
-  auto id = it->second.id;
-  host_pending_.erase(it);
-  respond_error(fx, id, error.code, replace_invalid_utf8(error.message), std::move(error.data));
+  if (auto id = take_host_request(token))
+    respond_error(fx, *id, error.code, replace_invalid_utf8(error.message), std::move(error.data));
   return fx;
 }
 

@@ -291,6 +291,9 @@ private:
   void respond_error(session_effects& fx, const nlohmann::json& id, int code,
                      const std::string& message, nlohmann::json data = nullptr);
   void end_host_requests(session_effects& fx, const std::string& why);
+  /// The server's id of a pending host request, which is then no longer
+  /// pending; none for an unknown token or a session that is not live.
+  std::optional<nlohmann::json> take_host_request(std::uint64_t token);
   nlohmann::json client_capabilities() const;
   void handle_notification(const nlohmann::json& msg, session_effects& fx, time_point now);
 

@@ -78,6 +78,28 @@ protected:
     return out;
   }
 
+  /// Whether `watched` ends when `end_it` runs (then the system runs). It
+  /// must still be up before. An actor left up is killed, so a regression
+  /// fails the test instead of hanging the binary at its end.
+  template <class Handle, class EndIt>
+  bool ends_with(const Handle& watched, EndIt&& end_it) {
+    self->monitor(watched);
+    auto down = [&] {
+      auto seen = false;
+      self->receive([&](caf::down_msg&) { seen = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+      return seen;
+    };
+    if (down()) {
+      ADD_FAILURE() << "the actor had ended already";
+      return false;
+    }
+    end_it();
+    sched.run();
+    auto ended = down();
+    if (!ended) caf::anon_send_exit(watched, caf::exit_reason::kill);
+    return ended;
+  }
+
   /// The scoped actor as a bus subscriber.
   event_subscriber_actor self_sink() { return caf::actor_cast<event_subscriber_actor>(self); }
 };

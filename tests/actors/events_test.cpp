@@ -184,7 +184,23 @@ TEST(EventPayloads, PoolEvents) {
 
 // -- inspect ------------------------------------------------------------------------------
 
-class EventSerialization : public actor_test {};
+class EventSerialization : public actor_test {
+protected:
+  /// `x` as CAF's binary serializer writes it (a test failure when it cannot).
+  template <class T>
+  std::vector<char> bytes_of(T x) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys, buf};
+    EXPECT_FALSE(sink(x));
+    return buf;
+  }
+  /// Reads `x` back from `buf`: the deserializer's error, none when it took it.
+  template <class T>
+  caf::error read_back(const std::vector<char>& buf, T& x) {
+    caf::binary_deserializer source{sys, buf};
+    return source(x);
+  }
+};
 
 TEST_F(EventSerialization, EveryPayloadSurvivesAMessageRoundTrip) {
   for (auto& p : one_of_each()) {
@@ -225,12 +241,9 @@ TEST_F(EventSerialization, EveryPayloadSurvivesAMessageRoundTrip) {
 
 TEST_F(EventSerialization, UnsetOptionalsStayUnset) {
   event_payload p = events::client_update::disconnected("s1", "echo", "echo::1", "removed");
-  std::vector<char> buf;
-  caf::binary_serializer sink{sys, buf};
-  ASSERT_FALSE(sink(p));
+  auto buf = bytes_of(p);
   event_payload back = events::settings_changed{};
-  caf::binary_deserializer source{sys, buf};
-  ASSERT_FALSE(source(back));
+  ASSERT_FALSE(read_back(buf, back));
   auto& u = std::get<events::client_update>(back);
   EXPECT_FALSE(u.generation);
   EXPECT_FALSE(u.pid);
@@ -247,30 +260,21 @@ TEST_F(EventSerialization, ASubnormalNumberTravelsAsZeroAndSurvivesARoundTrip) {
   w.threshold_ratio = 1e-310;
   ASSERT_EQ(std::fpclassify(w.threshold_ratio), FP_SUBNORMAL);
   event_payload p = w;
-  std::vector<char> buf;
-  caf::binary_serializer sink{sys, buf};
-  ASSERT_FALSE(sink(p));
+  auto buf = bytes_of(p);
   event_payload back;
-  caf::binary_deserializer source{sys, buf};
-  ASSERT_FALSE(source(back));
+  ASSERT_FALSE(read_back(buf, back));
   EXPECT_EQ(std::get<events::budget_warning>(back).threshold_ratio, 0.0);
-  std::vector<char> again;
-  caf::binary_serializer sink2{sys, again};
-  ASSERT_FALSE(sink2(back));
-  EXPECT_EQ(again, buf);
+  EXPECT_EQ(bytes_of(back), buf);
 }
 
 TEST_F(EventSerialization, AnUnknownKindFromTheWireIsAnErrorNotACrash) {
   event_payload p = events::reconcile_started{"s1", 1, 1};
-  std::vector<char> buf;
-  caf::binary_serializer sink{sys, buf};
-  ASSERT_FALSE(sink(p));
+  auto buf = bytes_of(p);
   ASSERT_FALSE(buf.empty());
   ASSERT_EQ(static_cast<uint8_t>(buf[0]), static_cast<uint8_t>(event_kind::reconcile_started)); // the tag
   buf[0] = static_cast<char>(200);
   event_payload back;
-  caf::binary_deserializer source{sys, buf};
-  EXPECT_TRUE(source(back));
+  EXPECT_TRUE(read_back(buf, back));
 }
 
 // -- the bus on typed payloads -----------------------------------------------------------
@@ -444,25 +448,19 @@ TEST_F(EventSerialization, ANonFiniteNumberIsWrittenAsZeroAndRefusedWhenRead) {
   event_payload p = events::reconcile_finished{"s1", 1, {}, {}, {}, {}, {}, {}, {},
                                                std::numeric_limits<double>::infinity(),
                                                std::numeric_limits<double>::quiet_NaN()};
-  std::vector<char> buf;
-  caf::binary_serializer sink{sys, buf};
-  ASSERT_FALSE(sink(p));
+  auto buf = bytes_of(p);
   event_payload back;
-  caf::binary_deserializer source{sys, buf};
-  ASSERT_FALSE(source(back));
+  ASSERT_FALSE(read_back(buf, back));
   EXPECT_EQ(std::get<events::reconcile_finished>(back).plan_ms, 0.0);
   EXPECT_EQ(std::get<events::reconcile_finished>(back).apply_ms, 0.0);
   // An infinity from the wire (IEEE bits, as another implementation could
   // send) is refused, not stored.
   event_payload w = events::budget_warning{"workspace", 1, budget_mode::warn, 1, 1, 0.5};
-  buf.clear();
-  caf::binary_serializer sink2{sys, buf};
-  ASSERT_FALSE(sink2(w));
+  buf = bytes_of(w);
   // The ratio is the last 8 bytes: 0x7ff0... is +infinity.
   ASSERT_GE(buf.size(), 8u);
   const unsigned char inf[8] = {0x7f, 0xf0, 0, 0, 0, 0, 0, 0};
   std::copy(inf, inf + 8, buf.end() - 8);
   event_payload w_back;
-  caf::binary_deserializer source2{sys, buf};
-  EXPECT_TRUE(source2(w_back));
+  EXPECT_TRUE(read_back(buf, w_back));
 }
