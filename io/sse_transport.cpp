@@ -329,6 +329,7 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
     bool too_big = false;
     std::optional<std::string> bad_endpoint;
     std::string body;
+    auto last_bytes = std::chrono::steady_clock::now();
     sse_parser parser(opts.max_message_bytes);
     auto on_event = [&](sse_parser::event&& e) {
       if (bad_endpoint) return;
@@ -358,6 +359,7 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
     };
     req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
       if (ctl->stopped()) return false;
+      last_bytes = std::chrono::steady_clock::now();
       if (!sse) {
         if (body.size() < k_max_error_body) body.append(data, std::min(n, k_max_error_body - body.size()));
         return true;
@@ -393,7 +395,14 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
     } else if (!sse) {
       error(prefix + "the answer is not an event stream (Content-Type '" + excerpt(media_type(res), 60) + "')");
     } else if (!ok) {
-      error(prefix + "event stream lost: " + describe(err, opts.stream_idle_timeout));
+      // httplib reports a silent stream and a dropped connection alike.
+      auto silent = std::chrono::steady_clock::now() - last_bytes;
+      if (err != httplib::Error::Read)
+        error(prefix + "event stream lost: " + describe(err, opts.stream_idle_timeout));
+      else if (silent >= opts.stream_idle_timeout)
+        error(prefix + "the event stream was silent for " + std::to_string(opts.stream_idle_timeout.count()) + " ms");
+      else
+        error(prefix + "event stream lost: the connection was closed or reset mid-stream");
     } else {
       // This transport has no resumption: the session lived on this stream.
       error(prefix + "the server ended the event stream");

@@ -273,6 +273,17 @@ TEST(SseTransport, AStreamThatEndsIsAnError) {
   EXPECT_EQ(ls.posts().size(), 1u);
 }
 
+TEST(SseTransport, ASilentStreamIsAnErrorAfterTheIdleTimeout) {
+  legacy_server ls;
+  http_worker_pool pool(1);
+  recorder r;
+  sse_transport_options o;
+  o.stream_idle_timeout = 300ms;
+  sse_transport t(ls.url(), {}, r.events(), pool, o);
+  ASSERT_TRUE(r.wait_error());
+  EXPECT_TRUE(contains(r.error_list()[0], "silent for 300 ms")) << r.error_list()[0];
+}
+
 TEST(SseTransport, RefusalsAndFailedPostsNameTheUrlButNoSecret) {
   http_worker_pool pool(2);
   {
