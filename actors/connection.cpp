@@ -14,6 +14,7 @@
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
+#include "io/sse_transport.hpp"
 
 namespace mcprt {
 
@@ -35,6 +36,7 @@ struct connection_state {
   std::optional<io::reactor::process_id> process;
   int32_t pid = -1;
   std::unique_ptr<io::http_transport> http;
+  std::unique_ptr<io::sse_transport> sse; // legacy HTTP+SSE
   bool http_reinitialized = false;
   bool event_stream_open = false;
   bool transport_ended = false;
@@ -55,6 +57,7 @@ struct connection_state {
   ~connection_state() {
     if (process && io.reactor) io.reactor->kill(*process);
     if (http) http->close();
+    if (sse) sse->close();
   }
 };
 
@@ -102,6 +105,7 @@ void shut_down_transport(self_ptr self) {
   auto& st = self->state;
   if (st.process && !st.transport_ended) st.io.reactor->shutdown(*st.process);
   if (st.http && !st.transport_ended) st.http->close();
+  if (st.sse && !st.transport_ended) st.sse->close();
 }
 
 void finish_stop(self_ptr self) {
@@ -176,6 +180,7 @@ void apply(self_ptr self, session_effects fx) {
     for (auto& line : fx.send) {
       if (st.process) st.io.reactor->write(*st.process, line + "\n");
       else if (st.http) st.http->send(line);
+      else if (st.sse) st.sse->send(line);
     }
   }
   bool changed = fx.tools_changed || fx.prompts_changed;
@@ -269,13 +274,19 @@ void start(self_ptr self) {
       st.http = std::make_unique<io::http_transport>(url, server.headers, std::move(ev), *st.io.http, ho);
       break;
     }
-    case transport_kind::sse:
-      st.transport_ended = true;
-      fail(self, "transport not supported yet: legacy SSE (`url`); streamable HTTP servers use `httpUrl`");
-      return;
+    case transport_kind::sse: {
+      // The same messages as streamable HTTP: a legacy server's stream that
+      // ends is an http_err, a failure the pool restarts like any other.
+      io::sse_events ev;
+      ev.on_message = [weak](std::string msg) { send_to(weak, atom::http_msg_v, std::move(msg)); };
+      ev.on_error = [weak](std::string reason) { send_to(weak, atom::http_err_v, std::move(reason)); };
+      ev.on_closed = [weak] { send_to(weak, atom::http_closed_v); };
+      st.sse = std::make_unique<io::sse_transport>(server.url.value_or(""), server.headers, std::move(ev), *st.io.http);
+      break;
+    }
     case transport_kind::unknown:
       st.transport_ended = true;
-      fail(self, "no transport configured: set `command` (stdio) or `httpUrl` (streamable HTTP)");
+      fail(self, "no transport configured: set `command` (stdio), `httpUrl` (streamable HTTP) or `url` (legacy HTTP+SSE)");
       return;
   }
   apply(self, st.session->start(clock::now()));
@@ -352,12 +363,13 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       if (st.stopping) return rp;
       st.stopping = true;
       fail_calls(self, "connection is shutting down");
-      if (st.transport_ended || (!st.process && !st.http)) {
+      if (st.transport_ended || (!st.process && !st.http && !st.sse)) {
         finish_stop(self);
         return rp;
       }
       if (st.process) st.io.reactor->shutdown(*st.process);
-      else st.http->close();
+      else if (st.http) st.http->close();
+      else st.sse->close();
       return rp;
     },
     [=](atom::io_out, const std::string& bytes) {

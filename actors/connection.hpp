@@ -23,9 +23,9 @@ struct connection_io {
 };
 
 /// Spawns the actor that owns one live MCP connection: it starts the server
-/// (stdio process or streamable-HTTP session), runs the protocol through
-/// core/mcp_session, publishes every status change as a client_update, and
-/// serves tool calls. Legacy SSE (`url`) ends in an error state.
+/// (stdio process, streamable-HTTP or legacy HTTP+SSE session), runs the
+/// protocol through core/mcp_session, publishes every status change as a
+/// client_update, and serves tool calls.
 connection_actor spawn_connection(caf::actor_system& sys, connection_config cfg, connection_io io);
 
 } // namespace mcprt

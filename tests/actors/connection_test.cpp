@@ -319,12 +319,16 @@ TEST_F(connection_test, AMissingCommandIsASpawnError) {
   EXPECT_NE(u->error.find("spawn failed"), std::string::npos) << u->error;
 }
 
-TEST_F(connection_test, LegacySseIsAClearErrorNotACrash) {
-  start(server({{"url", "http://127.0.0.1:9/sse"}}));
+TEST_F(connection_test, LegacySseToNobodyIsAConnectError) {
+  // `url` without `type` is the legacy HTTP+SSE transport: it connects (here
+  // to a port nobody listens on) instead of refusing the transport.
+  start(server({{"url", "http://127.0.0.1:9/sse"}, {"headers", {{"Authorization", "Bearer SECRET-9"}}}}));
   auto u = settled();
   ASSERT_TRUE(u);
   EXPECT_EQ(u->status, connection_status::error);
-  EXPECT_NE(u->error.find("not supported"), std::string::npos) << u->error;
+  EXPECT_NE(u->error.find("GET http://127.0.0.1:9/sse: cannot connect"), std::string::npos) << u->error;
+  EXPECT_EQ(u->error.find("not supported"), std::string::npos) << u->error;
+  EXPECT_EQ(u->error.find("SECRET"), std::string::npos) << u->error;
 }
 
 TEST_F(connection_test, StreamableHttpAgainstTheTestServer) {

@@ -1,0 +1,66 @@
+#include "core/sse_endpoint.hpp"
+
+#include <cctype>
+
+namespace mcprt {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!s.empty() && ws(s.front()))
+    s.remove_prefix(1);
+  while (!s.empty() && ws(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+} // namespace
+
+std::optional<http_url> resolve_sse_endpoint(const http_url& stream, std::string_view endpoint, std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<http_url> {
+    if (error) *error = std::move(why);
+    return std::nullopt;
+  };
+  endpoint = trim(endpoint);
+  if (endpoint.empty()) return fail("the endpoint event is empty");
+  if (endpoint.size() > max_sse_endpoint_bytes)
+    return fail("the endpoint event is longer than " + std::to_string(max_sse_endpoint_bytes) + " bytes");
+
+  std::string absolute;
+  if (endpoint.find("://") != std::string_view::npos
+      && endpoint.find("://") < endpoint.find_first_of("/?")) {
+    absolute = std::string(endpoint);
+  } else if (endpoint.substr(0, 2) == "//") {
+    absolute = stream.scheme + ":" + std::string(endpoint);
+  } else if (endpoint.front() == '/') {
+    absolute = stream.origin() + std::string(endpoint);
+  } else {
+    // Relative to the stream's path: its query replaced, or its last
+    // segment replaced.
+    auto path = stream.target.substr(0, stream.target.find('?'));
+    if (endpoint.front() == '?') {
+      absolute = stream.origin() + path + std::string(endpoint);
+    } else {
+      auto slash = path.rfind('/');
+      absolute = stream.origin() + path.substr(0, slash + 1) + std::string(endpoint);
+    }
+  }
+
+  std::string why;
+  auto url = http_url::parse(absolute, &why);
+  if (!url) return fail("the endpoint is not a usable URL (" + why + ")");
+  if (url->scheme != stream.scheme || lower(url->host) != lower(stream.host) || url->port != stream.port)
+    return fail("the endpoint is on another origin (" + url->origin() + ", not " + stream.origin()
+                + "); refused, so that our requests and their headers stay with the configured server");
+  return url;
+}
+
+} // namespace mcprt
