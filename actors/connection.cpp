@@ -187,11 +187,11 @@ void apply(self_ptr self, session_effects fx) {
   if (fx.ready && st.status == connection_status::connecting) {
     st.status = connection_status::connected;
     changed = true;
-    // Server-initiated notifications over HTTP arrive on a GET stream.
-    auto& caps = st.session->server_capabilities();
-    if (st.http && !st.event_stream_open && caps.is_object()
-        && ((caps.contains("tools") && caps["tools"].value("listChanged", false))
-            || (caps.contains("prompts") && caps["prompts"].value("listChanged", false)))) {
+    // Server-initiated messages over HTTP (list changes, and requests such
+    // as elicitation/create or ping that no capability announces) arrive on
+    // the standalone GET stream, so every session opens it; a server that
+    // offers none answers 405 and the transport drops the stream quietly.
+    if (st.http && !st.event_stream_open) {
       st.event_stream_open = true;
       st.http->open_event_stream();
     }

@@ -1,5 +1,7 @@
 #include "core/mcp_session.hpp"
 
+#include <cmath>
+
 #include "core/elicitation.hpp"
 #include "core/untrusted_text.hpp"
 
@@ -554,6 +556,12 @@ void mcp_session::handle_notification(const json& msg, session_effects& fx, time
       }
     return;
   }
+  if (method == "notifications/progress") {
+    auto p = msg.find("params");
+    if (p != msg.end() && p->is_object())
+      handle_progress(*p, fx);
+    return;
+  }
   // Before initialize is answered the first listing is still to come, so
   // a list_changed then carries no news.
   if (state_ != session_state::discovering && state_ != session_state::ready)
@@ -567,6 +575,39 @@ void mcp_session::handle_notification(const json& msg, session_effects& fx, time
   }
   // Everything else (logging, progress, resources, a server cancelling a
   // request we already answered) needs nothing from us.
+}
+
+void mcp_session::handle_progress(const json& params, session_effects& fx) {
+  // Only our own tokens count, for calls still in flight that asked; the
+  // spec wants progress to increase, so a repeat or step back is dropped.
+  auto tok = params.find("progressToken");
+  if (tok == params.end() || !tok->is_number_integer())
+    return;
+  auto it = pending_.find(tok->get<std::int64_t>());
+  if (it == pending_.end() || it->second.kind != request_kind::call || !it->second.wants_progress)
+    return;
+  auto prog = params.find("progress");
+  if (prog == params.end() || !prog->is_number())
+    return;
+  double value = prog->get<double>();
+  if (!std::isfinite(value) || (it->second.last_progress && value <= *it->second.last_progress))
+    return;
+  call_progress cp;
+  cp.token = it->second.token;
+  cp.progress = value;
+  auto total = params.find("total");
+  if (total != params.end() && total->is_number() && std::isfinite(total->get<double>()))
+    cp.total = total->get<double>();
+  auto message = params.find("message");
+  if (message != params.end() && message->is_string()) {
+    const auto& text = message->get_ref<const std::string&>();
+    std::size_t cut = std::min(text.size(), opts_.max_progress_message);
+    while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+      --cut;
+    cp.message = replace_invalid_utf8(text.substr(0, cut));
+  }
+  it->second.last_progress = value;
+  fx.progress.push_back(std::move(cp));
 }
 
 void mcp_session::handle_response(const json& msg, session_effects& fx, time_point now) {
@@ -837,6 +878,11 @@ session_effects mcp_session::on_tick(time_point now) {
 
 session_effects mcp_session::call_tool(std::uint64_t token, std::string name, json arguments,
                                        time_point now) {
+  return call_tool(token, std::move(name), std::move(arguments), now, false);
+}
+
+session_effects mcp_session::call_tool(std::uint64_t token, std::string name, json arguments,
+                                       time_point now, bool want_progress) {
   session_effects fx;
   auto reject = [&](int code, const std::string& message) {
     fx.completed_calls.push_back(
@@ -862,8 +908,13 @@ session_effects mcp_session::call_tool(std::uint64_t token, std::string name, js
                                                                  std::chrono::milliseconds{0})};
   if (opts_.call_timeout)
     p.deadline = now + *opts_.call_timeout;
-  send_request(fx, "tools/call", {{"name", std::move(name)}, {"arguments", std::move(arguments)}},
-               p);
+  json params = {{"name", std::move(name)}, {"arguments", std::move(arguments)}};
+  if (want_progress) {
+    // The request id is unique in the session, so it serves as the token.
+    p.wants_progress = true;
+    params["_meta"] = {{"progressToken", next_id_}};
+  }
+  send_request(fx, "tools/call", std::move(params), p);
   return fx;
 }
 

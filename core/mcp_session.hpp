@@ -104,6 +104,14 @@ struct host_request {
   nlohmann::json params; // the server's params, as sent (an object)
 };
 
+/// A notifications/progress for a call that asked for progress.
+struct call_progress {
+  std::uint64_t token = 0;     // the call's token
+  double progress = 0;         // finite, and larger than the call's last one
+  std::optional<double> total; // finite, when the server sent one
+  std::string message;         // valid UTF-8, at most max_progress_message bytes; may be empty
+};
+
 /// What the caller must do after each input.
 struct session_effects {
   std::vector<std::string> send; // JSON-RPC messages, one line each, no trailing newline
@@ -119,10 +127,13 @@ struct session_effects {
   /// it timed out, or the session ended): the host may drop them; an
   /// answer that still comes is ignored.
   std::vector<std::uint64_t> withdrawn_host_requests;
+  /// Progress of calls made with want_progress, in arrival order.
+  std::vector<call_progress> progress;
 
   bool empty() const {
     return send.empty() && !ready && !tools_changed && !prompts_changed && !pong && !failure &&
-           completed_calls.empty() && host_requests.empty() && withdrawn_host_requests.empty();
+           completed_calls.empty() && host_requests.empty() && withdrawn_host_requests.empty() &&
+           progress.empty();
   }
 };
 
@@ -169,6 +180,8 @@ public:
     /// Roots and elicitation: what the session advertises and how it
     /// answers the server's requests for them.
     client_features features;
+    /// Longest progress message passed on (cut on a character boundary).
+    std::size_t max_progress_message = 1024;
     /// Host requests waiting for an answer at once; more are refused with
     /// an error, so a server cannot pile up work for the host.
     std::size_t max_pending_host_requests = 16;
@@ -200,6 +213,12 @@ public:
   /// counts as {}). `token` is the caller's; it comes back in call_result.
   session_effects call_tool(std::uint64_t token, std::string name, nlohmann::json arguments,
                             time_point now);
+  /// The same, asking for progress when `want_progress`: the request
+  /// carries `_meta.progressToken` (unique per call in this session), and
+  /// each notifications/progress for it that moves forward comes back as a
+  /// call_progress effect until the call completes.
+  session_effects call_tool(std::uint64_t token, std::string name, nlohmann::json arguments,
+                            time_point now, bool want_progress);
   /// Abandons a call: notifications/cancelled is sent and the call
   /// completes as `cancelled`. Unknown tokens are ignored.
   session_effects cancel_call(std::uint64_t token, std::string reason);
@@ -258,6 +277,8 @@ private:
     std::uint64_t token = 0;
     std::optional<time_point> deadline;
     std::chrono::milliseconds timeout{0};
+    bool wants_progress = false;        // calls: _meta.progressToken is the request id
+    std::optional<double> last_progress; // the last progress passed on
   };
 
   // One paginated listing (tools or prompts). A list_changed during a run
@@ -296,6 +317,7 @@ private:
   std::optional<nlohmann::json> take_host_request(std::uint64_t token);
   nlohmann::json client_capabilities() const;
   void handle_notification(const nlohmann::json& msg, session_effects& fx, time_point now);
+  void handle_progress(const nlohmann::json& params, session_effects& fx);
 
   void on_initialize_result(const nlohmann::json& result, session_effects& fx, time_point now);
   void begin_list(request_kind kind, session_effects& fx, time_point now);

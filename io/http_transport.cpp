@@ -64,6 +64,22 @@ std::vector<std::string> split_json_batch(std::string_view body) {
   return {elements->begin(), elements->end()};
 }
 
+std::vector<std::string> request_ids(std::string_view message) {
+  std::vector<std::string> ids;
+  for (const auto& m : split_json_batch(message))
+    if (is_request_object(m))
+      if (auto id = json_value_text(m, {"id"})) ids.emplace_back(trim(*id));
+  return ids;
+}
+
+std::vector<std::string> response_ids(std::string_view message) {
+  std::vector<std::string> ids;
+  for (const auto& m : split_json_batch(message))
+    if (!json_value_text(m, {"method"}).has_value() && has_non_null_id_member(m))
+      if (auto id = json_value_text(m, {"id"})) ids.emplace_back(trim(*id));
+  return ids;
+}
+
 bool is_json_rpc_request(std::string_view message) {
   message = trim(message);
   if (message.empty()) return false;
@@ -132,6 +148,32 @@ std::string excerpt(std::string_view body, std::size_t max = 200) {
   }
   if (body.size() > cut) out += "…";
   return out;
+}
+
+// A JSON string literal for text we compose (URLs, reasons).
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\u00";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out + "\"";
+}
+
+// A server's `retry:` is obeyed, within bounds: a tiny one must not turn a
+// server that closes at once into a reconnect storm, a huge one must not
+// park a stream for hours.
+std::chrono::milliseconds bounded_retry(long ms) {
+  return std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(ms), 100ms, 300000ms);
 }
 
 bool valid_header_name(std::string_view name) {
@@ -203,6 +245,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   std::set<httplib::ClientImpl*> active;
   std::shared_ptr<event_stream_ctl> stream;
   std::optional<std::string> expired_reported;
+  std::condition_variable closing_cv; // with mu: wakes resumption waits on close
 
   std::atomic<bool> closing_flag{false};
   std::mutex cb_mu;
@@ -370,8 +413,11 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     std::string body;
     bool too_big = false;
     sse_parser parser(opts.max_message_bytes);
+    // The requests of this POST still waiting for their responses: an SSE
+    // stream that ends before they came is resumed (SEP-1699).
+    std::vector<std::string> pending = detail::request_ids(msg);
     auto on_event = [&](sse_parser::event&& e) {
-      if (e.type == "message") messages_from_body(e.data);
+      if (e.type == "message") deliver_tracked(e.data, pending);
     };
     req.response_handler = [&](const httplib::Response& res) {
       status = res.status;
@@ -402,8 +448,14 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     bool ok = client->send(req, res, err);
     release();
     if (ok && sse) parser.finish(on_event);
+    // A stream the server closed (or that broke) after it had begun: the
+    // responses still missing may come on a resumed stream.
+    const bool stream_cut = sse && !too_big && (ok || (err == httplib::Error::Read && status == 200));
+    const bool resumable = stream_cut && !pending.empty() && (ok || !parser.last_event_id().empty());
 
-    if (!closing_flag.load()) {
+    if (!closing_flag.load() && resumable) {
+      resume(*client, pending, parser, sid);
+    } else if (!closing_flag.load()) {
       if (too_big) {
         error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
       } else if (!ok) {
@@ -458,11 +510,115 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     error(reason);
   }
 
+  // ---- resuming a POST response stream (SEP-1699) -----------------------
+
+  static constexpr int k_max_resumptions = 10;
+
+  // Delivers the messages of one event and strikes the responses among them
+  // off `pending`.
+  void deliver_tracked(std::string_view data, std::vector<std::string>& pending) {
+    if (!pending.empty())
+      for (const auto& id : detail::response_ids(data))
+        pending.erase(std::remove(pending.begin(), pending.end(), id), pending.end());
+    messages_from_body(data);
+  }
+
+  // Completes the requests that will get no response with a JSON-RPC error
+  // of our own, so each fails with the reason instead of waiting for its
+  // timeout, and the connection itself lives on.
+  void fail_requests(const std::vector<std::string>& ids, const std::string& why) {
+    auto reason = json_string(redact(why));
+    for (const auto& id : ids)
+      message(R"({"jsonrpc":"2.0","id":)" + id + R"(,"error":{"code":-32000,"message":)" + reason + "}}");
+  }
+
+  // False when the transport closed meanwhile.
+  bool wait_unless_closing(std::chrono::milliseconds delay) {
+    std::unique_lock<std::mutex> lock(mu);
+    return !closing_cv.wait_for(lock, delay, [&] { return closing; });
+  }
+
+  // The POST's SSE stream ended before the responses to `pending` came:
+  // reconnect with GET and Last-Event-ID after the server's `retry:` (or our
+  // own backoff), as often as it takes, up to k_max_resumptions. Runs on the
+  // POST's pool worker with its client, so close() stops it like the POST.
+  void resume(httplib::ClientImpl& client, std::vector<std::string>& pending, const sse_parser& first,
+              const std::optional<std::string>& sid) {
+    std::string last_id = first.last_event_id();
+    std::optional<std::chrono::milliseconds> retry;
+    if (first.retry_ms()) retry = bounded_retry(*first.retry_ms());
+    auto backoff = 1000ms;
+    const std::string what = "POST " + display + ": the response stream ended before the response";
+    for (int attempt = 0; attempt < k_max_resumptions && !pending.empty(); ++attempt) {
+      if (last_id.empty()) {
+        fail_requests(pending, what + " and the server sent no event id to resume from");
+        return;
+      }
+      auto delay = retry ? *retry : backoff;
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 30000ms);
+      if (!wait_unless_closing(delay)) return;
+
+      httplib::Request req;
+      req.method = "GET";
+      req.path = url->target;
+      req.headers = request_headers(std::optional<std::optional<std::string>>(std::in_place, sid), true, last_id);
+      req.headers.emplace("Accept", "text/event-stream");
+      const bool had_session = req.has_header(k_session_header);
+      const auto sent_session = req.get_header_value(k_session_header);
+      int status = -1;
+      bool sse = false;
+      bool too_big = false;
+      sse_parser parser(opts.max_message_bytes);
+      auto on_event = [&](sse_parser::event&& e) {
+        if (e.type == "message") deliver_tracked(e.data, pending);
+      };
+      req.response_handler = [&](const httplib::Response& res) {
+        status = res.status;
+        sse = status == 200 && media_type(res) == "text/event-stream";
+        return !closing_flag.load();
+      };
+      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+        if (closing_flag.load() || !sse) return !closing_flag.load();
+        if (!parser.feed(std::string_view(data, n), on_event)) {
+          too_big = true;
+          return false;
+        }
+        // Done once every response is in, whatever the server does next.
+        return !pending.empty();
+      };
+      httplib::Response res;
+      httplib::Error err = httplib::Error::Success;
+      bool ok = client.send(req, res, err);
+      if (closing_flag.load()) return;
+      if (ok && sse) parser.finish(on_event);
+      if (pending.empty()) return;
+      if (!parser.last_event_id().empty()) last_id = parser.last_event_id();
+      if (parser.retry_ms()) retry = bounded_retry(*parser.retry_ms());
+      if (too_big) {
+        fail_requests(pending, what + "; its resumed stream exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+        return;
+      }
+      if (status == 404 && had_session) {
+        session_expired(sent_session);
+        return;
+      }
+      if (status != 200 || !sse) {
+        std::string how = status < 0 ? describe(err, opts.request_timeout) : "HTTP " + std::to_string(status);
+        fail_requests(pending, what + "; resuming it with GET failed: " + how);
+        return;
+      }
+      // The resumed stream ended early too: resume again.
+    }
+    if (!pending.empty())
+      fail_requests(pending, what + "; gave up after " + std::to_string(k_max_resumptions) + " resumptions");
+  }
+
   // ---- event stream ------------------------------------------------------
 
   void run_stream(const std::shared_ptr<event_stream_ctl>& ctl) {
     auto backoff = 1000ms;
     std::string last_event_id;
+    std::optional<std::chrono::milliseconds> server_retry; // the last `retry:` seen
     for (;;) {
       auto client = make_client(opts.event_stream_idle_timeout);
       client->set_socket_options([ctl](int fd) {
@@ -493,7 +649,6 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       sse_parser parser(opts.max_message_bytes);
       auto on_event = [&](sse_parser::event&& e) {
         got_event = true;
-        last_event_id = e.id;
         if (e.type == "message") messages_from_body(e.data);
       };
       req.response_handler = [&](const httplib::Response& res) {
@@ -522,6 +677,10 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         if (ctl->stop) return;
       }
       if (ok && sse) parser.finish(on_event);
+      // An id or retry field counts even on an event without data (a
+      // priming event may carry nothing else).
+      if (!parser.last_event_id().empty()) last_event_id = parser.last_event_id();
+      if (parser.retry_ms()) server_retry = bounded_retry(*parser.retry_ms());
       // The stream is an optional side channel: requests go over POST and
       // decide whether the connection lives. So it never fails the
       // connection; it retries what may pass (the server restarting) and
@@ -538,8 +697,9 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       }
       // The server ended the stream or it went silent: reopen it.
       if (got_event) backoff = 1000ms;
+      auto delay = server_retry ? *server_retry : backoff;
       std::unique_lock<std::mutex> lock(ctl->mu);
-      if (ctl->cv.wait_for(lock, backoff, [&] { return ctl->stopped(); })) return;
+      if (ctl->cv.wait_for(lock, delay, [&] { return ctl->stopped(); })) return;
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 30000ms);
     }
   }
@@ -550,6 +710,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   void abort_all_locked() {
     closing = true;
     closing_flag = true;
+    closing_cv.notify_all();
     queue.clear();
     for (auto* c : active)
       c->stop();

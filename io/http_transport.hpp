@@ -91,6 +91,15 @@ public:
   /// on_message per message; 200 text/event-stream → on_message per
   /// "message" event, as the events arrive. Ignored after close() and when
   /// the URL is invalid (that was reported at construction).
+  ///
+  /// An SSE response that ends before the response to each request in it
+  /// came is resumed (SEP-1699): GET with Last-Event-ID (the last id seen on
+  /// that stream) after the server's `retry:` (100 ms to 5 min) or else 1 s
+  /// doubling, again from the newest id if that stream ends early too, at
+  /// most 10 times. When it cannot be resumed (no event id, the GET refused,
+  /// 10 resumptions spent) each waiting request gets a JSON-RPC error
+  /// (-32000) through on_message saying why; on_error is not called, the
+  /// transport lives on.
   void send(std::string json_message);
 
   /// Sent as MCP-Protocol-Version on later requests.
@@ -104,7 +113,8 @@ public:
   /// reports on_error: 405 or any other refusal ends it quietly, 404 on a
   /// known session reports on_session_expired. When the server ends the
   /// stream, cannot be reached (restarting), or is silent for
-  /// event_stream_idle_timeout, it is reopened with Last-Event-ID after a
+  /// event_stream_idle_timeout, it is reopened with Last-Event-ID after the
+  /// server's last `retry:` (100 ms to 5 min), or without one after a
   /// backoff of 1 s doubling to 30 s. Returns false when the pool's event-stream limit is reached,
   /// after close(), or for an invalid URL.
   bool open_event_stream();
@@ -128,6 +138,11 @@ namespace detail {
 /// anything else (including malformed text) comes back as the single,
 /// trimmed element. Empty or blank input gives no element.
 std::vector<std::string> split_json_batch(std::string_view body);
+
+/// The ids (raw JSON text) of the requests in a message or batch, and of
+/// the responses (no "method", a non-null "id").
+std::vector<std::string> request_ids(std::string_view message);
+std::vector<std::string> response_ids(std::string_view message);
 
 /// True when the text is a JSON-RPC request (an object with "method" and
 /// "id") or a batch containing one.

@@ -15,8 +15,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include <caf/all.hpp>
+#include <httplib.h>
 
 #include "actors/connection.hpp"
 #include "io/child_process.hpp"
@@ -351,6 +354,70 @@ TEST_F(connection_test, StreamableHttpAgainstTheTestServer) {
   (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
   started.clear();
   proc.shutdown(2s, 2s);
+}
+
+// A streamable-HTTP server that announces no listChanged still sends
+// requests on the standalone GET stream (elicitation/create, ping): the
+// connection opens that stream for every session and POSTs the answer.
+TEST_F(connection_test, RequestOnTheGetStreamIsAnsweredByPost) {
+  // Declared before the server, so they outlive its handler threads.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<json> answers;
+  int gets = 0;
+  httplib::Server svr;
+  svr.Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    auto msg = json::parse(req.body, nullptr, false);
+    res.set_header("Mcp-Session-Id", "s-1");
+    if (!msg.is_object() || !msg.contains("method")) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        answers.push_back(msg);
+      }
+      cv.notify_all();
+      res.status = 202;
+      return;
+    }
+    if (!msg.contains("id")) {
+      res.status = 202;
+      return;
+    }
+    json result = json::object();
+    auto method = msg["method"].get<std::string>();
+    if (method == "initialize")
+      result = {{"protocolVersion", "2025-06-18"},
+                {"capabilities", {{"tools", json::object()}}},
+                {"serverInfo", {{"name", "no-list-changed"}, {"version", "1"}}}};
+    else if (method == "tools/list")
+      result = {{"tools", json::array()}};
+    res.set_content(json{{"jsonrpc", "2.0"}, {"id", msg["id"]}, {"result", result}}.dump(), "application/json");
+  });
+  svr.Get("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (++gets > 1) {
+      res.status = 405;
+      return;
+    }
+    res.set_content("id: e1\ndata: {\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}\n\n", "text/event-stream");
+  });
+  int port = svr.bind_to_any_port("127.0.0.1");
+  std::thread th([&] { svr.listen_after_bind(); });
+  auto c = start(server({{"httpUrl", "http://127.0.0.1:" + std::to_string(port) + "/mcp"}}, "web"));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->status, connection_status::connected) << u->error;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 20s, [&] { return !answers.empty(); })) << "no answer was POSTed; GETs: " << gets;
+    if (!answers.empty()) {
+      EXPECT_EQ(answers[0].value("id", 0), 77) << answers[0].dump();
+      EXPECT_TRUE(answers[0].contains("result")) << answers[0].dump();
+    }
+  }
+  (*self)->request(c, 10s, atom::stop_v).receive([](bool) {}, [](caf::error&) {});
+  started.clear();
+  svr.stop();
+  th.join();
 }
 
 TEST_F(connection_test, HttpConnectionRefusedNamesTheUrlButNoHeaderValue) {

@@ -690,6 +690,77 @@ TEST_F(McpSession, CancelCallSendsCancelledNotification) {
   EXPECT_TRUE(s->cancel_call(5, "again").empty());
 }
 
+TEST_F(McpSession, CancelledCallsLateResponseIsDropped) {
+  auto s = ready_with({"t"});
+  auto id = parsed(s->call_tool(5, "t", json::object(), now))[0]["id"];
+  s->cancel_call(5, "user aborted");
+  auto fx = s->on_line(result_line(id, {{"content", json::array()}}), now);
+  EXPECT_TRUE(fx.completed_calls.empty());
+  EXPECT_FALSE(fx.failure);
+  EXPECT_EQ(s->unknown_responses(), 1u);
+}
+
+std::string progress_line(const json& token, const json& progress, const json& extra = json::object()) {
+  json params = {{"progressToken", token}, {"progress", progress}};
+  params.update(extra);
+  return json{{"jsonrpc", "2.0"}, {"method", "notifications/progress"}, {"params", params}}.dump();
+}
+
+TEST_F(McpSession, CallWithProgressSendsAUniqueTokenAndReportsItsProgress) {
+  auto s = ready_with({"t"});
+  auto plain = parsed(s->call_tool(1, "t", json::object(), now))[0];
+  EXPECT_FALSE(plain["params"].contains("_meta")) << "no token unless asked";
+  auto a = parsed(s->call_tool(2, "t", {{"x", 1}}, now, true))[0];
+  auto b = parsed(s->call_tool(3, "t", json::object(), now, true))[0];
+  ASSERT_TRUE(a["params"].contains("_meta")) << a.dump();
+  auto ta = a["params"]["_meta"]["progressToken"];
+  auto tb = b["params"]["_meta"]["progressToken"];
+  EXPECT_NE(ta, tb);
+  EXPECT_EQ(a["params"]["arguments"], (json{{"x", 1}}));
+
+  auto fx = s->on_line(progress_line(tb, 1, {{"total", 4}, {"message", "one of four"}}), now);
+  ASSERT_EQ(fx.progress.size(), 1u);
+  EXPECT_EQ(fx.progress[0].token, 3u);
+  EXPECT_EQ(fx.progress[0].progress, 1.0);
+  EXPECT_EQ(fx.progress[0].total, 4.0);
+  EXPECT_EQ(fx.progress[0].message, "one of four");
+  EXPECT_FALSE(fx.empty());
+  fx = s->on_line(progress_line(ta, 0.5), now);
+  ASSERT_EQ(fx.progress.size(), 1u);
+  EXPECT_EQ(fx.progress[0].token, 2u);
+  EXPECT_FALSE(fx.progress[0].total);
+  EXPECT_EQ(fx.progress[0].message, "");
+  // Progress must increase: a repeat or a step back is dropped.
+  EXPECT_TRUE(s->on_line(progress_line(tb, 1), now).progress.empty());
+  EXPECT_TRUE(s->on_line(progress_line(tb, 0.5), now).progress.empty());
+  EXPECT_EQ(s->on_line(progress_line(tb, 2), now).progress.size(), 1u);
+  // Once the call completed its token means nothing.
+  s->on_line(result_line(b["id"], {{"content", json::array()}}), now);
+  EXPECT_TRUE(s->on_line(progress_line(tb, 3), now).progress.empty());
+}
+
+TEST_F(McpSession, ProgressForUnknownTokensOrMalformedIsIgnored) {
+  mcp_session::options opts;
+  opts.max_progress_message = 8;
+  auto s = ready_with({"t"}, opts);
+  auto plain = parsed(s->call_tool(1, "t", json::object(), now))[0];
+  auto asked = parsed(s->call_tool(2, "t", json::object(), now, true))[0];
+  auto tok = asked["params"]["_meta"]["progressToken"];
+  // A call that did not ask gets no progress, even for its own id.
+  EXPECT_TRUE(s->on_line(progress_line(plain["id"], 1), now).progress.empty());
+  EXPECT_TRUE(s->on_line(progress_line(999, 1), now).progress.empty());
+  EXPECT_TRUE(s->on_line(progress_line("x", 1), now).progress.empty());
+  EXPECT_TRUE(s->on_line(progress_line(tok, "1"), now).progress.empty());
+  EXPECT_TRUE(s->on_line(R"({"jsonrpc":"2.0","method":"notifications/progress","params":[]})", now).empty());
+  EXPECT_TRUE(s->on_line(R"({"jsonrpc":"2.0","method":"notifications/progress"})", now).empty());
+  // A long message is cut on a character boundary; a bad total is dropped.
+  auto fx = s->on_line(progress_line(tok, 1, {{"message", "abcdefg\xC3\xA9xyz"}, {"total", "many"}}), now);
+  ASSERT_EQ(fx.progress.size(), 1u);
+  EXPECT_EQ(fx.progress[0].message, "abcdefg");
+  EXPECT_FALSE(fx.progress[0].total);
+  EXPECT_FALSE(fx.failure);
+}
+
 TEST_F(McpSession, InFlightCallsCompleteWhenTransportCloses) {
   auto s = ready_with({"t"});
   s->call_tool(1, "t", json::object(), now);

@@ -726,6 +726,128 @@ TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
   EXPECT_EQ(seen_version[1], "2025-06-18");
 }
 
+TEST(HttpTransport, EventStreamRefusedWith405IsTriedOnceAndNeverAgain) {
+  // A server without a standalone stream answers its GET with 405: the
+  // transport asks once, reports nothing, and does not ask again (no retry
+  // storm), however often the stream is "opened".
+  std::atomic<int> gets{0};
+  local_server ls;
+  ls.svr().Get("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    ++gets;
+    res.status = 405;
+  });
+  http_worker_pool pool(1);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool);
+  ASSERT_TRUE(t.open_event_stream());
+  // The stream's thread ends after the 405; once it has, no GET can follow.
+  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "405 ends the stream";
+  EXPECT_TRUE(t.open_event_stream()) << "idempotent";
+  EXPECT_EQ(pool.active_event_streams(), 0u) << "a refused stream is not reopened";
+  EXPECT_EQ(gets.load(), 1);
+  EXPECT_TRUE(r.error_list().empty());
+  EXPECT_EQ(r.message_count(), 0u);
+}
+
+// SEP-1699: the server closes a POST's SSE stream after a priming event
+// with an id and `retry: 500`, and answers on the GET that resumes it.
+TEST(HttpTransport, PostStreamClosedEarlyIsResumedWithLastEventIdAfterRetry) {
+  // Declared before the server, so they outlive its handler threads.
+  std::mutex mu;
+  std::vector<std::string> last_event_ids;
+  std::chrono::steady_clock::time_point closed_at, got_at;
+  local_server ls;
+  ls.svr().Post("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("text/event-stream", [&](std::size_t, httplib::DataSink& sink) {
+      static const std::string priming = "id: p1\nretry: 500\ndata: \n\n";
+      sink.write(priming.data(), priming.size());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        closed_at = std::chrono::steady_clock::now();
+      }
+      sink.done();
+      return true;
+    });
+  });
+  ls.svr().Get("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      got_at = std::chrono::steady_clock::now();
+      last_event_ids.push_back(req.get_header_value("Last-Event-ID"));
+    }
+    res.set_content("id: p2\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"ok\":true}}\n\n", "text/event-stream");
+  });
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool);
+  t.send(request(2, "tools/call", R"({"name":"slow"})"));
+  auto m = r.message_with(id_tag(2), 20s);
+  ASSERT_TRUE(m) << "the response did not arrive on the resumed stream";
+  EXPECT_TRUE(contains(*m, "\"ok\":true")) << *m;
+  EXPECT_TRUE(r.error_list().empty());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(last_event_ids.size(), 1u);
+  EXPECT_EQ(last_event_ids[0], "p1");
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(got_at - closed_at);
+  EXPECT_GE(waited.count(), 450) << "resumed before the server's retry delay";
+  EXPECT_LE(waited.count(), 5000) << "resumed far later than the server's retry delay";
+}
+
+// A stream that ends before the response and never sent an event id cannot
+// be resumed: that request fails at once with the reason, nothing else does.
+TEST(HttpTransport, PostStreamClosedEarlyWithoutEventIdFailsTheRequest) {
+  std::atomic<int> gets{0};
+  local_server ls;
+  ls.svr().Post("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n", "text/event-stream");
+  });
+  ls.svr().Get("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    ++gets;
+    res.status = 405;
+  });
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool);
+  t.send(request(7, "tools/call"));
+  auto m = r.message_with(id_tag(7), 10s);
+  ASSERT_TRUE(m) << "the request was left waiting";
+  EXPECT_TRUE(contains(*m, "\"error\"")) << *m;
+  EXPECT_TRUE(contains(*m, "no event id")) << *m;
+  EXPECT_TRUE(contains(*m, ls.url("/mcp"))) << *m;
+  EXPECT_EQ(gets.load(), 0);
+  EXPECT_TRUE(r.error_list().empty()) << "one request failing does not fail the transport";
+}
+
+// The resumed stream may end early too: it is resumed again from the newest
+// event id, until the response comes.
+TEST(HttpTransport, ResumedStreamThatEndsEarlyIsResumedAgain) {
+  std::mutex mu;
+  std::vector<std::string> last_event_ids;
+  local_server ls;
+  ls.svr().Post("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content("id: a\nretry: 100\ndata: \n\n", "text/event-stream");
+  });
+  ls.svr().Get("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    std::size_t n;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      last_event_ids.push_back(req.get_header_value("Last-Event-ID"));
+      n = last_event_ids.size();
+    }
+    if (n < 3) res.set_content("id: g" + std::to_string(n) + "\ndata: \n\n", "text/event-stream");
+    else res.set_content("data: {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"result\":{}}\n\n", "text/event-stream");
+  });
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool);
+  t.send(R"({"jsonrpc":"2.0","id":"x","method":"tools/call","params":{}})");
+  auto m = r.message_with("\"id\":\"x\"", 20s);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(contains(*m, "error")) << *m;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(last_event_ids, (std::vector<std::string>{"a", "g1", "g2"}));
+}
+
 TEST(HttpTransport, NotificationsReachTheServerInOrder) {
   // A notification is issued only after the previous one was answered, so
   // the server sees them in order even though the pool has 4 workers.
