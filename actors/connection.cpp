@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -43,6 +44,9 @@ struct connection_state {
   bool stopping = false;
   std::deque<std::string> stderr_tail;
   std::map<uint64_t, caf::typed_response_promise<json_value>> calls;
+  // Calls that are client requests (atom::mcp_request), not tools/call:
+  // their refusals mean other things.
+  std::set<uint64_t> request_tokens;
   uint64_t next_token = 1;
   std::optional<clock::time_point> tick_at;
   std::vector<caf::typed_response_promise<bool>> stop_promises;
@@ -96,6 +100,7 @@ void fail_calls(self_ptr self, const std::string& why) {
   for (auto& [token, rp] : self->state.calls)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.calls.clear();
+  self->state.request_tokens.clear();
   for (auto& [rp, sent] : self->state.pings)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.pings.clear();
@@ -139,7 +144,18 @@ void deliver(self_ptr self, const call_result& r) {
   if (i == st.calls.end()) return;
   auto rp = i->second;
   st.calls.erase(i);
+  bool is_request = st.request_tokens.erase(r.token) > 0;
   std::string msg = r.error ? r.error->message : std::string{};
+  if (is_request && r.outcome == call_outcome::rejected && r.error) {
+    if (r.error->code == error_method_not_found) {
+      rp.deliver(make_error(errc::not_advertised, st.cfg.server.name + ": " + msg));
+      return;
+    }
+    if (r.error->code == error_invalid_params) {
+      rp.deliver(make_error(errc::bad_request, msg));
+      return;
+    }
+  }
   switch (r.outcome) {
     case call_outcome::ok:
       rp.deliver(json_value{r.result});
@@ -207,6 +223,9 @@ void apply(self_ptr self, session_effects fx) {
   }
   for (auto& c : fx.completed_calls)
     deliver(self, c);
+  for (auto& uri : fx.resources_updated)
+    publish(self, st.cfg.bus, events::resource_updated{st.cfg.server.name, uri});
+  if (fx.resources_changed) publish(self, st.cfg.bus, events::resource_list_changed{st.cfg.server.name});
   if (fx.failure) fail(self, *fx.failure);
   schedule_tick(self);
 }
@@ -330,6 +349,18 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       auto token = st.next_token++;
       st.calls.emplace(token, rp);
       apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now()));
+      return rp;
+    },
+    [=](atom::mcp_request, std::string method, json_value params) -> caf::result<json_value> {
+      auto& st = self->state;
+      if (!st.session || st.status != connection_status::connected)
+        return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status)
+                                                + (st.last_error.empty() ? "" : ": " + st.last_error));
+      auto rp = self->make_response_promise<json_value>();
+      auto token = st.next_token++;
+      st.calls.emplace(token, rp);
+      st.request_tokens.insert(token);
+      apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
       return rp;
     },
     [=](atom::subscribe, event_sink_actor sink) {

@@ -73,6 +73,7 @@ struct reconciler_state {
     std::string tool;
     json_value args;
     caf::typed_response_promise<json_value> rp;
+    std::string method; // set: a client request (atom::mcp_request), `tool` unused
   };
   std::map<std::string, std::vector<parked_call>> parked;
   std::vector<unavailability> skipped; // of the last finished pass
@@ -157,6 +158,19 @@ void dispatch_call(self_ptr self, const live_server& s, const std::string& tool,
     [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
 }
 
+/// A client request other than tools/call: no tool filter applies.
+void dispatch_request(self_ptr self, const live_server& s, const std::string& method, json_value params,
+                      caf::typed_response_promise<json_value> rp) {
+  with_connection(
+    self, s,
+    [self, rp, method, params](connection_actor conn) mutable {
+      self->request(conn, caf::infinite, atom::mcp_request_v, method, params)
+        .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    },
+    [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+}
+
 /// An acquire of `name` ended: parked calls go out, or fail with the reason.
 void acquire_settled(self_ptr self, const std::string& name) {
   auto& st = self->state;
@@ -167,8 +181,9 @@ void acquire_settled(self_ptr self, const std::string& name) {
   st.parked.erase(p);
   auto i = st.live.find(name);
   for (auto& c : calls) {
-    if (i != st.live.end()) dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp);
-    else c.rp.deliver(unavailable_error(st, name));
+    if (i == st.live.end()) c.rp.deliver(unavailable_error(st, name));
+    else if (!c.method.empty()) dispatch_request(self, i->second, c.method, std::move(c.args), c.rp);
+    else dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp);
   }
 }
 
@@ -507,6 +522,19 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
       } else {
         rp.deliver(unavailable_error(st, server));
       }
+      return rp;
+    },
+    [self](atom::mcp_request, const std::string& server, const std::string& method,
+           json_value& params) -> caf::result<json_value> {
+      auto& st = self->state;
+      auto rp = self->make_response_promise<json_value>();
+      auto i = st.live.find(server);
+      if (i != st.live.end())
+        dispatch_request(self, i->second, method, std::move(params), rp);
+      else if (st.connecting.count(server))
+        st.parked[server].push_back({std::string{}, std::move(params), rp, method});
+      else
+        rp.deliver(unavailable_error(st, server));
       return rp;
     },
     [self](atom::tools, const std::string& server) -> caf::result<std::vector<tool_info>> {

@@ -64,6 +64,7 @@ connection_actor::behavior_type cheap_connection(connection_actor::pointer self,
     [=](atom::subscribe, event_sink_actor) {},
     [=](atom::filter, const tool_filter_spec&) {},
     [=](atom::ping) { return int64_t{0}; },
+    [=](atom::mcp_request, const std::string&, const json_value&) { return json_value{json::object()}; },
     [=](atom::stop) {
       {
         std::lock_guard<std::mutex> guard{log->mtx};

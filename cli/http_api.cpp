@@ -86,6 +86,8 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
       case errc::budget_exhausted:
       case errc::pool_draining: out.status = 409; break;
       case errc::too_many_calls: out.status = 429; break;
+      case errc::bad_request: out.status = 400; break;
+      case errc::not_advertised: out.status = 501; break;
       case errc::not_connected: out.status = 503; break;
       case errc::timeout: out.status = 504; break;
       case errc::tool_error:
@@ -464,6 +466,7 @@ struct http_api::impl {
 
   void events(const std::shared_ptr<http_exchange>& ex);
   void call(const std::shared_ptr<http_exchange>& ex);
+  void mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
   http_response decision(const std::string& name, bool approve);
   http_response restart(const std::string& name);
 };
@@ -575,7 +578,52 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
       if (!object_body(ex, true)) return;
       submit(changes, ex, [this, name = m.server] { return restart(name); });
       return;
+    case http::route_id::resources:
+    case http::route_id::resource_templates:
+    case http::route_id::resource_read:
+    case http::route_id::resource_subscribe:
+    case http::route_id::resource_unsubscribe:
+    case http::route_id::prompt_get:
+    case http::route_id::complete: mcp_request(ex, m); return;
   }
+}
+
+// -- resources, prompts and completion (issue 15) ---------------------------------------
+
+void http_api::impl::mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m) {
+  std::string method;
+  std::vector<const char*> keys; // what the body may hand on; the session checks each
+  switch (m.id) {
+    case http::route_id::resources: method = "resources/list"; break;
+    case http::route_id::resource_templates: method = "resources/templates/list"; break;
+    case http::route_id::resource_read: method = "resources/read", keys = {"uri"}; break;
+    case http::route_id::resource_subscribe: method = "resources/subscribe", keys = {"uri"}; break;
+    case http::route_id::resource_unsubscribe: method = "resources/unsubscribe", keys = {"uri"}; break;
+    case http::route_id::prompt_get: method = "prompts/get", keys = {"name", "arguments"}; break;
+    case http::route_id::complete: method = "completion/complete", keys = {"ref", "argument", "context"}; break;
+    default: return;
+  }
+  json params = json::object();
+  if (ex->request().method == "POST") {
+    auto body = object_body(ex, false);
+    if (!body) return;
+    for (auto key : keys)
+      if (auto i = body->find(key); i != body->end() && !i->is_null()) params[key] = std::move(*i);
+  }
+  call_options co;
+  co.timeout = opts.call_timeout;
+  co.wait_connecting = opts.connect_wait;
+  auto origin = allowed_origin(ex->request(), opts.allowed_origins);
+  auto* s = &sys;
+  rt.mcp_request_async(
+    session, m.server, method, std::move(params),
+    [ex, origin, s, server = m.server, method](caf::expected<json> r) {
+      http_response resp = r ? json_response(200, *r)
+                             : runtime_error_response(*s, r.error(), {{"server", server}, {"method", method}});
+      add_cors(resp, origin);
+      ex->respond(std::move(resp));
+    },
+    co);
 }
 
 http_response http_api::impl::decision(const std::string& name, bool approve) {

@@ -67,7 +67,7 @@ std::string method_shown(std::string_view method) {
 struct route_pattern {
   const char* method;
   std::size_t count;
-  const char* segments[4]; // "*" matches one server name
+  const char* segments[5]; // "*" matches one server name
   route_id id;
 };
 
@@ -82,6 +82,14 @@ constexpr route_pattern patterns[] = {
   {"POST", 4, {"workspace", "mcp", "*", "approve"}, route_id::approve},
   {"POST", 4, {"workspace", "mcp", "*", "reject"}, route_id::reject},
   {"POST", 4, {"workspace", "mcp", "*", "restart"}, route_id::restart},
+  // resources, prompts and completion (issue 15)
+  {"GET", 4, {"workspace", "mcp", "*", "resources"}, route_id::resources},
+  {"GET", 4, {"workspace", "mcp", "*", "resource-templates"}, route_id::resource_templates},
+  {"POST", 5, {"workspace", "mcp", "*", "resources", "read"}, route_id::resource_read},
+  {"POST", 5, {"workspace", "mcp", "*", "resources", "subscribe"}, route_id::resource_subscribe},
+  {"POST", 5, {"workspace", "mcp", "*", "resources", "unsubscribe"}, route_id::resource_unsubscribe},
+  {"POST", 5, {"workspace", "mcp", "*", "prompts", "get"}, route_id::prompt_get},
+  {"POST", 4, {"workspace", "mcp", "*", "complete"}, route_id::complete},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

@@ -103,11 +103,15 @@ struct decoded_path {
 };
 decoded_path decode_path(std::string_view target);
 
-enum class route_id { healthz, snapshot, events, reload, call, approve, reject, restart };
+enum class route_id {
+  healthz, snapshot, events, reload, call, approve, reject, restart,
+  // resources, prompts and completion (issue 15): `server` is set
+  resources, resource_templates, resource_read, resource_subscribe, resource_unsubscribe, prompt_get, complete,
+};
 
 struct route_match {
   route_id id = route_id::healthz;
-  std::string server; // approve / reject / restart: the decoded name
+  std::string server; // approve / reject / restart and the per-server routes: the decoded name
 };
 
 /// A request's route, or its refusal: 400 for a bad path, 404 for an

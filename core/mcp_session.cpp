@@ -253,6 +253,7 @@ void mcp_session::complete_all_calls(session_effects& fx, const std::string& why
       fx.completed_calls.push_back(
           {p.token, call_outcome::closed, json(), rpc_error{error_connection_closed, why, json()}});
   pending_.clear();
+  paged_.clear();
   tools_job_.running = prompts_job_.running = false;
 }
 
@@ -293,6 +294,12 @@ session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_poin
     fx.withdrawn_host_requests.insert(fx.withdrawn_host_requests.end(),
                                       one.withdrawn_host_requests.begin(),
                                       one.withdrawn_host_requests.end());
+    // A server repeating one update in a burst costs the host one event.
+    for (auto& uri : one.resources_updated)
+      if (std::find(fx.resources_updated.begin(), fx.resources_updated.end(), uri) ==
+          fx.resources_updated.end())
+        fx.resources_updated.push_back(std::move(uri));
+    fx.resources_changed |= one.resources_changed;
     if (one.failure) {
       fx.failure = std::move(one.failure);
       return fx;
@@ -368,6 +375,7 @@ bool mcp_session::refuse_answer(std::string_view line, const std::string& why, s
                     fx, now);
       break;
     case request_kind::call:
+      paged_.erase(p.token);
       fx.completed_calls.push_back(
           {p.token, call_outcome::rpc_error, json(), rpc_error{error_response_refused, reason, json()}});
       break;
@@ -572,6 +580,9 @@ void mcp_session::handle_notification(const json& msg, session_effects& fx, time
   } else if (method == "notifications/prompts/list_changed") {
     if (capability_present(server_caps_, "prompts"))
       begin_list(request_kind::list_prompts, fx, now);
+  } else if (method == "notifications/resources/updated" ||
+             method == "notifications/resources/list_changed") {
+    handle_resource_notification(method, msg, fx);
   }
   // Everything else (logging, progress, resources, a server cancelling a
   // request we already answered) needs nothing from us.
@@ -644,10 +655,12 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
       }
       break;
     case request_kind::call:
-      if (is_error)
+      if (is_error) {
+        paged_.erase(p.token);
         fx.completed_calls.push_back({p.token, call_outcome::rpc_error, json(), parse_error(*err)});
-      else
+      } else if (!continue_paged(p, result, fx)) {
         fx.completed_calls.push_back({p.token, call_outcome::ok, result, std::nullopt});
+      }
       break;
     case request_kind::ping:
       // Even an error answer proves the server is alive and reading.
@@ -836,6 +849,7 @@ session_effects mcp_session::on_tick(time_point now) {
     auto reason = "timed out after " + ms_string(p.timeout);
     switch (p.kind) {
       case request_kind::call:
+        paged_.erase(p.token);
         send_json(fx, {{"jsonrpc", "2.0"},
                        {"method", "notifications/cancelled"},
                        {"params", {{"requestId", id}, {"reason", "Request " + reason}}}});
@@ -927,6 +941,7 @@ session_effects mcp_session::cancel_call(std::uint64_t token, std::string reason
     return fx;
   auto id = it->first;
   pending_.erase(it);
+  paged_.erase(token);
   send_json(fx, {{"jsonrpc", "2.0"},
                  {"method", "notifications/cancelled"},
                  {"params", {{"requestId", id}, {"reason", reason}}}});
@@ -996,6 +1011,197 @@ std::size_t mcp_session::in_flight_calls() const {
   return static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), [](const auto& e) {
     return e.second.kind == request_kind::call;
   }));
+}
+
+// -- resources, prompts and completion (issue 15) -------------------------------
+
+namespace {
+
+// Longest URI accepted from a caller or a server: a resource URI is a name,
+// not content.
+constexpr std::size_t max_resource_uri_bytes = 8192;
+
+struct client_method {
+  std::string_view method;
+  const char* capability; // must be advertised
+  const char* feature;    // a flag inside it that must be true, or nullptr
+  const char* list_key;   // the array a paginated listing gathers, or nullptr
+};
+
+constexpr client_method client_methods[] = {
+    {"resources/list", "resources", nullptr, "resources"},
+    {"resources/templates/list", "resources", nullptr, "resourceTemplates"},
+    {"resources/read", "resources", nullptr, nullptr},
+    {"resources/subscribe", "resources", "subscribe", nullptr},
+    {"resources/unsubscribe", "resources", "subscribe", nullptr},
+    {"prompts/get", "prompts", nullptr, nullptr},
+    {"completion/complete", "completions", nullptr, nullptr},
+};
+
+bool feature_present(const json& caps, const char* capability, const char* feature) {
+  if (!capability_present(caps, capability))
+    return false;
+  if (!feature)
+    return true;
+  const auto& c = caps.at(capability);
+  auto f = c.is_object() ? c.find(feature) : c.end();
+  return c.is_object() && f != c.end() && f->is_boolean() && f->get<bool>();
+}
+
+bool nonempty_string(const json& obj, const char* key, std::size_t max_bytes = max_resource_uri_bytes) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() && !it->get_ref<const std::string&>().empty() &&
+         it->get_ref<const std::string&>().size() <= max_bytes;
+}
+
+bool object_of_strings(const json& v) {
+  return v.is_object() &&
+         std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); });
+}
+
+// What `method` needs in its params; empty when they do.
+std::string check_params(std::string_view method, const json& params) {
+  if (method == "resources/list" || method == "resources/templates/list") {
+    auto c = params.find("cursor");
+    if (c != params.end() && !c->is_string())
+      return "cursor must be a string";
+    return {};
+  }
+  if (method == "resources/read" || method == "resources/subscribe" ||
+      method == "resources/unsubscribe")
+    return nonempty_string(params, "uri") ? std::string()
+                                          : "uri must be a non-empty string of at most " +
+                                                std::to_string(max_resource_uri_bytes) + " bytes";
+  if (method == "prompts/get") {
+    if (!nonempty_string(params, "name"))
+      return "name must be a non-empty string";
+    auto a = params.find("arguments");
+    if (a != params.end() && !a->is_null() && !object_of_strings(*a))
+      return "arguments must be an object of strings";
+    return {};
+  }
+  if (method == "completion/complete") {
+    auto ref = params.find("ref");
+    if (ref == params.end() || !ref->is_object() || !nonempty_string(*ref, "type"))
+      return "ref must be an object with a type (\"ref/prompt\" or \"ref/resource\")";
+    auto arg = params.find("argument");
+    if (arg == params.end() || !arg->is_object() || !nonempty_string(*arg, "name") ||
+        !arg->contains("value") || !arg->at("value").is_string())
+      return "argument must be an object with a name and a string value";
+    auto ctx = params.find("context");
+    if (ctx != params.end() && !ctx->is_null()) {
+      auto args = ctx->is_object() ? ctx->find("arguments") : ctx->end();
+      if (!ctx->is_object() || (args != ctx->end() && !object_of_strings(*args)))
+        return "context must be an object whose arguments are strings";
+    }
+    return {};
+  }
+  return {};
+}
+
+} // namespace
+
+session_effects mcp_session::request(std::uint64_t token, std::string method, json params,
+                                     time_point now) {
+  session_effects fx;
+  auto reject = [&](int code, const std::string& message) {
+    fx.completed_calls.push_back(
+        {token, call_outcome::rejected, json(), rpc_error{code, replace_invalid_utf8(message), json()}});
+    return fx;
+  };
+  auto rule = std::find_if(std::begin(client_methods), std::end(client_methods),
+                           [&](const client_method& m) { return m.method == method; });
+  if (rule == std::end(client_methods))
+    return reject(error_method_not_found,
+                  "'" + quote_server_text(method, 80) + "' is not a request mcprt sends for a host");
+  if (state_ == session_state::failed)
+    return reject(error_connection_closed, "connection failed: " + failure_.value_or(""));
+  if (state_ != session_state::ready)
+    return reject(error_not_ready, "server is not ready (state: " + to_string(state_) + ")");
+  if (!feature_present(server_caps_, rule->capability, rule->feature))
+    return reject(error_method_not_found,
+                  "the server does not offer " + method + ": it did not advertise " +
+                      (rule->feature ? std::string(rule->capability) + "." + rule->feature
+                                     : std::string(rule->capability)));
+  if (params.is_null())
+    params = json::object();
+  if (!params.is_object())
+    return reject(error_invalid_params, method + " params must be a JSON object");
+  auto bad = check_params(method, params);
+  if (!bad.empty())
+    return reject(error_invalid_params, method + ": " + bad);
+  if (method == "resources/subscribe") {
+    auto uri = params.at("uri").get<std::string>();
+    if (!subscriptions_.count(uri) && subscriptions_.size() >= opts_.max_resource_subscriptions)
+      return reject(error_invalid_params, "already subscribed to " +
+                                              std::to_string(opts_.max_resource_subscriptions) +
+                                              " resources, as many as allowed");
+    // Noted when asked, not when answered: an update may come before the
+    // answer does, and an update for a URI the server refused never comes.
+    subscriptions_.insert(std::move(uri));
+  } else if (method == "resources/unsubscribe") {
+    subscriptions_.erase(params.at("uri").get<std::string>());
+  }
+  pending_request p{request_kind::call, token, std::nullopt,
+                    opts_.call_timeout.value_or(std::chrono::milliseconds{0})};
+  // One deadline for a whole listing, however many pages it takes.
+  if (opts_.call_timeout)
+    p.deadline = now + *opts_.call_timeout;
+  if (rule->list_key)
+    paged_[token] = paged_request{method, rule->list_key};
+  send_request(fx, method, std::move(params), p);
+  return fx;
+}
+
+bool mcp_session::continue_paged(const pending_request& p, const json& result, session_effects& fx) {
+  auto it = paged_.find(p.token);
+  if (it == paged_.end())
+    return false;
+  auto& job = it->second;
+  auto items = result.is_object() ? result.find(job.key) : result.end();
+  if (!result.is_object() || items == result.end() || !items->is_array()) {
+    auto why = "malformed " + job.method + " result: no '" + job.key + "' array";
+    paged_.erase(it);
+    fx.completed_calls.push_back(
+        {p.token, call_outcome::rpc_error, json(), rpc_error{error_response_refused, why, json()}});
+    return true;
+  }
+  for (const auto& item : *items)
+    job.items.push_back(item);
+  ++job.pages;
+  auto next = result.find("nextCursor");
+  bool more = next != result.end() && next->is_string() && !next->get_ref<const std::string&>().empty();
+  if (more && job.pages < opts_.max_request_pages && job.items.size() < opts_.max_request_items) {
+    send_request(fx, job.method, {{"cursor", *next}}, p);
+    return true;
+  }
+  json out = {{job.key, std::move(job.items)}};
+  // Cut short by a bound: the caller goes on from here with `cursor`.
+  if (more)
+    out["nextCursor"] = *next;
+  paged_.erase(it);
+  fx.completed_calls.push_back({p.token, call_outcome::ok, std::move(out), std::nullopt});
+  return true;
+}
+
+void mcp_session::handle_resource_notification(const std::string& method, const json& msg,
+                                               session_effects& fx) {
+  if (method == "notifications/resources/list_changed") {
+    if (capability_present(server_caps_, "resources"))
+      fx.resources_changed = true;
+    return;
+  }
+  auto p = msg.find("params");
+  if (p == msg.end() || !p->is_object())
+    return;
+  auto uri = p->find("uri");
+  // Only URIs we asked about: a server cannot flood the host with made-up
+  // ones, and every URI that reaches it passed the caller's bounds.
+  if (uri == p->end() || !uri->is_string() || !subscriptions_.count(uri->get<std::string>()))
+    return;
+  const auto& u = uri->get_ref<const std::string&>();
+  if (std::find(fx.resources_updated.begin(), fx.resources_updated.end(), u) == fx.resources_updated.end())
+    fx.resources_updated.push_back(u);
 }
 
 } // namespace mcprt

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,10 +131,17 @@ struct session_effects {
   /// Progress of calls made with want_progress, in arrival order.
   std::vector<call_progress> progress;
 
+  // -- resources (issue 15) --
+  /// URIs of subscribed resources the server says changed
+  /// (notifications/resources/updated), each once per input.
+  std::vector<std::string> resources_updated;
+  /// notifications/resources/list_changed came.
+  bool resources_changed = false;
+
   bool empty() const {
     return send.empty() && !ready && !tools_changed && !prompts_changed && !pong && !failure &&
            completed_calls.empty() && host_requests.empty() && withdrawn_host_requests.empty() &&
-           progress.empty();
+           progress.empty() && resources_updated.empty() && !resources_changed;
   }
 };
 
@@ -189,6 +197,14 @@ public:
     /// elicitation declined, sampling refused) so the server never waits
     /// forever; nullopt: it waits as long as the session lives.
     std::optional<std::chrono::milliseconds> host_request_timeout = std::chrono::minutes(10);
+    /// request(): resources/list and resources/templates/list follow
+    /// nextCursor up to this many pages or until this many items are
+    /// gathered; past either the result carries the server's nextCursor,
+    /// so the caller can go on from there and nothing is lost.
+    std::size_t max_request_pages = 100;
+    std::size_t max_request_items = 10000;
+    /// Distinct resource URIs subscribed at once; more are refused.
+    std::size_t max_resource_subscriptions = 1024;
   };
 
   explicit mcp_session(options opts);
@@ -223,6 +239,20 @@ public:
   /// completes as `cancelled`. Unknown tokens are ignored.
   session_effects cancel_call(std::uint64_t token, std::string reason);
   session_effects send_ping(time_point now);
+
+  /// A client request other than tools/call, one of `client_request_methods`,
+  /// completing through completed_calls like a call (same timeout, same
+  /// cancel_call). Completes at once with `rejected` when the session is not
+  /// ready, the method is not one of them (error_method_not_found), the
+  /// server did not advertise its capability (error_method_not_found, saying
+  /// which), or `params` are not what the method needs (error_invalid_params).
+  /// The two listings follow nextCursor within max_request_pages /
+  /// max_request_items and answer every item in one result.
+  session_effects request(std::uint64_t token, std::string method, nlohmann::json params,
+                          time_point now);
+  /// URIs subscribed through request() and not unsubscribed since; updates
+  /// for any other URI are dropped.
+  const std::set<std::string>& resource_subscriptions() const { return subscriptions_; }
 
   /// Replaces the roots offered to the server; when they differ and the
   /// session is past initialize, notifications/roots/list_changed goes out.
@@ -356,6 +386,26 @@ private:
   };
   std::map<std::uint64_t, host_pending> host_pending_;
   std::uint64_t next_host_token_ = 1;
+
+  // A listing request() gathers across pages, by the caller's token.
+  struct paged_request {
+    std::string method;
+    std::string key; // the result's array: "resources" or "resourceTemplates"
+    nlohmann::json items = nlohmann::json::array();
+    std::size_t pages = 0;
+  };
+  std::map<std::uint64_t, paged_request> paged_;
+  std::set<std::string> subscriptions_;
+  /// An answer to a listing's page: the next page goes out, or the listing
+  /// completes. False when `p` belongs to no listing.
+  bool continue_paged(const pending_request& p, const nlohmann::json& result, session_effects& fx);
+  void handle_resource_notification(const std::string& method, const nlohmann::json& msg,
+                                    session_effects& fx);
 };
+
+/// The methods mcp_session::request() sends.
+inline constexpr std::array<std::string_view, 7> client_request_methods = {
+    "resources/list",   "resources/templates/list", "resources/read",     "resources/subscribe",
+    "resources/unsubscribe", "prompts/get",          "completion/complete"};
 
 } // namespace mcprt

@@ -17,6 +17,7 @@
 #include "actors/reconciler.hpp"
 #include "actors/watcher.hpp"
 #include "core/approvals_store.hpp"
+#include "core/mcp_session.hpp"
 #include "core/event_payload.hpp"
 #include "core/fingerprint_key.hpp"
 #include "core/runtime_mode.hpp"
@@ -232,6 +233,7 @@ struct call_registry {
 struct call_job {
   std::string server;
   std::string tool;
+  std::string method; // set: a client request other than tools/call; `tool` unused
   json arguments;
   call_callback done;
   std::shared_ptr<call_limiter> limiter;
@@ -268,21 +270,25 @@ bool is_not_connected(const caf::error& e) {
 void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job) {
   auto now = std::chrono::steady_clock::now();
   auto left = std::max<caf::timespan>(std::chrono::milliseconds(1), job->deadline - now);
-  self->request(target, left, atom::call_v, job->server, job->tool, json_value{job->arguments})
-    .then(
-      [self, job](json_value& r) {
-        job->finish(std::move(r.value));
-        self->quit();
-      },
-      [self, job](caf::error& e) {
-        auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-        if (is_not_connected(e) && retry_at < job->connecting_deadline && retry_at < job->deadline) {
-          self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
-          return;
-        }
-        job->finish(std::move(e));
-        self->quit();
-      });
+  auto answered = [self, job](json_value& r) {
+    job->finish(std::move(r.value));
+    self->quit();
+  };
+  auto failed = [self, job](caf::error& e) {
+    auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    if (is_not_connected(e) && retry_at < job->connecting_deadline && retry_at < job->deadline) {
+      self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
+      return;
+    }
+    job->finish(std::move(e));
+    self->quit();
+  };
+  if (job->method.empty())
+    self->request(target, left, atom::call_v, job->server, job->tool, json_value{job->arguments})
+      .then(answered, failed);
+  else
+    self->request(target, left, atom::mcp_request_v, job->server, job->method, json_value{job->arguments})
+      .then(answered, failed);
 }
 
 /// Asks the session's reconciler for one call; a server still connecting is
@@ -350,6 +356,11 @@ struct runtime::impl {
       .receive([&](R& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
     return out;
   }
+
+  /// Starts one call (tools/call when `method` is empty, else that client
+  /// request): limited per server, answered exactly once through `done`.
+  void start_call(const std::string& session, const std::string& server, const std::string& tool,
+                  const std::string& method, json arguments, call_callback done, call_options opts);
 
   std::optional<session_entry> find_session(const std::string& id) const {
     std::lock_guard<std::mutex> guard{mtx};
@@ -419,7 +430,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   auto default_elicitation =
       opts.elicitation == elicitation_policy::ask ? elicitation_policy::decline : opts.elicitation;
   p->make = [io, cell = p->forwarders, supervisor = p->forwarding, features, default_elicitation,
-             registry = p->connections](caf::actor_system& s, connection_config cc) {
+             registry = p->connections, bus = p->bus](caf::actor_system& s, connection_config cc) {
+    cc.bus = bus;
     // Sessions sharing a connection filter its tools each on their own.
     cc.server.include_tools.reset();
     cc.server.exclude_tools.reset();
@@ -524,7 +536,12 @@ caf::expected<json> runtime::call_tool(const std::string& session, const std::st
 
 void runtime::call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
                               json arguments, call_callback done, call_options opts) {
-  auto& p = *impl_;
+  impl_->start_call(session, server, tool, {}, std::move(arguments), std::move(done), opts);
+}
+
+void runtime::impl::start_call(const std::string& session, const std::string& server, const std::string& tool,
+                               const std::string& method, json arguments, call_callback done, call_options opts) {
+  auto& p = *this;
   auto s = p.find_session(session);
   if (!s) {
     done(make_error(errc::unknown_session, "no session " + session));
@@ -539,6 +556,7 @@ void runtime::call_tool_async(const std::string& session, const std::string& ser
   auto job = std::make_shared<call_job>();
   job->server = server;
   job->tool = tool;
+  job->method = method;
   job->arguments = std::move(arguments);
   job->done = std::move(done);
   job->limiter = p.calls;
@@ -807,6 +825,67 @@ budget_actor runtime::budget() const {
 reconciler_actor runtime::session(const std::string& id) const {
   auto s = impl_->find_session(id);
   return s ? s->reconciler : reconciler_actor{};
+}
+
+// -- resources, prompts and completion (issue 15) -------------------------------
+
+void runtime::mcp_request_async(const std::string& session, const std::string& server, const std::string& method,
+                                json params, call_callback done, call_options opts) {
+  if (std::find(client_request_methods.begin(), client_request_methods.end(), method) == client_request_methods.end()) {
+    done(make_error(errc::bad_request, "'" + escape_for_display(method)
+                                         + "' is not a request mcprt sends for a host (tools/call: call_tool)"));
+    return;
+  }
+  impl_->start_call(session, server, {}, method, std::move(params), std::move(done), opts);
+}
+
+caf::expected<json> runtime::mcp_request(const std::string& session, const std::string& server,
+                                         const std::string& method, json params, std::chrono::milliseconds timeout) {
+  auto answer = std::make_shared<std::promise<caf::expected<json>>>();
+  auto result = answer->get_future();
+  call_options opts;
+  opts.timeout = timeout;
+  mcp_request_async(
+    session, server, method, std::move(params),
+    [answer](caf::expected<json> r) { answer->set_value(std::move(r)); }, opts);
+  return result.get();
+}
+
+caf::expected<json> runtime::resources(const std::string& session, const std::string& server) {
+  return mcp_request(session, server, "resources/list", json::object());
+}
+
+caf::expected<json> runtime::resource_templates(const std::string& session, const std::string& server) {
+  return mcp_request(session, server, "resources/templates/list", json::object());
+}
+
+caf::expected<json> runtime::read_resource(const std::string& session, const std::string& server,
+                                           const std::string& uri) {
+  return mcp_request(session, server, "resources/read", {{"uri", uri}});
+}
+
+caf::expected<json> runtime::get_prompt(const std::string& session, const std::string& server,
+                                        const std::string& name, json arguments) {
+  json params{{"name", name}};
+  if (!arguments.is_null()) params["arguments"] = std::move(arguments);
+  return mcp_request(session, server, "prompts/get", std::move(params));
+}
+
+caf::expected<json> runtime::complete(const std::string& session, const std::string& server, json ref,
+                                      json argument, json context) {
+  json params{{"ref", std::move(ref)}, {"argument", std::move(argument)}};
+  if (!context.is_null()) params["context"] = std::move(context);
+  return mcp_request(session, server, "completion/complete", std::move(params));
+}
+
+caf::expected<json> runtime::subscribe_resource(const std::string& session, const std::string& server,
+                                                const std::string& uri) {
+  return mcp_request(session, server, "resources/subscribe", {{"uri", uri}});
+}
+
+caf::expected<json> runtime::unsubscribe_resource(const std::string& session, const std::string& server,
+                                                  const std::string& uri) {
+  return mcp_request(session, server, "resources/unsubscribe", {{"uri", uri}});
 }
 
 } // namespace mcprt

@@ -154,6 +154,53 @@ public:
   /// The session's tools of one server (after includeTools / excludeTools).
   caf::expected<std::vector<tool_info>> tools(const std::string& session, const std::string& server);
 
+  // -- resources, prompts and completion (issue 15) ---------------------------
+  //
+  // Each answers the server's JSON result, bounded as tool results are (line
+  // limit and nesting depth). They travel like call_tool: gated (errc::
+  // unavailable for a server that is out), parked while the server
+  // connects, counted against max_calls_per_server, and timed out and
+  // cancelled by the same rules. They also fail with errc::not_advertised
+  // when the server did not advertise the capability (resources, prompts,
+  // completions, resources.subscribe), errc::bad_request for parameters the
+  // method cannot take, and errc::tool_error for the server's own error.
+
+  /// Any of resources/list, resources/templates/list, resources/read,
+  /// resources/subscribe, resources/unsubscribe, prompts/get,
+  /// completion/complete, with the MCP params as given.
+  void mcp_request_async(const std::string& session, const std::string& server, const std::string& method,
+                         nlohmann::json params, call_callback done, call_options opts = {});
+  caf::expected<nlohmann::json> mcp_request(const std::string& session, const std::string& server,
+                                            const std::string& method, nlohmann::json params,
+                                            std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  /// {"resources": [...]}: every page, gathered (at most 100 pages or 10,000
+  /// items; past that the result also carries "nextCursor", and
+  /// mcp_request("resources/list", {"cursor": ...}) goes on from there).
+  caf::expected<nlohmann::json> resources(const std::string& session, const std::string& server);
+  /// {"resourceTemplates": [...]}, gathered like resources().
+  caf::expected<nlohmann::json> resource_templates(const std::string& session, const std::string& server);
+  /// {"contents": [...]}
+  caf::expected<nlohmann::json> read_resource(const std::string& session, const std::string& server,
+                                              const std::string& uri);
+  /// {"description"?, "messages": [...]}; `arguments` an object of strings.
+  caf::expected<nlohmann::json> get_prompt(const std::string& session, const std::string& server,
+                                           const std::string& name,
+                                           nlohmann::json arguments = nlohmann::json::object());
+  /// {"completion": {"values", ...}}. `ref` is {"type": "ref/prompt", "name"}
+  /// or {"type": "ref/resource", "uri"}; `argument` {"name", "value"};
+  /// `context` null or {"arguments": {...}}.
+  caf::expected<nlohmann::json> complete(const std::string& session, const std::string& server,
+                                         nlohmann::json ref, nlohmann::json argument,
+                                         nlohmann::json context = nullptr);
+  /// Updates then arrive as event_kind::resource_updated {server, uri}.
+  /// The connection is shared in pool mode: a subscription is the
+  /// connection's, so one session's unsubscribe ends it for all, and a
+  /// restarted connection starts with none.
+  caf::expected<nlohmann::json> subscribe_resource(const std::string& session, const std::string& server,
+                                                   const std::string& uri);
+  caf::expected<nlohmann::json> unsubscribe_resource(const std::string& session, const std::string& server,
+                                                     const std::string& uri);
+
   /// Subscribes `sink` to events of `kinds` (empty: all); answers the
   /// sequence number of the last event published before (replay from there
   /// with `replay` to close the gap).

@@ -22,6 +22,8 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::child_refused_batch, "mcp_child_refused_batch"},
   {event_kind::pool_entry_restarted, "pool_entry_restarted"},
   {event_kind::pool_entry_failed, "pool_entry_failed"},
+  {event_kind::resource_updated, "resource_updated"},
+  {event_kind::resource_list_changed, "resource_list_changed"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -199,6 +201,14 @@ void to_json(json& j, const pool_entry_restarted& x) {
            {"restarts", x.restarts},
            {"last_error", x.last_error},
            {"reason", x.reason}};
+}
+
+void to_json(json& j, const resource_updated& x) {
+  j = json{{"server", x.server}, {"uri", x.uri}};
+}
+
+void to_json(json& j, const resource_list_changed& x) {
+  j = json{{"server", x.server}};
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

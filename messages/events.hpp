@@ -38,6 +38,9 @@ enum class event_kind : uint8_t {
   child_refused_batch,
   pool_entry_restarted,
   pool_entry_failed,
+  // -- resources (issue 15) --
+  resource_updated,
+  resource_list_changed,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -309,6 +312,35 @@ struct pool_entry_failed {
   std::vector<std::string> stderr_tail; // rendered as "stderr"
 };
 
+// -- resources (issue 15) ------------------------------------------------------------
+
+/// {"server", "uri"}: a resource some session subscribed to changed
+/// (notifications/resources/updated); read it again to see how. `server` is
+/// the configured name; a pool connection shared by sessions reports once.
+struct resource_updated {
+  std::string server;
+  std::string uri;
+};
+
+/// {"server"}: the server's list of resources changed
+/// (notifications/resources/list_changed).
+struct resource_list_changed {
+  std::string server;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resource_updated& x) {
+  return f(caf::meta::type_name("mcprt.events.resource_updated"), x.server, x.uri);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resource_list_changed& x) {
+  return f(caf::meta::type_name("mcprt.events.resource_list_changed"), x.server);
+}
+
+void to_json(nlohmann::json& j, const resource_updated& x);
+void to_json(nlohmann::json& j, const resource_list_changed& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -431,9 +463,9 @@ using event_payload =
   std::variant<events::settings_changed, events::settings_error, events::reconcile_started,
                events::reconcile_finished, events::client_update, events::pending_approval_changed,
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
-               events::pool_entry_failed>;
+               events::pool_entry_failed, events::resource_updated, events::resource_list_changed>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::pool_entry_failed) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::resource_list_changed) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -570,4 +602,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (std::vector<mcprt::event>))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_subscriber_actor))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_bus_actor))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_updated))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_list_changed))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

@@ -200,6 +200,9 @@ using reconciler_actor = caf::typed_actor<
   caf::replies_to<atom::call, std::string, std::string, json_value>::with<json_value>,
   // The session's tools of one server, after its tool filter.
   caf::replies_to<atom::tools, std::string>::with<std::vector<tool_info>>,
+  // request(server, method, params) → the server's result: a client request
+  // other than tools/call, gated and parked like a call.
+  caf::replies_to<atom::mcp_request, std::string, std::string, json_value>::with<json_value>,
   caf::replies_to<atom::snapshot>::with<session_snapshot>,
   // Releases every connection of the session, then quits.
   caf::replies_to<atom::stop>::with<bool>,

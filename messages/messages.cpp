@@ -27,6 +27,8 @@ std::string to_string(errc x) {
     case errc::io_error: return "io_error";
     case errc::too_many_calls: return "too_many_calls";
     case errc::unknown_session: return "unknown_session";
+    case errc::not_advertised: return "not_advertised";
+    case errc::bad_request: return "bad_request";
   }
   return "unknown";
 }

@@ -42,6 +42,9 @@ enum class errc : uint8_t {
   io_error,         // a file could not be read or written
   too_many_calls,   // the server has as many tool calls in flight as allowed
   unknown_session,  // no open session of that id (closed, or never opened)
+  // -- resources, prompts and completion (issue 15) --
+  not_advertised,   // the server did not advertise the capability a request needs
+  bad_request,      // the request's parameters are not what its method needs
 };
 
 std::string to_string(errc x);
@@ -176,6 +179,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, call, "call")
 CAF_ADD_ATOM(mcprt, mcprt::atom, filter, "filter")
 CAF_ADD_ATOM(mcprt, mcprt::atom, stop, "stop")
 CAF_ADD_ATOM(mcprt, mcprt::atom, ping, "ping")
+CAF_ADD_ATOM(mcprt, mcprt::atom, mcp_request, "mcp_req")
 // INTERNAL: delivered by I/O adapters and timers to the connection actor.
 CAF_ADD_ATOM(mcprt, mcprt::atom, io_out, "io_out")
 CAF_ADD_ATOM(mcprt, mcprt::atom, io_err, "io_err")
@@ -205,6 +209,9 @@ using connection_actor = caf::typed_actor<
   caf::reacts_to<atom::filter, tool_filter_spec>,
   // Pings the server; answers the round trip in microseconds.
   caf::replies_to<atom::ping>::with<int64_t>,
+  // A client request other than tools/call (resources/*, prompts/get,
+  // completion/complete: mcp_session::request): method, params -> result.
+  caf::replies_to<atom::mcp_request, std::string, json_value>::with<json_value>,
   // Shuts the server down cleanly (stdin, SIGTERM, SIGKILL), then quits.
   caf::replies_to<atom::stop>::with<bool>,
   // INTERNAL: stdout bytes, a stderr line, the process ended (its

@@ -17,6 +17,7 @@
 
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
+#include "messages/events.hpp"
 #include "messages/messages.hpp"
 
 // -- atoms ----------------------------------------------------------------------------
@@ -68,6 +69,8 @@ struct connection_config {
   std::size_t stderr_lines = 50;
   /// Roots and elicitation offered to the server (core/client_features).
   client_features features;
+  /// Where resource notifications go as events (invalid: nowhere).
+  event_bus_actor bus;
 };
 
 /// Starts a connection for a config; the real one is

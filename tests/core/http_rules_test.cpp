@@ -211,3 +211,43 @@ TEST(HttpNames, PlainNamesOnly) {
   EXPECT_FALSE(is_plain_name(std::string(513, 'a')));
   EXPECT_FALSE(is_plain_name(std::string("a\0b", 3)));
 }
+
+TEST(HttpRoute, ResourcePromptAndCompletionRoutesNameTheirServer) {
+  struct want {
+    const char* method;
+    const char* target;
+    route_id id;
+  } wants[] = {
+    {"GET", "/workspace/mcp/fs/resources", route_id::resources},
+    {"HEAD", "/workspace/mcp/fs/resources", route_id::resources},
+    {"GET", "/workspace/mcp/fs/resource-templates", route_id::resource_templates},
+    {"POST", "/workspace/mcp/fs/resources/read", route_id::resource_read},
+    {"POST", "/workspace/mcp/fs/resources/subscribe", route_id::resource_subscribe},
+    {"POST", "/workspace/mcp/fs/resources/unsubscribe", route_id::resource_unsubscribe},
+    {"POST", "/workspace/mcp/fs/prompts/get", route_id::prompt_get},
+    {"POST", "/workspace/mcp/fs/complete", route_id::complete},
+  };
+  for (auto& w : wants) {
+    auto r = resolve_route(w.method, w.target);
+    ASSERT_TRUE(r.match) << w.target;
+    EXPECT_EQ(r.match->id, w.id) << w.target;
+    EXPECT_EQ(r.match->server, "fs") << w.target;
+  }
+  // A percent-encoded name is decoded; the old routes keep their meaning.
+  auto r = resolve_route("POST", "/workspace/mcp/my%20server/resources/read");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->server, "my server");
+  r = resolve_route("POST", "/workspace/mcp/tools/call");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::call);
+  r = resolve_route("POST", "/workspace/mcp/fs/resources");
+  ASSERT_TRUE(r.refused);
+  EXPECT_EQ(r.refused->status, 405);
+  EXPECT_EQ(r.allow, "GET, HEAD");
+  r = resolve_route("GET", "/workspace/mcp/fs/prompts/get");
+  ASSERT_TRUE(r.refused);
+  EXPECT_EQ(r.refused->status, 405);
+  r = resolve_route("POST", "/workspace/mcp//resources/read");
+  ASSERT_TRUE(r.refused);
+  EXPECT_EQ(r.refused->status, 404);
+}
