@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--timeout-ms", timeout, "Discovery timeout (default 30000 for commands, 5000 for URLs)")
       ->check(CLI::PositiveNumber);
     cmd->add_option("--http", t.http_url, "Streamable-HTTP endpoint URL");
+    cmd->add_option("--sse", t.sse_url, "Legacy HTTP+SSE (2024-11-05) event-stream URL");
     // One value per occurrence: a vector option would otherwise swallow the TOOL that follows.
     cmd->add_option("--header", t.headers, "HTTP header NAME:VALUE (repeatable; values are never printed)")
       ->allow_extra_args(false);
@@ -201,6 +202,7 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "Connect to one MCP server, list what it offers, and shut it down.\n"
                                                 "  mcprt inspect [--json] [--timeout-ms T] -- COMMAND ARGS...\n"
                                                 "  mcprt inspect --http URL [--header K:V]...\n"
+                                                "  mcprt inspect --sse URL [--header K:V]...   (legacy HTTP+SSE)\n"
                                                 "  --on-elicitation and --root: what mcprt offers the server as a client.");
   inspect->add_flag("--json", inspect_opts.json, "Machine-readable output");
   add_one_shot_flags(inspect, inspect_opts.target, inspect_timeout);
@@ -325,20 +327,20 @@ int main(int argc, char** argv) {
                                                                         : std::nullopt);
   if (*restart) return cli::run_restart(restart_flags, restart_name);
   if (*call) {
-    bool one_shot = one_shot_call.target.http_url || !one_shot_call.target.command.empty();
+    bool one_shot = one_shot_call.target.http_url || one_shot_call.target.sse_url || !one_shot_call.target.command.empty();
     auto usage = [&](const std::string& why) {
       std::cerr << "mcprt call: " << why << "\n" << call->help();
       return exit_usage;
     };
     if (!one_shot) {
       for (auto* flag : {"--header", "--timeout-ms", "--call-timeout-ms", "--on-elicitation", "--root"})
-        if (call->count(flag) > 0) return usage(std::string(flag) + " needs --http URL or `-- COMMAND`");
+        if (call->count(flag) > 0) return usage(std::string(flag) + " needs --http URL, --sse URL or `-- COMMAND`");
       if (call_words.size() < 2 || call_words.size() > 3) return usage("expected SERVER TOOL [JSON]");
       return cli::run_call(call_flags, call_words[0], call_words[1], call_words.size() > 2 ? call_words[2] : "");
     }
     for (auto* flag : {"--workspace", "--url", "--token-file"})
-      if (call->count(flag) > 0) return usage(std::string(flag) + " is for calls through a daemon, not with --http or --");
-    if (call_words.empty() || call_words.size() > 2) return usage("expected TOOL [JSON] with --http URL or -- COMMAND");
+      if (call->count(flag) > 0) return usage(std::string(flag) + " is for calls through a daemon, not with --http, --sse or --");
+    if (call_words.empty() || call_words.size() > 2) return usage("expected TOOL [JSON] with --http URL, --sse URL or -- COMMAND");
     one_shot_call.tool = call_words[0];
     if (call_words.size() > 1) one_shot_call.arguments = call_words[1];
     one_shot_call.json = call_flags.json;

@@ -80,12 +80,13 @@ ordered_json to_json(const connection_info& info) {
 /// values never appear in `why`: they are secrets.
 std::optional<connection_config> make_config(const one_shot_target& t, const char* verb, std::string& why) {
   nlohmann::json spec = nlohmann::json::object();
-  if (t.http_url && !t.command.empty()) {
-    why = std::string(verb) + " takes --http URL or a command after `--`, not both";
+  if ((t.http_url ? 1 : 0) + (t.sse_url ? 1 : 0) + (t.command.empty() ? 0 : 1) > 1) {
+    why = std::string(verb) + " takes one of --http URL, --sse URL or a command after `--`";
     return std::nullopt;
   }
-  if (t.http_url) {
-    spec["httpUrl"] = *t.http_url;
+  if (t.http_url || t.sse_url) {
+    if (t.http_url) spec["httpUrl"] = *t.http_url;
+    else spec["url"] = *t.sse_url; // `url` without `type`: legacy HTTP+SSE
     nlohmann::json headers = nlohmann::json::object();
     for (auto& h : t.headers) {
       auto colon = h.find(':');
@@ -100,11 +101,11 @@ std::optional<connection_config> make_config(const one_shot_target& t, const cha
     spec["headers"] = headers;
   } else {
     if (!t.headers.empty()) {
-      why = "--header needs --http URL";
+      why = "--header needs --http URL or --sse URL";
       return std::nullopt;
     }
     if (t.command.empty()) {
-      why = std::string(verb) + " needs a command after `--`, or --http URL";
+      why = std::string(verb) + " needs a command after `--`, --http URL or --sse URL";
       return std::nullopt;
     }
     spec["command"] = t.command.front();

@@ -14,6 +14,7 @@ namespace mcprt::cli {
 struct one_shot_target {
   std::vector<std::string> command; // stdio: program and arguments
   std::optional<std::string> http_url;
+  std::optional<std::string> sse_url; // legacy HTTP+SSE (2024-11-05)
   std::vector<std::string> headers; // NAME:VALUE; values are secrets
   std::optional<long long> timeout_ms; // discovery
   std::optional<long long> call_timeout_ms;

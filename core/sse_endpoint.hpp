@@ -21,8 +21,8 @@ constexpr std::size_t max_sse_endpoint_bytes = 4096;
 /// The server chooses this URL and every POST (with the configured headers,
 /// credentials included) goes there, so only the stream's own origin
 /// (scheme, host, port) is accepted. On failure returns nullopt and sets
-/// `error`, which never quotes the endpoint's path or query (the query holds
-/// the session id).
+/// `error`, which never quotes the endpoint (the server's text; its query
+/// holds the session id).
 std::optional<http_url> resolve_sse_endpoint(const http_url& stream, std::string_view endpoint,
                                              std::string* error = nullptr);
 

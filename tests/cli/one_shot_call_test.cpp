@@ -1,8 +1,14 @@
-// `mcprt call --http URL TOOL` and `mcprt call TOOL -- COMMAND`: one tool
-// call without a daemon, black-box against the real binary and our test
-// server over stdio and streamable HTTP.
+// `mcprt call --http URL TOOL`, `--sse URL` and `mcprt call TOOL -- COMMAND`:
+// one tool call without a daemon, black-box against the real binary and our
+// test server over stdio and streamable HTTP (server-everything over legacy
+// HTTP+SSE).
 
 #include "cli_test_util.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <chrono>
 
@@ -181,6 +187,55 @@ TEST_F(one_shot_call_test, EachRootReachesTheServerAsAFileUriNamedByItsLastCompo
   EXPECT_EQ(reply["result"]["roots"], want) << r.out;
 }
 
+TEST_F(one_shot_call_test, LegacySseAgainstServerEverything) {
+  const fs::path peer = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+  if (!fs::exists(peer)) GTEST_SKIP() << "server-everything is not installed at " << peer;
+  if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+  int port = 0;
+  {
+    // A free port: bound, read, released.
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  auto proc = mcprt::io::child_process::spawn(
+    {"node", {peer.string(), "sse"}, {{"PORT", std::to_string(port)}}, {}});
+  // server-everything says "Server is running on port N" on stderr once it listens.
+  std::string said;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (said.find("running on port") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{proc.stderr_fd(), POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char buf[256];
+    auto n = ::read(proc.stderr_fd(), buf, sizeof buf);
+    if (n <= 0) break;
+    said.append(buf, static_cast<std::size_t>(n));
+  }
+  ASSERT_NE(said.find("running on port"), std::string::npos) << said;
+  auto url = "http://127.0.0.1:" + std::to_string(port) + "/sse";
+  auto r = run_mcprt({"call", "--sse", url, "--header", "Authorization: Bearer S3CRET-VALUE", "echo",
+                      R"({"message": "over legacy sse"})"},
+                     home_);
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("over legacy sse"), std::string::npos) << r.out;
+  r = run_mcprt({"inspect", "--json", "--sse", url}, home_);
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_NE(r.out.find("\"echo\""), std::string::npos) << r.out;
+  proc.shutdown(std::chrono::seconds(2), std::chrono::seconds(2));
+
+  // Nobody there now: one line naming the URL, never the header value.
+  r = run_mcprt({"call", "--timeout-ms", "3000", "--sse", url, "--header", "X-Api-Key: S3CRET-VALUE", "echo"}, home_);
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("GET " + url), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("S3CRET"), std::string::npos) << r.err;
+}
+
 TEST_F(one_shot_call_test, UsageErrorsExitTwo) {
   // An elicitation policy a one-shot command cannot follow.
   auto r = run_mcprt({"call", "--on-elicitation", "ask", "echo", "--", test_server}, home_);
@@ -200,6 +255,8 @@ TEST_F(one_shot_call_test, UsageErrorsExitTwo) {
   EXPECT_EQ(r.code, 2) << describe(r);
   // Both transports at once.
   r = run_mcprt({"call", "--http", "http://127.0.0.1:9/mcp", "echo", "--", test_server}, home_);
+  EXPECT_EQ(r.code, 2) << describe(r);
+  r = run_mcprt({"call", "--sse", "http://127.0.0.1:9/sse", "--http", "http://127.0.0.1:9/mcp", "echo"}, home_);
   EXPECT_EQ(r.code, 2) << describe(r);
   // A daemon flag on a one-shot call.
   r = run_mcprt({"call", "--url", "http://127.0.0.1:9", "echo", "--", test_server}, home_);

@@ -38,6 +38,18 @@ TEST(SseEndpoint, RefusesAnotherOrigin) {
   }
 }
 
+TEST(SseEndpoint, ARefusalDoesNotQuoteTheOtherHost) {
+  // Found by fuzzing: the other origin's host is the server's text, of any
+  // length and encoding; quoting it made the reason unbounded.
+  std::string why;
+  std::string host(3000, 'x');
+  host += "\xdb\xff";
+  EXPECT_FALSE(resolve_sse_endpoint(base(), "//" + host + "/m", &why));
+  EXPECT_LT(why.size(), 200u) << why;
+  EXPECT_EQ(why.find("xxx"), std::string::npos) << why;
+  EXPECT_NE(why.find("another origin than http://127.0.0.1:3001"), std::string::npos) << why;
+}
+
 TEST(SseEndpoint, RefusesJunkWithoutQuotingTheSession) {
   std::string why;
   EXPECT_FALSE(resolve_sse_endpoint(base(), "", &why));
