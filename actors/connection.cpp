@@ -178,18 +178,21 @@ void apply(self_ptr self, session_effects fx) {
       else if (st.http) st.http->send(line);
     }
   }
+  // Server-initiated messages over HTTP (list changes, and requests such
+  // as elicitation/create or ping that no capability announces) arrive on
+  // the standalone GET stream, so every session opens it: once initialize
+  // was answered, the transport issues it when notifications/initialized
+  // has been accepted, before discovery ends and before any call a server
+  // might answer with a request on it. A server that offers no stream
+  // answers 405 and the transport drops the stream quietly.
+  if (st.http && !st.event_stream_open && !st.transport_ended && st.session && st.session->negotiated_protocol()) {
+    st.event_stream_open = true;
+    st.http->open_event_stream();
+  }
   bool changed = fx.tools_changed || fx.prompts_changed;
   if (fx.ready && st.status == connection_status::connecting) {
     st.status = connection_status::connected;
     changed = true;
-    // Server-initiated messages over HTTP (list changes, and requests such
-    // as elicitation/create or ping that no capability announces) arrive on
-    // the standalone GET stream, so every session opens it; a server that
-    // offers none answers 405 and the transport drops the stream quietly.
-    if (st.http && !st.event_stream_open) {
-      st.event_stream_open = true;
-      st.http->open_event_stream();
-    }
   }
   if (changed && st.status == connection_status::connected) publish(self);
   if (fx.pong) {
