@@ -1,6 +1,7 @@
 #include "actors/connection.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -41,6 +42,12 @@ struct connection_state {
   bool stopping = false;
   std::deque<std::string> stderr_tail;
   std::map<uint64_t, caf::typed_response_promise<json_value>> calls;
+  // Calls made under a caller's call id, for cancel and progress.
+  struct call_handle {
+    std::string call_id;
+    progress_sink_actor progress;
+  };
+  std::map<uint64_t, call_handle> call_handles;
   uint64_t next_token = 1;
   std::optional<clock::time_point> tick_at;
   std::vector<caf::typed_response_promise<bool>> stop_promises;
@@ -93,6 +100,7 @@ void fail_calls(self_ptr self, const std::string& why) {
   for (auto& [token, rp] : self->state.calls)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.calls.clear();
+  self->state.call_handles.clear();
   for (auto& [rp, sent] : self->state.pings)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.pings.clear();
@@ -135,6 +143,7 @@ void deliver(self_ptr self, const call_result& r) {
   if (i == st.calls.end()) return;
   auto rp = i->second;
   st.calls.erase(i);
+  st.call_handles.erase(r.token);
   std::string msg = r.error ? r.error->message : std::string{};
   switch (r.outcome) {
     case call_outcome::ok:
@@ -150,6 +159,8 @@ void deliver(self_ptr self, const call_result& r) {
       rp.deliver(make_error(r.error && r.error->code == error_invalid_params ? errc::unknown_tool : errc::not_connected, msg));
       break;
     case call_outcome::cancelled:
+      rp.deliver(make_error(errc::cancelled, msg));
+      break;
     case call_outcome::closed:
       rp.deliver(make_error(errc::not_connected, msg));
       break;
@@ -202,6 +213,14 @@ void apply(self_ptr self, session_effects fx) {
     for (auto& [rp, sent] : st.pings)
       rp.deliver(static_cast<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - sent).count()));
     st.pings.clear();
+  }
+  for (auto& p : fx.progress) {
+    auto h = st.call_handles.find(p.token);
+    if (h == st.call_handles.end() || !h->second.progress) continue;
+    // CAF 0.17 serializes only normal doubles faithfully (events.hpp).
+    auto wire = [](double x) { return std::isnormal(x) ? x : 0.0; };
+    self->send(h->second.progress, call_progress_update{st.cfg.server.name, h->second.call_id, wire(p.progress),
+                                                        p.total.has_value(), wire(p.total.value_or(0)), p.message});
   }
   for (auto& c : fx.completed_calls)
     deliver(self, c);
@@ -323,6 +342,34 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       st.calls.emplace(token, rp);
       apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now()));
       return rp;
+    },
+    [=](atom::call, std::string tool, json_value args, std::string call_id,
+        progress_sink_actor progress) -> caf::result<json_value> {
+      auto& st = self->state;
+      if (!st.session || st.status != connection_status::connected)
+        return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status)
+                                                + (st.last_error.empty() ? "" : ": " + st.last_error));
+      if (call_id.empty()) return make_error(errc::protocol_error, "a call id must not be empty");
+      for (auto& [token, h] : st.call_handles)
+        if (h.call_id == call_id)
+          return make_error(errc::protocol_error, "a call with id '" + call_id + "' is already in flight");
+      auto rp = self->make_response_promise<json_value>();
+      auto token = st.next_token++;
+      st.calls.emplace(token, rp);
+      bool want_progress = static_cast<bool>(progress);
+      st.call_handles.emplace(token, connection_state::call_handle{std::move(call_id), std::move(progress)});
+      apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now(), want_progress));
+      return rp;
+    },
+    [=](atom::cancel, const std::string& call_id) {
+      auto& st = self->state;
+      for (auto& [token, h] : st.call_handles)
+        if (h.call_id == call_id) {
+          auto t = token;
+          apply(self, st.session->cancel_call(t, "cancelled by the caller"));
+          return true;
+        }
+      return false;
     },
     [=](atom::subscribe, event_sink_actor sink) {
       self->state.cfg.subscribers.push_back(sink);

@@ -27,6 +27,7 @@ std::string to_string(errc x) {
     case errc::io_error: return "io_error";
     case errc::too_many_calls: return "too_many_calls";
     case errc::unknown_session: return "unknown_session";
+    case errc::cancelled: return "cancelled";
   }
   return "unknown";
 }
