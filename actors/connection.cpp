@@ -1,6 +1,7 @@
 #include "actors/connection.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -47,6 +48,12 @@ struct connection_state {
   // Calls that are client requests (atom::mcp_request), not tools/call:
   // their refusals mean other things.
   std::set<uint64_t> request_tokens;
+  // Calls made under a caller's call id, for cancel and progress.
+  struct call_handle {
+    std::string call_id;
+    progress_sink_actor progress;
+  };
+  std::map<uint64_t, call_handle> call_handles;
   uint64_t next_token = 1;
   std::optional<clock::time_point> tick_at;
   std::vector<caf::typed_response_promise<bool>> stop_promises;
@@ -101,6 +108,7 @@ void fail_calls(self_ptr self, const std::string& why) {
     rp.deliver(make_error(errc::not_connected, why));
   self->state.calls.clear();
   self->state.request_tokens.clear();
+  self->state.call_handles.clear();
   for (auto& [rp, sent] : self->state.pings)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.pings.clear();
@@ -145,6 +153,7 @@ void deliver(self_ptr self, const call_result& r) {
   auto rp = i->second;
   st.calls.erase(i);
   bool is_request = st.request_tokens.erase(r.token) > 0;
+  st.call_handles.erase(r.token);
   std::string msg = r.error ? r.error->message : std::string{};
   if (is_request && r.outcome == call_outcome::rejected && r.error) {
     if (r.error->code == error_method_not_found) {
@@ -170,6 +179,8 @@ void deliver(self_ptr self, const call_result& r) {
       rp.deliver(make_error(r.error && r.error->code == error_invalid_params ? errc::unknown_tool : errc::not_connected, msg));
       break;
     case call_outcome::cancelled:
+      rp.deliver(make_error(errc::cancelled, msg));
+      break;
     case call_outcome::closed:
       rp.deliver(make_error(errc::not_connected, msg));
       break;
@@ -199,18 +210,21 @@ void apply(self_ptr self, session_effects fx) {
       else if (st.sse) st.sse->send(line);
     }
   }
+  // Server-initiated messages over HTTP (list changes, and requests such
+  // as elicitation/create or ping that no capability announces) arrive on
+  // the standalone GET stream, so every session opens it: once initialize
+  // was answered, the transport issues it when notifications/initialized
+  // has been accepted, before discovery ends and before any call a server
+  // might answer with a request on it. A server that offers no stream
+  // answers 405 and the transport drops the stream quietly.
+  if (st.http && !st.event_stream_open && !st.transport_ended && st.session && st.session->negotiated_protocol()) {
+    st.event_stream_open = true;
+    st.http->open_event_stream();
+  }
   bool changed = fx.tools_changed || fx.prompts_changed;
   if (fx.ready && st.status == connection_status::connecting) {
     st.status = connection_status::connected;
     changed = true;
-    // Server-initiated messages over HTTP (list changes, and requests such
-    // as elicitation/create or ping that no capability announces) arrive on
-    // the standalone GET stream, so every session opens it; a server that
-    // offers none answers 405 and the transport drops the stream quietly.
-    if (st.http && !st.event_stream_open) {
-      st.event_stream_open = true;
-      st.http->open_event_stream();
-    }
   }
   if (changed && st.status == connection_status::connected) publish(self);
   if (fx.pong) {
@@ -220,6 +234,14 @@ void apply(self_ptr self, session_effects fx) {
     for (auto& [rp, sent] : st.pings)
       rp.deliver(static_cast<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - sent).count()));
     st.pings.clear();
+  }
+  for (auto& p : fx.progress) {
+    auto h = st.call_handles.find(p.token);
+    if (h == st.call_handles.end() || !h->second.progress) continue;
+    // CAF 0.17 serializes only normal doubles faithfully (events.hpp).
+    auto wire = [](double x) { return std::isnormal(x) ? x : 0.0; };
+    self->send(h->second.progress, call_progress_update{st.cfg.server.name, h->second.call_id, wire(p.progress),
+                                                        p.total.has_value(), wire(p.total.value_or(0)), p.message});
   }
   for (auto& c : fx.completed_calls)
     deliver(self, c);
@@ -311,6 +333,13 @@ void start(self_ptr self) {
   apply(self, st.session->start(clock::now()));
 }
 
+// Why a call or request cannot go out now, if it cannot.
+std::optional<caf::error> not_usable(const connection_state& st) {
+  if (st.session && st.status == connection_status::connected) return std::nullopt;
+  return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status)
+                                           + (st.last_error.empty() ? "" : ": " + st.last_error));
+}
+
 connection_info info_of(const connection_state& st) {
   connection_info info;
   info.server = st.cfg.server.name;
@@ -342,9 +371,7 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
     [=](atom::info) { return info_of(self->state); },
     [=](atom::call, std::string tool, json_value args) -> caf::result<json_value> {
       auto& st = self->state;
-      if (!st.session || st.status != connection_status::connected)
-        return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status)
-                                                + (st.last_error.empty() ? "" : ": " + st.last_error));
+      if (auto why = not_usable(st)) return std::move(*why);
       auto rp = self->make_response_promise<json_value>();
       auto token = st.next_token++;
       st.calls.emplace(token, rp);
@@ -353,15 +380,39 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
     },
     [=](atom::mcp_request, std::string method, json_value params) -> caf::result<json_value> {
       auto& st = self->state;
-      if (!st.session || st.status != connection_status::connected)
-        return make_error(errc::not_connected, "server '" + st.cfg.server.name + "' is " + to_string(st.status)
-                                                + (st.last_error.empty() ? "" : ": " + st.last_error));
+      if (auto why = not_usable(st)) return std::move(*why);
       auto rp = self->make_response_promise<json_value>();
       auto token = st.next_token++;
       st.calls.emplace(token, rp);
       st.request_tokens.insert(token);
       apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
       return rp;
+    },
+    [=](atom::call, std::string tool, json_value args, std::string call_id,
+        progress_sink_actor progress) -> caf::result<json_value> {
+      auto& st = self->state;
+      if (auto why = not_usable(st)) return std::move(*why);
+      if (call_id.empty()) return make_error(errc::protocol_error, "a call id must not be empty");
+      for (auto& [token, h] : st.call_handles)
+        if (h.call_id == call_id)
+          return make_error(errc::protocol_error, "a call with id '" + call_id + "' is already in flight");
+      auto rp = self->make_response_promise<json_value>();
+      auto token = st.next_token++;
+      st.calls.emplace(token, rp);
+      bool want_progress = static_cast<bool>(progress);
+      st.call_handles.emplace(token, connection_state::call_handle{std::move(call_id), std::move(progress)});
+      apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now(), want_progress));
+      return rp;
+    },
+    [=](atom::cancel, const std::string& call_id) {
+      auto& st = self->state;
+      for (auto& [token, h] : st.call_handles)
+        if (h.call_id == call_id) {
+          auto t = token;
+          apply(self, st.session->cancel_call(t, "cancelled by the caller"));
+          return true;
+        }
+      return false;
     },
     [=](atom::subscribe, event_sink_actor sink) {
       self->state.cfg.subscribers.push_back(sink);

@@ -244,6 +244,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle;
   std::set<httplib::ClientImpl*> active;
   std::shared_ptr<event_stream_ctl> stream;
+  bool stream_deferred = false; // open_event_stream() waits for the message being issued
   std::optional<std::string> expired_reported;
   std::condition_variable closing_cv; // with mu: wakes resumption waits on close
 
@@ -372,7 +373,19 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     std::lock_guard<std::mutex> lock(mu);
     if (barrier_open) return;
     barrier_open = true;
+    if (stream_deferred && !closing) {
+      stream_deferred = false;
+      start_stream_locked();
+    }
     pump_locked();
+  }
+
+  bool start_stream_locked() {
+    auto ctl = std::make_shared<event_stream_ctl>();
+    auto self = shared_from_this();
+    if (!pool.start_event_stream([self, ctl] { self->run_stream(ctl); })) return false;
+    stream = ctl;
+    return true;
   }
 
   void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg, std::optional<std::string> sid) {
@@ -619,6 +632,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     auto backoff = 1000ms;
     std::string last_event_id;
     std::optional<std::chrono::milliseconds> server_retry; // the last `retry:` seen
+    bool served = false; // a GET was answered with an event stream
     for (;;) {
       auto client = make_client(opts.event_stream_idle_timeout);
       client->set_socket_options([ctl](int fd) {
@@ -689,11 +703,15 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       const bool unreachable = !ok && !(err == httplib::Error::Read && status == 200);
       if (!unreachable) {
         if (status == 405) return; // the server offers no stream
-        if (status == 404 && had_session) {
+        // Only a server that did serve the stream is taken at its word: a
+        // 404 to the very first GET is as likely a server without a GET
+        // route (it should say 405), and the next POST finds out anyway.
+        if (status == 404 && had_session && served) {
           session_expired(sent_session);
           return;
         }
         if (status != 200 || !sse) return;
+        served = true;
       }
       // The server ended the stream or it went silent: reopen it.
       if (got_event) backoff = 1000ms;
@@ -807,12 +825,16 @@ const std::string& http_transport::display_url() const {
 bool http_transport::open_event_stream() {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->closing || !state_->url) return false;
-  if (state_->stream) return true;
-  auto ctl = std::make_shared<event_stream_ctl>();
-  auto self = state_;
-  if (!state_->pool.start_event_stream([self, ctl] { self->run_stream(ctl); })) return false;
-  state_->stream = ctl;
-  return true;
+  if (state_->stream || state_->stream_deferred) return true;
+  // Opened right after notifications/initialized was queued, the GET goes
+  // out once that was accepted (as the reference client does), so the
+  // stream is open before any request a server might answer with a
+  // request of its own on it.
+  if (!state_->barrier_open || !state_->queue.empty()) {
+    state_->stream_deferred = true;
+    return true;
+  }
+  return state_->start_stream_locked();
 }
 
 void http_transport::close() {

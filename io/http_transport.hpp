@@ -111,7 +111,8 @@ public:
   /// Opens the GET event stream for server-initiated messages on a
   /// dedicated thread. Idempotent. The stream is a side channel and never
   /// reports on_error: 405 or any other refusal ends it quietly, 404 on a
-  /// known session reports on_session_expired. When the server ends the
+  /// known session reports on_session_expired once the server has served
+  /// the stream before (a first 404 is taken for "no GET route"). When the server ends the
   /// stream, cannot be reached (restarting), or is silent for
   /// event_stream_idle_timeout, it is reopened with Last-Event-ID after the
   /// server's last `retry:` (100 ms to 5 min), or without one after a

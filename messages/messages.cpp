@@ -29,6 +29,7 @@ std::string to_string(errc x) {
     case errc::unknown_session: return "unknown_session";
     case errc::not_advertised: return "not_advertised";
     case errc::bad_request: return "bad_request";
+    case errc::cancelled: return "cancelled";
   }
   return "unknown";
 }

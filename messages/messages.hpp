@@ -45,6 +45,7 @@ enum class errc : uint8_t {
   // -- resources, prompts and completion (issue 15) --
   not_advertised,   // the server did not advertise the capability a request needs
   bad_request,      // the request's parameters are not what its method needs
+  cancelled,        // the caller cancelled the tool call
 };
 
 std::string to_string(errc x);
@@ -169,6 +170,24 @@ typename Inspector::result_type inspect(Inspector& f, tool_filter_spec& x) {
            x.has_exclude, x.exclude);
 }
 
+/// Progress of one tool call that asked for it, to the caller's
+/// progress_sink_actor. `call_id` is the caller's; doubles are finite and
+/// never subnormal (they cross CAF nodes intact).
+struct call_progress_update {
+  std::string server;
+  std::string call_id;
+  double progress = 0;
+  bool has_total = false;
+  double total = 0;
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_progress_update& x) {
+  return f(caf::meta::type_name("mcprt.call_progress_update"), x.server, x.call_id, x.progress,
+           x.has_total, x.total, x.message);
+}
+
 } // namespace mcprt
 
 // -- atoms -----------------------------------------------------------------------
@@ -189,6 +208,8 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, http_gone, "http_gone")
 CAF_ADD_ATOM(mcprt, mcprt::atom, http_err, "http_err")
 CAF_ADD_ATOM(mcprt, mcprt::atom, http_closed, "http_done")
 CAF_ADD_ATOM(mcprt, mcprt::atom, tick, "tick")
+// Cancels a tool call by the caller's call id.
+CAF_ADD_ATOM(mcprt, mcprt::atom, cancel, "cancel")
 
 namespace mcprt {
 
@@ -197,12 +218,23 @@ namespace mcprt {
 /// The EVENT SINK interface: whoever wants connection updates.
 using event_sink_actor = caf::typed_actor<caf::reacts_to<client_update>>;
 
+/// Whoever asked for the progress of a tool call.
+using progress_sink_actor = caf::typed_actor<caf::reacts_to<call_progress_update>>;
+
 /// The CONNECTION actor interface: one live MCP connection.
 using connection_actor = caf::typed_actor<
   // Current state, tools and prompts.
   caf::replies_to<atom::info>::with<connection_info>,
   // Calls a tool; the result is the server's JSON result, passed through.
   caf::replies_to<atom::call, std::string, json_value>::with<json_value>,
+  // The same call under the caller's call id (unique among its calls in
+  // flight here), for cancel; with a valid sink, the server is asked for
+  // progress and each step goes to the sink.
+  caf::replies_to<atom::call, std::string, json_value, std::string, progress_sink_actor>::with<json_value>,
+  // Cancels the call of that call id (notifications/cancelled goes out; the
+  // call fails with errc::cancelled, a late answer is dropped). False when
+  // no such call is in flight.
+  caf::replies_to<atom::cancel, std::string>::with<bool>,
   // Adds a subscriber for client_update events.
   caf::reacts_to<atom::subscribe, event_sink_actor>,
   // Re-filters the tool view without reconnecting.
@@ -241,4 +273,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_actor))
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::tool_info>))
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::prompt_info>))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::call_progress_update))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::progress_sink_actor))
 CAF_END_TYPE_ID_BLOCK(mcprt)

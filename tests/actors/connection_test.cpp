@@ -175,6 +175,64 @@ TEST_F(connection_test, ACallLongerThanTheServersTimeoutFailsWithTimeout) {
   EXPECT_TRUE(std::holds_alternative<json>(call(c, "echo", {{"text", "still here"}})));
 }
 
+// Progress: a call under a call id with a sink asks the real server for
+// progress (its sleep tool reports the start and the end), and each step
+// reaches the sink with the server's name and the caller's call id.
+TEST_F(connection_test, ProgressOfACallReachesTheCallersSink) {
+  auto c = start(server({{"command", test_server}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  auto sink = caf::actor_cast<progress_sink_actor>(*self);
+  std::optional<json> result;
+  (*self)->request(c, 30s, atom::call_v, std::string("sleep"), json_value{json{{"ms", 100}}}, std::string("c-1"), sink)
+    .receive([&](json_value& v) { result = v.value; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  ASSERT_TRUE(result);
+  EXPECT_EQ(text_of(*result), "slept 100");
+  std::vector<call_progress_update> seen;
+  bool timed_out = false;
+  while (seen.size() < 2 && !timed_out)
+    (*self)->receive([&](call_progress_update& p) { seen.push_back(p); }, [](client_update&) {},
+                     caf::after(10s) >> [&] { timed_out = true; });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].server, "srv");
+  EXPECT_EQ(seen[0].call_id, "c-1");
+  EXPECT_EQ(seen[0].progress, 1.0);
+  EXPECT_TRUE(seen[0].has_total);
+  EXPECT_EQ(seen[0].total, 2.0);
+  EXPECT_EQ(seen[0].message, "sleeping");
+  EXPECT_EQ(seen[1].progress, 2.0);
+  EXPECT_EQ(seen[1].message, "woke up");
+}
+
+// Cancel: a slow call cancelled by its call id fails at once with
+// errc::cancelled; the connection stays up and serves the next call.
+TEST_F(connection_test, ACallCancelledByItsIdFailsAtOnce) {
+  auto c = start(server({{"command", test_server}}));
+  auto u = settled();
+  ASSERT_TRUE(u);
+  ASSERT_EQ(u->status, connection_status::connected) << u->error;
+  auto started_at = std::chrono::steady_clock::now();
+  auto slow = (*self)->request(c, 60s, atom::call_v, std::string("sleep"), json_value{json{{"ms", 30000}}},
+                               std::string("slow"), progress_sink_actor{});
+  bool unknown = true;
+  (*self)->request(c, 10s, atom::cancel_v, std::string("nope")).receive([&](bool b) { unknown = b; },
+                                                                         [](caf::error&) {});
+  EXPECT_FALSE(unknown) << "no call has that id";
+  bool cancelled = false;
+  (*self)->request(c, 10s, atom::cancel_v, std::string("slow")).receive([&](bool b) { cancelled = b; },
+                                                                         [](caf::error&) {});
+  EXPECT_TRUE(cancelled);
+  std::optional<caf::error> err;
+  slow.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->category(), caf::atom("mcprt"));
+  EXPECT_EQ(static_cast<errc>(err->code()), errc::cancelled) << sys.render(*err);
+  EXPECT_LT(std::chrono::steady_clock::now() - started_at, 20s) << "the call waited for the server";
+  auto r = call(c, "echo", {{"text", "still here"}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<std::string>(r);
+}
+
 TEST_F(connection_test, ExitOnInitializeIsAnErrorWithTheExitCodeAndStderr) {
   start(server({{"command", test_server}, {"args", {"--exit-on-initialize"}}}));
   auto u = settled();

@@ -117,6 +117,10 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
       return ci;
     },
     [=](atom::call, const std::string&, const json_value&) { return json_value{nlohmann::json::object()}; },
+    [=](atom::call, const std::string&, const json_value&, const std::string&, const progress_sink_actor&) {
+      return json_value{nlohmann::json::object()};
+    },
+    [=](atom::cancel, const std::string&) { return false; },
     [=](atom::subscribe, event_sink_actor sink) { self->state.cfg.subscribers.push_back(sink); },
     [=](atom::filter, const tool_filter_spec&) {},
     [=](atom::ping) { return int64_t{1}; },

@@ -749,6 +749,31 @@ TEST(HttpTransport, EventStreamRefusedWith405IsTriedOnceAndNeverAgain) {
   EXPECT_EQ(r.message_count(), 0u);
 }
 
+// A server with sessions but no GET route answers the standalone stream
+// 404: that is no expired session (the POSTs still work), the stream just ends.
+TEST(HttpTransport, FirstEventStreamGetAnswered404IsNoSessionExpiry) {
+  std::atomic<int> gets{0};
+  local_server ls;
+  ls.svr().Post("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Mcp-Session-Id", "sess-1");
+    res.set_content(R"({"jsonrpc":"2.0","id":1,"result":{}})", "application/json");
+  });
+  ls.svr().Get("/mcp", [&](const httplib::Request&, httplib::Response& res) {
+    ++gets;
+    res.status = 404;
+  });
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool);
+  t.send(request(1, "initialize"));
+  ASSERT_TRUE(r.message_with(id_tag(1)));
+  ASSERT_TRUE(t.open_event_stream());
+  EXPECT_TRUE(pool.wait_event_streams_idle(10s));
+  EXPECT_EQ(gets.load(), 1);
+  EXPECT_EQ(r.expired_count(), 0);
+  EXPECT_TRUE(r.error_list().empty());
+}
+
 // SEP-1699: the server closes a POST's SSE stream after a priming event
 // with an id and `retry: 500`, and answers on the GET that resumes it.
 TEST(HttpTransport, PostStreamClosedEarlyIsResumedWithLastEventIdAfterRetry) {

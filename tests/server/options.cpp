@@ -22,7 +22,9 @@ Transport:
 
 Content:
   --tools N                   add N tools <prefix>tool_1..N that echo their
-                              arguments (echo, add, sleep, pid always exist)
+                              arguments (echo, add, sleep, pid always exist;
+                              sleep reports progress 1/2 and 2/2 when the
+                              call carries _meta.progressToken)
   --prompts N                 offer N prompts <prefix>prompt_1..N
   --page-size K               items per tools/list or prompts/list page (50)
   --name-prefix P             prefix every tool and prompt name with P

@@ -411,8 +411,21 @@ json handler::call_tool(const std::shared_ptr<peer>& peer_ptr, const json& param
     std::int64_t value = 0;
     if (ms == args.end() || !as_int64(*ms, value) || value < 0)
       return tool_failure("sleep: argument 'ms' must be a non-negative integer");
+    // A caller that asked for progress (_meta.progressToken) hears of the
+    // start and the end of the sleep: progress 1 and 2 of 2.
+    std::optional<json> token;
+    if (auto meta = params.find("_meta"); meta != params.end() && meta->is_object() && meta->contains("progressToken"))
+      token = (*meta)["progressToken"];
+    auto progress = [&](int n, const char* message) {
+      if (token)
+        peer_ptr->send({{"jsonrpc", "2.0"},
+                        {"method", "notifications/progress"},
+                        {"params", {{"progressToken", *token}, {"progress", n}, {"total", 2}, {"message", message}}}});
+    };
+    progress(1, "sleeping");
     if (!life_.wait_for_or_stop(std::chrono::milliseconds(value)))
       return tool_failure("sleep: interrupted by shutdown");
+    progress(2, "woke up");
     return tool_result("slept " + std::to_string(value));
   }
   if (base == "pid") return tool_result(std::to_string(getpid()));
