@@ -68,6 +68,9 @@ struct connection_config {
   std::size_t stderr_lines = 50;
   /// Roots and elicitation offered to the server (core/client_features).
   client_features features;
+  /// Where sampling and `ask` elicitations go (the runtime's host bridge);
+  /// invalid: nobody answers, so `features` must not offer them.
+  host_handler_actor host;
 };
 
 /// Starts a connection for a config; the real one is
