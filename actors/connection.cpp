@@ -223,8 +223,6 @@ void apply(self_ptr self, session_effects fx) {
   schedule_tick(self);
 }
 
-void apply(self_ptr self, session_effects fx);
-
 // The host's answer goes to the session that asked, unless the request was
 // withdrawn meanwhile or that session has been replaced.
 void take_host_reply(self_ptr self, uint64_t epoch, uint64_t token, host_reply& r) {

@@ -18,8 +18,10 @@
 // mcprt::tune_allocator_for_messages() first thing in main (process-wide;
 // the same header says why). Every member function blocks
 // the calling thread (never call them from inside an actor), except
-// `call_tool_async`, which returns at once and answers through a callback;
-// events arrive at subscribers asynchronously.
+// `call_tool_async`, which returns at once and answers through a callback,
+// and `set_roots`, which only sends; events arrive at subscribers
+// asynchronously. Servers' sampling and `ask` elicitation requests reach the
+// host through `runtime_options::host` (docs/client-features.md).
 
 #include <chrono>
 #include <cstddef>
