@@ -25,6 +25,8 @@ namespace {
 using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+constexpr int error_internal = -32603; // JSON-RPC "Internal error"
+
 struct connection_state {
   static inline const char* name = "mcprt.connection";
 
@@ -54,6 +56,15 @@ struct connection_state {
     progress_sink_actor progress;
   };
   std::map<uint64_t, call_handle> call_handles;
+  // The tool of each call in flight: a host request is attributed to the
+  // call when it is the only one.
+  std::map<uint64_t, std::string> call_tools;
+  // Host requests forwarded to cfg.host and not yet answered or withdrawn,
+  // by the session's token.
+  std::set<uint64_t> host_pending;
+  // Counts sessions (a new one after an HTTP re-initialize): an answer meant
+  // for the previous session's token must not reach the new one.
+  uint64_t session_epoch = 0;
   uint64_t next_token = 1;
   std::optional<clock::time_point> tick_at;
   std::vector<caf::typed_response_promise<bool>> stop_promises;
@@ -109,6 +120,7 @@ void fail_calls(self_ptr self, const std::string& why) {
   self->state.calls.clear();
   self->state.request_tokens.clear();
   self->state.call_handles.clear();
+  self->state.call_tools.clear();
   for (auto& [rp, sent] : self->state.pings)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.pings.clear();
@@ -154,6 +166,7 @@ void deliver(self_ptr self, const call_result& r) {
   st.calls.erase(i);
   bool is_request = st.request_tokens.erase(r.token) > 0;
   st.call_handles.erase(r.token);
+  st.call_tools.erase(r.token);
   std::string msg = r.error ? r.error->message : std::string{};
   if (is_request && r.outcome == call_outcome::rejected && r.error) {
     if (r.error->code == error_method_not_found) {
@@ -196,6 +209,8 @@ void schedule_tick(self_ptr self) {
   auto delay = std::max(clock::duration::zero(), *next - clock::now());
   self->delayed_send(self, delay, atom::tick_v);
 }
+
+void forward_host_requests(self_ptr self, const session_effects& fx);
 
 void apply(self_ptr self, session_effects fx) {
   auto& st = self->state;
@@ -248,8 +263,59 @@ void apply(self_ptr self, session_effects fx) {
   for (auto& uri : fx.resources_updated)
     publish(self, st.cfg.bus, events::resource_updated{st.cfg.server.name, uri});
   if (fx.resources_changed) publish(self, st.cfg.bus, events::resource_list_changed{st.cfg.server.name});
+  if (!fx.host_requests.empty() || !fx.withdrawn_host_requests.empty()) forward_host_requests(self, fx);
   if (fx.failure) fail(self, *fx.failure);
   schedule_tick(self);
+}
+
+// The host's answer goes to the session that asked, unless the request was
+// withdrawn meanwhile or that session has been replaced.
+void take_host_reply(self_ptr self, uint64_t epoch, uint64_t token, host_reply& r) {
+  auto& st = self->state;
+  if (!st.session || epoch != st.session_epoch || st.host_pending.erase(token) == 0) return;
+  if (r.error_code == 0 && r.result.value.is_object())
+    apply(self, st.session->answer_host_request(token, std::move(r.result.value)));
+  else if (r.error_code == 0)
+    apply(self, st.session->fail_host_request(token, {error_internal, "the host's answer is not a JSON object", {}}));
+  else
+    apply(self, st.session->fail_host_request(token, {r.error_code, r.error_message, {}}));
+}
+
+void forward_host_requests(self_ptr self, const session_effects& fx) {
+  auto& st = self->state;
+  for (auto token : fx.withdrawn_host_requests)
+    if (st.host_pending.erase(token) > 0) self->send(st.cfg.host, atom::host_withdrawn_v, token);
+  for (auto& req : fx.host_requests) {
+    if (!st.cfg.host) {
+      apply(self, st.session->fail_host_request(req.token, {error_internal, "no host is listening", {}}));
+      continue;
+    }
+    forwarded_host_request fwd;
+    fwd.server = st.cfg.server.name;
+    fwd.connection_id = st.id;
+    fwd.method = req.method;
+    fwd.params = json_value{req.params};
+    if (st.call_tools.size() == 1) fwd.tool = st.call_tools.begin()->second;
+    st.host_pending.insert(req.token);
+    // No timeout here: the session answers for the host after its own
+    // host_request_timeout and reports the token as withdrawn.
+    self->request(st.cfg.host, caf::infinite, atom::host_request_v, req.token, std::move(fwd))
+      .then([self, epoch = st.session_epoch, token = req.token](host_reply& r) { take_host_reply(self, epoch, token, r); },
+            [self, epoch = st.session_epoch, token = req.token](caf::error&) {
+              host_reply r;
+              r.error_code = error_internal;
+              r.error_message = "the host could not answer";
+              take_host_reply(self, epoch, token, r);
+            });
+  }
+}
+
+// The session being replaced or ending takes its host requests with it.
+void withdraw_host_requests(self_ptr self) {
+  auto& st = self->state;
+  for (auto token : st.host_pending)
+    self->send(st.cfg.host, atom::host_withdrawn_v, token);
+  st.host_pending.clear();
 }
 
 template <class... Ts>
@@ -375,6 +441,7 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       auto rp = self->make_response_promise<json_value>();
       auto token = st.next_token++;
       st.calls.emplace(token, rp);
+      st.call_tools.emplace(token, tool);
       apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now()));
       return rp;
     },
@@ -399,6 +466,7 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       auto rp = self->make_response_promise<json_value>();
       auto token = st.next_token++;
       st.calls.emplace(token, rp);
+      st.call_tools.emplace(token, tool);
       bool want_progress = static_cast<bool>(progress);
       st.call_handles.emplace(token, connection_state::call_handle{std::move(call_id), std::move(progress)});
       apply(self, st.session->call_tool(token, std::move(tool), std::move(args.value), clock::now(), want_progress));
@@ -494,6 +562,8 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       fail_calls(self, "HTTP session expired; re-initializing");
       st.http->reset_session();
       st.status = connection_status::connecting;
+      withdraw_host_requests(self);
+      ++st.session_epoch;
       st.session = std::make_unique<mcp_session>(st.session_options);
       publish(self);
       apply(self, st.session->start(clock::now()));
@@ -513,6 +583,14 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       auto& st = self->state;
       st.tick_at.reset();
       if (st.session) apply(self, st.session->on_tick(clock::now()));
+    },
+    [=](atom::roots, std::vector<mcp_root>& roots) {
+      auto& st = self->state;
+      // Capabilities are fixed at initialize: a connection that offered no
+      // roots keeps offering none (also after an HTTP re-initialize).
+      if (!st.session_options.features.roots) return;
+      st.session_options.features.roots = roots;
+      if (st.session) apply(self, st.session->set_roots(std::move(roots)));
     },
   };
 }

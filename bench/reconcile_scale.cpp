@@ -81,6 +81,7 @@ connection_actor::behavior_type cheap_connection(connection_actor::pointer self,
     [=](atom::http_err, const std::string&) {},
     [=](atom::http_closed) {},
     [=](atom::tick) {},
+    [=](atom::roots, const std::vector<mcp_root>&) {},
   };
 }
 

@@ -25,6 +25,7 @@
 #include "core/settings.hpp"
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
+#include "mcprt/host_bridge.hpp"
 #include "pool/pool_supervisor.hpp"
 #include "pool/private_pool.hpp"
 
@@ -231,6 +232,7 @@ struct call_registry {
 /// exactly once, from whichever thread gets there first (its runner, the
 /// shutdown, or its destruction with the actor system).
 struct call_job {
+  std::string session;
   std::string server;
   std::string tool;
   std::string method; // set: a client request other than tools/call; `tool` unused
@@ -334,6 +336,11 @@ struct runtime::impl {
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   std::shared_ptr<call_limiter> calls;
   std::shared_ptr<call_registry> in_flight = std::make_shared<call_registry>();
+  // Requests for the host (issue 15): null without host handlers.
+  std::unique_ptr<host_bridge> host;
+  // The roots connections started from now on offer (nullopt: none).
+  std::shared_ptr<std::pair<std::mutex, std::optional<std::vector<mcp_root>>>> roots =
+    std::make_shared<std::pair<std::mutex, std::optional<std::vector<mcp_root>>>>();
 
   struct session_entry {
     reconciler_actor reconciler;
@@ -420,23 +427,54 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   connection_io io{p->reactor.get(), p->http.get()};
-  client_features features;
-  if (opts.workspace_root) {
+  if (opts.roots) {
+    p->roots->second = opts.roots;
+  } else if (opts.workspace_root) {
     // Canonical, so a server comparing paths it resolves itself agrees.
     auto canonical = fs::canonical(opts.workspace, ec);
-    features.roots = std::vector<mcp_root>{root_for_folder((ec ? opts.workspace : canonical).string())};
+    p->roots->second = std::vector<mcp_root>{root_for_folder((ec ? opts.workspace : canonical).string())};
   }
-  // Until a host can register to answer, `ask` has nobody to ask.
-  auto default_elicitation =
-      opts.elicitation == elicitation_policy::ask ? elicitation_policy::decline : opts.elicitation;
-  p->make = [io, cell = p->forwarders, supervisor = p->forwarding, features, default_elicitation,
-             registry = p->connections, bus = p->bus](caf::actor_system& s, connection_config cc) {
+  host_handler_actor host;
+  if (opts.host.sampling || opts.host.elicitation) {
+    // A request is attributed to a call of the runtime when exactly one
+    // call to that server and tool is in flight.
+    host_call_lookup lookup = [calls = std::weak_ptr<call_registry>(p->in_flight)](
+                                const std::string& server, const std::string& tool) -> std::optional<host_call_ref> {
+      auto r = calls.lock();
+      if (!r) return std::nullopt;
+      std::optional<host_call_ref> found;
+      std::lock_guard<std::mutex> guard{r->mtx};
+      for (auto& [id, entry] : r->live) {
+        auto job = entry.first.lock();
+        if (!job || job->server != server || job->tool != tool) continue;
+        if (found) return std::nullopt;
+        found = host_call_ref{job->session, job->server, job->tool, id};
+      }
+      return found;
+    };
+    p->host = std::make_unique<host_bridge>(sys, opts.host, std::move(lookup));
+    host = p->host->actor();
+  }
+  // Without a host handler for it, `ask` has nobody to ask.
+  bool can_ask = static_cast<bool>(opts.host.elicitation);
+  bool can_sample = static_cast<bool>(opts.host.sampling);
+  p->make = [io, cell = p->forwarders, supervisor = p->forwarding, roots = p->roots, default_elicitation = opts.elicitation,
+             can_ask, can_sample, host, registry = p->connections, bus = p->bus](caf::actor_system& s,
+                                                                              connection_config cc) {
     cc.bus = bus;
     // Sessions sharing a connection filter its tools each on their own.
     cc.server.include_tools.reset();
     cc.server.exclude_tools.reset();
-    cc.features = features;
+    cc.features = client_features{};
+    {
+      std::lock_guard<std::mutex> guard{roots->first};
+      cc.features.roots = roots->second;
+    }
     cc.features.elicitation = cc.server.elicitation.value_or(default_elicitation);
+    if (cc.features.elicitation == elicitation_policy::ask && !can_ask)
+      cc.features.elicitation = elicitation_policy::decline;
+    cc.features.sampling = can_sample;
+    cc.host = host;
     auto [forwarder, generation] = cell->get();
     cc.subscribers.push_back(forwarder);
     auto c = spawn_connection(s, std::move(cc), io);
@@ -554,6 +592,7 @@ void runtime::impl::start_call(const std::string& session, const std::string& se
     return;
   }
   auto job = std::make_shared<call_job>();
+  job->session = session;
   job->server = server;
   job->tool = tool;
   job->method = method;
@@ -781,11 +820,28 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   // for a moment, end before the I/O they use goes.
   if (!p.connections->end_all(std::chrono::seconds(10)))
     spdlog::warn("runtime: connections still running 10 s after shutdown began");
+  if (p.host) p.host->stop();
   // Stops the I/O threads; the reactor's reaper kills and reaps whatever is
   // left, down to the last descendant of any server.
   p.http.reset();
   p.reactor.reset();
   return out;
+}
+
+void runtime::set_roots(std::vector<mcp_root> roots) {
+  auto& p = *impl_;
+  {
+    std::lock_guard<std::mutex> guard{p.roots->first};
+    p.roots->second = roots;
+  }
+  std::vector<caf::actor> live;
+  {
+    std::lock_guard<std::mutex> guard{p.connections->mtx};
+    for (auto& [id, a] : p.connections->live)
+      live.push_back(a);
+  }
+  for (auto& a : live)
+    caf::anon_send(caf::actor_cast<connection_actor>(a), atom::roots_v, roots);
 }
 
 std::vector<std::string> runtime::capabilities() const {

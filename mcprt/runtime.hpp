@@ -18,8 +18,10 @@
 // mcprt::tune_allocator_for_messages() first thing in main (process-wide;
 // the same header says why). Every member function blocks
 // the calling thread (never call them from inside an actor), except
-// `call_tool_async`, which returns at once and answers through a callback;
-// events arrive at subscribers asynchronously.
+// `call_tool_async`, which returns at once and answers through a callback,
+// and `set_roots`, which only sends; events arrive at subscribers
+// asynchronously. Servers' sampling and `ask` elicitation requests reach the
+// host through `runtime_options::host` (docs/client-features.md).
 
 #include <chrono>
 #include <cstddef>
@@ -42,6 +44,79 @@
 #include "messages/unavailable_error.hpp"
 
 namespace mcprt {
+
+// -- requests for the host (issue 15) -------------------------------------------
+
+/// The runtime's tool call a host request belongs to.
+struct host_call_ref {
+  std::string session;
+  std::string server;
+  std::string tool;
+  /// The runtime's own number for the call (unique while the runtime runs).
+  uint64_t call_id = 0;
+};
+
+/// A request a server sent that only the host can answer: sampling
+/// (`sampling/createMessage`) or an elicitation (`elicitation/create`, form
+/// mode, under the `ask` policy).
+struct server_request {
+  /// Opaque, unique in the runtime; withdrawals name it.
+  std::string id;
+  /// The server's name, as configured.
+  std::string server;
+  std::string method;
+  /// The server's params, as it sent them (a JSON object). UNTRUSTED: a
+  /// server wrote them; show them escaped, bound what you walk.
+  nlohmann::json params;
+  /// The tool call the request belongs to, when known. A connection knows
+  /// the tool of each call in flight on it; when exactly one is in flight
+  /// there, that call's tool is taken, and when exactly one call of the
+  /// runtime to that server and tool is in flight, it is named here. Any
+  /// other case (no call, several, a request a server sends on its own)
+  /// gives none. Servers that run a request inside a call (the usual way)
+  /// and get one call at a time are always attributed.
+  std::optional<host_call_ref> call;
+};
+
+/// Answers one server_request, exactly once: the first `answer` or `fail`
+/// wins, later ones do nothing. Copies share the request; when the last
+/// copy goes unanswered the server gets an error (-32603, "the host dropped
+/// the request"). Thread-safe: answer from any thread, at any time, while
+/// the actor system lives. An answer to a withdrawn request is ignored.
+class host_responder {
+public:
+  struct state;
+  explicit host_responder(std::shared_ptr<state> s) : state_(std::move(s)) {}
+  /// The request's result: for sampling a CreateMessageResult (`role`,
+  /// `content`, `model`, ...), for an elicitation `{action, content?}`. Must
+  /// be a JSON object, else the server gets -32603.
+  void answer(nlohmann::json result) const;
+  /// The server gets a JSON-RPC error (e.g. -1 "User rejected sampling request").
+  void fail(int code, std::string message) const;
+  /// Whether this request was answered already (by any copy).
+  bool answered() const;
+
+private:
+  std::shared_ptr<state> state_;
+};
+
+/// A host's handlers. They run on the runtime's one host thread
+/// ("mcprt-host"), never on an actor thread, one at a time in the order the
+/// requests arrived: return promptly (keep the responder and answer later,
+/// from any thread) so the next request is not held up. A handler may call
+/// the runtime's blocking functions. An exception thrown by a handler drops
+/// its responder (the server gets an error).
+struct host_handlers {
+  /// Set: every connection advertises `sampling` and hands requests here.
+  std::function<void(server_request, host_responder)> sampling;
+  /// Set: the `ask` elicitation policy hands form-mode requests here.
+  /// Unset: `ask` behaves as `decline`.
+  std::function<void(server_request, host_responder)> elicitation;
+  /// The request with this id no longer wants an answer: the server
+  /// cancelled it, the session answered it for the host after its timeout
+  /// (10 minutes), or the connection ended. Drop its prompt.
+  std::function<void(const std::string& id)> withdrawn;
+};
 
 struct runtime_options {
   /// The project folder: `.mcp.json` and `<profile dir>/settings.json` live
@@ -90,6 +165,12 @@ struct runtime_options {
   elicitation_policy elicitation = elicitation_policy::decline;
   /// Offer the workspace folder to servers as their one root (`roots/list`).
   bool workspace_root = true;
+  /// Requests only the host can answer (sampling, `ask` elicitations).
+  /// Fixed at start: capabilities are advertised when a server connects.
+  host_handlers host;
+  /// The host's roots: set, they replace the workspace root (even when
+  /// `workspace_root` is false); `runtime::set_roots` changes them later.
+  std::optional<std::vector<mcp_root>> roots;
 };
 
 /// How a tool call waits.
@@ -229,6 +310,12 @@ public:
   /// Stops watching, closes every session and drains the pool: no child
   /// process is left when it returns. Idempotent.
   drain_result shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  /// Replaces the roots offered to servers: connections that offered roots
+  /// send `notifications/roots/list_changed` (when the list differs), and
+  /// connections started later offer these. A connection that offered no
+  /// roots (none were set when it started) keeps offering none.
+  void set_roots(std::vector<mcp_root> roots);
 
   std::vector<std::string> capabilities() const;
   const runtime_options& options() const;

@@ -18,6 +18,7 @@
 #include <caf/error.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/client_features.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt {
@@ -211,6 +212,53 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, tick, "tick")
 // Cancels a tool call by the caller's call id.
 CAF_ADD_ATOM(mcprt, mcprt::atom, cancel, "cancel")
 
+// -- requests for the host (issue 15) ------------------------------------------
+
+namespace mcprt {
+
+/// A server request only the host can answer (sampling, or elicitation under
+/// `ask`), as a connection forwards it to the host handler.
+struct forwarded_host_request {
+  std::string server;        // the server's name
+  std::string connection_id; // internal; never shown outside the runtime
+  std::string method;        // "sampling/createMessage" or "elicitation/create"
+  json_value params;         // the server's params: untrusted
+  /// The tool of the one call in flight on this connection when exactly one
+  /// is (the call the request most likely belongs to); empty otherwise.
+  std::string tool;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, forwarded_host_request& x) {
+  return f(caf::meta::type_name("mcprt.forwarded_host_request"), x.server, x.connection_id, x.method, x.params,
+           x.tool);
+}
+
+/// The host's answer: `result` when `error_code` is 0, else a JSON-RPC error.
+struct host_reply {
+  json_value result;
+  int32_t error_code = 0;
+  std::string error_message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, host_reply& x) {
+  return f(caf::meta::type_name("mcprt.host_reply"), x.result, x.error_code, x.error_message);
+}
+
+/// Roots cross actor boundaries when the host changes them.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, mcp_root& x) {
+  return f(caf::meta::type_name("mcprt.mcp_root"), x.uri, x.name);
+}
+
+} // namespace mcprt
+
+CAF_ADD_ATOM(mcprt, mcprt::atom, host_request, "host_req")
+CAF_ADD_ATOM(mcprt, mcprt::atom, host_withdrawn, "host_wdrn")
+CAF_ADD_ATOM(mcprt, mcprt::atom, host_answer, "host_ans")
+CAF_ADD_ATOM(mcprt, mcprt::atom, roots, "roots")
+
 namespace mcprt {
 
 // -- actor interfaces ------------------------------------------------------------
@@ -257,9 +305,24 @@ using connection_actor = caf::typed_actor<
   caf::reacts_to<atom::http_err, std::string>,
   caf::reacts_to<atom::http_closed>,
   // INTERNAL: a protocol deadline may have passed.
-  caf::reacts_to<atom::tick>>;
+  caf::reacts_to<atom::tick>,
+  // Replaces the roots offered to the server (notifications/roots/list_changed).
+  caf::reacts_to<atom::roots, std::vector<mcp_root>>>;
 
 } // namespace mcprt
+
+namespace mcprt {
+
+/// The HOST HANDLER interface: where connections send the requests only the
+/// host can answer. A request is (token, request); the token is the
+/// connection's own and comes back in `host_withdrawn` when the server no
+/// longer wants the answer (cancelled, timed out, connection ended).
+using host_handler_actor = caf::typed_actor<
+  caf::replies_to<atom::host_request, uint64_t, forwarded_host_request>::with<host_reply>,
+  caf::reacts_to<atom::host_withdrawn, uint64_t>>;
+
+} // namespace mcprt
+
 
 CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mcprt, (mcprt::json_value))
@@ -275,4 +338,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::prompt_info>))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::call_progress_update))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::progress_sink_actor))
+  // requests for the host (issue 15)
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::forwarded_host_request))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::host_reply))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::host_handler_actor))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::mcp_root))
+  CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::mcp_root>))
 CAF_END_TYPE_ID_BLOCK(mcprt)

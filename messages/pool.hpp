@@ -71,6 +71,9 @@ struct connection_config {
   client_features features;
   /// Where resource notifications go as events (invalid: nowhere).
   event_bus_actor bus;
+  /// Where sampling and `ask` elicitations go (the runtime's host bridge);
+  /// invalid: nobody answers, so `features` must not offer them.
+  host_handler_actor host;
 };
 
 /// Starts a connection for a config; the real one is

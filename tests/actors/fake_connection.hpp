@@ -148,6 +148,7 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
     [=](atom::tick) {
       if (self->state.status == connection_status::connecting) fake_set(self, connection_status::connected);
     },
+    [=](atom::roots, const std::vector<mcp_root>&) {},
   };
 }
 

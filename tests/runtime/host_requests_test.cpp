@@ -1,0 +1,361 @@
+// Requests only the host can answer (issue 15): sampling, elicitation under
+// `ask`, and the host's roots, end to end through the runtime API against
+// real servers over real pipes (mcprt-test-server --client-tool, whose
+// ask_client tool sends the client any request and returns the reply, and
+// the npm server-everything). Waits are on conditions with deadlines.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "../actors/process_support.hpp"
+#include "event_log.hpp"
+#include "mcprt/runtime.hpp"
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// What the host handlers received, for the test thread to wait on.
+struct host_inbox {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::deque<std::pair<server_request, host_responder>> requests;
+  std::vector<std::string> withdrawn;
+  std::vector<std::thread::id> threads;
+
+  host_handlers handlers(bool sampling = true, bool elicitation = true) {
+    auto keep = [this](server_request r, host_responder h) {
+      std::lock_guard<std::mutex> guard{mtx};
+      threads.push_back(std::this_thread::get_id());
+      requests.emplace_back(std::move(r), std::move(h));
+      cv.notify_all();
+    };
+    host_handlers out;
+    if (sampling) out.sampling = keep;
+    if (elicitation) out.elicitation = keep;
+    out.withdrawn = [this](const std::string& id) {
+      std::lock_guard<std::mutex> guard{mtx};
+      withdrawn.push_back(id);
+      cv.notify_all();
+    };
+    return out;
+  }
+
+  std::optional<std::pair<server_request, host_responder>> next(std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock<std::mutex> lock{mtx};
+    if (!cv.wait_for(lock, timeout, [this] { return !requests.empty(); })) return std::nullopt;
+    auto r = std::move(requests.front());
+    requests.pop_front();
+    return r;
+  }
+
+  bool wait_withdrawn(const std::string& id, std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, timeout, [&] { return std::find(withdrawn.begin(), withdrawn.end(), id) != withdrawn.end(); });
+  }
+};
+
+json test_server(std::vector<std::string> args = {"--client-tool"}) {
+  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
+}
+
+class HostRequests : public ::testing::Test {
+protected:
+  test::process_test_config cfg;
+  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
+  fs::path dir, home, ws;
+  std::shared_ptr<host_inbox> inbox = std::make_shared<host_inbox>();
+  std::unique_ptr<runtime> rt;
+  std::string session;
+  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
+  event_subscriber_actor sink;
+
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("mcprt-host-" + std::to_string(::getpid()) + "-"
+                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    home = dir / "home";
+    ws = dir / "ws";
+    fs::create_directories(home / ".mcprt");
+    fs::create_directories(ws);
+  }
+
+  void TearDown() override {
+    if (rt) {
+      rt->shutdown();
+      rt.reset();
+    }
+    {
+      // Responders go before the actor system they answer through.
+      std::lock_guard<std::mutex> guard{inbox->mtx};
+      inbox->requests.clear();
+    }
+    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    if (sink) caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+    sys.reset();
+    fs::remove_all(dir);
+  }
+
+  runtime_options options() {
+    runtime_options o;
+    o.workspace = ws;
+    o.home = home;
+    o.debounce = 50ms;
+    o.drain_delay = 1000ms;
+    o.elicitation = elicitation_policy::ask;
+    o.host = inbox->handlers();
+    return o;
+  }
+
+  void settings(const json& servers) {
+    auto p = home / ".mcprt" / "settings.json";
+    auto tmp = p.string() + ".tmp~";
+    {
+      std::ofstream out(tmp);
+      out << json{{"mcpServers", servers}}.dump(2);
+    }
+    fs::rename(tmp, p);
+  }
+
+  void start(runtime_options o) {
+    auto r = runtime::start(*sys, std::move(o));
+    ASSERT_TRUE(r) << sys->render(r.error());
+    rt = std::move(*r);
+    sink = sys->spawn(test::collector, log);
+    ASSERT_TRUE(rt->subscribe(sink));
+    session = rt->open_session();
+  }
+
+  /// Waits until `name` is connected in the snapshot: re-checked after every event.
+  void wait_connected(const std::string& name, std::chrono::milliseconds timeout = 60s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto from = log->mark();
+      auto snap = rt->snapshot();
+      for (auto& s : snap["servers"])
+        if (s["name"] == name && s["status"] == "connected") return;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ADD_FAILURE() << name << " never connected: " << snap.dump();
+        return;
+      }
+      log->wait([](const event&) { return true; }, from, left);
+    }
+  }
+
+  /// Calls ask_client without blocking; the future holds the server's view
+  /// of mcprt's reply (or a description of what failed).
+  std::future<json> ask_async(const std::string& server, const std::string& method, const json& params) {
+    auto done = std::make_shared<std::promise<json>>();
+    auto f = done->get_future();
+    call_options co;
+    co.timeout = 60s;
+    co.wait_connecting = 30s;
+    rt->call_tool_async(session, server, "ask_client", {{"method", method}, {"params", params}},
+                        [done](caf::expected<json> r) {
+                          if (!r) {
+                            done->set_value({{"call_failed", to_string(r.error())}});
+                            return;
+                          }
+                          auto& content = (*r)["content"];
+                          if (!content.is_array() || content.empty() || r->value("isError", false)) {
+                            done->set_value({{"tool_failed", *r}});
+                            return;
+                          }
+                          done->set_value(json::parse(content[0]["text"].get<std::string>(), nullptr, false));
+                        },
+                        co);
+    return f;
+  }
+
+  static json wait(std::future<json>& f) {
+    if (f.wait_for(60s) != std::future_status::ready) return {{"never_answered", true}};
+    return f.get();
+  }
+};
+
+json sampling_params() {
+  return {{"messages", {{{"role", "user"}, {"content", {{"type", "text"}, {"text", "2+2?"}}}}}}, {"maxTokens", 8}};
+}
+
+json elicitation_params() {
+  return {{"message", "Your name?"},
+          {"requestedSchema", {{"type", "object"}, {"properties", {{"name", {{"type", "string"}}}}}, {"required", {"name"}}}}};
+}
+
+} // namespace
+
+TEST_F(HostRequests, TheHostAnswersSamplingAndElicitationWithTheCallTheyBelongTo) {
+  settings({{"a", test_server()}});
+  start(options());
+  wait_connected("a");
+
+  auto sampled = ask_async("a", "sampling/createMessage", sampling_params());
+  auto req = inbox->next();
+  ASSERT_TRUE(req) << "the sampling request never reached the host; the call: " << wait(sampled).dump();
+  EXPECT_EQ(req->first.server, "a");
+  EXPECT_EQ(req->first.method, "sampling/createMessage");
+  EXPECT_EQ(req->first.params, sampling_params());
+  EXPECT_FALSE(req->first.id.empty());
+  ASSERT_TRUE(req->first.call) << "the one call in flight is the one it belongs to";
+  EXPECT_EQ(req->first.call->session, session);
+  EXPECT_EQ(req->first.call->server, "a");
+  EXPECT_EQ(req->first.call->tool, "ask_client");
+  EXPECT_NE(req->first.call->call_id, 0u);
+  // Answered later, from another thread than the handler's.
+  json result = {{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "4"}}}, {"model", "test-model"}};
+  std::thread([responder = req->second, result] { responder.answer(result); }).join();
+  EXPECT_TRUE(req->second.answered());
+  auto reply = wait(sampled);
+  EXPECT_EQ(reply["result"], result) << reply.dump();
+
+  auto elicited = ask_async("a", "elicitation/create", elicitation_params());
+  auto ereq = inbox->next();
+  ASSERT_TRUE(ereq) << "the elicitation never reached the host";
+  EXPECT_EQ(ereq->first.method, "elicitation/create");
+  EXPECT_EQ(ereq->first.params, elicitation_params());
+  EXPECT_NE(ereq->first.id, req->first.id) << "ids are unique in the runtime";
+  json accept = {{"action", "accept"}, {"content", {{"name", "Ada"}}}};
+  ereq->second.answer(accept);
+  ereq->second.answer({{"action", "decline"}}); // exactly once: the first answer wins
+  reply = wait(elicited);
+  EXPECT_EQ(reply["result"], accept) << reply.dump();
+
+  // The handlers ran on the runtime's host thread, not this one.
+  std::lock_guard<std::mutex> guard{inbox->mtx};
+  for (auto& t : inbox->threads)
+    EXPECT_NE(t, std::this_thread::get_id());
+}
+
+TEST_F(HostRequests, AHostErrorAndADroppedResponderReachTheServerAsErrors) {
+  settings({{"a", test_server()}});
+  start(options());
+  wait_connected("a");
+
+  auto refused = ask_async("a", "sampling/createMessage", sampling_params());
+  auto req = inbox->next();
+  ASSERT_TRUE(req);
+  req->second.fail(-1, "User rejected sampling request");
+  auto reply = wait(refused);
+  EXPECT_EQ(reply["error"]["code"], -1) << reply.dump();
+  EXPECT_EQ(reply["error"]["message"], "User rejected sampling request") << reply.dump();
+
+  auto dropped = ask_async("a", "sampling/createMessage", sampling_params());
+  req = inbox->next();
+  ASSERT_TRUE(req);
+  req.reset(); // the last copy of the responder goes unanswered
+  reply = wait(dropped);
+  EXPECT_EQ(reply["error"]["code"], -32603) << reply.dump();
+
+  auto not_object = ask_async("a", "sampling/createMessage", sampling_params());
+  req = inbox->next();
+  ASSERT_TRUE(req);
+  req->second.answer(json::array());
+  reply = wait(not_object);
+  EXPECT_EQ(reply["error"]["code"], -32603) << reply.dump();
+}
+
+TEST_F(HostRequests, WithoutAnElicitationHandlerAskDeclinesAndSamplingIsAdvertisedAlone) {
+  settings({{"a", test_server()}});
+  auto o = options();
+  o.host = inbox->handlers(/*sampling=*/true, /*elicitation=*/false);
+  start(o);
+  wait_connected("a");
+  auto declined = ask_async("a", "elicitation/create", elicitation_params());
+  auto reply = wait(declined);
+  EXPECT_EQ(reply["result"], (json{{"action", "decline"}})) << reply.dump();
+  std::lock_guard<std::mutex> guard{inbox->mtx};
+  EXPECT_TRUE(inbox->requests.empty()) << "an elicitation reached a host that has no handler for it";
+}
+
+TEST_F(HostRequests, TheHostsRootsReplaceTheWorkspaceRootAndCanChange) {
+  settings({{"a", test_server()}});
+  auto o = options();
+  o.roots = std::vector<mcp_root>{{"file:///srv/one", "one"}};
+  start(o);
+  wait_connected("a");
+  auto first = ask_async("a", "roots/list", json::object());
+  auto reply = wait(first);
+  EXPECT_EQ(reply["result"], (json{{"roots", {{{"uri", "file:///srv/one"}, {"name", "one"}}}}})) << reply.dump();
+
+  rt->set_roots({{"file:///srv/two", "two"}, {"file:///srv/three", ""}});
+  // set_roots reaches the connection on its own path: ask until the new
+  // roots are there (each ask is a round trip to the server), with a deadline.
+  json want = {{"roots", {{{"uri", "file:///srv/two"}, {"name", "two"}}, {{"uri", "file:///srv/three"}}}}};
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  do {
+    auto next = ask_async("a", "roots/list", json::object());
+    reply = wait(next);
+  } while (reply["result"] != want && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(reply["result"], want) << reply.dump();
+}
+
+TEST_F(HostRequests, ARequestIsWithdrawnWhenItsConnectionEnds) {
+  settings({{"a", test_server()}});
+  start(options());
+  wait_connected("a");
+  auto pending = ask_async("a", "elicitation/create", elicitation_params());
+  auto req = inbox->next();
+  ASSERT_TRUE(req);
+  // The server goes away (settings no longer name it): its request is gone.
+  settings(json::object());
+  EXPECT_TRUE(inbox->wait_withdrawn(req->first.id)) << "the host never learned the request is gone";
+  auto reply = wait(pending);
+  EXPECT_TRUE(reply.contains("call_failed")) << reply.dump();
+  req->second.answer({{"action", "accept"}, {"content", {{"name", "late"}}}}); // ignored, nothing breaks
+}
+
+TEST_F(HostRequests, ServerEverythingSamplesThroughTheHost) {
+  auto bin = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/.bin/mcp-server-everything";
+  if (!fs::exists(bin)) GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
+  settings({{"everything", {{"command", "node"}, {"args", {bin.string(), "stdio"}}}}});
+  start(options());
+  // Its sampling tool is registered only for clients that advertise
+  // sampling, after initialize (tools/list_changed): re-checked after every
+  // event until it is there.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  bool listed = false;
+  while (!listed && std::chrono::steady_clock::now() < deadline) {
+    auto from = log->mark();
+    auto tools = rt->tools(session, "everything");
+    if (tools)
+      for (auto& t : *tools)
+        listed = listed || t.name == "trigger-sampling-request";
+    if (!listed) log->wait([](const event&) { return true; }, from, 2s);
+  }
+  ASSERT_TRUE(listed) << "server-everything never offered trigger-sampling-request";
+
+  auto done = std::make_shared<std::promise<caf::expected<json>>>();
+  auto result = done->get_future();
+  rt->call_tool_async(session, "everything", "trigger-sampling-request", {{"prompt", "hello"}, {"maxTokens", 5}},
+                      [done](caf::expected<json> r) { done->set_value(std::move(r)); });
+  auto req = inbox->next(60s);
+  ASSERT_TRUE(req) << "server-everything's sampling request never reached the host";
+  EXPECT_EQ(req->first.method, "sampling/createMessage");
+  EXPECT_NE(req->first.params.dump().find("hello"), std::string::npos) << req->first.params.dump();
+  ASSERT_TRUE(req->first.call);
+  EXPECT_EQ(req->first.call->tool, "trigger-sampling-request");
+  req->second.answer({{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "sampled-by-host"}}}, {"model", "m"}});
+  ASSERT_EQ(result.wait_for(60s), std::future_status::ready);
+  auto r = result.get();
+  ASSERT_TRUE(r) << sys->render(r.error());
+  EXPECT_NE(r->dump().find("sampled-by-host"), std::string::npos) << r->dump();
+}
