@@ -61,6 +61,10 @@ connection_actor::behavior_type cheap_connection(connection_actor::pointer self,
       return ci;
     },
     [=](atom::call, const std::string&, const json_value&) { return json_value{json::object()}; },
+    [=](atom::call, const std::string&, const json_value&, const std::string&, const progress_sink_actor&) {
+      return json_value{json::object()};
+    },
+    [=](atom::cancel, const std::string&) { return false; },
     [=](atom::subscribe, event_sink_actor) {},
     [=](atom::filter, const tool_filter_spec&) {},
     [=](atom::ping) { return int64_t{0}; },
