@@ -300,6 +300,8 @@ session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_poin
           fx.resources_updated.end())
         fx.resources_updated.push_back(std::move(uri));
     fx.resources_changed |= one.resources_changed;
+    fx.progress.insert(fx.progress.end(), std::make_move_iterator(one.progress.begin()),
+                       std::make_move_iterator(one.progress.end()));
     if (one.failure) {
       fx.failure = std::move(one.failure);
       return fx;

@@ -178,10 +178,7 @@ TEST_F(connection_test, ACallLongerThanTheServersTimeoutFailsWithTimeout) {
 // Progress: a call under a call id with a sink asks the real server for
 // progress (its sleep tool reports the start and the end), and each step
 // reaches the sink with the server's name and the caller's call id.
-// DISABLED: fails. The session reports the progress (gdb shows both steps
-// reach handle_progress with the call's token, and the session tests pass),
-// but no call_progress_update reaches the sink in 10 s. Open in issue 15.
-TEST_F(connection_test, DISABLED_ProgressOfACallReachesTheCallersSink) {
+TEST_F(connection_test, ProgressOfACallReachesTheCallersSink) {
   auto c = start(server({{"command", test_server}}));
   auto u = settled();
   ASSERT_TRUE(u);

@@ -739,6 +739,19 @@ TEST_F(McpSession, CallWithProgressSendsAUniqueTokenAndReportsItsProgress) {
   EXPECT_TRUE(s->on_line(progress_line(tb, 3), now).progress.empty());
 }
 
+// Stdio servers are read in chunks of bytes: progress of every line in a
+// chunk must come out, not only what on_line reports one line at a time.
+TEST_F(McpSession, ProgressInAChunkOfBytesIsReported) {
+  auto s = ready_with({"t"});
+  auto asked = parsed(s->call_tool(1, "t", json::object(), now, true))[0];
+  auto tok = asked["params"]["_meta"]["progressToken"];
+  auto chunk = progress_line(tok, 1) + "\n" + progress_line(tok, 2) + "\n";
+  auto fx = s->on_bytes(chunk.data(), chunk.size(), now);
+  ASSERT_EQ(fx.progress.size(), 2u);
+  EXPECT_EQ(fx.progress[0].progress, 1.0);
+  EXPECT_EQ(fx.progress[1].progress, 2.0);
+}
+
 TEST_F(McpSession, ProgressForUnknownTokensOrMalformedIsIgnored) {
   mcp_session::options opts;
   opts.max_progress_message = 8;
