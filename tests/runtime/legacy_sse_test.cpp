@@ -27,6 +27,7 @@
 
 #include "../actors/process_support.hpp"
 #include "event_log.hpp"
+#include "tests/support/wait_for.hpp"
 #include "mcprt/runtime.hpp"
 
 extern char** environ;
@@ -96,13 +97,15 @@ class everything_sse {
     auto until = std::chrono::steady_clock::now() + deadline;
     while (std::chrono::steady_clock::now() < until) {
       if (accepts_connections(port_)) return true;
-      int status;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      // A port that starts listening gives nothing to block on, so it is
+      // looked at every 50 ms; between looks the wait is on the server's
+      // pidfd, which ends it at once when the server dies instead.
+      if (mcprt::test::wait_for_exit(pid_, 50ms)) {
+        int status;
+        ::waitpid(pid_, &status, 0);
         pid_ = -1;
         return false;
       }
-      // Nothing to block on for "a port starts listening": poll it.
-      std::this_thread::sleep_for(50ms);
     }
     return false;
   }
