@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/ascii.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt::http {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
@@ -22,14 +16,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
     s.remove_suffix(1);
   return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
 }
 
 int hex_value(char c) {
@@ -123,14 +109,14 @@ std::string shown(std::string_view text, std::size_t max) {
 // -- who may ask -------------------------------------------------------------------------
 
 bool is_loopback_host(std::string_view host) {
-  return iequals(host, "localhost") || host == "::1" || host.rfind("127.", 0) == 0;
+  return ascii_iequals(host, "localhost") || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 std::vector<std::string> allowed_hosts(const listener& l) {
   std::vector<std::string> out;
   if (!is_loopback_host(l.host)) return out;
   auto port = std::to_string(l.port);
-  auto own = l.host.find(':') != std::string::npos ? "[" + lower(l.host) + "]" : lower(l.host);
+  auto own = l.host.find(':') != std::string::npos ? "[" + ascii_lower(l.host) + "]" : ascii_lower(l.host);
   for (const auto& h : {own, std::string("localhost"), std::string("127.0.0.1"), std::string("[::1]")}) {
     auto with_port = h + ":" + port;
     if (std::find(out.begin(), out.end(), with_port) == out.end()) out.push_back(with_port);
@@ -146,7 +132,7 @@ std::optional<refusal> check_host(const header_list& headers, const listener& l)
   if (values.size() > 1) return refusal{400, "bad_request", "the request has more than one Host header"};
   auto allowed = allowed_hosts(l);
   if (allowed.empty()) return std::nullopt;
-  auto host = lower(trim(values.front()));
+  auto host = ascii_lower(trim(values.front()));
   if (std::find(allowed.begin(), allowed.end(), host) != allowed.end()) return std::nullopt;
   return refusal{403, "host_not_allowed",
                  "Host " + shown(values.front()) + " is not this daemon's address (it answers to "
@@ -197,9 +183,9 @@ origin_verdict check_origin(const header_list& headers, const std::vector<std::s
     out.refused = refusal{403, "origin_not_allowed", "the request has more than one Origin header"};
     return out;
   }
-  auto origin = lower(trim(values.front()));
+  auto origin = ascii_lower(trim(values.front()));
   for (auto& a : allowed)
-    if (lower(a) == origin) {
+    if (ascii_lower(a) == origin) {
       out.allowed_origin = origin;
       return out;
     }
@@ -222,7 +208,7 @@ std::optional<refusal> check_bearer(const header_list& headers, std::string_view
   std::string why = "no bearer token";
   if (values.size() == 1) {
     auto v = trim(values.front());
-    if (v.size() > 7 && iequals(v.substr(0, 7), "bearer ")) {
+    if (v.size() > 7 && ascii_iequals(v.substr(0, 7), "bearer ")) {
       if (same_secret(trim(v.substr(7)), token)) return std::nullopt;
       why = "a wrong bearer token";
     } else {
@@ -247,7 +233,7 @@ bool is_plain_name(std::string_view name) {
 bool is_json_media_type(std::string_view content_type) {
   auto semi = content_type.find(';');
   auto type = trim(content_type.substr(0, semi));
-  if (!iequals(type, "application/json")) return false;
+  if (!ascii_iequals(type, "application/json")) return false;
   while (semi != std::string_view::npos) {
     auto rest = content_type.substr(semi + 1);
     auto next = rest.find(';');
@@ -256,10 +242,10 @@ bool is_json_media_type(std::string_view content_type) {
     if (param.empty()) continue;
     auto eq = param.find('=');
     if (eq == std::string_view::npos) return false;
-    if (iequals(trim(param.substr(0, eq)), "charset")) {
+    if (ascii_iequals(trim(param.substr(0, eq)), "charset")) {
       auto value = trim(param.substr(eq + 1));
       if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
-      if (!iequals(value, "utf-8")) return false;
+      if (!ascii_iequals(value, "utf-8")) return false;
     }
   }
   return true;

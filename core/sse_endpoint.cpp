@@ -1,35 +1,15 @@
 #include "core/sse_endpoint.hpp"
 
-#include <cctype>
+#include "core/ascii.hpp"
 
 namespace mcprt {
-
-namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!s.empty() && ws(s.front()))
-    s.remove_prefix(1);
-  while (!s.empty() && ws(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
-
-} // namespace
 
 std::optional<http_url> resolve_sse_endpoint(const http_url& stream, std::string_view endpoint, std::string* error) {
   auto fail = [&](std::string why) -> std::optional<http_url> {
     if (error) *error = std::move(why);
     return std::nullopt;
   };
-  endpoint = trim(endpoint);
+  endpoint = trim_space(endpoint);
   if (endpoint.empty()) return fail("the endpoint event is empty");
   if (endpoint.size() > max_sse_endpoint_bytes)
     return fail("the endpoint event is longer than " + std::to_string(max_sse_endpoint_bytes) + " bytes");
@@ -57,7 +37,7 @@ std::optional<http_url> resolve_sse_endpoint(const http_url& stream, std::string
   std::string why;
   auto url = http_url::parse(absolute, &why);
   if (!url) return fail("the endpoint is not a usable URL (" + why + ")");
-  if (url->scheme != stream.scheme || lower(url->host) != lower(stream.host) || url->port != stream.port)
+  if (url->scheme != stream.scheme || !ascii_iequals(url->host, stream.host) || url->port != stream.port)
     // Not quoting the other host: it is the server's text, of any length
     // and encoding (found by fuzzing).
     return fail("the endpoint is on another origin than " + stream.origin()

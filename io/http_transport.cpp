@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <set>
 
+#include "core/ascii.hpp"
 #include "core/json_locate.hpp"
 #include "core/sse_parser.hpp"
+#include "io/http_common.hpp"
 
 namespace mcprt::io {
 
@@ -23,19 +24,6 @@ using namespace std::chrono_literals;
 
 namespace detail {
 namespace {
-
-bool is_ws(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-std::string_view trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && is_ws(s[b]))
-    ++b;
-  while (e > b && is_ws(s[e - 1]))
-    --e;
-  return s.substr(b, e - b);
-}
 
 bool has_non_null_id_member(std::string_view obj) {
   auto id = json_value_text(obj, {"id"});
@@ -55,7 +43,7 @@ bool has_non_null_id(std::string_view body) {
 } // namespace
 
 std::vector<std::string> split_json_batch(std::string_view body) {
-  body = trim(body);
+  body = trim_space(body);
   if (body.empty()) return {};
   if (body.front() != '[') return {std::string(body)};
   auto elements = json_array_elements(body);
@@ -68,7 +56,7 @@ std::vector<std::string> request_ids(std::string_view message) {
   std::vector<std::string> ids;
   for (const auto& m : split_json_batch(message))
     if (is_request_object(m))
-      if (auto id = json_value_text(m, {"id"})) ids.emplace_back(trim(*id));
+      if (auto id = json_value_text(m, {"id"})) ids.emplace_back(trim_space(*id));
   return ids;
 }
 
@@ -76,12 +64,12 @@ std::vector<std::string> response_ids(std::string_view message) {
   std::vector<std::string> ids;
   for (const auto& m : split_json_batch(message))
     if (!json_value_text(m, {"method"}).has_value() && has_non_null_id_member(m))
-      if (auto id = json_value_text(m, {"id"})) ids.emplace_back(trim(*id));
+      if (auto id = json_value_text(m, {"id"})) ids.emplace_back(trim_space(*id));
   return ids;
 }
 
 bool is_json_rpc_request(std::string_view message) {
-  message = trim(message);
+  message = trim_space(message);
   if (message.empty()) return false;
   if (message.front() == '{') return is_request_object(message);
   if (message.front() == '[') {
@@ -101,54 +89,6 @@ namespace {
 
 constexpr const char* k_session_header = "Mcp-Session-Id";
 constexpr const char* k_version_header = "MCP-Protocol-Version";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string media_type(const httplib::Response& res) {
-  auto ct = res.get_header_value("Content-Type");
-  auto semi = ct.find(';');
-  return lower(detail::trim(std::string_view(ct).substr(0, semi)));
-}
-
-std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
-  switch (err) {
-    case httplib::Error::Connection: return "cannot connect (connection refused or host unreachable)";
-    case httplib::Error::ConnectionTimeout: return "connect timed out";
-    case httplib::Error::BindIPAddress: return "cannot bind the local address";
-    case httplib::Error::Read:
-      return "connection lost or no response within " + std::to_string(timeout.count()) + " ms";
-    case httplib::Error::Write: return "connection lost while sending the request";
-    case httplib::Error::Canceled: return "request cancelled";
-    case httplib::Error::SSLConnection: return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts: return "cannot load the TLS CA certificates";
-    case httplib::Error::SSLServerVerification: return "TLS server certificate verification failed";
-    case httplib::Error::ExceedRedirectCount: return "too many redirects";
-    case httplib::Error::Compression: return "cannot decompress the response";
-    default: return "request failed (" + httplib::to_string(err) + ")";
-  }
-}
-
-// Printable excerpt of a response body for error messages. Cut on a
-// character boundary, so a UTF-8 body stays UTF-8; the connection actor
-// replaces whatever else is invalid before the reason reaches JSON.
-std::string excerpt(std::string_view body, std::size_t max = 200) {
-  std::size_t cut = std::min(body.size(), max);
-  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80;
-       ++k)
-    --cut;
-  std::string out;
-  for (char c : body.substr(0, cut)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
-  }
-  if (body.size() > cut) out += "…";
-  return out;
-}
 
 // A JSON string literal for text we compose (URLs, reasons).
 std::string json_string(std::string_view text) {
@@ -174,27 +114,6 @@ std::string json_string(std::string_view text) {
 // park a stream for hours.
 std::chrono::milliseconds bounded_retry(long ms) {
   return std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(ms), 100ms, 300000ms);
-}
-
-bool valid_header_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (unsigned char c : name)
-    if (c <= 0x20 || c >= 0x7f || c == ':') return false;
-  return true;
-}
-
-bool valid_header_value(std::string_view v) {
-  for (unsigned char c : v)
-    if (c == '\r' || c == '\n' || c == '\0') return false;
-  return true;
-}
-
-// Headers this transport owns; configured ones with these names are dropped.
-bool reserved_header(std::string_view name) {
-  static const std::set<std::string> reserved = {
-    "accept", "content-type",   "content-length",       "transfer-encoding", "connection",
-    "host",   "mcp-session-id", "mcp-protocol-version", "last-event-id"};
-  return reserved.count(lower(name)) != 0;
 }
 
 } // namespace
@@ -472,7 +391,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       if (too_big) {
         error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
       } else if (!ok) {
-        error("POST " + display + ": " + describe(err, opts.request_timeout));
+        error("POST " + display + ": " + describe_http_error(err, opts.request_timeout));
       } else {
         handle_post_response(res, status, sse, body, had_session, sent_session);
       }
@@ -501,7 +420,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     }
     if (status >= 200 && status < 300) {
       if (sse) return; // delivered while it streamed
-      if (status == 202 || status == 204 || detail::trim(body).empty()) return;
+      if (status == 202 || status == 204 || trim_space(body).empty()) return;
       auto type = media_type(res);
       if (type == "application/json" || type.empty()) {
         messages_from_body(body);
@@ -519,7 +438,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     }
     std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
     if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
-    if (!detail::trim(body).empty()) reason += ": " + excerpt(detail::trim(body));
+    if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
     error(reason);
   }
 
@@ -616,7 +535,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         return;
       }
       if (status != 200 || !sse) {
-        std::string how = status < 0 ? describe(err, opts.request_timeout) : "HTTP " + std::to_string(status);
+        std::string how = status < 0 ? describe_http_error(err, opts.request_timeout) : "HTTP " + std::to_string(status);
         fail_requests(pending, what + "; resuming it with GET failed: " + how);
         return;
       }
@@ -767,7 +686,7 @@ http_transport::http_transport(std::string url, std::map<std::string, std::strin
       continue;
     }
     if (value.size() >= 4) state_->secrets.push_back(value);
-    if (reserved_header(name)) continue;
+    if (transport_owned_header(name)) continue;
     state_->base_headers.emplace(name, value);
   }
   // Longer secrets first, so a value containing another is redacted whole.

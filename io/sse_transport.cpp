@@ -7,113 +7,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <deque>
 #include <optional>
-#include <set>
 #include <thread>
 #include <vector>
 
+#include "core/ascii.hpp"
 #include "core/http_url.hpp"
 #include "core/sse_endpoint.hpp"
 #include "core/sse_parser.hpp"
+#include "io/http_common.hpp"
 
 namespace mcprt::io {
 
 namespace {
-
-// Small HTTP helpers, the same rules as io/http_transport's (kept apart so
-// that the two transports can change independently).
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!s.empty() && ws(s.front()))
-    s.remove_prefix(1);
-  while (!s.empty() && ws(s.back()))
-    s.remove_suffix(1);
-  return s;
-}
-
-std::string media_type(const httplib::Response& res) {
-  auto ct = res.get_header_value("Content-Type");
-  return lower(trim(std::string_view(ct).substr(0, ct.find(';'))));
-}
-
-std::string describe(httplib::Error err, std::chrono::milliseconds timeout) {
-  switch (err) {
-    case httplib::Error::Connection: return "cannot connect (connection refused or host unreachable)";
-    case httplib::Error::ConnectionTimeout: return "connect timed out";
-    case httplib::Error::Read:
-      return "connection lost or nothing received within " + std::to_string(timeout.count()) + " ms";
-    case httplib::Error::Write: return "connection lost while sending the request";
-    case httplib::Error::Canceled: return "request cancelled";
-    case httplib::Error::SSLConnection: return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts: return "cannot load the TLS CA certificates";
-    case httplib::Error::SSLServerVerification: return "TLS server certificate verification failed";
-    default: return "request failed (" + httplib::to_string(err) + ")";
-  }
-}
-
-// Printable excerpt of server text for error messages, cut on a UTF-8
-// character boundary.
-std::string excerpt(std::string_view body, std::size_t max = 200) {
-  std::size_t cut = std::min(body.size(), max);
-  for (int k = 0; k < 3 && cut > 0 && cut < body.size() && (static_cast<unsigned char>(body[cut]) & 0xC0) == 0x80;
-       ++k)
-    --cut;
-  std::string out;
-  for (char c : body.substr(0, cut)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    out.push_back(u < 0x20 || u == 0x7f ? ' ' : c);
-  }
-  if (body.size() > cut) out += "…";
-  return out;
-}
-
-bool valid_header_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (unsigned char c : name)
-    if (c <= 0x20 || c >= 0x7f || c == ':') return false;
-  return true;
-}
-
-bool valid_header_value(std::string_view v) {
-  for (unsigned char c : v)
-    if (c == '\r' || c == '\n' || c == '\0') return false;
-  return true;
-}
-
-// Headers this transport owns; configured ones with these names are dropped.
-bool reserved_header(std::string_view name) {
-  static const std::set<std::string> reserved = {"accept",     "content-type", "content-length", "transfer-encoding",
-                                                 "connection", "host",         "last-event-id"};
-  return reserved.count(lower(name)) != 0;
-}
-
-// Values of a query (`a=v&b=w`): the endpoint's session id among them, kept
-// out of error texts.
-std::vector<std::string> query_values(const std::string& target) {
-  std::vector<std::string> out;
-  auto q = target.find('?');
-  if (q == std::string::npos) return out;
-  std::string_view rest = std::string_view(target).substr(q + 1);
-  while (!rest.empty()) {
-    auto amp = rest.find('&');
-    auto pair = rest.substr(0, amp);
-    auto eq = pair.find('=');
-    if (eq != std::string_view::npos) out.emplace_back(pair.substr(eq + 1));
-    if (amp == std::string_view::npos) break;
-    rest.remove_prefix(amp + 1);
-  }
-  return out;
-}
 
 constexpr std::size_t k_max_error_body = 4096;
 
@@ -279,11 +186,11 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
       ok = client->send(req, res, err);
       if (!closing_flag.load()) {
         if (!ok) {
-          error("POST " + where + ": " + describe(err, opts.post_timeout));
+          error("POST " + where + ": " + describe_http_error(err, opts.post_timeout));
         } else if (status < 200 || status >= 300) {
           std::string reason = "POST " + where + ": HTTP " + std::to_string(status);
           if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
-          if (!trim(body).empty()) reason += ": " + excerpt(trim(body));
+          if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
           error(reason);
           ok = false;
         }
@@ -386,11 +293,11 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
     } else if (too_big) {
       error(prefix + "an event exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
     } else if (!ok && status != 200) {
-      error(prefix + describe(err, opts.stream_idle_timeout));
+      error(prefix + describe_http_error(err, opts.stream_idle_timeout));
     } else if (status != 200) {
       std::string reason = prefix + "HTTP " + std::to_string(status);
       if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
-      if (!trim(body).empty()) reason += ": " + excerpt(trim(body));
+      if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
       error(reason);
     } else if (!sse) {
       error(prefix + "the answer is not an event stream (Content-Type '" + excerpt(media_type(res), 60) + "')");
@@ -398,7 +305,7 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
       // httplib reports a silent stream and a dropped connection alike.
       auto silent = std::chrono::steady_clock::now() - last_bytes;
       if (err != httplib::Error::Read)
-        error(prefix + "event stream lost: " + describe(err, opts.stream_idle_timeout));
+        error(prefix + "event stream lost: " + describe_http_error(err, opts.stream_idle_timeout));
       else if (silent >= opts.stream_idle_timeout)
         error(prefix + "the event stream was silent for " + std::to_string(opts.stream_idle_timeout.count()) + " ms");
       else
@@ -437,7 +344,7 @@ sse_transport::sse_transport(std::string url, std::map<std::string, std::string>
       continue;
     }
     if (value.size() >= 4) state_->secrets.push_back(value);
-    if (reserved_header(name)) continue;
+    if (transport_owned_header(name)) continue;
     state_->base_headers.emplace(name, value);
   }
   if (state_->url && why.empty()) {
