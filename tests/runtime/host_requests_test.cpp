@@ -22,9 +22,7 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
-#include "event_log.hpp"
-#include "mcprt/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -77,89 +75,26 @@ json test_server(std::vector<std::string> args = {"--client-tool"}) {
   return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
 }
 
-class HostRequests : public ::testing::Test {
+class HostRequests : public test::runtime_fixture {
 protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir, home, ws;
+  HostRequests() : runtime_fixture("mcprt-host") {}
+
   std::shared_ptr<host_inbox> inbox = std::make_shared<host_inbox>();
-  std::unique_ptr<runtime> rt;
-  std::string session;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
 
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-host-" + std::to_string(::getpid()) + "-"
-                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    home = dir / "home";
-    ws = dir / "ws";
-    fs::create_directories(home / ".mcprt");
-    fs::create_directories(ws);
+  void before_system_ends() override {
+    // Responders go before the actor system they answer through.
+    std::lock_guard<std::mutex> guard{inbox->mtx};
+    inbox->requests.clear();
   }
 
-  void TearDown() override {
-    if (rt) {
-      rt->shutdown();
-      rt.reset();
-    }
-    {
-      // Responders go before the actor system they answer through.
-      std::lock_guard<std::mutex> guard{inbox->mtx};
-      inbox->requests.clear();
-    }
-    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
-    if (sink) caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    fs::remove_all(dir);
-  }
-
-  runtime_options options() {
-    runtime_options o;
-    o.workspace = ws;
-    o.home = home;
-    o.debounce = 50ms;
-    o.drain_delay = 1000ms;
+  runtime_options options() override {
+    auto o = runtime_fixture::options();
     o.elicitation = elicitation_policy::ask;
     o.host = inbox->handlers();
     return o;
   }
 
-  void settings(const json& servers) {
-    auto p = home / ".mcprt" / "settings.json";
-    auto tmp = p.string() + ".tmp~";
-    {
-      std::ofstream out(tmp);
-      out << json{{"mcpServers", servers}}.dump(2);
-    }
-    fs::rename(tmp, p);
-  }
-
-  void start(runtime_options o) {
-    auto r = runtime::start(*sys, std::move(o));
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
-    sink = sys->spawn(test::collector, log);
-    ASSERT_TRUE(rt->subscribe(sink));
-    session = rt->open_session();
-  }
-
-  /// Waits until `name` is connected in the snapshot: re-checked after every event.
-  void wait_connected(const std::string& name, std::chrono::milliseconds timeout = 60s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto from = log->mark();
-      auto snap = rt->snapshot();
-      for (auto& s : snap["servers"])
-        if (s["name"] == name && s["status"] == "connected") return;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        ADD_FAILURE() << name << " never connected: " << snap.dump();
-        return;
-      }
-      log->wait([](const event&) { return true; }, from, left);
-    }
-  }
+  void settings(const json& servers) { save(user_settings(), {{"mcpServers", servers}}); }
 
   /// Calls ask_client without blocking; the future holds the server's view
   /// of mcprt's reply (or a description of what failed).

@@ -25,10 +25,8 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
-#include "event_log.hpp"
+#include "runtime_fixture.hpp"
 #include "tests/support/wait_for.hpp"
-#include "mcprt/runtime.hpp"
 
 extern char** environ;
 
@@ -125,83 +123,17 @@ class everything_sse {
   pid_t pid_ = -1;
 };
 
-const json* find_server(const json& snap, const std::string& name) {
-  for (auto& s : snap["servers"])
-    if (s["name"] == name) return &s;
-  return nullptr;
-}
-
-class LegacySse : public ::testing::Test {
+class LegacySse : public test::runtime_fixture {
  protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir, home, ws;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
-  std::unique_ptr<runtime> rt;
-  std::string session;
+  LegacySse() : runtime_fixture("mcprt-legacy-sse") {
+    // The test starts server-everything itself.
+    expect_no_children = false;
+  }
 
   void SetUp() override {
     if (!fs::exists(k_peer)) GTEST_SKIP() << "server-everything is not installed at " << k_peer;
     if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
-    dir = fs::temp_directory_path() / ("mcprt-legacy-sse-" + std::to_string(::getpid()) + "-"
-                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    home = dir / "home";
-    ws = dir / "ws";
-    fs::create_directories(home);
-    fs::create_directories(ws);
-    sink = sys->spawn(test::collector, log);
-  }
-
-  void TearDown() override {
-    if (rt) {
-      rt->shutdown();
-      rt.reset();
-    }
-    if (sink) caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    if (!dir.empty()) fs::remove_all(dir);
-  }
-
-  void start() {
-    runtime_options o;
-    o.workspace = ws;
-    o.home = home;
-    o.debounce = 50ms;
-    o.drain_delay = 1000ms;
-    auto r = runtime::start(*sys, o);
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
-    ASSERT_TRUE(rt->subscribe(sink));
-    session = rt->open_session();
-  }
-
-  static void save(const fs::path& p, const json& content) {
-    fs::create_directories(p.parent_path());
-    auto tmp = p.parent_path() / (p.filename().string() + ".tmp~");
-    {
-      std::ofstream out(tmp);
-      out << content.dump(2);
-    }
-    fs::rename(tmp, p);
-  }
-
-  fs::path user_settings() const { return home / ".mcprt" / "settings.json"; }
-
-  json wait_snapshot(const std::function<bool(const json&)>& pred, std::chrono::milliseconds timeout = 60s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto from = log->mark();
-      auto snap = rt->snapshot();
-      if (pred(snap)) return snap;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        ADD_FAILURE() << "snapshot never matched; last: " << snap.dump(2);
-        return snap;
-      }
-      log->wait([](const event&) { return true; }, from, left);
-    }
+    runtime_fixture::SetUp();
   }
 
   static std::function<bool(const json&)> connected_with(std::function<bool(int)> tools_ok) {
@@ -241,7 +173,7 @@ TEST_F(LegacySse, ConnectsListsCallsReloadsAndReconnectsAfterACrash) {
   save(user_settings(), {{"mcpServers", {{"everything", entry}}}});
   start();
 
-  auto snap = wait_snapshot(connected_with([](int n) { return n > 5; }));
+  auto snap = wait_snapshot(connected_with([](int n) { return n > 5; }), 60s);
   auto& s = *find_server(snap, "everything");
   EXPECT_EQ(s["transport"], "sse") << s.dump();
   EXPECT_EQ(snap.dump().find("SECRET-SSE-1"), std::string::npos);
@@ -252,7 +184,7 @@ TEST_F(LegacySse, ConnectsListsCallsReloadsAndReconnectsAfterACrash) {
   // Hot reload: a filter edit takes effect.
   entry["includeTools"] = {"echo"};
   save(user_settings(), {{"mcpServers", {{"everything", entry}}}});
-  wait_snapshot(connected_with([](int n) { return n == 1; }));
+  wait_snapshot(connected_with([](int n) { return n == 1; }), 60s);
   EXPECT_EQ(tool_names(), std::vector<std::string>{"echo"});
   EXPECT_NE(echo("after-reload").find("after-reload"), std::string::npos);
 

@@ -16,9 +16,7 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
-#include "event_log.hpp"
-#include "mcprt/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -37,61 +35,16 @@ bool is(const caf::error& e, errc x) {
   return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
 }
 
-class RuntimeResources : public ::testing::Test {
+class RuntimeResources : public test::runtime_fixture {
 protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir, home, ws;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
-  std::unique_ptr<runtime> rt;
-  std::string session;
-
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-resources-" + std::to_string(::getpid()) + "-"
-                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    home = dir / "home";
-    ws = dir / "ws";
-    fs::create_directories(home / ".mcprt");
-    fs::create_directories(ws);
-    sink = sys->spawn(test::collector, log);
-  }
-
-  void TearDown() override {
-    if (rt) {
-      rt->shutdown();
-      rt.reset();
-    }
-    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    fs::remove_all(dir);
-  }
+  RuntimeResources() : runtime_fixture("mcprt-resources") {}
 
   void start(const json& user_servers, const json& project_servers = nullptr) {
-    std::ofstream(home / ".mcprt" / "settings.json") << json{{"mcpServers", user_servers}}.dump();
-    if (!project_servers.is_null()) std::ofstream(ws / ".mcp.json") << json{{"mcpServers", project_servers}}.dump();
-    runtime_options o;
-    o.workspace = ws;
-    o.home = home;
+    save(user_settings(), {{"mcpServers", user_servers}});
+    if (!project_servers.is_null()) save(project_file(), {{"mcpServers", project_servers}});
+    auto o = options();
     o.watch = false;
-    auto r = runtime::start(*sys, o);
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
-    ASSERT_TRUE(rt->subscribe(sink));
-    session = rt->open_session();
-  }
-
-  /// Waits until `server` is connected (its client_update says so).
-  void wait_connected(const std::string& server, std::chrono::milliseconds timeout = 60s) {
-    auto e = log->wait(
-      [&](const event& e) {
-        return e.kind == event_kind::client_update && e.data.value.value("server", "") == server
-               && e.data.value.value("status", "") == "connected";
-      },
-      0, timeout);
-    ASSERT_TRUE(e) << server << " did not connect";
+    runtime_fixture::start(o);
   }
 
   std::string render(const caf::error& e) { return sys->render(e); }

@@ -23,9 +23,7 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
-#include "event_log.hpp"
-#include "mcprt/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -38,118 +36,11 @@ json server(std::vector<std::string> args = {}) {
   return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
 }
 
-class Runtime : public ::testing::Test {
+class Runtime : public test::runtime_fixture {
 protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir, home, ws;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
-  std::unique_ptr<runtime> rt;
-  std::string session;
-
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-runtime-" + std::to_string(::getpid()) + "-"
-                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    home = dir / "home";
-    ws = dir / "ws";
-    fs::create_directories(home);
-    fs::create_directories(ws);
-    sink = sys->spawn(test::collector, log);
-  }
-
-  void TearDown() override {
-    if (rt) {
-      rt->shutdown();
-      rt.reset();
-    }
-    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    fs::remove_all(dir);
-  }
-
-  runtime_options options() {
-    runtime_options o;
-    o.workspace = ws;
-    o.home = home;
-    o.debounce = 50ms;
-    o.drain_delay = 1000ms;
-    return o;
-  }
-
-  void start(runtime_options o) {
-    auto r = runtime::start(*sys, o);
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
-    ASSERT_TRUE(rt->subscribe(sink));
-    session = rt->open_session();
-  }
-
-  void start() { start(options()); }
-
-  /// Saves like an editor: write a temp file next to it, rename it over.
-  static void save(const fs::path& p, const json& content) {
-    fs::create_directories(p.parent_path());
-    auto tmp = p.parent_path() / (p.filename().string() + ".tmp~");
-    {
-      std::ofstream out(tmp);
-      out << content.dump(2);
-    }
-    fs::rename(tmp, p);
-  }
-
   static void write_raw(const fs::path& p, const std::string& text) {
     std::ofstream out(p, std::ios::trunc);
     out << text;
-  }
-
-  fs::path user_settings() const { return home / ".mcprt" / "settings.json"; }
-  fs::path project_file() const { return ws / ".mcp.json"; }
-
-  std::optional<event> wait_event(const std::function<bool(const event&)>& pred, std::size_t from = 0,
-                                  std::chrono::milliseconds timeout = 20s) {
-    return log->wait(pred, from, timeout);
-  }
-
-  std::size_t mark() { return log->mark(); }
-
-  /// Waits until the snapshot satisfies `pred`: re-checked after every event.
-  json wait_snapshot(const std::function<bool(const json&)>& pred, std::chrono::milliseconds timeout = 20s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto from = mark();
-      auto snap = rt->snapshot();
-      if (pred(snap)) return snap;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        ADD_FAILURE() << "snapshot never matched; last: " << snap.dump(2);
-        return snap;
-      }
-      wait_event([](const event&) { return true; }, from, left);
-    }
-  }
-
-  static const json* find_server(const json& snap, const std::string& name) {
-    for (auto& s : snap["servers"])
-      if (s["name"] == name) return &s;
-    return nullptr;
-  }
-
-  static std::function<bool(const json&)> connected(std::vector<std::string> names) {
-    return [names](const json& snap) {
-      for (auto& n : names) {
-        auto s = find_server(snap, n);
-        if (!s || (*s)["status"] != "connected" || (*s)["pid"].is_null()) return false;
-      }
-      return true;
-    };
-  }
-
-  static int pid_of(const json& snap, const std::string& name) {
-    auto s = find_server(snap, name);
-    return s && (*s)["pid"].is_number() ? (*s)["pid"].get<int>() : -1;
   }
 };
 
