@@ -20,6 +20,7 @@
 
 #include "io/child_process.hpp"
 #include "io/http_transport.hpp"
+#include "transport_test_support.hpp"
 
 using namespace mcprt::io;
 using namespace std::chrono_literals;
@@ -40,103 +41,8 @@ std::string request(int id, const std::string& method, const std::string& params
 
 std::string id_tag(int id) { return "\"id\":" + std::to_string(id); }
 
-bool contains(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
-// Everything a transport reported, with deadline waits.
-struct recorder {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> messages;
-  std::vector<std::string> errors;
-  int expired = 0;
-  int closed = 0;
-  std::atomic<int> concurrent{0};
-  std::atomic<bool> overlapped{false};
-
-  http_events events() {
-    http_events ev;
-    auto guard = [this](auto&& f) {
-      if (concurrent.fetch_add(1) != 0) overlapped = true;
-      f();
-      concurrent.fetch_sub(1);
-      cv.notify_all();
-    };
-    ev.on_message = [this, guard](std::string m) {
-      guard([&] {
-        std::lock_guard<std::mutex> lock(mu);
-        messages.push_back(std::move(m));
-      });
-    };
-    ev.on_error = [this, guard](std::string r) {
-      guard([&] {
-        std::lock_guard<std::mutex> lock(mu);
-        errors.push_back(std::move(r));
-      });
-    };
-    ev.on_session_expired = [this, guard] {
-      guard([&] {
-        std::lock_guard<std::mutex> lock(mu);
-        ++expired;
-      });
-    };
-    ev.on_closed = [this, guard] {
-      guard([&] {
-        std::lock_guard<std::mutex> lock(mu);
-        ++closed;
-      });
-    };
-    return ev;
-  }
-
-  template <typename Pred>
-  bool wait(Pred pred, std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return pred(); });
-  }
-
-  // The first message containing `needle`, waiting for it.
-  std::optional<std::string> message_with(const std::string& needle,
-                                          std::chrono::milliseconds timeout = 10s) {
-    std::optional<std::string> found;
-    wait(
-        [&] {
-          for (auto& m : messages)
-            if (contains(m, needle)) {
-              found = m;
-              return true;
-            }
-          return false;
-        },
-        timeout);
-    return found;
-  }
-
-  std::size_t message_count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return messages.size();
-  }
-  int expired_count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return expired;
-  }
-  int closed_count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return closed;
-  }
-  std::vector<std::string> message_list() {
-    std::lock_guard<std::mutex> lock(mu);
-    return messages;
-  }
-  std::vector<std::string> error_list() {
-    std::lock_guard<std::mutex> lock(mu);
-    return errors;
-  }
-  bool wait_error(std::chrono::milliseconds timeout = 10s) {
-    return wait([&] { return !errors.empty(); }, timeout);
-  }
-};
+using test::contains;
+using test::recorder;
 
 // Reads a child's pipe into lines on a background thread.
 class pipe_reader {
@@ -329,29 +235,7 @@ int free_port() {
   return port;
 }
 
-// An in-process httplib server for behaviours our test server lacks.
-class local_server {
- public:
-  local_server() {
-    port_ = svr_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { svr_.listen_after_bind(); });
-    // The socket listens already; wait so that stop() cannot come too early.
-    while (!svr_.is_running()) std::this_thread::yield();
-  }
-  ~local_server() {
-    svr_.stop();
-    thread_.join();
-  }
-  httplib::Server& svr() { return svr_; }
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
- private:
-  httplib::Server svr_;
-  int port_ = 0;
-  std::thread thread_;
-};
+using test::local_server;
 
 } // namespace
 

@@ -12,54 +12,15 @@
 #include <vector>
 
 #include "io/sse_transport.hpp"
+#include "transport_test_support.hpp"
 
 using namespace mcprt::io;
 using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
-// Everything a transport reported, with deadline waits.
-struct recorder {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> messages;
-  std::vector<std::string> errors;
-  int closed = 0;
-
-  sse_events events() {
-    sse_events ev;
-    ev.on_message = [this](std::string m) { add([&] { messages.push_back(std::move(m)); }); };
-    ev.on_error = [this](std::string r) { add([&] { errors.push_back(std::move(r)); }); };
-    ev.on_closed = [this] { add([&] { ++closed; }); };
-    return ev;
-  }
-  template <typename F>
-  void add(F&& f) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      f();
-    }
-    cv.notify_all();
-  }
-  template <typename Pred>
-  bool wait(Pred pred, std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return pred(); });
-  }
-  bool wait_error() { return wait([&] { return !errors.empty(); }); }
-  std::vector<std::string> error_list() {
-    std::lock_guard<std::mutex> lock(mu);
-    return errors;
-  }
-  std::vector<std::string> message_list() {
-    std::lock_guard<std::mutex> lock(mu);
-    return messages;
-  }
-};
+using test::contains;
+using test::recorder;
 
 // An in-process legacy HTTP+SSE server: GET /sse streams what the test
 // pushes (the endpoint event first, unless told otherwise), POST /message
@@ -67,65 +28,19 @@ struct recorder {
 // the stream with an empty result.
 class legacy_server {
  public:
-  explicit legacy_server(std::string endpoint = "/message?sessionId=SESSION-77") : endpoint_(std::move(endpoint)) {
-    svr_.Get("/sse", [this](const httplib::Request& req, httplib::Response& res) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        get_auth_.push_back(req.get_header_value("Authorization"));
-        if (!endpoint_.empty()) outgoing_.push_back("event: endpoint\ndata: " + endpoint_ + "\n\n");
-      }
-      res.set_chunked_content_provider("text/event-stream", [this](std::size_t, httplib::DataSink& sink) {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, 50ms, [&] { return stopping_ || end_ || !outgoing_.empty(); });
-        if (stopping_) return false;
-        while (!outgoing_.empty()) {
-          auto chunk = std::move(outgoing_.front());
-          outgoing_.pop_front();
-          if (!sink.write(chunk.data(), chunk.size())) return false;
-        }
-        if (end_) sink.done();
-        return sink.is_writable();
-      });
-    });
-    svr_.Post("/message", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
-      posts_.push_back(req.body);
-      post_auth_.push_back(req.get_header_value("Authorization"));
-      post_query_.push_back(req.get_param_value("sessionId"));
-      if (post_status_ != 202) {
-        res.status = post_status_;
-        res.set_content("no; you sent " + req.get_header_value("Authorization"), "text/plain");
-        return;
-      }
-      auto id = req.body.find("\"id\":");
-      if (id != std::string::npos) {
-        auto end = req.body.find_first_of(",}", id);
-        outgoing_.push_back("event: message\ndata: {\"jsonrpc\":\"2.0\"," + req.body.substr(id, end - id)
-                            + ",\"result\":{}}\n\n");
-      }
-      cv_.notify_all();
-      res.status = 202;
-      res.set_content("Accepted", "text/plain");
-    });
-    port_ = svr_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { svr_.listen_after_bind(); });
-    while (!svr_.is_running())
-      std::this_thread::yield();
-  }
+  explicit legacy_server(std::string endpoint = "/message?sessionId=SESSION-77") : endpoint_(std::move(endpoint)) {}
+
   ~legacy_server() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    svr_.stop();
-    thread_.join();
   }
 
-  std::string url(const std::string& path = "/sse") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  int port() const { return port_; }
+  std::string url(const std::string& path = "/sse") const { return srv_.url(path); }
+
+  int port() const { return srv_.port(); }
   void push(std::string raw_sse) {
     std::lock_guard<std::mutex> lock(mu_);
     outgoing_.push_back(std::move(raw_sse));
@@ -156,9 +71,51 @@ class legacy_server {
     std::lock_guard<std::mutex> lock(mu_);
     return get_auth_;
   }
-  httplib::Server& svr() { return svr_; }
+  httplib::Server& svr() { return srv_.svr(); }
 
  private:
+  void routes(httplib::Server& svr) {
+    svr.Get("/sse", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        get_auth_.push_back(req.get_header_value("Authorization"));
+        if (!endpoint_.empty()) outgoing_.push_back("event: endpoint\ndata: " + endpoint_ + "\n\n");
+      }
+      res.set_chunked_content_provider("text/event-stream", [this](std::size_t, httplib::DataSink& sink) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, 50ms, [&] { return stopping_ || end_ || !outgoing_.empty(); });
+        if (stopping_) return false;
+        while (!outgoing_.empty()) {
+          auto chunk = std::move(outgoing_.front());
+          outgoing_.pop_front();
+          if (!sink.write(chunk.data(), chunk.size())) return false;
+        }
+        if (end_) sink.done();
+        return sink.is_writable();
+      });
+    });
+    svr.Post("/message", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      posts_.push_back(req.body);
+      post_auth_.push_back(req.get_header_value("Authorization"));
+      post_query_.push_back(req.get_param_value("sessionId"));
+      if (post_status_ != 202) {
+        res.status = post_status_;
+        res.set_content("no; you sent " + req.get_header_value("Authorization"), "text/plain");
+        return;
+      }
+      auto id = req.body.find("\"id\":");
+      if (id != std::string::npos) {
+        auto end = req.body.find_first_of(",}", id);
+        outgoing_.push_back("event: message\ndata: {\"jsonrpc\":\"2.0\"," + req.body.substr(id, end - id)
+                            + ",\"result\":{}}\n\n");
+      }
+      cv_.notify_all();
+      res.status = 202;
+      res.set_content("Accepted", "text/plain");
+    });
+  }
+
   std::string endpoint_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -167,9 +124,8 @@ class legacy_server {
   bool stopping_ = false;
   int post_status_ = 202;
   std::vector<std::string> posts_, post_auth_, post_query_, get_auth_;
-  httplib::Server svr_;
-  int port_ = 0;
-  std::thread thread_;
+  // Last: it stops (and its threads end) before the state above goes.
+  test::local_server srv_{[this](httplib::Server& svr) { routes(svr); }};
 };
 
 std::string request(int id, const std::string& method) {
