@@ -16,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,39 +259,97 @@ TEST_F(HostRequests, ARequestIsWithdrawnWhenItsConnectionEnds) {
   req->second.answer({{"action", "accept"}, {"content", {{"name", "late"}}}}); // ignored, nothing breaks
 }
 
-TEST_F(HostRequests, ServerEverythingSamplesThroughTheHost) {
-  auto bin = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/.bin/mcp-server-everything";
-  if (!fs::exists(bin)) GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
-  settings({{"everything", {{"command", "node"}, {"args", {bin.string(), "stdio"}}}}});
-  start(options());
-  // Its sampling tool is registered only for clients that advertise
-  // sampling, after initialize (tools/list_changed): re-checked after every
-  // event until it is there.
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  bool listed = false;
-  while (!listed && std::chrono::steady_clock::now() < deadline) {
-    auto from = log->mark();
-    auto tools = rt->tools(session, "everything");
-    if (tools)
-      for (auto& t : *tools)
-        listed = listed || t.name == "trigger-sampling-request";
-    if (!listed) log->wait([](const event&) { return true; }, from, 2s);
+// server-everything registers its sampling, elicitation and roots tools
+// only for a client that advertises each, after initialize
+// (tools/list_changed): re-checked after every event until they are there.
+class HostRequestsEverything : public HostRequests {
+protected:
+  void SetUp() override {
+    HostRequests::SetUp();
+    bin = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/.bin/mcp-server-everything";
+    if (!fs::exists(bin)) GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
   }
-  ASSERT_TRUE(listed) << "server-everything never offered trigger-sampling-request";
 
-  auto done = std::make_shared<std::promise<caf::expected<json>>>();
-  auto result = done->get_future();
-  rt->call_tool_async(session, "everything", "trigger-sampling-request", {{"prompt", "hello"}, {"maxTokens", 5}},
-                      [done](caf::expected<json> r) { done->set_value(std::move(r)); });
+  void start_everything(runtime_options o) {
+    settings({{"everything", {{"command", "node"}, {"args", {bin.string(), "stdio"}}}}});
+    start(std::move(o));
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    std::set<std::string> want = {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"};
+    std::set<std::string> seen;
+    while (seen != want && std::chrono::steady_clock::now() < deadline) {
+      auto from = log->mark();
+      auto tools = rt->tools(session, "everything");
+      seen.clear();
+      if (tools)
+        for (auto& t : *tools)
+          if (want.count(t.name)) seen.insert(t.name);
+      if (seen != want) log->wait([](const event&) { return true; }, from, 2s);
+    }
+    ASSERT_EQ(seen, want) << "server-everything never offered its client-feature tools";
+  }
+
+  std::future<caf::expected<json>> call_async(const std::string& tool, const json& args) {
+    auto done = std::make_shared<std::promise<caf::expected<json>>>();
+    auto result = done->get_future();
+    rt->call_tool_async(session, "everything", tool, args,
+                        [done](caf::expected<json> r) { done->set_value(std::move(r)); });
+    return result;
+  }
+
+  std::string text_of(std::future<caf::expected<json>>& result) {
+    if (result.wait_for(60s) != std::future_status::ready) return "NEVER ANSWERED";
+    auto r = result.get();
+    if (!r) return "ERROR: " + sys->render(r.error());
+    return r->dump();
+  }
+
+  fs::path bin;
+};
+
+TEST_F(HostRequestsEverything, SamplingElicitationAndRootsGoThroughTheHost) {
+  auto o = options();
+  o.roots = std::vector<mcp_root>{{"file:///srv/one", "first-root"}};
+  start_everything(o);
+
+  // Sampling.
+  auto sampled = call_async("trigger-sampling-request", {{"prompt", "hello"}, {"maxTokens", 5}});
   auto req = inbox->next(60s);
   ASSERT_TRUE(req) << "server-everything's sampling request never reached the host";
   EXPECT_EQ(req->first.method, "sampling/createMessage");
+  EXPECT_EQ(req->first.server, "everything");
   EXPECT_NE(req->first.params.dump().find("hello"), std::string::npos) << req->first.params.dump();
   ASSERT_TRUE(req->first.call);
   EXPECT_EQ(req->first.call->tool, "trigger-sampling-request");
   req->second.answer({{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "sampled-by-host"}}}, {"model", "m"}});
-  ASSERT_EQ(result.wait_for(60s), std::future_status::ready);
-  auto r = result.get();
-  ASSERT_TRUE(r) << sys->render(r.error());
-  EXPECT_NE(r->dump().find("sampled-by-host"), std::string::npos) << r->dump();
+  EXPECT_NE(text_of(sampled).find("sampled-by-host"), std::string::npos);
+
+  // Elicitation: the host's answer is what the tool reports back.
+  auto elicited = call_async("trigger-elicitation-request", json::object());
+  req = inbox->next(60s);
+  ASSERT_TRUE(req) << "server-everything's elicitation never reached the host";
+  EXPECT_EQ(req->first.method, "elicitation/create");
+  EXPECT_TRUE(req->first.params["requestedSchema"]["properties"].contains("name")) << req->first.params.dump();
+  ASSERT_TRUE(req->first.call);
+  EXPECT_EQ(req->first.call->tool, "trigger-elicitation-request");
+  req->second.answer({{"action", "accept"}, {"content", {{"name", "Ada-By-Host"}, {"check", true}}}});
+  auto text = text_of(elicited);
+  EXPECT_NE(text.find("Ada-By-Host"), std::string::npos) << text;
+  EXPECT_NE(text.find("accept"), std::string::npos) << text;
+
+  // Roots: the host's, and after set_roots the new ones (the server asks
+  // again on roots/list_changed; asked until it has, with a deadline).
+  auto roots = call_async("get-roots-list", json::object());
+  text = text_of(roots);
+  EXPECT_NE(text.find("file:///srv/one"), std::string::npos) << text;
+  EXPECT_NE(text.find("first-root"), std::string::npos) << text;
+  EXPECT_EQ(text.find(ws.string()), std::string::npos) << "the workspace root was offered too: " << text;
+
+  rt->set_roots({{"file:///srv/two", "second-root"}});
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  do {
+    auto again = call_async("get-roots-list", json::object());
+    text = text_of(again);
+  } while (text.find("second-root") == std::string::npos && std::chrono::steady_clock::now() < deadline);
+  EXPECT_NE(text.find("file:///srv/two"), std::string::npos) << text;
+  EXPECT_EQ(text.find("first-root"), std::string::npos) << text;
 }
