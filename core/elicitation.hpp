@@ -37,6 +37,9 @@ struct elicitation_defaults {
   bool complete() const { return problem.empty() && missing_required.empty(); }
 };
 
+/// Longest URL a URL-mode elicitation may carry to the host.
+inline constexpr std::size_t max_elicitation_url_bytes = 8192;
+
 /// The defaults of `requested_schema` (an elicitation's `requestedSchema`).
 /// Never throws.
 elicitation_defaults defaults_of_requested_schema(const nlohmann::json& requested_schema,

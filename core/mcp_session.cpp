@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/ascii.hpp"
 #include "core/elicitation.hpp"
 #include "core/untrusted_text.hpp"
 
@@ -404,10 +405,12 @@ json mcp_session::client_capabilities() const {
   const auto& f = opts_.features;
   if (f.roots)
     caps["roots"] = {{"listChanged", true}};
-  // Form mode only: URL mode needs someone to open a browser, which
-  // neither policy nor (yet) the host interface does.
-  if (f.elicitation != elicitation_policy::decline)
+  // URL mode needs someone to show the user a URL to open: only a host
+  // (`ask`) can, accept-defaults cannot.
+  if (f.elicitation == elicitation_policy::accept_defaults)
     caps["elicitation"] = {{"form", json::object()}};
+  else if (f.elicitation == elicitation_policy::ask)
+    caps["elicitation"] = {{"form", json::object()}, {"url", json::object()}};
   if (f.sampling)
     caps["sampling"] = json::object();
   return caps;
@@ -460,6 +463,30 @@ void mcp_session::handle_request(const json& msg, session_effects& fx, time_poin
   respond_error(fx, id, error_method_not_found, "Method not found", {{"method", method}});
 }
 
+namespace {
+
+// What a host is shown: form mode (the default when `mode` is absent), or
+// URL mode with an http(s) URL of bounded length and an elicitation id. The
+// URL is the server's choice and the host opens it for the user, so nothing
+// else (no `javascript:`, `file:`, custom scheme) gets that far.
+bool host_can_show_elicitation(const json& params) {
+  auto mode = params.find("mode");
+  if (mode == params.end() || (mode->is_string() && *mode == "form")) return true;
+  if (!(mode->is_string() && *mode == "url")) return false;
+  auto url = params.find("url");
+  auto eid = params.find("elicitationId");
+  if (url == params.end() || !url->is_string() || eid == params.end() || !eid->is_string()) return false;
+  const auto& u = url->get_ref<const std::string&>();
+  if (u.size() > max_elicitation_url_bytes || eid->get_ref<const std::string&>().size() > 256) return false;
+  auto scheme = ascii_lower(std::string_view(u).substr(0, u.find(':')));
+  if (scheme != "https" && scheme != "http") return false;
+  for (unsigned char c : u)
+    if (c <= 0x20 || c == 0x7f) return false;
+  return u.compare(scheme.size(), 3, "://") == 0;
+}
+
+} // namespace
+
 void mcp_session::answer_elicitation(const json& id, const json& params, session_effects& fx,
                                      time_point now) {
   switch (opts_.features.elicitation) {
@@ -472,9 +499,8 @@ void mcp_session::answer_elicitation(const json& id, const json& params, session
       respond(fx, id, accept_defaults_answer(params));
       return;
     case elicitation_policy::ask: {
-      auto mode = params.is_object() ? params.find("mode") : params.end();
-      if (params.is_object() && mode != params.end() && !(mode->is_string() && *mode == "form")) {
-        respond(fx, id, {{"action", "decline"}}); // URL mode: not advertised
+      if (!params.is_object() || !host_can_show_elicitation(params)) {
+        respond(fx, id, {{"action", "decline"}});
         return;
       }
       ask_host(id, "elicitation/create", params, fx, now);

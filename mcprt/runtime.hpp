@@ -109,7 +109,9 @@ private:
 struct host_handlers {
   /// Set: every connection advertises `sampling` and hands requests here.
   std::function<void(server_request, host_responder)> sampling;
-  /// Set: the `ask` elicitation policy hands form-mode requests here.
+  /// Set: the `ask` elicitation policy hands form-mode and URL-mode
+  /// requests here (`params.mode == "url"`: show `params.url`, an http(s)
+  /// URL the server chose, and answer accept when the user agreed to open it).
   /// Unset: `ask` behaves as `decline`.
   std::function<void(server_request, host_responder)> elicitation;
   /// The request with this id no longer wants an answer: the server

@@ -1,4 +1,5 @@
 #include "core/mcp_session.hpp"
+#include "core/elicitation.hpp"
 #include "core/untrusted_text.hpp"
 
 #include <gtest/gtest.h>
@@ -1152,9 +1153,6 @@ TEST_F(McpSession, AcceptDefaultsIsAdvertisedAsFormAndAnswersWithTheDefaults) {
 TEST_F(McpSession, AskPolicyHandsElicitationToTheHostAndSendsItsAnswer) {
   client_features f;
   f.elicitation = elicitation_policy::ask;
-  auto fresh = make(with_features(f));
-  EXPECT_EQ(initialize_capabilities(*fresh, now), (json{{"elicitation", {{"form", json::object()}}}}));
-
   auto s = ready_with({"a"}, with_features(f));
   auto fx = s->on_line(request_line("q", "elicitation/create", sep1034_params()).dump(), now);
   EXPECT_TRUE(fx.send.empty());
@@ -1171,11 +1169,41 @@ TEST_F(McpSession, AskPolicyHandsElicitationToTheHostAndSendsItsAnswer) {
   // A second answer to the same token goes nowhere.
   EXPECT_TRUE(s->answer_host_request(token, json::object()).empty());
 
-  // URL mode is not advertised, so it never reaches the host.
-  json url = {{"mode", "url"}, {"message", "m"}, {"url", "https://x"}, {"elicitationId", "u"}};
-  fx = s->on_line(request_line(2, "elicitation/create", url).dump(), now);
-  EXPECT_TRUE(fx.host_requests.empty());
-  EXPECT_EQ(parsed(fx).at(0)["result"], (json{{"action", "decline"}}));
+}
+
+TEST_F(McpSession, AskPolicyHandsAUrlModeElicitationToTheHostOnlyWithAnHttpUrl) {
+  client_features f;
+  f.elicitation = elicitation_policy::ask;
+  auto fresh = make(with_features(f));
+  EXPECT_EQ(initialize_capabilities(*fresh, now),
+            (json{{"elicitation", {{"form", json::object()}, {"url", json::object()}}}}));
+
+  auto s = ready_with({"a"}, with_features(f));
+  json url = {{"mode", "url"}, {"message", "log in"}, {"url", "https://auth.example/x?y=1"}, {"elicitationId", "u1"}};
+  auto fx = s->on_line(request_line(2, "elicitation/create", url).dump(), now);
+  ASSERT_EQ(fx.host_requests.size(), 1u);
+  EXPECT_EQ(fx.host_requests[0].params, url);
+  auto sent = parsed(s->answer_host_request(fx.host_requests[0].token, {{"action", "accept"}}));
+  EXPECT_EQ(sent.at(0), (json{{"jsonrpc", "2.0"}, {"id", 2}, {"result", {{"action", "accept"}}}}));
+
+  // What a host must never be asked to open is declined without asking.
+  std::vector<json> refused;
+  for (const std::string& bad : std::vector<std::string>{"javascript:alert(1)", "file:///etc/passwd", "https:/no-slashes", "HTTPS://a b",
+                          "vscode://x", std::string("https://") + std::string(max_elicitation_url_bytes, 'a')})
+    refused.push_back({{"mode", "url"}, {"message", "m"}, {"url", bad}, {"elicitationId", "u"}});
+  refused.push_back({{"mode", "url"}, {"message", "m"}, {"url", "https://x"}}); // no elicitationId
+  refused.push_back({{"mode", "url"}, {"message", "m"}, {"url", 7}, {"elicitationId", "u"}});
+  refused.push_back({{"mode", "telepathy"}, {"message", "m"}});
+  int n = 10;
+  for (auto& params : refused) {
+    fx = s->on_line(request_line(n++, "elicitation/create", params).dump(), now);
+    EXPECT_TRUE(fx.host_requests.empty()) << params.dump();
+    EXPECT_EQ(parsed(fx).at(0)["result"], (json{{"action", "decline"}})) << params.dump();
+  }
+  // Upper-case scheme is still http(s).
+  json upper = {{"mode", "url"}, {"message", "m"}, {"url", "HTTPS://ok.example/"}, {"elicitationId", "u2"}};
+  fx = s->on_line(request_line(40, "elicitation/create", upper).dump(), now);
+  EXPECT_EQ(fx.host_requests.size(), 1u);
 }
 
 TEST_F(McpSession, SamplingGoesToTheHostOnlyWhenAdvertised) {

@@ -274,7 +274,8 @@ protected:
     settings({{"everything", {{"command", "node"}, {"args", {bin.string(), "stdio"}}}}});
     start(std::move(o));
     auto deadline = std::chrono::steady_clock::now() + 60s;
-    std::set<std::string> want = {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"};
+    std::set<std::string> want = {"trigger-sampling-request", "trigger-elicitation-request", "trigger-url-elicitation",
+                                  "get-roots-list"};
     std::set<std::string> seen;
     while (seen != want && std::chrono::steady_clock::now() < deadline) {
       auto from = log->mark();
@@ -335,6 +336,18 @@ TEST_F(HostRequestsEverything, SamplingElicitationAndRootsGoThroughTheHost) {
   auto text = text_of(elicited);
   EXPECT_NE(text.find("Ada-By-Host"), std::string::npos) << text;
   EXPECT_NE(text.find("accept"), std::string::npos) << text;
+
+  // URL mode (2025-11-25): the host is shown the URL; accepting means the
+  // user agreed to open it.
+  auto consented = call_async("trigger-url-elicitation", {{"url", "https://example.com/consent"}});
+  req = inbox->next(60s);
+  ASSERT_TRUE(req) << "server-everything's URL elicitation never reached the host";
+  EXPECT_EQ(req->first.params.value("mode", ""), "url") << req->first.params.dump();
+  EXPECT_EQ(req->first.params.value("url", ""), "https://example.com/consent");
+  EXPECT_FALSE(req->first.params.value("elicitationId", "").empty());
+  req->second.answer({{"action", "decline"}});
+  text = text_of(consented);
+  EXPECT_NE(text.find("decline"), std::string::npos) << text;
 
   // Roots: the host's, and after set_roots the new ones (the server asks
   // again on roots/list_changed; asked until it has, with a deadline).
