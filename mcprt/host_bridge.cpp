@@ -134,8 +134,39 @@ struct host_bridge_state {
 using bridge_ptr = host_bridge_actor::stateful_pointer<host_bridge_state>;
 
 void tell_withdrawn(bridge_ptr self, const std::string& id) {
-  if (auto& w = self->state.shared->handlers.withdrawn)
-    self->state.shared->thread->post([w, id] { w(id); });
+  auto& h = self->state.shared->handlers;
+  if (h.actor) self->send(h.actor, atom::host_withdrawn_v, id);
+  else if (h.withdrawn) self->state.shared->thread->post([w = h.withdrawn, id] { w(id); });
+}
+
+/// The host's answer reaches the connection that waits for it, if any.
+void settle(bridge_ptr self, const std::string& id, host_reply&& r) {
+  auto& st = self->state;
+  auto i = st.by_id.find(id);
+  if (i == st.by_id.end()) return; // withdrawn, or its connection ended
+  i->second.rp.deliver(std::move(r));
+  st.by_token.erase({i->second.connection, i->second.token});
+  st.by_id.erase(i);
+}
+
+/// The actor form: the host's actor answers through its reply. No timeout
+/// here: the session withdraws a request it no longer waits for.
+void ask_host_actor(bridge_ptr self, const host_actor& actor, server_request out) {
+  server_request_message m;
+  m.id = out.id;
+  m.server = std::move(out.server);
+  m.method = std::move(out.method);
+  m.params = json_value{std::move(out.params)};
+  if (out.call) {
+    m.call_session = out.call->session;
+    m.call_tool = out.call->tool;
+    m.call_id = out.call->call_id;
+  }
+  self->request(actor, caf::infinite, atom::host_request_v, std::move(m))
+    .then([self, id = out.id](host_reply& r) { settle(self, id, std::move(r)); },
+          [self, id = out.id](caf::error& e) {
+            settle(self, id, error_reply(error_internal, "the host's actor failed: " + to_string(e)));
+          });
 }
 
 host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_shared> shared) {
@@ -160,9 +191,10 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       auto& st = self->state;
       auto& h = st.shared->handlers;
       std::function<void(server_request, host_responder)> handler;
-      if (req.method == "sampling/createMessage") handler = h.sampling;
-      else if (req.method == "elicitation/create") handler = h.elicitation;
-      if (!handler) return error_reply(-32601, "no host handler for " + req.method);
+      bool answered = false;
+      if (req.method == "sampling/createMessage") handler = h.sampling, answered = h.answers_sampling();
+      else if (req.method == "elicitation/create") handler = h.elicitation, answered = h.answers_elicitation();
+      if (!answered) return error_reply(-32601, "no host handler for " + req.method);
       // Taken before make_response_promise, which moves the sender out.
       auto sender = caf::actor_cast<caf::actor>(self->current_sender());
       auto connection = caf::actor_cast<caf::actor_addr>(sender);
@@ -177,6 +209,10 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       out.method = req.method;
       out.params = std::move(req.params.value);
       if (!req.tool.empty() && st.shared->lookup) out.call = st.shared->lookup(req.server, req.tool);
+      if (h.actor) {
+        ask_host_actor(self, h.actor, std::move(out));
+        return rp;
+      }
       auto rs = std::make_shared<host_responder::state>();
       rs->id = id;
       rs->bridge = caf::actor_cast<caf::actor>(self);
@@ -198,14 +234,7 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       }
       tell_withdrawn(self, id);
     },
-    [self](atom::host_answer, const std::string& id, host_reply& r) {
-      auto& st = self->state;
-      auto i = st.by_id.find(id);
-      if (i == st.by_id.end()) return; // withdrawn, or its connection ended
-      i->second.rp.deliver(std::move(r));
-      st.by_token.erase({i->second.connection, i->second.token});
-      st.by_id.erase(i);
-    },
+    [self](atom::host_answer, const std::string& id, host_reply& r) { settle(self, id, std::move(r)); },
   };
 }
 
@@ -234,7 +263,8 @@ struct host_bridge::impl {
 
 host_bridge::host_bridge(caf::actor_system& sys, host_handlers handlers, host_call_lookup lookup)
     : impl_(std::make_unique<impl>()) {
-  impl_->thread = std::make_shared<host_thread>();
+  // The actor form needs no thread of its own.
+  if (!handlers.actor) impl_->thread = std::make_shared<host_thread>();
   auto shared = std::make_shared<bridge_shared>();
   shared->handlers = std::move(handlers);
   shared->lookup = std::move(lookup);
@@ -252,7 +282,7 @@ host_handler_actor host_bridge::actor() const {
 
 void host_bridge::stop() {
   if (impl_->actor) caf::anon_send_exit(impl_->actor, caf::exit_reason::user_shutdown);
-  impl_->thread->stop();
+  if (impl_->thread) impl_->thread->stop();
 }
 
 } // namespace mcprt

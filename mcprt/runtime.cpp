@@ -435,7 +435,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     p->roots->second = std::vector<mcp_root>{root_for_folder((ec ? opts.workspace : canonical).string())};
   }
   host_handler_actor host;
-  if (opts.host.sampling || opts.host.elicitation) {
+  if (opts.host.answers_sampling() || opts.host.answers_elicitation()) {
     // A request is attributed to a call of the runtime when exactly one
     // call to that server and tool is in flight.
     host_call_lookup lookup = [calls = std::weak_ptr<call_registry>(p->in_flight)](
@@ -456,8 +456,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     host = p->host->actor();
   }
   // Without a host handler for it, `ask` has nobody to ask.
-  bool can_ask = static_cast<bool>(opts.host.elicitation);
-  bool can_sample = static_cast<bool>(opts.host.sampling);
+  bool can_ask = opts.host.answers_elicitation();
+  bool can_sample = opts.host.answers_sampling();
   p->make = [io, cell = p->forwarders, supervisor = p->forwarding, roots = p->roots, default_elicitation = opts.elicitation,
              can_ask, can_sample, host, registry = p->connections, bus = p->bus](caf::actor_system& s,
                                                                               connection_config cc) {

@@ -41,6 +41,7 @@
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
 #include "messages/hot_reload.hpp"
+#include "messages/messages.hpp"
 #include "messages/unavailable_error.hpp"
 
 namespace mcprt {
@@ -118,6 +119,18 @@ struct host_handlers {
   /// cancelled it, the session answered it for the host after its timeout
   /// (10 minutes), or the connection ended. Drop its prompt.
   std::function<void(const std::string& id)> withdrawn;
+  /// The actor form, for a host that is itself actors: set, requests go to
+  /// this actor instead of the callbacks above (which are then ignored), as
+  /// `(host_request, server_request_message) -> host_reply`, and
+  /// withdrawals as `(host_withdrawn, id)`. It may reply later through a
+  /// response promise; the runtime does not wait on a thread for it.
+  host_actor actor;
+  /// What the actor answers (advertised to servers as for the callbacks).
+  bool actor_samples = true;
+  bool actor_elicits = true;
+
+  bool answers_sampling() const { return actor ? actor_samples : static_cast<bool>(sampling); }
+  bool answers_elicitation() const { return actor ? actor_elicits : static_cast<bool>(elicitation); }
 };
 
 struct runtime_options {

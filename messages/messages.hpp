@@ -246,6 +246,26 @@ typename Inspector::result_type inspect(Inspector& f, host_reply& x) {
   return f(caf::meta::type_name("mcprt.host_reply"), x.result, x.error_code, x.error_message);
 }
 
+/// A request only the host can answer, as a host's own actor receives it
+/// (`host_handlers::actor`; the callback form gets `server_request`). The
+/// same fields: `params` is the server's, UNTRUSTED; the call it belongs to
+/// is named when known (`call_id` 0: none).
+struct server_request_message {
+  std::string id;
+  std::string server;
+  std::string method;
+  json_value params;
+  std::string call_session;
+  std::string call_tool;
+  uint64_t call_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, server_request_message& x) {
+  return f(caf::meta::type_name("mcprt.server_request_message"), x.id, x.server, x.method, x.params,
+           x.call_session, x.call_tool, x.call_id);
+}
+
 /// Roots cross actor boundaries when the host changes them.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, mcp_root& x) {
@@ -321,6 +341,14 @@ using host_handler_actor = caf::typed_actor<
   caf::replies_to<atom::host_request, uint64_t, forwarded_host_request>::with<host_reply>,
   caf::reacts_to<atom::host_withdrawn, uint64_t>>;
 
+/// A HOST's actor, the actor form of the host's handlers: it answers each
+/// request (its reply goes to the server: `host_reply::result`, or a
+/// JSON-RPC error; a request that fails, e.g. the actor is gone, answers
+/// -32603) and hears of a request no longer wanted by its id.
+using host_actor = caf::typed_actor<
+  caf::replies_to<atom::host_request, server_request_message>::with<host_reply>,
+  caf::reacts_to<atom::host_withdrawn, std::string>>;
+
 } // namespace mcprt
 
 
@@ -344,4 +372,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mcprt, (mcprt::host_handler_actor))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::mcp_root))
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::mcp_root>))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::server_request_message))
+  CAF_ADD_TYPE_ID(mcprt, (mcprt::host_actor))
 CAF_END_TYPE_ID_BLOCK(mcprt)

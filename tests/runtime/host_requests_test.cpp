@@ -259,6 +259,129 @@ TEST_F(HostRequests, ARequestIsWithdrawnWhenItsConnectionEnds) {
   req->second.answer({{"action", "accept"}, {"content", {{"name", "late"}}}}); // ignored, nothing breaks
 }
 
+// The actor form of the host: a typed actor of the host's own answers, and
+// hears of withdrawals by id. It accepts elicitations at once, refuses
+// sampling, and holds a sampling request marked "hold" unanswered.
+struct actor_host_log {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<server_request_message> seen;
+  std::vector<std::string> withdrawn;
+
+  template <class Pred>
+  bool wait(Pred pred, std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, timeout, [&] { return pred(); });
+  }
+};
+
+struct actor_host_state {
+  std::vector<caf::typed_response_promise<host_reply>> held;
+};
+
+host_actor::behavior_type actor_host(host_actor::stateful_pointer<actor_host_state> self,
+                                     std::shared_ptr<actor_host_log> log) {
+  return {
+    [self, log](atom::host_request, server_request_message& m) -> caf::result<host_reply> {
+      {
+        std::lock_guard<std::mutex> guard{log->mtx};
+        log->seen.push_back(m);
+        log->cv.notify_all();
+      }
+      host_reply r;
+      if (m.method == "elicitation/create") {
+        r.result = json_value{{{"action", "accept"}, {"content", {{"name", "from-the-actor"}}}}};
+        return r;
+      }
+      if (m.params.value.value("hold", false)) {
+        auto rp = self->make_response_promise<host_reply>();
+        self->state.held.push_back(rp);
+        return rp;
+      }
+      r.error_code = -1;
+      r.error_message = "refused by the host's actor";
+      return r;
+    },
+    [log](atom::host_withdrawn, const std::string& id) {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      log->withdrawn.push_back(id);
+      log->cv.notify_all();
+    },
+  };
+}
+
+TEST_F(HostRequests, AHostThatIsAnActorAnswersThroughItsRepliesAndHearsOfWithdrawals) {
+  auto alog = std::make_shared<actor_host_log>();
+  auto host = sys->spawn(actor_host, alog);
+  auto o = options();
+  o.host = host_handlers{};
+  o.host.actor = host;
+  settings({{"a", test_server()}});
+  start(o);
+  wait_connected("a");
+
+  auto elicited = ask_async("a", "elicitation/create", elicitation_params());
+  auto reply = wait(elicited);
+  EXPECT_EQ(reply["result"], (json{{"action", "accept"}, {"content", {{"name", "from-the-actor"}}}})) << reply.dump();
+  {
+    std::lock_guard<std::mutex> guard{alog->mtx};
+    ASSERT_EQ(alog->seen.size(), 1u);
+    auto& m = alog->seen[0];
+    EXPECT_EQ(m.server, "a");
+    EXPECT_EQ(m.method, "elicitation/create");
+    EXPECT_EQ(m.params.value, elicitation_params());
+    EXPECT_EQ(m.call_session, session);
+    EXPECT_EQ(m.call_tool, "ask_client");
+    EXPECT_NE(m.call_id, 0u);
+    EXPECT_FALSE(m.id.empty());
+  }
+
+  auto refused = ask_async("a", "sampling/createMessage", sampling_params());
+  reply = wait(refused);
+  EXPECT_EQ(reply["error"]["code"], -1) << reply.dump();
+  EXPECT_EQ(reply["error"]["message"], "refused by the host's actor") << reply.dump();
+
+  auto held_params = sampling_params();
+  held_params["hold"] = true;
+  auto held = ask_async("a", "sampling/createMessage", held_params);
+  ASSERT_TRUE(alog->wait([&] { return alog->seen.size() == 3; })) << "the held request never reached the actor";
+  std::string held_id;
+  {
+    std::lock_guard<std::mutex> guard{alog->mtx};
+    held_id = alog->seen[2].id;
+  }
+  // The server goes away: the actor hears that its held request is gone.
+  settings(json::object());
+  EXPECT_TRUE(alog->wait([&] {
+    return std::find(alog->withdrawn.begin(), alog->withdrawn.end(), held_id) != alog->withdrawn.end();
+  })) << "the host's actor never heard of the withdrawal";
+  reply = wait(held);
+  EXPECT_TRUE(reply.contains("call_failed")) << reply.dump();
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(HostRequests, AnActorHostAdvertisesOnlyWhatItAnswers) {
+  auto alog = std::make_shared<actor_host_log>();
+  auto host = sys->spawn(actor_host, alog);
+  auto o = options();
+  o.host = host_handlers{};
+  o.host.actor = host;
+  o.host.actor_samples = false;
+  settings({{"a", test_server()}});
+  start(o);
+  wait_connected("a");
+  // Not advertised: the session answers sampling -32601 itself.
+  auto sampled = ask_async("a", "sampling/createMessage", sampling_params());
+  auto reply = wait(sampled);
+  EXPECT_EQ(reply["error"]["code"], -32601) << reply.dump();
+  auto elicited = ask_async("a", "elicitation/create", elicitation_params());
+  reply = wait(elicited);
+  EXPECT_EQ(reply["result"]["action"], "accept") << reply.dump();
+  std::lock_guard<std::mutex> guard{alog->mtx};
+  EXPECT_EQ(alog->seen.size(), 1u);
+  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+}
+
 // server-everything registers its sampling, elicitation and roots tools
 // only for a client that advertises each, after initialize
 // (tools/list_changed): re-checked after every event until they are there.
