@@ -310,15 +310,31 @@ host_actor::behavior_type actor_host(host_actor::stateful_pointer<actor_host_sta
   };
 }
 
-TEST_F(HostRequests, AHostThatIsAnActorAnswersThroughItsRepliesAndHearsOfWithdrawals) {
-  auto alog = std::make_shared<actor_host_log>();
-  auto host = sys->spawn(actor_host, alog);
-  auto o = options();
-  o.host = host_handlers{};
-  o.host.actor = host;
-  settings({{"a", test_server()}});
-  start(o);
-  wait_connected("a");
+class ActorHost : public HostRequests {
+protected:
+  std::shared_ptr<actor_host_log> alog = std::make_shared<actor_host_log>();
+  host_actor host;
+
+  /// Server "a" connected, its requests answered by actor_host.
+  void start_with_actor(bool samples = true) {
+    host = sys->spawn(actor_host, alog);
+    auto o = options();
+    o.host = host_handlers{};
+    o.host.actor = host;
+    o.host.actor_samples = samples;
+    settings({{"a", test_server()}});
+    start(o);
+    wait_connected("a");
+  }
+
+  void before_system_ends() override {
+    HostRequests::before_system_ends();
+    if (host) caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  }
+};
+
+TEST_F(ActorHost, AnswersThroughItsRepliesAndHearsOfWithdrawals) {
+  start_with_actor();
 
   auto elicited = ask_async("a", "elicitation/create", elicitation_params());
   auto reply = wait(elicited);
@@ -357,19 +373,10 @@ TEST_F(HostRequests, AHostThatIsAnActorAnswersThroughItsRepliesAndHearsOfWithdra
   })) << "the host's actor never heard of the withdrawal";
   reply = wait(held);
   EXPECT_TRUE(reply.contains("call_failed")) << reply.dump();
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(HostRequests, AnActorHostAdvertisesOnlyWhatItAnswers) {
-  auto alog = std::make_shared<actor_host_log>();
-  auto host = sys->spawn(actor_host, alog);
-  auto o = options();
-  o.host = host_handlers{};
-  o.host.actor = host;
-  o.host.actor_samples = false;
-  settings({{"a", test_server()}});
-  start(o);
-  wait_connected("a");
+TEST_F(ActorHost, AdvertisesOnlyWhatItAnswers) {
+  start_with_actor(/*samples=*/false);
   // Not advertised: the session answers sampling -32601 itself.
   auto sampled = ask_async("a", "sampling/createMessage", sampling_params());
   auto reply = wait(sampled);
@@ -379,7 +386,6 @@ TEST_F(HostRequests, AnActorHostAdvertisesOnlyWhatItAnswers) {
   EXPECT_EQ(reply["result"]["action"], "accept") << reply.dump();
   std::lock_guard<std::mutex> guard{alog->mtx};
   EXPECT_EQ(alog->seen.size(), 1u);
-  caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
 }
 
 // server-everything registers its sampling, elicitation and roots tools
