@@ -62,7 +62,9 @@ protected:
       rt.reset();
     }
     before_system_ends();
-    if (expect_no_children) EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    if (expect_no_children) {
+      EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
+    }
     if (sink) caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
     sys.reset();
     if (!dir.empty()) std::filesystem::remove_all(dir);
