@@ -590,7 +590,8 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
     case http::route_id::resource_subscribe:
     case http::route_id::resource_unsubscribe:
     case http::route_id::prompt_get:
-    case http::route_id::complete: mcp_request(ex, m); return;
+    case http::route_id::complete:
+    case http::route_id::prompts: mcp_request(ex, m); return;
     case http::route_id::elicitation_answer:
     case http::route_id::sampling_answer: answer_host(ex, m); return;
   }
@@ -638,6 +639,7 @@ void http_api::impl::mcp_request(const std::shared_ptr<http_exchange>& ex, const
     case http::route_id::resource_unsubscribe: method = "resources/unsubscribe", keys = {"uri"}; break;
     case http::route_id::prompt_get: method = "prompts/get", keys = {"name", "arguments"}; break;
     case http::route_id::complete: method = "completion/complete", keys = {"ref", "argument", "context"}; break;
+    case http::route_id::prompts: method = "prompts/list"; break;
     default: return;
   }
   json params = json::object();

@@ -12,6 +12,8 @@
 //   POST /workspace/mcp/tools/call        {"server", "tool", "arguments"}
 //   POST /workspace/mcp/elicitations/{id} an ElicitResult: 200 | 404 | 409 | 400
 //   POST /workspace/mcp/sampling/{id}     a CreateMessageResult or {"error"}: same
+//   GET  /workspace/mcp/{server}/prompts  prompts/list, every page (and the other
+//                                         resource / prompt routes, README)
 //
 // Before any route: the Host must name this daemon, an Origin must be one
 // of --allow-origin, the bearer token must match, and a POST must be

@@ -94,6 +94,7 @@ constexpr route_pattern patterns[] = {
   // a word of the per-server routes above, which match first
   {"POST", 4, {"workspace", "mcp", "elicitations", "*"}, route_id::elicitation_answer},
   {"POST", 4, {"workspace", "mcp", "sampling", "*"}, route_id::sampling_answer},
+  {"GET", 4, {"workspace", "mcp", "*", "prompts"}, route_id::prompts},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

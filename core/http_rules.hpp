@@ -109,6 +109,7 @@ enum class route_id {
   resources, resource_templates, resource_read, resource_subscribe, resource_unsubscribe, prompt_get, complete,
   // answers to servers' requests for the host (issue 15): `server` holds the request's id
   elicitation_answer, sampling_answer,
+  prompts, // GET .../{server}/prompts: prompts/list, every page
 };
 
 struct route_match {

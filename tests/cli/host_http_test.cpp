@@ -205,5 +205,35 @@ TEST_F(host_http_test, a_waiting_request_is_declined_when_the_daemon_stops) {
   call.wait_for(30s);
 }
 
+// -- GET /workspace/mcp/{server}/prompts (prompts/list, every page) -----------------------
+
+TEST_F(host_http_test, prompts_are_listed_over_http_every_page_gathered) {
+  write_file(user_settings(), json{{"mcpServers",
+                                    {{"lister", test_server_config({"--prompts", "5", "--page-size", "2"})},
+                                     {"plain", test_server_config({"--tools", "1"})}}}}
+                                .dump(2));
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("lister"));
+  auto r = get("/workspace/mcp/lister/prompts");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto prompts = body_of(r)["prompts"];
+  ASSERT_TRUE(prompts.is_array()) << r->body;
+  ASSERT_EQ(prompts.size(), 5u) << r->body; // three pages of at most 2
+  EXPECT_EQ(prompts[0]["name"], "prompt_1") << r->body;
+  EXPECT_EQ(prompts[4]["name"], "prompt_5") << r->body;
+  EXPECT_FALSE(body_of(r).contains("nextCursor")) << r->body;
+  ASSERT_TRUE(connected("plain"));
+  r = get("/workspace/mcp/plain/prompts");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 501) << r->body;
+  r = get("/workspace/mcp/nobody/prompts");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  r = post("/workspace/mcp/lister/prompts", "{}");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405) << r->body;
+}
+
 } // namespace
 } // namespace mcprt_cli_test
