@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "cli/host_requests.hpp"
 #include "core/http_rules.hpp"
 #include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
@@ -467,6 +468,7 @@ struct http_api::impl {
   void events(const std::shared_ptr<http_exchange>& ex);
   void call(const std::shared_ptr<http_exchange>& ex);
   void mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
+  void answer_host(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
   http_response decision(const std::string& name, bool approve);
   http_response restart(const std::string& name);
 };
@@ -555,7 +557,11 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
   switch (m.id) {
     case http::route_id::healthz: respond(ex, json_response(200, {{"ok", true}, {"instance", opts.instance}})); return;
     case http::route_id::snapshot:
-      submit(reads, ex, [this] { return json_response(200, redact(rt.snapshot())); });
+      submit(reads, ex, [this] {
+        auto snap = redact(rt.snapshot());
+        if (opts.asks) snap["pending_host_requests"] = opts.asks->pending();
+        return json_response(200, snap);
+      });
       return;
     case http::route_id::events: events(ex); return;
     case http::route_id::call: call(ex); return;
@@ -584,7 +590,39 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
     case http::route_id::resource_subscribe:
     case http::route_id::resource_unsubscribe:
     case http::route_id::prompt_get:
-    case http::route_id::complete: mcp_request(ex, m); return;
+    case http::route_id::complete:
+    case http::route_id::prompts: mcp_request(ex, m); return;
+    case http::route_id::elicitation_answer:
+    case http::route_id::sampling_answer: answer_host(ex, m); return;
+  }
+}
+
+// -- answers to servers' requests for the host (issue 15) -----------------------------
+
+void http_api::impl::answer_host(const std::shared_ptr<http_exchange>& ex, const http::route_match& m) {
+  auto kind = m.id == http::route_id::elicitation_answer ? host_request_kind::elicitation : host_request_kind::sampling;
+  if (!opts.asks) {
+    respond(ex, error_response(404, "unknown_request",
+                               "this daemon does not ask its client (start it with --elicitation ask or --sampling ask)"));
+    return;
+  }
+  auto body = object_body(ex, false);
+  if (!body) return;
+  // Quick (a lock and a message to the connection): answered on the loop.
+  auto out = opts.asks->answer(kind, m.server, *body);
+  switch (out.status) {
+    case host_requests::answer_status::answered:
+      respond(ex, json_response(200, {{"id", m.server}, {"answered", true}}));
+      return;
+    case host_requests::answer_status::unknown:
+      respond(ex, error_response(404, "unknown_request", out.message));
+      return;
+    case host_requests::answer_status::already_ended:
+      respond(ex, error_response(409, "already_ended", out.message));
+      return;
+    case host_requests::answer_status::bad_body:
+      respond(ex, error_response(400, "bad_request", out.message));
+      return;
   }
 }
 
@@ -601,6 +639,7 @@ void http_api::impl::mcp_request(const std::shared_ptr<http_exchange>& ex, const
     case http::route_id::resource_unsubscribe: method = "resources/unsubscribe", keys = {"uri"}; break;
     case http::route_id::prompt_get: method = "prompts/get", keys = {"name", "arguments"}; break;
     case http::route_id::complete: method = "completion/complete", keys = {"ref", "argument", "context"}; break;
+    case http::route_id::prompts: method = "prompts/list"; break;
     default: return;
   }
   json params = json::object();

@@ -10,6 +10,10 @@
 //   POST /workspace/mcp/{server}/reject   same
 //   POST /workspace/mcp/{server}/restart  200 with per-entry results
 //   POST /workspace/mcp/tools/call        {"server", "tool", "arguments"}
+//   POST /workspace/mcp/elicitations/{id} an ElicitResult: 200 | 404 | 409 | 400
+//   POST /workspace/mcp/sampling/{id}     a CreateMessageResult or {"error"}: same
+//   GET  /workspace/mcp/{server}/prompts  prompts/list, every page (and the other
+//                                         resource / prompt routes, README)
 //
 // Before any route: the Host must name this daemon, an Origin must be one
 // of --allow-origin, the bearer token must match, and a POST must be
@@ -41,6 +45,8 @@ class runtime;
 
 namespace mcprt::cli {
 
+class host_requests;
+
 struct http_api_options {
   /// Non-empty: every request needs `Authorization: Bearer <token>`.
   std::string token;
@@ -68,6 +74,9 @@ struct http_api_options {
   /// answers 503.
   std::size_t lane_threads = 2;
   std::size_t lane_queue = 64;
+  /// Servers' requests for the host, answered over HTTP (issue 15); null:
+  /// the daemon does not ask, and the answer routes say 404.
+  host_requests* asks = nullptr;
 };
 
 class http_api final : public http_handler {

@@ -247,6 +247,16 @@ int main(int argc, char** argv) {
   serve->add_option("--request-timeout-ms", serve_flags.request_timeout_ms,
                     "Time a client has to send a whole request, headers and body (default 10000)");
   serve->add_option("--max-body-bytes", serve_flags.max_body_bytes, "Largest request body (default 1048576); more get 413");
+  serve->add_option("--elicitation", serve_flags.elicitation,
+                    "How servers' elicitation/create is answered unless their settings say otherwise: decline "
+                    "(default), accept-defaults, or ask: an elicitation_requested event, answered by "
+                    "POST /workspace/mcp/elicitations/{id}");
+  serve->add_option("--sampling", serve_flags.sampling,
+                    "off (default: not offered to servers) or ask: a sampling_requested event, answered by "
+                    "POST /workspace/mcp/sampling/{id}");
+  serve->add_option("--host-request-timeout", serve_flags.host_request_timeout_ms,
+                    "Milliseconds an asked request waits for its answer over HTTP before it is declined "
+                    "(elicitation) or refused (sampling) (default 120000)");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

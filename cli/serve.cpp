@@ -29,6 +29,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/daemon_file.hpp"
+#include "cli/host_requests.hpp"
 #include "cli/http_api.hpp"
 #include "cli/http_server.hpp"
 #include "core/budget_ledger.hpp"
@@ -271,6 +272,16 @@ int run_serve(const serve_flags& f) {
     return fail_usage("--request-timeout-ms must be between 100 and 3600000");
   if (!bounded(f.max_body_bytes, 1024, 1LL << 30)) return fail_usage("--max-body-bytes must be between 1024 and 1073741824");
   opts.max_calls_per_server = static_cast<std::size_t>(f.max_calls_per_server);
+  // Servers' requests for the host (issue 15).
+  if (!f.elicitation.empty()) {
+    auto p = parse_elicitation_policy(f.elicitation);
+    if (!p) return fail_usage("--elicitation: expected decline, accept-defaults or ask, got '" + escape_for_display(f.elicitation) + "'");
+    opts.elicitation = *p;
+  }
+  if (f.sampling != "off" && f.sampling != "ask")
+    return fail_usage("--sampling: expected off or ask, got '" + escape_for_display(f.sampling) + "'");
+  if (!bounded(f.host_request_timeout_ms, 10, 3600000))
+    return fail_usage("--host-request-timeout must be between 10 and 3600000 (ms)");
 
   setup_logging(f);
   fs::path daemon_path = daemon_file(opts.workspace.string());
@@ -302,6 +313,16 @@ int run_serve(const serve_flags& f) {
     use_mcprt_scheduler(cfg, static_cast<std::size_t>(f.threads));
   }
   caf::actor_system sys{cfg};
+  // After the actor system (its responders answer through it), before the
+  // runtime (whose host thread calls into it).
+  std::optional<host_requests> asks;
+  bool ask_elicitation = opts.elicitation == elicitation_policy::ask;
+  if (ask_elicitation || f.sampling == "ask") {
+    host_requests_options hro;
+    hro.timeout = std::chrono::milliseconds(f.host_request_timeout_ms);
+    asks.emplace(hro);
+    opts.host = asks->handlers(ask_elicitation, f.sampling == "ask");
+  }
   auto started = runtime::start(sys, opts);
   if (!started) {
     spdlog::error("cannot start: {}", sys.render(started.error()));
@@ -309,6 +330,10 @@ int run_serve(const serve_flags& f) {
   }
   auto& rt = **started;
   auto session = rt.open_session();
+  if (asks) {
+    auto bus = rt.bus();
+    asks->publish_through([bus](event_payload p) { caf::anon_send(bus, atom::publish_v, std::move(p)); });
+  }
   {
     std::string caps;
     for (auto& c : rt.capabilities())
@@ -329,6 +354,7 @@ int run_serve(const serve_flags& f) {
   ho.sse_queue = static_cast<std::size_t>(std::max(1LL, f.sse_queue));
   ho.max_streams = static_cast<std::size_t>(f.max_streams);
   ho.max_body = static_cast<std::size_t>(f.max_body_bytes);
+  ho.asks = asks ? &*asks : nullptr;
   http_server_options so;
   so.max_connections = static_cast<std::size_t>(f.max_connections);
   so.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
@@ -403,6 +429,9 @@ int run_serve(const serve_flags& f) {
   }
   // Streams end, waiting requests get 503, then the runtime drains.
   api.stop();
+  // Parked requests are declined / refused, never left hanging; before the
+  // server stops, so the tool calls waiting on them still get their answer.
+  if (asks) asks->stop();
   server.stop(std::chrono::seconds(2));
   auto drained = rt.shutdown();
   spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);

@@ -33,6 +33,10 @@ struct serve_flags {
   long long max_calls_per_server = 16;
   long long request_timeout_ms = 10000;
   long long max_body_bytes = 1 << 20;
+  // Servers' requests for the host (issue 15): answered over HTTP with "ask".
+  std::string elicitation;            // decline | accept-defaults | ask; empty: the runtime's default
+  std::string sampling = "off";       // off | ask
+  long long host_request_timeout_ms = 120000;
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

@@ -76,6 +76,11 @@ constexpr route_pattern patterns[] = {
   {"POST", 5, {"workspace", "mcp", "*", "resources", "unsubscribe"}, route_id::resource_unsubscribe},
   {"POST", 5, {"workspace", "mcp", "*", "prompts", "get"}, route_id::prompt_get},
   {"POST", 4, {"workspace", "mcp", "*", "complete"}, route_id::complete},
+  // answers to servers' requests for the host (issue 15); ids are hex, never
+  // a word of the per-server routes above, which match first
+  {"POST", 4, {"workspace", "mcp", "elicitations", "*"}, route_id::elicitation_answer},
+  {"POST", 4, {"workspace", "mcp", "sampling", "*"}, route_id::sampling_answer},
+  {"GET", 4, {"workspace", "mcp", "*", "prompts"}, route_id::prompts},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

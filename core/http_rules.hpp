@@ -107,11 +107,15 @@ enum class route_id {
   healthz, snapshot, events, reload, call, approve, reject, restart,
   // resources, prompts and completion (issue 15): `server` is set
   resources, resource_templates, resource_read, resource_subscribe, resource_unsubscribe, prompt_get, complete,
+  // answers to servers' requests for the host (issue 15): `server` holds the request's id
+  elicitation_answer, sampling_answer,
+  prompts, // GET .../{server}/prompts: prompts/list, every page
 };
 
 struct route_match {
   route_id id = route_id::healthz;
   std::string server; // approve / reject / restart and the per-server routes: the decoded name
+                      // (elicitation_answer / sampling_answer: the request's id)
 };
 
 /// A request's route, or its refusal: 400 for a bad path, 404 for an

@@ -1064,6 +1064,7 @@ constexpr client_method client_methods[] = {
     {"resources/unsubscribe", "resources", "subscribe", nullptr},
     {"prompts/get", "prompts", nullptr, nullptr},
     {"completion/complete", "completions", nullptr, nullptr},
+    {"prompts/list", "prompts", nullptr, "prompts"},
 };
 
 bool feature_present(const json& caps, const char* capability, const char* feature) {
@@ -1089,7 +1090,7 @@ bool object_of_strings(const json& v) {
 
 // What `method` needs in its params; empty when they do.
 std::string check_params(std::string_view method, const json& params) {
-  if (method == "resources/list" || method == "resources/templates/list") {
+  if (method == "resources/list" || method == "resources/templates/list" || method == "prompts/list") {
     auto c = params.find("cursor");
     if (c != params.end() && !c->is_string())
       return "cursor must be a string";

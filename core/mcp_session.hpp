@@ -404,8 +404,9 @@ private:
 };
 
 /// The methods mcp_session::request() sends.
-inline constexpr std::array<std::string_view, 7> client_request_methods = {
+inline constexpr std::array<std::string_view, 8> client_request_methods = {
     "resources/list",   "resources/templates/list", "resources/read",     "resources/subscribe",
-    "resources/unsubscribe", "prompts/get",          "completion/complete"};
+    "resources/unsubscribe", "prompts/get",          "completion/complete",
+    "prompts/list"};
 
 } // namespace mcprt

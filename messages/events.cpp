@@ -4,6 +4,7 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include "core/event_payload.hpp"
 #include "core/overloaded.hpp"
 #include "core/untrusted_text.hpp"
 
@@ -24,6 +25,9 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::pool_entry_failed, "pool_entry_failed"},
   {event_kind::resource_updated, "resource_updated"},
   {event_kind::resource_list_changed, "resource_list_changed"},
+  {event_kind::elicitation_requested, "elicitation_requested"},
+  {event_kind::sampling_requested, "sampling_requested"},
+  {event_kind::host_request_ended, "host_request_ended"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -48,6 +52,9 @@ struct utf8_scrubber {
     for (auto& x : xs)
       scrub(x);
   }
+
+  // A server's JSON (host requests' params, issue 15).
+  void scrub(json_value& v) { make_payload_safe(v.value); }
 
   template <class T>
   void scrub(events::optional_field<T>& o) {
@@ -209,6 +216,34 @@ void to_json(json& j, const resource_updated& x) {
 
 void to_json(json& j, const resource_list_changed& x) {
   j = json{{"server", x.server}};
+}
+
+// -- requests for the host (issue 15) --
+
+void to_json(json& j, const host_call& x) {
+  j = json{{"session", x.session}, {"tool", x.tool}, {"call_id", x.call_id}};
+}
+
+namespace {
+
+template <class Requested>
+void host_request_to_json(json& j, const Requested& x) {
+  j = json{{"id", x.id}, {"server", x.server}, {"params", x.params.value}};
+  if (x.call) j["call"] = *x.call;
+}
+
+} // namespace
+
+void to_json(json& j, const elicitation_requested& x) {
+  host_request_to_json(j, x);
+}
+
+void to_json(json& j, const sampling_requested& x) {
+  host_request_to_json(j, x);
+}
+
+void to_json(json& j, const host_request_ended& x) {
+  j = json{{"id", x.id}, {"request", x.request}, {"outcome", x.outcome}};
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

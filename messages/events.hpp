@@ -41,6 +41,10 @@ enum class event_kind : uint8_t {
   // -- resources (issue 15) --
   resource_updated,
   resource_list_changed,
+  // -- requests for the host, answered over the daemon's HTTP API (issue 15) --
+  elicitation_requested,
+  sampling_requested,
+  host_request_ended,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -341,6 +345,75 @@ typename Inspector::result_type inspect(Inspector& f, resource_list_changed& x) 
 void to_json(nlohmann::json& j, const resource_updated& x);
 void to_json(nlohmann::json& j, const resource_list_changed& x);
 
+// -- requests for the host (issue 15) -------------------------------------------------
+
+/// The runtime's tool call a host request belongs to (mcprt::host_call_ref
+/// without the server, which the request names already).
+struct host_call {
+  std::string session;
+  std::string tool;
+  uint64_t call_id = 0;
+};
+
+/// {"id", "server", "params"[, "call": {"session", "tool", "call_id"}]}: a
+/// server asked `elicitation/create` and the daemon waits for
+/// `POST /workspace/mcp/elicitations/{id}`. `params` is the server's (a
+/// JSON object: message, requestedSchema, ...), UNTRUSTED and bounded by
+/// the publisher (core/host_answer bounded_host_params).
+struct elicitation_requested {
+  std::string id;
+  std::string server;
+  json_value params;
+  std::optional<host_call> call;
+};
+
+/// The same for `sampling/createMessage`, answered by
+/// `POST /workspace/mcp/sampling/{id}`.
+struct sampling_requested {
+  std::string id;
+  std::string server;
+  json_value params;
+  std::optional<host_call> call;
+};
+
+/// {"id", "request", "outcome"}: a request above no longer waits.
+/// `request` is "elicitation" or "sampling"; `outcome` is "answered" (over
+/// HTTP), "timed_out" (the daemon declined / refused it), "withdrawn" (the
+/// server cancelled it or its connection ended) or "stopped" (the daemon
+/// stopped and declined / refused it).
+struct host_request_ended {
+  std::string id;
+  std::string request;
+  std::string outcome;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, host_call& x) {
+  return f(caf::meta::type_name("mcprt.events.host_call"), x.session, x.tool, x.call_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, elicitation_requested& x) {
+  optional_field<host_call> call{x.call};
+  return f(caf::meta::type_name("mcprt.events.elicitation_requested"), x.id, x.server, x.params, call);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_requested& x) {
+  optional_field<host_call> call{x.call};
+  return f(caf::meta::type_name("mcprt.events.sampling_requested"), x.id, x.server, x.params, call);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, host_request_ended& x) {
+  return f(caf::meta::type_name("mcprt.events.host_request_ended"), x.id, x.request, x.outcome);
+}
+
+void to_json(nlohmann::json& j, const host_call& x);
+void to_json(nlohmann::json& j, const elicitation_requested& x);
+void to_json(nlohmann::json& j, const sampling_requested& x);
+void to_json(nlohmann::json& j, const host_request_ended& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -463,9 +536,10 @@ using event_payload =
   std::variant<events::settings_changed, events::settings_error, events::reconcile_started,
                events::reconcile_finished, events::client_update, events::pending_approval_changed,
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
-               events::pool_entry_failed, events::resource_updated, events::resource_list_changed>;
+               events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
+               events::elicitation_requested, events::sampling_requested, events::host_request_ended>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::resource_list_changed) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::host_request_ended) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -604,4 +678,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_bus_actor))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_updated))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_list_changed))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::host_call))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::elicitation_requested))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::sampling_requested))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::host_request_ended))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

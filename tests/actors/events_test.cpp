@@ -51,6 +51,11 @@ std::vector<event_payload> one_of_each() {
     events::child_refused_batch{"session", 2, budget_mode::enforce, 2, 2, {{"big", "stdio", "budget_exhausted"}}},
     events::pool_entry_restarted{"echo::0011", "echo", 2, 1, "exit code 1", "crash"},
     events::pool_entry_failed{"echo::0011", "echo", "exit code 1", {"line 1", "line 2"}},
+    // requests for the host (issue 15)
+    events::elicitation_requested{"e1f0", "asker", json_value{json{{"message", "Name?"}, {"requestedSchema", {{"type", "object"}}}}},
+                                  events::host_call{"s1", "ask_client", 7}},
+    events::sampling_requested{"5a3b", "asker", json_value{json{{"maxTokens", 16}}}, std::nullopt},
+    events::host_request_ended{"e1f0", "elicitation", "timed_out"},
   };
 }
 
@@ -60,7 +65,7 @@ std::vector<event_payload> one_of_each() {
 
 TEST(EventPayloads, KindFollowsFromTheStructAndNamesStayTheWireNames) {
   auto all = one_of_each();
-  ASSERT_EQ(all.size(), 10u);
+  ASSERT_EQ(all.size(), 13u);
   std::vector<std::string> names;
   for (auto& p : all) {
     EXPECT_EQ(kind_of(p), kind_of(empty_payload(kind_of(p))));
@@ -69,7 +74,8 @@ TEST(EventPayloads, KindFollowsFromTheStructAndNamesStayTheWireNames) {
   EXPECT_EQ(names, (std::vector<std::string>{"settings_changed", "settings_error", "reconcile_started",
                                              "reconcile_finished", "client_update", "pending_approval_changed",
                                              "mcp_budget_warning", "mcp_child_refused_batch",
-                                             "pool_entry_restarted", "pool_entry_failed"}));
+                                             "pool_entry_restarted", "pool_entry_failed",
+                                             "elicitation_requested", "sampling_requested", "host_request_ended"}));
 }
 
 TEST(EventPayloads, SettingsChangedRendersItsBatchAndOmittedKeysOnlyWhenSet) {
