@@ -24,6 +24,7 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::pool_entry_failed, "pool_entry_failed"},
   {event_kind::resource_updated, "resource_updated"},
   {event_kind::resource_list_changed, "resource_list_changed"},
+  {event_kind::call_progress, "call_progress"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -209,6 +210,13 @@ void to_json(json& j, const resource_updated& x) {
 
 void to_json(json& j, const resource_list_changed& x) {
   j = json{{"server", x.server}};
+}
+
+void to_json(json& j, const call_progress& x) {
+  j = json{{"call_id", x.call_id}, {"session", x.session}, {"server", x.server}, {"tool", x.tool},
+           {"progress", x.progress}};
+  if (x.total) j["total"] = *x.total;
+  if (!x.message.empty()) j["message"] = x.message;
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

@@ -41,6 +41,8 @@ enum class event_kind : uint8_t {
   // -- resources (issue 15) --
   resource_updated,
   resource_list_changed,
+  // -- progress of tool calls (issue 15) --
+  call_progress,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -341,6 +343,43 @@ typename Inspector::result_type inspect(Inspector& f, resource_list_changed& x) 
 void to_json(nlohmann::json& j, const resource_updated& x);
 void to_json(nlohmann::json& j, const resource_list_changed& x);
 
+// -- progress of tool calls (issue 15) ---------------------------------------------
+
+/// {"call_id", "session", "server", "tool", "progress", "total"?, "message"?}:
+/// a step of a runtime tool call that asked for progress events
+/// (call_options::progress_events). `call_id` is the runtime's (the
+/// caller's own when it chose one); `message` is the server's text, cut by
+/// the session (mcp_session_options::max_progress_message) and rendered
+/// only when not empty; `total` only when the server sent one.
+struct call_progress {
+  std::string call_id;
+  std::string session;
+  std::string server;
+  std::string tool;
+  double progress = 0;
+  std::optional<double> total;
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_progress& x) {
+  finite_double_field progress{x.progress};
+  bool has_total = x.total.has_value();
+  double total = has_total ? *x.total : 0.0;
+  finite_double_field total_field{total};
+  // The optional travels as a flag and a finite double; read back, it is
+  // set from them.
+  auto load = [&]() -> caf::error {
+    if (has_total) x.total = total;
+    else x.total.reset();
+    return caf::none;
+  };
+  return f(caf::meta::type_name("mcprt.events.call_progress"), x.call_id, x.session, x.server, x.tool, progress,
+           has_total, total_field, x.message, caf::meta::load_callback(load));
+}
+
+void to_json(nlohmann::json& j, const call_progress& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -463,9 +502,10 @@ using event_payload =
   std::variant<events::settings_changed, events::settings_error, events::reconcile_started,
                events::reconcile_finished, events::client_update, events::pending_approval_changed,
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
-               events::pool_entry_failed, events::resource_updated, events::resource_list_changed>;
+               events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
+               events::call_progress>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::resource_list_changed) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::call_progress) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -604,4 +644,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_bus_actor))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_updated))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_list_changed))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::call_progress))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)
