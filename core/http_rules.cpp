@@ -90,6 +90,8 @@ constexpr route_pattern patterns[] = {
   {"POST", 5, {"workspace", "mcp", "*", "resources", "unsubscribe"}, route_id::resource_unsubscribe},
   {"POST", 5, {"workspace", "mcp", "*", "prompts", "get"}, route_id::prompt_get},
   {"POST", 4, {"workspace", "mcp", "*", "complete"}, route_id::complete},
+  // cancel of a tool call (issue 15)
+  {"POST", 5, {"workspace", "mcp", "calls", "*", "cancel"}, route_id::call_cancel},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

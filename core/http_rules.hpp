@@ -107,6 +107,8 @@ enum class route_id {
   healthz, snapshot, events, reload, call, approve, reject, restart,
   // resources, prompts and completion (issue 15): `server` is set
   resources, resource_templates, resource_read, resource_subscribe, resource_unsubscribe, prompt_get, complete,
+  // cancel of a tool call (issue 15): `server` holds the decoded call id
+  call_cancel,
 };
 
 struct route_match {
