@@ -93,6 +93,8 @@ TEST_F(ReconcilerCancel, ACancelledParkedCallFailsAtOnceAndNeverReachesTheServer
   sched.run();
   EXPECT_TRUE(cancel("c-1"));
   std::optional<caf::error> err;
+  // The test coordinator has run everything: not answered now is never.
+  ASSERT_TRUE(self->has_next_message()) << "the cancelled call did not fail at once";
   parked.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
   ASSERT_TRUE(err) << "the cancelled call did not fail at once";
   EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
