@@ -74,8 +74,17 @@ struct reconciler_state {
     json_value args;
     caf::typed_response_promise<json_value> rp;
     std::string method; // set: a client request (atom::mcp_request), `tool` unused
+    std::string call_id; // set: a call the caller may cancel (and may want progress of)
+    progress_sink_actor sink;
   };
   std::map<std::string, std::vector<parked_call>> parked;
+  /// Calls under a call id that left the park (or never parked): the
+  /// connection once the pool named it, so a cancel can reach it.
+  struct cancellable_call {
+    connection_actor conn;
+    caf::typed_response_promise<json_value> rp;
+  };
+  std::map<std::string, cancellable_call> cancellable;
   std::vector<unavailability> skipped; // of the last finished pass
   std::vector<unavailability> failed;  // servers that failed to connect in it
   /// Servers whose pool entry failed or closed under the session: when the
@@ -140,22 +149,86 @@ caf::error unavailable_error(const reconciler_state& st, const std::string& serv
   return make_error(errc::unknown_server, "no MCP server named " + server + " is configured");
 }
 
+caf::error cancelled_error(const std::string& call_id) {
+  return make_error(errc::cancelled, "call " + call_id + " was cancelled by the caller");
+}
+
+/// The call of `call_id` has its answer (or failed): it can no longer be
+/// cancelled. A cancelled call's promise is delivered already, so a late
+/// answer goes nowhere.
+void settle_cancellable(self_ptr self, const std::string& call_id, caf::typed_response_promise<json_value> rp,
+                        caf::expected<json_value> result) {
+  self->state.cancellable.erase(call_id);
+  if (!rp.pending()) return;
+  if (result) rp.deliver(std::move(*result));
+  else rp.deliver(std::move(result.error()));
+}
+
 void dispatch_call(self_ptr self, const live_server& s, const std::string& tool, json_value args,
-                   caf::typed_response_promise<json_value> rp) {
+                   caf::typed_response_promise<json_value> rp, std::string call_id = {},
+                   progress_sink_actor sink = {}) {
   auto& cfg = s.cfg;
   if (!passes(tool, cfg.include_tools, cfg.exclude_tools)) {
     rp.deliver(make_error(errc::unknown_tool,
                           cfg.name + ": tool " + tool + " is hidden by this server's includeTools / excludeTools"));
     return;
   }
+  if (call_id.empty()) {
+    with_connection(
+      self, s,
+      [self, rp, tool, args](connection_actor conn) mutable {
+        self->request(conn, caf::infinite, atom::call_v, tool, args)
+          .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
+                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      },
+      [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    return;
+  }
+  self->state.cancellable[call_id] = {connection_actor{}, rp};
   with_connection(
     self, s,
-    [self, rp, tool, args](connection_actor conn) mutable {
-      self->request(conn, caf::infinite, atom::call_v, tool, args)
-        .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
-              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    [self, rp, tool, args, call_id, sink](connection_actor conn) mutable {
+      auto& st = self->state;
+      auto i = st.cancellable.find(call_id);
+      // Cancelled while the pool looked the connection up: it never goes out.
+      if (i == st.cancellable.end() || !rp.pending()) return;
+      i->second.conn = conn;
+      self->request(conn, caf::infinite, atom::call_v, tool, args, call_id, sink)
+        .then([self, rp, call_id](json_value& r) { settle_cancellable(self, call_id, rp, std::move(r)); },
+              [self, rp, call_id](caf::error& e) { settle_cancellable(self, call_id, rp, std::move(e)); });
     },
-    [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    [self, rp, call_id](caf::error& e) { settle_cancellable(self, call_id, rp, std::move(e)); });
+}
+
+/// Cancels the call of `call_id`, parked or out on a connection.
+bool cancel_call(self_ptr self, const std::string& call_id) {
+  auto& st = self->state;
+  for (auto p = st.parked.begin(); p != st.parked.end(); ++p) {
+    auto& calls = p->second;
+    auto c = std::find_if(calls.begin(), calls.end(), [&](const auto& x) { return x.call_id == call_id; });
+    if (c == calls.end()) continue;
+    c->rp.deliver(cancelled_error(call_id));
+    calls.erase(c);
+    if (calls.empty()) st.parked.erase(p);
+    return true;
+  }
+  auto i = st.cancellable.find(call_id);
+  if (i == st.cancellable.end()) return false;
+  auto call = std::move(i->second);
+  st.cancellable.erase(i);
+  if (call.conn) // the connection tells the server
+    self->request(call.conn, std::chrono::seconds(10), atom::cancel_v, call_id).then([](bool) {}, [](caf::error&) {});
+  if (call.rp.pending()) call.rp.deliver(cancelled_error(call_id));
+  return true;
+}
+
+/// Whether `call_id` names a call parked or in flight in this session.
+bool call_id_taken(const reconciler_state& st, const std::string& call_id) {
+  if (st.cancellable.count(call_id)) return true;
+  for (auto& [name, calls] : st.parked)
+    for (auto& c : calls)
+      if (c.call_id == call_id) return true;
+  return false;
 }
 
 /// A client request other than tools/call: no tool filter applies.
@@ -183,7 +256,7 @@ void acquire_settled(self_ptr self, const std::string& name) {
   for (auto& c : calls) {
     if (i == st.live.end()) c.rp.deliver(unavailable_error(st, name));
     else if (!c.method.empty()) dispatch_request(self, i->second, c.method, std::move(c.args), c.rp);
-    else dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp);
+    else dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp, std::move(c.call_id), std::move(c.sink));
   }
 }
 
@@ -518,12 +591,31 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
         dispatch_call(self, i->second, tool, std::move(args), rp);
       } else if (st.connecting.count(server)) {
         // Admitted and being acquired: the call goes out once it is live.
-        st.parked[server].push_back({tool, std::move(args), rp});
+        st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::string{}, progress_sink_actor{}});
       } else {
         rp.deliver(unavailable_error(st, server));
       }
       return rp;
     },
+    [self](atom::call, const std::string& server, const std::string& tool, json_value& args,
+           std::string& call_id, progress_sink_actor& sink) -> caf::result<json_value> {
+      auto& st = self->state;
+      if (call_id.empty()) return make_error(errc::bad_request, "a call id must not be empty");
+      if (call_id_taken(st, call_id))
+        return make_error(errc::bad_request, "a call with id " + call_id + " is already in flight");
+      auto rp = self->make_response_promise<json_value>();
+      auto i = st.live.find(server);
+      if (i != st.live.end()) {
+        dispatch_call(self, i->second, tool, std::move(args), rp, std::move(call_id), std::move(sink));
+      } else if (st.connecting.count(server)) {
+        // Parked like any call; a cancel takes it out of the park.
+        st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::move(call_id), std::move(sink)});
+      } else {
+        rp.deliver(unavailable_error(st, server));
+      }
+      return rp;
+    },
+    [self](atom::cancel, const std::string& call_id) { return cancel_call(self, call_id); },
     [self](atom::mcp_request, const std::string& server, const std::string& method,
            json_value& params) -> caf::result<json_value> {
       auto& st = self->state;
@@ -532,7 +624,7 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
       if (i != st.live.end())
         dispatch_request(self, i->second, method, std::move(params), rp);
       else if (st.connecting.count(server))
-        st.parked[server].push_back({std::string{}, std::move(params), rp, method});
+        st.parked[server].push_back({std::string{}, std::move(params), rp, method, std::string{}, progress_sink_actor{}});
       else
         rp.deliver(unavailable_error(st, server));
       return rp;

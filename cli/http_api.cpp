@@ -1,7 +1,10 @@
 #include "cli/http_api.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <random>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -90,6 +93,7 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
       case errc::bad_request: out.status = 400; break;
       case errc::not_advertised: out.status = 501; break;
       case errc::not_connected: out.status = 503; break;
+      case errc::cancelled: out.status = 409; break; // issue 15: the caller cancelled the call
       case errc::timeout: out.status = 504; break;
       case errc::tool_error:
       case errc::protocol_error:
@@ -469,6 +473,15 @@ struct http_api::impl {
   void call(const std::shared_ptr<http_exchange>& ex);
   void mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
   void answer_host(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
+  void cancel_call(const std::shared_ptr<http_exchange>& ex, const std::string& call_id);
+  // Call ids the daemon makes for calls without one (issue 15).
+  std::string call_id_prefix = [] {
+    std::random_device rd;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "http-%08x%08x-", rd(), rd());
+    return std::string{buf};
+  }();
+  std::atomic<uint64_t> next_call_id{1};
   http_response decision(const std::string& name, bool approve);
   http_response restart(const std::string& name);
 };
@@ -594,6 +607,10 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
     case http::route_id::prompts: mcp_request(ex, m); return;
     case http::route_id::elicitation_answer:
     case http::route_id::sampling_answer: answer_host(ex, m); return;
+    case http::route_id::call_cancel:
+      if (!object_body(ex, true)) return;
+      cancel_call(ex, m.server);
+      return;
   }
 }
 
@@ -624,6 +641,24 @@ void http_api::impl::answer_host(const std::shared_ptr<http_exchange>& ex, const
       respond(ex, error_response(400, "bad_request", out.message));
       return;
   }
+}
+
+// -- cancel of a tool call (issue 15) ----------------------------------------------------
+
+void http_api::impl::cancel_call(const std::shared_ptr<http_exchange>& ex, const std::string& call_id) {
+  if (!is_valid_call_id(call_id)) {
+    respond(ex, error_response(400, "bad_request",
+                               "a call id is 1 to 128 ASCII letters, digits, '-', '_', '.' or ':'"));
+    return;
+  }
+  // Only sends: the call's own response answers with 409 "cancelled".
+  if (!rt.cancel_call(call_id)) {
+    respond(ex, error_response(404, "unknown_call", "no tool call with id " + call_id + " is in flight",
+                               {{"call_id", call_id}}));
+    return;
+  }
+  spdlog::info("call {} cancelled over HTTP", call_id);
+  respond(ex, json_response(200, {{"call_id", call_id}, {"cancelled", true}}));
 }
 
 // -- resources, prompts and completion (issue 15) ---------------------------------------
@@ -718,15 +753,31 @@ void http_api::impl::call(const std::shared_ptr<http_exchange>& ex) {
   call_options co;
   co.timeout = opts.call_timeout;
   co.wait_connecting = opts.connect_wait;
+  // issue 15: a call id the client chose asks for progress on the event
+  // stream under that id, and names the call for its cancel route.
+  if (b.contains("call_id") && !b["call_id"].is_null()) {
+    if (!b["call_id"].is_string() || !is_valid_call_id(b["call_id"].get<std::string>())) {
+      respond(ex, error_response(400, "bad_request",
+                                 "\"call_id\" must be 1 to 128 ASCII letters, digits, '-', '_', '.' or ':'"));
+      return;
+    }
+    co.call_id = b["call_id"].get<std::string>();
+    co.progress_events = true;
+  } else {
+    // Unguessable, so it does not collide with a client's chosen id.
+    co.call_id = call_id_prefix + std::to_string(next_call_id.fetch_add(1));
+  }
   auto origin = allowed_origin(ex->request(), opts.allowed_origins);
   // Runs on an actor thread, possibly after this api is gone: it holds
   // only what it uses (the actor system outlives every actor).
   auto* s = &sys;
   rt.call_tool_async(
     session, server, tool, std::move(args),
-    [ex, origin, s, server, tool](caf::expected<json> r) {
+    [ex, origin, s, server, tool, call_id = co.call_id](caf::expected<json> r) {
       http_response resp = r ? json_response(200, *r)
-                             : runtime_error_response(*s, r.error(), {{"server", server}, {"tool", tool}});
+                             : runtime_error_response(*s, r.error(),
+                                                      {{"server", server}, {"tool", tool}, {"call_id", call_id}});
+      resp.headers.emplace_back("Mcprt-Call-Id", call_id);
       add_cors(resp, origin);
       ex->respond(std::move(resp));
     },

@@ -81,6 +81,8 @@ constexpr route_pattern patterns[] = {
   {"POST", 4, {"workspace", "mcp", "elicitations", "*"}, route_id::elicitation_answer},
   {"POST", 4, {"workspace", "mcp", "sampling", "*"}, route_id::sampling_answer},
   {"GET", 4, {"workspace", "mcp", "*", "prompts"}, route_id::prompts},
+  // cancel of a tool call (issue 15)
+  {"POST", 5, {"workspace", "mcp", "calls", "*", "cancel"}, route_id::call_cancel},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

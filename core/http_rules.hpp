@@ -110,6 +110,8 @@ enum class route_id {
   // answers to servers' requests for the host (issue 15): `server` holds the request's id
   elicitation_answer, sampling_answer,
   prompts, // GET .../{server}/prompts: prompts/list, every page
+  // cancel of a tool call (issue 15): `server` holds the decoded call id
+  call_cancel,
 };
 
 struct route_match {

@@ -221,10 +221,13 @@ struct call_registry {
   bool closed = false;
   uint64_t next_id = 1;
   std::map<uint64_t, std::pair<std::weak_ptr<call_job>, caf::actor>> live;
+  /// Tool calls in flight by their call id (issue 15: cancel).
+  std::map<std::string, uint64_t> by_call_id;
 
-  void erase(uint64_t id) {
+  void erase(uint64_t id, const std::string& call_id) {
     std::lock_guard<std::mutex> guard{mtx};
     live.erase(id);
+    if (auto i = by_call_id.find(call_id); i != by_call_id.end() && i->second == id) by_call_id.erase(i);
   }
 };
 
@@ -244,6 +247,16 @@ struct call_job {
   std::chrono::steady_clock::time_point deadline;
   std::chrono::steady_clock::time_point connecting_deadline;
   std::mutex mtx;
+  // -- progress and cancel (issue 15) --
+  std::string call_id;  // the caller's (or the runtime's "call-N")
+  std::string wire_id;  // unique in the runtime: what the session and the connection know
+  progress_callback on_progress;
+  bool progress_events = false;
+  /// Held while a callback runs, so the answer never overtakes a step.
+  std::mutex delivery;
+  bool cancel_requested = false; // before its runner existed; under the registry's lock
+
+  bool wants_progress() const { return method.empty() && (on_progress || progress_events); }
 
   void finish(caf::expected<json> result) {
     call_callback cb;
@@ -254,12 +267,31 @@ struct call_job {
       done = nullptr;
     }
     limiter->release(server);
-    if (auto r = registry.lock()) r->erase(id);
+    if (auto r = registry.lock()) r->erase(id, call_id);
+    std::lock_guard<std::mutex> in_order{delivery};
     try {
       cb(std::move(result));
     } catch (...) {
       // A host's callback must not take the runner (or the system) down.
     }
+  }
+
+  /// A step of the call's progress; false (and nothing runs) once the call
+  /// has answered.
+  bool progress(const tool_call_progress& step) {
+    std::lock_guard<std::mutex> in_order{delivery};
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!done) return false;
+    }
+    if (on_progress) {
+      try {
+        on_progress(step);
+      } catch (...) {
+        // As for the answer's callback.
+      }
+    }
+    return true;
   }
 
   ~call_job() { finish(make_error(errc::not_connected, "the runtime stopped before " + server + " answered")); }
@@ -285,20 +317,45 @@ void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::sh
     job->finish(std::move(e));
     self->quit();
   };
-  if (job->method.empty())
-    self->request(target, left, atom::call_v, job->server, job->tool, json_value{job->arguments})
-      .then(answered, failed);
-  else
+  if (job->method.empty()) {
+    // A call the runner gave up on (its timeout) is cancelled in the session:
+    // the server hears of it and its late answer goes nowhere.
+    auto failed_or_timed_out = [self, target, job, failed](caf::error& e) mutable {
+      if (e == caf::sec::request_timeout) self->send(target, atom::cancel_v, job->wire_id);
+      failed(e);
+    };
+    progress_sink_actor sink;
+    if (job->wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
+    self->request(target, left, atom::call_v, job->server, job->tool, json_value{job->arguments}, job->wire_id, sink)
+      .then(answered, failed_or_timed_out);
+  } else
     self->request(target, left, atom::mcp_request_v, job->server, job->method, json_value{job->arguments})
       .then(answered, failed);
 }
 
 /// Asks the session's reconciler for one call; a server still connecting is
 /// asked again on a timer.
-caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job) {
+caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job,
+                          event_bus_actor bus) {
   attempt_call(self, target, job);
   return {
     [self, target, job](caf::tick_atom) { attempt_call(self, target, job); },
+    // -- progress and cancel (issue 15) --
+    [job, self, bus](const call_progress_update& u) {
+      tool_call_progress step{job->call_id, job->session, job->server, job->tool, u.progress, std::nullopt, u.message};
+      if (u.has_total) step.total = u.total;
+      if (!job->progress(step) || !job->progress_events) return;
+      publish(self, bus,
+              events::call_progress{step.call_id, step.session, step.server, step.tool, step.progress, step.total,
+                                    step.message});
+    },
+    [self, target, job](atom::cancel) {
+      // Parked or out on a connection, the session takes it back; between
+      // two tries at a server still connecting, there is nothing to take.
+      self->send(target, atom::cancel_v, job->wire_id);
+      job->finish(make_error(errc::cancelled, "call " + job->call_id + " was cancelled by the caller"));
+      self->quit();
+    },
   };
 }
 
@@ -366,8 +423,9 @@ struct runtime::impl {
 
   /// Starts one call (tools/call when `method` is empty, else that client
   /// request): limited per server, answered exactly once through `done`.
-  void start_call(const std::string& session, const std::string& server, const std::string& tool,
-                  const std::string& method, json arguments, call_callback done, call_options opts);
+  /// Returns the call's id (tool calls: for cancel_call).
+  std::string start_call(const std::string& session, const std::string& server, const std::string& tool,
+                         const std::string& method, json arguments, call_callback done, call_options opts);
 
   std::optional<session_entry> find_session(const std::string& id) const {
     std::lock_guard<std::mutex> guard{mtx};
@@ -572,24 +630,58 @@ caf::expected<json> runtime::call_tool(const std::string& session, const std::st
   return result.get();
 }
 
-void runtime::call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
-                              json arguments, call_callback done, call_options opts) {
-  impl_->start_call(session, server, tool, {}, std::move(arguments), std::move(done), opts);
+std::string runtime::call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
+                                     json arguments, call_callback done, call_options opts) {
+  return impl_->start_call(session, server, tool, {}, std::move(arguments), std::move(done), std::move(opts));
 }
 
-void runtime::impl::start_call(const std::string& session, const std::string& server, const std::string& tool,
-                               const std::string& method, json arguments, call_callback done, call_options opts) {
+// -- progress and cancel of tool calls (issue 15) ----------------------------------
+
+bool is_valid_call_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_'
+           || c == '.' || c == ':';
+  });
+}
+
+bool runtime::cancel_call(const std::string& call_id) {
+  auto& reg = *impl_->in_flight;
+  caf::actor runner;
+  {
+    std::lock_guard<std::mutex> guard{reg.mtx};
+    auto i = reg.by_call_id.find(call_id);
+    if (i == reg.by_call_id.end()) return false;
+    auto j = reg.live.find(i->second);
+    if (j == reg.live.end()) return false;
+    runner = j->second.second;
+    // A runner not spawned yet: start_call sends the cancel once it is.
+    if (!runner)
+      if (auto job = j->second.first.lock()) job->cancel_requested = true;
+  }
+  if (runner) caf::anon_send(runner, atom::cancel_v);
+  return true;
+}
+
+std::string runtime::impl::start_call(const std::string& session, const std::string& server, const std::string& tool,
+                                      const std::string& method, json arguments, call_callback done,
+                                      call_options opts) {
   auto& p = *this;
+  std::string call_id = opts.call_id;
+  if (!call_id.empty() && !is_valid_call_id(call_id)) {
+    done(make_error(errc::bad_request, "a call id is 1 to 128 ASCII letters, digits, '-', '_', '.' or ':'"));
+    return call_id;
+  }
   auto s = p.find_session(session);
   if (!s) {
     done(make_error(errc::unknown_session, "no session " + session));
-    return;
+    return call_id;
   }
   if (!p.calls->acquire(server)) {
     done(make_error(errc::too_many_calls, server + " has " + std::to_string(p.calls->limit())
                                             + " tool calls in flight, as many as allowed (max_calls_per_server); "
                                               "try again when one has answered"));
-    return;
+    return call_id;
   }
   auto job = std::make_shared<call_job>();
   job->session = session;
@@ -599,33 +691,54 @@ void runtime::impl::start_call(const std::string& session, const std::string& se
   job->arguments = std::move(arguments);
   job->done = std::move(done);
   job->limiter = p.calls;
+  job->on_progress = std::move(opts.progress);
+  job->progress_events = opts.progress_events;
   auto now = std::chrono::steady_clock::now();
   job->deadline = now + opts.timeout;
   job->connecting_deadline = now + opts.wait_connecting;
   job->registry = p.in_flight;
+  bool taken = false;
   {
     std::lock_guard<std::mutex> guard{p.in_flight->mtx};
     if (!p.in_flight->closed) {
-      job->id = p.in_flight->next_id++;
-      p.in_flight->live[job->id].first = job;
+      auto id = p.in_flight->next_id;
+      if (call_id.empty()) call_id = "call-" + std::to_string(id);
+      taken = p.in_flight->by_call_id.count(call_id) > 0;
+      if (!taken) {
+        job->id = p.in_flight->next_id++;
+        job->call_id = call_id;
+        job->wire_id = "mcprt-call-" + std::to_string(job->id);
+        p.in_flight->live[job->id].first = job;
+        p.in_flight->by_call_id[call_id] = job->id;
+      }
     }
+  }
+  if (taken) {
+    job->finish(make_error(errc::bad_request, "a call with id " + call_id + " is already in flight"));
+    return call_id;
   }
   if (job->id == 0) {
     job->finish(make_error(errc::not_connected, "the runtime is stopping"));
-    return;
+    return call_id;
   }
   auto id = job->id;
-  auto runner = p.sys.spawn(call_runner, s->reconciler, std::move(job));
+  auto kept = job;
+  auto runner = p.sys.spawn(call_runner, s->reconciler, std::move(job), p.bus);
   bool stopping;
+  bool cancel = false;
   {
     std::lock_guard<std::mutex> guard{p.in_flight->mtx};
     // Not there any more when the call has already answered.
     if (auto i = p.in_flight->live.find(id); i != p.in_flight->live.end()) i->second.second = runner;
     stopping = p.in_flight->closed;
+    cancel = kept->cancel_requested;
   }
+  kept.reset();
   // A shutdown that came in between answered the call but did not know
   // this runner.
   if (stopping) caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
+  else if (cancel) caf::anon_send(runner, atom::cancel_v);
+  return call_id;
 }
 
 caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session, const std::string& server) {

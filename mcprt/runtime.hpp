@@ -188,6 +188,33 @@ struct runtime_options {
   std::optional<std::vector<mcp_root>> roots;
 };
 
+// -- progress and cancel of tool calls (issue 15) ----------------------------------
+
+/// One step of a tool call's progress, as its server reported it
+/// (`notifications/progress`).
+struct tool_call_progress {
+  /// The call's id: the one in call_options::call_id, or the runtime's.
+  std::string call_id;
+  std::string session;
+  std::string server;
+  std::string tool;
+  /// Increases from step to step (the session drops repeats and steps back).
+  double progress = 0;
+  std::optional<double> total;
+  /// The server's text, cut to at most 1024 bytes. UNTRUSTED: show it escaped.
+  std::string message;
+};
+
+/// Receives the progress of one call, on the same actor thread as the
+/// call's answer and never after it (nor after the answer has begun to be
+/// delivered). Hand the step over and return; never block, never call the
+/// runtime's blocking member functions from it (`cancel_call` is fine).
+using progress_callback = std::function<void(const tool_call_progress&)>;
+
+/// A call id a caller may choose: 1 to 128 bytes of ASCII letters, digits
+/// and `-` `_` `.` `:` (it is shown in events and URLs as it is).
+bool is_valid_call_id(const std::string& id);
+
 /// How a tool call waits.
 struct call_options {
   /// For the answer, from the call on (connecting retries included).
@@ -196,6 +223,17 @@ struct call_options {
   /// starting, restarting) is asked again every 50 ms for this long, on an
   /// actor timer: no thread waits for it. 0: its errc::not_connected at once.
   std::chrono::milliseconds wait_connecting{0};
+  // -- progress and cancel (issue 15); tool calls only, not mcp_request --
+  /// The call's id for `runtime::cancel_call` and in progress: empty, the
+  /// runtime makes one ("call-N"). A chosen one must pass is_valid_call_id
+  /// and be unused by the calls in flight, else the call fails at once with
+  /// errc::bad_request.
+  std::string call_id;
+  /// Set: the server is asked for progress and each step comes here.
+  progress_callback progress;
+  /// True: the server is asked for progress and each step is published on
+  /// the bus as event_kind::call_progress (the daemon's SSE stream).
+  bool progress_events = false;
 };
 
 /// Receives what `call_tool_async` answers, exactly once: on an actor
@@ -244,8 +282,19 @@ public:
   /// The same call without blocking: returns at once; `done` gets the
   /// result, or errc::too_many_calls when `server` already has
   /// `max_calls_per_server` calls in flight (counted for blocking calls too).
-  void call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
-                       nlohmann::json arguments, call_callback done, call_options opts = {});
+  /// Returns the call's id (opts.call_id, or the runtime's own), for
+  /// `cancel_call`; the progress asked for in `opts` reaches opts.progress
+  /// and/or the bus.
+  std::string call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
+                              nlohmann::json arguments, call_callback done, call_options opts = {});
+
+  /// Cancels the tool call of `call_id` (from call_tool_async): it fails at
+  /// once with errc::cancelled. A call parked while its server connects or
+  /// awaits approval never reaches the server; one out on a connection is
+  /// cancelled there (`notifications/cancelled`), and its late answer is
+  /// dropped. Returns false when no call of that id is in flight. Only
+  /// sends: it never blocks.
+  bool cancel_call(const std::string& call_id);
 
   /// The session's tools of one server (after includeTools / excludeTools).
   caf::expected<std::vector<tool_info>> tools(const std::string& session, const std::string& server);

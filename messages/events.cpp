@@ -28,6 +28,7 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::elicitation_requested, "elicitation_requested"},
   {event_kind::sampling_requested, "sampling_requested"},
   {event_kind::host_request_ended, "host_request_ended"},
+  {event_kind::call_progress, "call_progress"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -244,6 +245,11 @@ void to_json(json& j, const sampling_requested& x) {
 
 void to_json(json& j, const host_request_ended& x) {
   j = json{{"id", x.id}, {"request", x.request}, {"outcome", x.outcome}};
+void to_json(json& j, const call_progress& x) {
+  j = json{{"call_id", x.call_id}, {"session", x.session}, {"server", x.server}, {"tool", x.tool},
+           {"progress", x.progress}};
+  if (x.total) j["total"] = *x.total;
+  if (!x.message.empty()) j["message"] = x.message;
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

@@ -45,6 +45,8 @@ enum class event_kind : uint8_t {
   elicitation_requested,
   sampling_requested,
   host_request_ended,
+  // -- progress of tool calls (issue 15) --
+  call_progress,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -413,6 +415,42 @@ void to_json(nlohmann::json& j, const host_call& x);
 void to_json(nlohmann::json& j, const elicitation_requested& x);
 void to_json(nlohmann::json& j, const sampling_requested& x);
 void to_json(nlohmann::json& j, const host_request_ended& x);
+// -- progress of tool calls (issue 15) ---------------------------------------------
+
+/// {"call_id", "session", "server", "tool", "progress", "total"?, "message"?}:
+/// a step of a runtime tool call that asked for progress events
+/// (call_options::progress_events). `call_id` is the runtime's (the
+/// caller's own when it chose one); `message` is the server's text, cut by
+/// the session (mcp_session_options::max_progress_message) and rendered
+/// only when not empty; `total` only when the server sent one.
+struct call_progress {
+  std::string call_id;
+  std::string session;
+  std::string server;
+  std::string tool;
+  double progress = 0;
+  std::optional<double> total;
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_progress& x) {
+  finite_double_field progress{x.progress};
+  bool has_total = x.total.has_value();
+  double total = has_total ? *x.total : 0.0;
+  finite_double_field total_field{total};
+  // The optional travels as a flag and a finite double; read back, it is
+  // set from them.
+  auto load = [&]() -> caf::error {
+    if (has_total) x.total = total;
+    else x.total.reset();
+    return caf::none;
+  };
+  return f(caf::meta::type_name("mcprt.events.call_progress"), x.call_id, x.session, x.server, x.tool, progress,
+           has_total, total_field, x.message, caf::meta::load_callback(load));
+}
+
+void to_json(nlohmann::json& j, const call_progress& x);
 
 // -- inspect ----------------------------------------------------------------------
 
@@ -537,9 +575,10 @@ using event_payload =
                events::reconcile_finished, events::client_update, events::pending_approval_changed,
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
                events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
-               events::elicitation_requested, events::sampling_requested, events::host_request_ended>;
+               events::elicitation_requested, events::sampling_requested, events::host_request_ended,
+               events::call_progress>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::host_request_ended) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::call_progress) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -682,4 +721,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::elicitation_requested))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::sampling_requested))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::host_request_ended))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::call_progress))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

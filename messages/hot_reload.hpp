@@ -198,6 +198,16 @@ using reconciler_actor = caf::typed_actor<
   // call(server, tool, arguments) → the tool's result; fails with
   // errc::unavailable (reason and remedy) or errc::unknown_tool.
   caf::replies_to<atom::call, std::string, std::string, json_value>::with<json_value>,
+  // The same call under the caller's call id (unique among the session's
+  // calls in flight, and among the connection's: the runtime makes it so),
+  // for cancel; with a valid sink the server is asked for progress
+  // (call_progress_update goes to the sink).
+  caf::replies_to<atom::call, std::string, std::string, json_value, std::string, progress_sink_actor>::with<json_value>,
+  // Cancels the call of that call id: a parked call leaves the park without
+  // reaching its server, a call out on a connection is cancelled there
+  // (notifications/cancelled). Either fails at once with errc::cancelled.
+  // False when no call of that id is parked or in flight.
+  caf::replies_to<atom::cancel, std::string>::with<bool>,
   // The session's tools of one server, after its tool filter.
   caf::replies_to<atom::tools, std::string>::with<std::vector<tool_info>>,
   // request(server, method, params) → the server's result: a client request

@@ -56,6 +56,8 @@ std::vector<event_payload> one_of_each() {
                                   events::host_call{"s1", "ask_client", 7}},
     events::sampling_requested{"5a3b", "asker", json_value{json{{"maxTokens", 16}}}, std::nullopt},
     events::host_request_ended{"e1f0", "elicitation", "timed_out"},
+    // progress of tool calls (issue 15)
+    events::call_progress{"job-7", "s1", "echo", "sleep", 1.5, 2.0, "sleeping"},
   };
 }
 
@@ -65,7 +67,7 @@ std::vector<event_payload> one_of_each() {
 
 TEST(EventPayloads, KindFollowsFromTheStructAndNamesStayTheWireNames) {
   auto all = one_of_each();
-  ASSERT_EQ(all.size(), 13u);
+  ASSERT_EQ(all.size(), 14u);
   std::vector<std::string> names;
   for (auto& p : all) {
     EXPECT_EQ(kind_of(p), kind_of(empty_payload(kind_of(p))));
@@ -75,7 +77,8 @@ TEST(EventPayloads, KindFollowsFromTheStructAndNamesStayTheWireNames) {
                                              "reconcile_finished", "client_update", "pending_approval_changed",
                                              "mcp_budget_warning", "mcp_child_refused_batch",
                                              "pool_entry_restarted", "pool_entry_failed",
-                                             "elicitation_requested", "sampling_requested", "host_request_ended"}));
+                                             "elicitation_requested", "sampling_requested", "host_request_ended",
+                                             "call_progress"}));
 }
 
 TEST(EventPayloads, SettingsChangedRendersItsBatchAndOmittedKeysOnlyWhenSet) {
@@ -188,6 +191,14 @@ TEST(EventPayloads, PoolEvents) {
                   {"stderr", json::array({"a", "b"})}}));
 }
 
+TEST(EventPayloads, CallProgressRendersTotalAndMessageOnlyWhenSet) {
+  EXPECT_EQ(render(events::call_progress{"job-7", "s1", "echo", "sleep", 1.5, 2.0, "sleeping"}),
+            (json{{"call_id", "job-7"}, {"session", "s1"}, {"server", "echo"}, {"tool", "sleep"},
+                  {"progress", 1.5}, {"total", 2.0}, {"message", "sleeping"}}));
+  EXPECT_EQ(keys_of(render(events::call_progress{"c", "s1", "echo", "sleep", 1, std::nullopt, ""})),
+            (keys{"call_id", "progress", "server", "session", "tool"}));
+}
+
 // -- inspect ------------------------------------------------------------------------------
 
 class EventSerialization : public actor_test {
@@ -243,6 +254,17 @@ TEST_F(EventSerialization, EveryPayloadSurvivesAMessageRoundTrip) {
       },
       p);
   }
+}
+
+TEST_F(EventSerialization, ACallProgressWithoutTotalStaysWithoutTotal) {
+  event_payload p = events::call_progress{"c-1", "s1", "echo", "sleep", 3, std::nullopt, ""};
+  auto buf = bytes_of(p);
+  event_payload back = events::call_progress{"x", "x", "x", "x", 0, 9.0, "x"};
+  ASSERT_FALSE(read_back(buf, back));
+  auto& c = std::get<events::call_progress>(back);
+  EXPECT_FALSE(c.total);
+  EXPECT_EQ(c.progress, 3.0);
+  EXPECT_EQ(render(back), render(p));
 }
 
 TEST_F(EventSerialization, UnsetOptionalsStayUnset) {

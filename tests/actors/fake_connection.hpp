@@ -38,6 +38,8 @@ struct fake_world {
   std::vector<spawned> spawns;
   /// (connection id, generation) of every connection that got `stop`.
   std::vector<std::pair<std::string, uint64_t>> stopped;
+  /// The tool of every call that reached a connection, in order.
+  std::vector<std::string> calls;
   int32_t next_pid = 1000;
 
   std::size_t spawns_of(const std::string& id) const {
@@ -116,8 +118,12 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
         ci.tools.push_back(tool_info{t.get<std::string>(), "", json_value{nlohmann::json::object()}});
       return ci;
     },
-    [=](atom::call, const std::string&, const json_value&) { return json_value{nlohmann::json::object()}; },
-    [=](atom::call, const std::string&, const json_value&, const std::string&, const progress_sink_actor&) {
+    [=](atom::call, const std::string& tool, const json_value&) {
+      self->state.world->calls.push_back(tool);
+      return json_value{nlohmann::json::object()};
+    },
+    [=](atom::call, const std::string& tool, const json_value&, const std::string&, const progress_sink_actor&) {
+      self->state.world->calls.push_back(tool);
       return json_value{nlohmann::json::object()};
     },
     [=](atom::cancel, const std::string&) { return false; },

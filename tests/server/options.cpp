@@ -78,6 +78,10 @@ Containment (descendants, silence):
   --close-stdout-after-ms D   D ms after answering the first tools/list,
                               close stdout and keep running (and reading)
 
+Progress and cancel:
+  --cancel-file FILE          append "cancelled <requestId>" to FILE for every
+                              notifications/cancelled received
+
   --version                   print the version and exit
   -h, --help                  print this help and exit
 )";
@@ -189,6 +193,10 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       ok = flag(out.grandchild_setsid);
     } else if (arg == "--grandchild-daemon") {
       ok = flag(out.grandchild_daemon);
+    } else if (arg == "--cancel-file") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) out.cancel_file = *v;
     } else if (arg == "--close-stdout-after-ms") {
       ok = number(out.close_stdout_after_ms, 0);
     } else {

@@ -253,6 +253,16 @@ std::optional<json> handler::handle_request(const std::shared_ptr<peer>& p, cons
 
 void handler::handle_notification(const std::shared_ptr<peer>& p, const json& note) {
   const auto& method = note.at("method").get_ref<const std::string&>();
+  if (method == "notifications/cancelled" && !opts_.cancel_file.empty()) {
+    auto params = note.value("params", json::object());
+    auto line = "cancelled " + (params.is_object() && params.contains("requestId") ? params["requestId"].dump() : "?")
+                + "\n";
+    if (auto* f = std::fopen(opts_.cancel_file.c_str(), "a")) {
+      std::fputs(line.c_str(), f);
+      std::fclose(f);
+    }
+    return;
+  }
   if (method != "notifications/initialized") return;
   // Timers start once per connection, however often the client repeats it.
   if (p->initialized.exchange(true)) return;

@@ -67,6 +67,10 @@ struct options {
   bool grandchild_setsid = false;
   bool grandchild_daemon = false;
   int close_stdout_after_ms = -1; // counted from the first tools/list answer
+
+  // Progress and cancel (issue 15): every notifications/cancelled received
+  // appends "cancelled <requestId>" to this file.
+  std::string cancel_file;
 };
 
 enum class parse_outcome { run, exit_ok, exit_usage };

@@ -1,0 +1,132 @@
+// Cancel by call id in the session's reconciler (issue 15), on CAF's test
+// coordinator with the real pool, gating and bus and fake connections: a
+// call parked while its server connects leaves the park at once and never
+// reaches the server; a call id is unique among the session's calls.
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "actor_test_support.hpp"
+#include "actors/event_bus.hpp"
+#include "actors/gating.hpp"
+#include "actors/reconciler.hpp"
+#include "fake_connection.hpp"
+#include "messages/hot_reload.hpp"
+
+using namespace mcprt;
+using namespace mcprt::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
+class ReconcilerCancel : public actor_test {
+protected:
+  std::shared_ptr<fake_world> world = std::make_shared<fake_world>();
+  fs::path dir;
+  pool_actor pool;
+  gating_actor gating;
+  reconciler_actor session;
+
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("mcprt-reconciler-cancel-" + std::to_string(::getpid()) + "-"
+                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir / "ws");
+  }
+
+  void TearDown() override {
+    for (auto& s : world->spawns)
+      caf::anon_send_exit(s.conn, caf::exit_reason::user_shutdown);
+    actor_test::TearDown();
+    fs::remove_all(dir);
+  }
+
+  /// One user-scope server `name` in fake `mode` ("hang": connecting until a tick).
+  void start(const std::string& name, const std::string& mode) {
+    pool_options po;
+    po.table.drain_delay = 1s;
+    pool = track(spawn_pool(sys, fake_factory(world), budget_actor{}, event_bus_actor{}, po));
+    reconciler_options ro;
+    ro.session = "s1";
+    ro.pool_session = 1;
+    ro.pool = pool;
+    gating_options go;
+    go.workspace.workspace = dir / "ws";
+    go.workspace.home = dir;
+    go.approvals_file = dir / "approvals.json";
+    gating = track(spawn_gating(sys, go, event_bus_actor{}));
+    session = track(spawn_reconciler(sys, ro));
+    settings_update u;
+    u.forced = true;
+    json user = {{"mcpServers", {{name, {{"command", "fake-server"}, {"fake", mode}, {"tools", {"t1"}}}}}}};
+    u.files.push_back({(dir / ".mcprt/settings.json").string(), "user", true, json_value{user}});
+    u.files.push_back({(dir / "ws/.mcp.json").string(), "project", false, json_value{json::object()}});
+    u.files.push_back({(dir / "ws/.mcprt/settings.json").string(), "workspace", false, json_value{json::object()}});
+    self->send(gating, u);
+    self->send(gating, atom::attach_v, session, std::vector<server_config>{});
+    self->send(gating, atom::start_v);
+    sched.run();
+  }
+
+  auto call(const std::string& server, const std::string& call_id) {
+    return self->request(session, caf::infinite, atom::call_v, server, std::string{"t1"}, json_value{json::object()},
+                         call_id, progress_sink_actor{});
+  }
+
+  bool cancel(const std::string& call_id) { return ask<bool>(session, atom::cancel_v, call_id).value_or(false); }
+};
+
+} // namespace
+
+TEST_F(ReconcilerCancel, ACancelledParkedCallFailsAtOnceAndNeverReachesTheServer) {
+  start("slow", "hang");
+  auto parked = call("slow", "c-1");
+  auto other = call("slow", "c-2");
+  sched.run();
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> err;
+  // The test coordinator has run everything: not answered now is never.
+  ASSERT_TRUE(self->has_next_message()) << "the cancelled call did not fail at once";
+  parked.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "the cancelled call did not fail at once";
+  EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
+  EXPECT_FALSE(cancel("c-1")) << "a cancelled call is gone";
+  // The server connects: the other parked call goes out, the cancelled one never does.
+  self->send(world->spawns.at(0).conn, atom::tick_v);
+  sched.run();
+  bool answered = false;
+  other.receive([&](json_value&) { answered = true; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(world->calls, std::vector<std::string>{"t1"});
+}
+
+TEST_F(ReconcilerCancel, ACallIdInFlightCannotBeTakenTwice) {
+  start("slow", "hang");
+  auto first = call("slow", "c-1");
+  auto second = call("slow", "c-1");
+  sched.run();
+  std::optional<caf::error> err;
+  second.receive([](json_value&) { ADD_FAILURE() << "a second call under the same id went out"; },
+                 [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is(*err, errc::bad_request)) << sys.render(*err);
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> first_err;
+  first.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; },
+                [&](caf::error& e) { first_err = e; });
+  ASSERT_TRUE(first_err);
+  EXPECT_TRUE(is(*first_err, errc::cancelled)) << sys.render(*first_err);
+}
+
+TEST_F(ReconcilerCancel, CancelOfAnUnknownCallIdAnswersFalse) {
+  start("fast", "ok");
+  EXPECT_FALSE(cancel("nope"));
+}
