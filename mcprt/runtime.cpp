@@ -506,7 +506,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
         auto job = entry.first.lock();
         if (!job || job->server != server || job->tool != tool) continue;
         if (found) return std::nullopt;
-        found = host_call_ref{job->session, job->server, job->tool, id};
+        found = host_call_ref{job->session, job->server, job->tool, job->call_id};
       }
       return found;
     };

@@ -53,8 +53,9 @@ struct host_call_ref {
   std::string session;
   std::string server;
   std::string tool;
-  /// The runtime's own number for the call (unique while the runtime runs).
-  uint64_t call_id = 0;
+  /// The call's id, as call_tool_async returned it: what
+  /// runtime::cancel_call takes and progress names.
+  std::string call_id;
 };
 
 /// A request a server sent that only the host can answer: sampling

@@ -354,7 +354,7 @@ void to_json(nlohmann::json& j, const resource_list_changed& x);
 struct host_call {
   std::string session;
   std::string tool;
-  uint64_t call_id = 0;
+  std::string call_id;
 };
 
 /// {"id", "server", "params"[, "call": {"session", "tool", "call_id"}]}: a

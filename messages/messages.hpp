@@ -249,7 +249,7 @@ typename Inspector::result_type inspect(Inspector& f, host_reply& x) {
 /// A request only the host can answer, as a host's own actor receives it
 /// (`host_handlers::actor`; the callback form gets `server_request`). The
 /// same fields: `params` is the server's, UNTRUSTED; the call it belongs to
-/// is named when known (`call_id` 0: none).
+/// is named when known (`call_id` empty: none).
 struct server_request_message {
   std::string id;
   std::string server;
@@ -257,7 +257,7 @@ struct server_request_message {
   json_value params;
   std::string call_session;
   std::string call_tool;
-  uint64_t call_id = 0;
+  std::string call_id;
 };
 
 template <class Inspector>

@@ -53,7 +53,7 @@ std::vector<event_payload> one_of_each() {
     events::pool_entry_failed{"echo::0011", "echo", "exit code 1", {"line 1", "line 2"}},
     // requests for the host (issue 15)
     events::elicitation_requested{"e1f0", "asker", json_value{json{{"message", "Name?"}, {"requestedSchema", {{"type", "object"}}}}},
-                                  events::host_call{"s1", "ask_client", 7}},
+                                  events::host_call{"s1", "ask_client", "call-7"}},
     events::sampling_requested{"5a3b", "asker", json_value{json{{"maxTokens", 16}}}, std::nullopt},
     events::host_request_ended{"e1f0", "elicitation", "timed_out"},
     // progress of tool calls (issue 15)

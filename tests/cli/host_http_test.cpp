@@ -25,8 +25,11 @@ protected:
 
   /// ask_client(method, params) on its own thread: the call returns once
   /// the request is answered. The future holds the reply the server got.
-  std::future<httplib::Result> ask_client(const std::string& method, const json& params) {
-    auto body = json{{"server", "asker"}, {"tool", "ask_client"}, {"arguments", {{"method", method}, {"params", params}}}}.dump();
+  std::future<httplib::Result> ask_client(const std::string& method, const json& params,
+                                          const std::string& call_id = "") {
+    auto call = json{{"server", "asker"}, {"tool", "ask_client"}, {"arguments", {{"method", method}, {"params", params}}}};
+    if (!call_id.empty()) call["call_id"] = call_id;
+    auto body = call.dump();
     return std::async(std::launch::async, [this, body] { return post("/workspace/mcp/tools/call", body); });
   }
 
@@ -60,7 +63,7 @@ TEST_F(host_http_test, an_elicitation_is_announced_and_answered_over_http) {
   ASSERT_TRUE(start_asking());
   sse_stream events(port_);
   ASSERT_EQ(events.status(), 200);
-  auto call = ask_client("elicitation/create", elicit_params());
+  auto call = ask_client("elicitation/create", elicit_params(), "form-call-1");
 
   auto asked = events.wait_for("elicitation_requested", {}, 20s);
   ASSERT_TRUE(asked) << daemon_->err();
@@ -71,6 +74,8 @@ TEST_F(host_http_test, an_elicitation_is_announced_and_answered_over_http) {
   EXPECT_EQ(ev["params"]["message"], "Your name?") << ev.dump();
   EXPECT_EQ(ev["params"]["requestedSchema"]["properties"]["name"]["type"], "string") << ev.dump();
   EXPECT_EQ(ev["call"]["tool"], "ask_client") << ev.dump();
+  // The call's own id: what the cancel route and progress name.
+  EXPECT_EQ(ev["call"]["call_id"], "form-call-1") << ev.dump();
   EXPECT_EQ(snapshot().value("pending_host_requests", -1), 1);
 
   // Not an elicitation request's id on the sampling route, nor a bad answer.

@@ -155,7 +155,7 @@ TEST_F(HostRequests, TheHostAnswersSamplingAndElicitationWithTheCallTheyBelongTo
   EXPECT_EQ(req->first.call->session, session);
   EXPECT_EQ(req->first.call->server, "a");
   EXPECT_EQ(req->first.call->tool, "ask_client");
-  EXPECT_NE(req->first.call->call_id, 0u);
+  EXPECT_FALSE(req->first.call->call_id.empty());
   // Answered later, from another thread than the handler's.
   json result = {{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "4"}}}, {"model", "test-model"}};
   std::thread([responder = req->second, result] { responder.answer(result); }).join();
@@ -348,7 +348,7 @@ TEST_F(ActorHost, AnswersThroughItsRepliesAndHearsOfWithdrawals) {
     EXPECT_EQ(m.params.value, elicitation_params());
     EXPECT_EQ(m.call_session, session);
     EXPECT_EQ(m.call_tool, "ask_client");
-    EXPECT_NE(m.call_id, 0u);
+    EXPECT_FALSE(m.call_id.empty());
     EXPECT_FALSE(m.id.empty());
   }
 
