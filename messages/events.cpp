@@ -245,6 +245,8 @@ void to_json(json& j, const sampling_requested& x) {
 
 void to_json(json& j, const host_request_ended& x) {
   j = json{{"id", x.id}, {"request", x.request}, {"outcome", x.outcome}};
+}
+
 void to_json(json& j, const call_progress& x) {
   j = json{{"call_id", x.call_id}, {"session", x.session}, {"server", x.server}, {"tool", x.tool},
            {"progress", x.progress}};
