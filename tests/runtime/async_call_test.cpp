@@ -19,9 +19,7 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
-#include "event_log.hpp"
-#include "mcprt/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -71,49 +69,17 @@ json server(std::vector<std::string> args = {}) {
   return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
 }
 
-class AsyncCall : public ::testing::Test {
+class AsyncCall : public test::runtime_fixture {
 protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
-  std::unique_ptr<runtime> rt;
-  std::string session;
-
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-async-" + std::to_string(::getpid()) + "-"
-                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir / "home" / ".mcprt");
-    fs::create_directories(dir / "ws");
-    sink = sys->spawn(test::collector, log);
-  }
-
-  void TearDown() override {
-    if (rt) {
-      rt->shutdown();
-      rt.reset();
-    }
-    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    fs::remove_all(dir);
-  }
+  AsyncCall() : runtime_fixture("mcprt-async") {}
 
   void start(const json& servers, std::size_t max_calls) {
-    std::ofstream(dir / "home" / ".mcprt" / "settings.json") << json{{"mcpServers", servers}}.dump();
-    runtime_options o;
-    o.workspace = dir / "ws";
-    o.home = dir / "home";
+    save(user_settings(), {{"mcpServers", servers}});
+    auto o = options();
     o.watch = false;
     o.max_calls_per_server = max_calls;
-    auto r = runtime::start(*sys, o);
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
     // Subscribed before the session opens: none of its events is missed.
-    ASSERT_TRUE(rt->subscribe(sink));
-    session = rt->open_session();
+    runtime_fixture::start(o);
   }
 
   /// Waits for `name`'s connection to report `connected`, then checks that

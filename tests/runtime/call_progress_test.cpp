@@ -20,10 +20,8 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
 #include "../support/wait_for.hpp"
-#include "event_log.hpp"
-#include "mcprt/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -88,48 +86,20 @@ json server(std::vector<std::string> args = {}) {
   return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
 }
 
-class CallProgress : public ::testing::Test {
+class CallProgress : public test::runtime_fixture {
 protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
-  std::unique_ptr<runtime> rt;
-  std::string session;
+  CallProgress() : runtime_fixture("mcprt-progress") {}
 
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-progress-" + std::to_string(::getpid()) + "-"
-                                       + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir / "home" / ".mcprt");
-    fs::create_directories(dir / "ws");
+    runtime_fixture::SetUp();
     fs::create_directories(dir / "notes");
-    sink = sys->spawn(test::collector, log);
-  }
-
-  void TearDown() override {
-    if (rt) {
-      rt->shutdown();
-      rt.reset();
-    }
-    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    fs::remove_all(dir);
   }
 
   void start(const json& servers) {
-    std::ofstream(dir / "home" / ".mcprt" / "settings.json") << json{{"mcpServers", servers}}.dump();
-    runtime_options o;
-    o.workspace = dir / "ws";
-    o.home = dir / "home";
+    save(user_settings(), {{"mcpServers", servers}});
+    auto o = options();
     o.watch = false;
-    auto r = runtime::start(*sys, o);
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
-    ASSERT_TRUE(rt->subscribe(sink));
-    session = rt->open_session();
+    runtime_fixture::start(o);
   }
 
   void wait_connected(const std::string& name) {

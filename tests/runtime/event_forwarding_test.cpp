@@ -19,9 +19,7 @@
 
 #include <caf/all.hpp>
 
-#include "../actors/process_support.hpp"
-#include "event_log.hpp"
-#include "mcprt/runtime.hpp"
+#include "runtime_fixture.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -30,49 +28,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class EventForwarding : public ::testing::Test {
+class EventForwarding : public test::runtime_fixture {
 protected:
-  test::process_test_config cfg;
-  std::unique_ptr<caf::actor_system> sys = std::make_unique<caf::actor_system>(cfg);
-  fs::path dir;
-  std::shared_ptr<test::event_log> log = std::make_shared<test::event_log>();
-  event_subscriber_actor sink;
-  std::unique_ptr<runtime> rt;
+  EventForwarding() : runtime_fixture("mcprt-forwarding") {}
 
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-forwarding-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir / "home" / ".mcprt");
-    fs::create_directories(dir / "ws");
-    std::ofstream(dir / "home" / ".mcprt" / "settings.json")
-        << json{{"mcpServers", {{"echo", {{"command", MCPRT_TEST_SERVER}, {"args", json::array()}}}}}}.dump();
-    sink = sys->spawn(test::collector, log);
-    runtime_options o;
-    o.workspace = dir / "ws";
-    o.home = dir / "home";
+    runtime_fixture::SetUp();
+    save(user_settings(), {{"mcpServers", {{"echo", {{"command", MCPRT_TEST_SERVER}, {"args", json::array()}}}}}});
+    auto o = options();
     o.watch = false;
-    auto r = runtime::start(*sys, o);
-    ASSERT_TRUE(r) << sys->render(r.error());
-    rt = std::move(*r);
-    ASSERT_TRUE(rt->subscribe(sink));
-    rt->open_session();
-  }
-
-  void TearDown() override {
-    if (rt) rt->shutdown();
-    rt.reset();
-    EXPECT_TRUE(test::child_pids().empty()) << "a server process outlived the runtime";
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-    sys.reset();
-    fs::remove_all(dir);
-  }
-
-  std::size_t mark() { return log->mark(); }
-
-  std::optional<event> wait_event(const std::function<bool(const event&)>& pred, std::size_t from,
-                                  std::chrono::milliseconds timeout = 30s) {
-    return log->wait(pred, from, timeout);
+    start(o);
   }
 
   static std::function<bool(const event&)> echo_is(const std::string& status) {
