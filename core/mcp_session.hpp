@@ -308,7 +308,7 @@ private:
     std::optional<time_point> deadline;
     std::chrono::milliseconds timeout{0};
     bool wants_progress = false;        // calls: _meta.progressToken is the request id
-    std::optional<double> last_progress; // the last progress passed on
+    std::optional<double> last_progress{}; // the last progress passed on
   };
 
   // One paginated listing (tools or prompts). A list_changed during a run
