@@ -345,9 +345,7 @@ caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target,
       tool_call_progress step{job->call_id, job->session, job->server, job->tool, u.progress, std::nullopt, u.message};
       if (u.has_total) step.total = u.total;
       if (!job->progress(step) || !job->progress_events) return;
-      publish(self, bus,
-              events::call_progress{step.call_id, step.session, step.server, step.tool, step.progress, step.total,
-                                    step.message});
+      publish(self, bus, std::move(step));
     },
     [self, target, job](atom::cancel) {
       // Parked or out on a connection, the session takes it back; between

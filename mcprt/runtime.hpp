@@ -40,6 +40,7 @@
 #include "core/budget_ledger.hpp"
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
+#include "messages/events.hpp"
 #include "messages/hot_reload.hpp"
 #include "messages/messages.hpp"
 #include "messages/unavailable_error.hpp"
@@ -192,19 +193,12 @@ struct runtime_options {
 // -- progress and cancel of tool calls (issue 15) ----------------------------------
 
 /// One step of a tool call's progress, as its server reported it
-/// (`notifications/progress`).
-struct tool_call_progress {
-  /// The call's id: the one in call_options::call_id, or the runtime's.
-  std::string call_id;
-  std::string session;
-  std::string server;
-  std::string tool;
-  /// Increases from step to step (the session drops repeats and steps back).
-  double progress = 0;
-  std::optional<double> total;
-  /// The server's text, cut to at most 1024 bytes. UNTRUSTED: show it escaped.
-  std::string message;
-};
+/// (`notifications/progress`): the same record the bus carries as a
+/// `call_progress` event (messages/events.hpp). `call_id` is the one in
+/// call_options::call_id, or the runtime's; `progress` increases from step to
+/// step (the session drops repeats and steps back); `message` is the
+/// server's text, cut to at most 1024 bytes. UNTRUSTED: show it escaped.
+using tool_call_progress = events::call_progress;
 
 /// Receives the progress of one call, on the same actor thread as the
 /// call's answer and never after it (nor after the answer has begun to be
