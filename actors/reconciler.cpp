@@ -231,6 +231,23 @@ bool call_id_taken(const reconciler_state& st, const std::string& call_id) {
   return false;
 }
 
+/// A tool call of the session: out at once to a live server, parked while
+/// its server is being acquired (a cancel takes it out of the park), else
+/// refused. With a call id it can be cancelled.
+caf::result<json_value> take_call(self_ptr self, const std::string& server, const std::string& tool,
+                                  json_value args, std::string call_id, progress_sink_actor sink) {
+  auto& st = self->state;
+  auto rp = self->make_response_promise<json_value>();
+  auto i = st.live.find(server);
+  if (i != st.live.end())
+    dispatch_call(self, i->second, tool, std::move(args), rp, std::move(call_id), std::move(sink));
+  else if (st.connecting.count(server))
+    st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::move(call_id), std::move(sink)});
+  else
+    rp.deliver(unavailable_error(st, server));
+  return rp;
+}
+
 /// A client request other than tools/call: no tool filter applies.
 void dispatch_request(self_ptr self, const live_server& s, const std::string& method, json_value params,
                       caf::typed_response_promise<json_value> rp) {
@@ -584,36 +601,14 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     },
     [self](atom::call, const std::string& server, const std::string& tool,
            json_value& args) -> caf::result<json_value> {
-      auto& st = self->state;
-      auto rp = self->make_response_promise<json_value>();
-      auto i = st.live.find(server);
-      if (i != st.live.end()) {
-        dispatch_call(self, i->second, tool, std::move(args), rp);
-      } else if (st.connecting.count(server)) {
-        // Admitted and being acquired: the call goes out once it is live.
-        st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::string{}, progress_sink_actor{}});
-      } else {
-        rp.deliver(unavailable_error(st, server));
-      }
-      return rp;
+      return take_call(self, server, tool, std::move(args), {}, {});
     },
     [self](atom::call, const std::string& server, const std::string& tool, json_value& args,
            std::string& call_id, progress_sink_actor& sink) -> caf::result<json_value> {
-      auto& st = self->state;
       if (call_id.empty()) return make_error(errc::bad_request, "a call id must not be empty");
-      if (call_id_taken(st, call_id))
+      if (call_id_taken(self->state, call_id))
         return make_error(errc::bad_request, "a call with id " + call_id + " is already in flight");
-      auto rp = self->make_response_promise<json_value>();
-      auto i = st.live.find(server);
-      if (i != st.live.end()) {
-        dispatch_call(self, i->second, tool, std::move(args), rp, std::move(call_id), std::move(sink));
-      } else if (st.connecting.count(server)) {
-        // Parked like any call; a cancel takes it out of the park.
-        st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::move(call_id), std::move(sink)});
-      } else {
-        rp.deliver(unavailable_error(st, server));
-      }
-      return rp;
+      return take_call(self, server, tool, std::move(args), std::move(call_id), std::move(sink));
     },
     [self](atom::cancel, const std::string& call_id) { return cancel_call(self, call_id); },
     [self](atom::mcp_request, const std::string& server, const std::string& method,
