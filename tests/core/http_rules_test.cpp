@@ -226,6 +226,7 @@ TEST(HttpRoute, ResourcePromptAndCompletionRoutesNameTheirServer) {
     {"POST", "/workspace/mcp/fs/resources/unsubscribe", route_id::resource_unsubscribe},
     {"POST", "/workspace/mcp/fs/prompts/get", route_id::prompt_get},
     {"POST", "/workspace/mcp/fs/complete", route_id::complete},
+    {"GET", "/workspace/mcp/fs/prompts", route_id::prompts},
   };
   for (auto& w : wants) {
     auto r = resolve_route(w.method, w.target);
@@ -250,4 +251,44 @@ TEST(HttpRoute, ResourcePromptAndCompletionRoutesNameTheirServer) {
   r = resolve_route("POST", "/workspace/mcp//resources/read");
   ASSERT_TRUE(r.refused);
   EXPECT_EQ(r.refused->status, 404);
+}
+
+// The cancel route of a tool call (issue 15): its path names the call id,
+// it takes POST only, and it does not shadow a server's routes.
+TEST(HttpRoute, TheCancelRouteNamesTheCallIdAndTakesPostOnly) {
+  auto r = resolve_route("POST", "/workspace/mcp/calls/job-42/cancel");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::call_cancel);
+  EXPECT_EQ(r.match->server, "job-42");
+  r = resolve_route("GET", "/workspace/mcp/calls/job-42/cancel");
+  ASSERT_TRUE(r.refused);
+  EXPECT_EQ(r.refused->status, 405);
+  EXPECT_EQ(r.allow, "POST");
+  r = resolve_route("POST", "/workspace/mcp/calls//cancel");
+  EXPECT_FALSE(r.match);
+  // A server named "calls" keeps its routes.
+  r = resolve_route("POST", "/workspace/mcp/calls/resources/read");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::resource_read);
+  EXPECT_EQ(r.match->server, "calls");
+}
+
+// The answers to servers' requests for the host (issue 15): the path names
+// the request's id; a server named "elicitations" keeps its routes.
+TEST(HttpRoute, HostAnswerRoutesNameTheRequestIdAndTakePostOnly) {
+  auto r = resolve_route("POST", "/workspace/mcp/elicitations/0a1b2c");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::elicitation_answer);
+  EXPECT_EQ(r.match->server, "0a1b2c");
+  r = resolve_route("POST", "/workspace/mcp/sampling/0a1b2c");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::sampling_answer);
+  EXPECT_EQ(r.match->server, "0a1b2c");
+  r = resolve_route("GET", "/workspace/mcp/sampling/0a1b2c");
+  ASSERT_TRUE(r.refused);
+  EXPECT_EQ(r.refused->status, 405);
+  r = resolve_route("POST", "/workspace/mcp/elicitations/restart");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::restart);
+  EXPECT_EQ(r.match->server, "elicitations");
 }
