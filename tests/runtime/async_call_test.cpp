@@ -85,13 +85,7 @@ protected:
   /// Waits for `name`'s connection to report `connected`, then checks that
   /// it answers a call.
   void wait_connected(const std::string& name) {
-    auto up = log->wait(
-      [&](const event& e) {
-        auto u = std::get_if<events::client_update>(&e.payload);
-        return u && u->server == name && u->status == connection_status::connected;
-      },
-      0, 30s);
-    ASSERT_TRUE(up) << name << " never connected";
+    runtime_fixture::wait_connected(name, 30s);
     auto r = rt->call_tool(session, name, "echo", {{"text", "up?"}}, 10s);
     ASSERT_TRUE(r) << name << " connected but did not answer: " << sys->render(r.error());
   }

@@ -102,16 +102,6 @@ protected:
     runtime_fixture::start(o);
   }
 
-  void wait_connected(const std::string& name) {
-    auto up = log->wait(
-      [&](const event& e) {
-        auto u = std::get_if<events::client_update>(&e.payload);
-        return u && u->server == name && u->status == connection_status::connected;
-      },
-      0, 30s);
-    ASSERT_TRUE(up) << name << " never connected";
-  }
-
   std::string file_text(const fs::path& p) {
     std::ifstream in(p);
     std::stringstream ss;
