@@ -17,7 +17,9 @@ packages=(
 # One dpkg-query for all packages: one per package made a second run of
 # this script take seconds.
 missing=()
-installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null | awk '/install ok installed$/ { print $1 }')
+# dpkg-query exits 1 when a package was never installed; with pipefail that
+# would end this script silently on exactly the machine that needs it.
+installed=$({ dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true; } | awk '/install ok installed$/ { print $1 }')
 for p in "${packages[@]}"; do
   grep -qx -- "$p" <<<"$installed" || missing+=("$p")
 done
