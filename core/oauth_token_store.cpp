@@ -74,13 +74,28 @@ std::string shown(const std::string& text) {
   return escape_for_display(text.substr(0, 200));
 }
 
+// A server URL as a warning shows it: its query or user info may carry an
+// API key, so they are cut, as http_url's display form does (that form
+// also adds the port, which would not match the key in the file).
+std::string shown_url(const std::string& url) {
+  auto s = url;
+  auto cut = s.find_first_of("?#");
+  if (cut != std::string::npos) s.resize(cut);
+  auto scheme = s.find("://");
+  auto authority = scheme == std::string::npos ? 0 : scheme + 3;
+  auto path = s.find('/', authority);
+  auto at = s.substr(authority, path == std::string::npos ? std::string::npos : path - authority).rfind('@');
+  if (at != std::string::npos) s.erase(authority, at + 1);
+  return shown(s) + (cut != std::string::npos ? "?…" : "");
+}
+
 json_file_store::validator record_validator(const fs::path& file) {
   return [file = "'" + file.string() + "'"](json& doc, std::vector<std::string>& problems) {
     json kept = json::object();
     for (auto& [url, clients] : doc.items()) {
       if (!clients.is_object()) {
-        problems.push_back(std::string{label} + " " + file + ": the record for server \"" + shown(url) + "\" is a "
-                           + clients.type_name() + ", not an object; ignoring it");
+        problems.push_back(std::string{label} + " " + file + ": the record for server \"" + shown_url(url)
+                           + "\" is a " + clients.type_name() + ", not an object; ignoring it");
         continue;
       }
       auto& server = kept[url] = json::object();
@@ -88,7 +103,7 @@ json_file_store::validator record_validator(const fs::path& file) {
         auto why = record_problem(rec);
         if (!why.empty()) {
           problems.push_back(std::string{label} + " " + file + ": the record for client \"" + shown(key)
-                             + "\" of server \"" + shown(url) + "\" " + why + "; ignoring it");
+                             + "\" of server \"" + shown_url(url) + "\" " + why + "; ignoring it");
           continue;
         }
         server[key] = std::move(rec);

@@ -280,6 +280,22 @@ TEST_F(OAuthTokenStore, NoWarningOrErrorEverQuotesASecret) {
   check("writing invalid UTF-8");
 }
 
+TEST_F(OAuthTokenStore, WarningsCutTheQueryAndUserInfoOfAServerUrl) {
+  // Some servers take an API key in the URL; a warning names the server
+  // without it.
+  fs::create_directories(file_.parent_path());
+  const std::string keyed = "https://me:SECRET-10@h.example/mcp?api_key=SECRET-9#SECRET-11";
+  write_bytes(file_, json{{keyed, {{"dynamic", 5}}}, {"https://h.example/v2?k=SECRET-12", 5}}.dump());
+  oauth_token_store store{file_};
+  EXPECT_EQ(store.get(keyed, "dynamic"), std::nullopt);
+  auto text = joined(store.warnings());
+  ASSERT_THAT(store.warnings(), SizeIs(2)) << text;
+  EXPECT_THAT(text, HasSubstr("\"https://h.example/mcp?…\""));
+  EXPECT_THAT(text, HasSubstr("\"https://h.example/v2?…\""));
+  EXPECT_THAT(text, testing::Not(HasSubstr("SECRET"))) << text;
+  EXPECT_THAT(text, testing::Not(HasSubstr("me:"))) << text;
+}
+
 TEST_F(OAuthTokenStore, SeesCredentialsWrittenByAnotherInstance) {
   oauth_token_store reader{file_};
   EXPECT_EQ(reader.get(url_a, "dynamic"), std::nullopt);
@@ -438,6 +454,22 @@ TEST_F(OAuthTokenStore, SymlinkToADeviceAtThePathIsRefusedWithoutHanging) {
   EXPECT_THAT(store.warnings()[0], HasSubstr("not a regular file"));
   EXPECT_THROW(store.put(url_a, "dynamic", full_credentials()), std::runtime_error);
   EXPECT_TRUE(fs::is_symlink(file_));
+}
+
+TEST_F(OAuthTokenStore, AWriteNeverGoesThroughASymlinkAtThePath) {
+  // The rename replaces the link itself: the file it pointed to keeps its
+  // content, and the store's own file is a regular file from then on.
+  fs::create_directories(file_.parent_path());
+  auto victim = dir_ / "victim.json";
+  write_bytes(victim, "{}");
+  fs::create_symlink(victim, file_);
+  oauth_token_store store{file_};
+  EXPECT_EQ(store.get(url_a, "dynamic"), std::nullopt);
+  store.put(url_a, "dynamic", full_credentials());
+  EXPECT_EQ(read_bytes(victim), "{}");
+  EXPECT_FALSE(fs::is_symlink(file_));
+  EXPECT_EQ(mode_of(file_), 0600);
+  EXPECT_EQ(oauth_token_store{file_}.get(url_a, "dynamic"), full_credentials());
 }
 
 TEST_F(OAuthTokenStore, SymlinkedLockFileIsRefused) {
