@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_file_store.hpp"
+
 namespace mcprt {
 
 /// The user's decision about one gated server, for one config hash.
@@ -37,7 +39,8 @@ std::optional<approval_state> parse_approval_state(std::string_view s);
 /// Writes are atomic (temp file + fsync + rename + directory fsync, mode
 /// 0600) and serialised across processes by an exclusive flock on
 /// `<file>.lock`; each write re-reads the file under that lock, so decisions
-/// made concurrently by other processes are never lost.
+/// made concurrently by other processes are never lost. That discipline is
+/// json_file_store's; this class only knows what a decision looks like.
 ///
 /// Not thread-safe: one instance per owner (the gating actor, a CLI run).
 class approvals_store {
@@ -55,7 +58,7 @@ public:
   static std::string normalize_project_root(const std::string& project_root);
 
   const std::filesystem::path& path() const {
-    return file_;
+    return store_.path();
   }
 
   /// The decision for `server` in `project_root` if it was made for
@@ -76,49 +79,14 @@ public:
 
   /// Problems found while reading, oldest first, each naming the file.
   const std::vector<std::string>& warnings() const {
-    return warnings_;
+    return store_.warnings();
   }
 
   /// Returns and clears the collected warnings.
   std::vector<std::string> take_warnings();
 
 private:
-  // Identifies one version of the file without reading it: a rename over
-  // the file changes the inode, an in-place edit changes size or mtime.
-  struct file_stamp {
-    bool exists = false;
-    unsigned long long dev = 0;
-    unsigned long long ino = 0;
-    long long size = 0;
-    long long mtime_ns = 0;
-    bool operator==(const file_stamp& other) const;
-  };
-
-  // Result of reading and validating the file.
-  struct loaded {
-    nlohmann::json data = nlohmann::json::object();
-    std::string bytes;
-    bool malformed = false;
-    file_stamp stamp;
-    std::vector<std::string> problems;
-  };
-
-  // Stamps the open descriptor `fd`, or the path when `fd` is negative; a
-  // stamp with `exists == false` when that fails.
-  file_stamp stat_file(int fd = -1) const;
-  // Reads the file; with `strict`, an unreadable (not absent) file throws
-  // instead of reading as empty, because a write must not replace it.
-  loaded load(bool strict);
-  // Makes `l` the cached view, reporting its problems once per file version.
-  void adopt(loaded&& l);
-  void refresh();
-  void back_up_malformed(const std::string& bytes);
-
-  std::filesystem::path file_;
-  bool cached_ = false;
-  nlohmann::json data_ = nlohmann::json::object();
-  file_stamp stamp_;
-  std::vector<std::string> warnings_;
+  json_file_store store_;
 };
 
 } // namespace mcprt
