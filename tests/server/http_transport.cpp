@@ -164,7 +164,9 @@ int run_http(const options& opts, lifetime& life, handler& h) {
     oauth = std::make_unique<oauth_server>(opts);
     oauth->install(svr);
   }
-  auto admitted = [&](const httplib::Request& req, httplib::Response& res) { return !oauth || oauth->admit(req, res); };
+  auto admitted = [&](const httplib::Request& req, httplib::Response& res) {
+    return !oauth || oauth->admit(req, res);
+  };
 
   // Fills in the HTTP error and returns null when the request has no
   // usable session.

@@ -102,8 +102,7 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-} // namespace
-
+// BASE64URL(SHA256(verifier)), no padding (RFC 7636 section 4.2).
 std::string pkce_s256(const std::string& verifier) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(verifier.data()), verifier.size(), digest);
@@ -117,11 +116,17 @@ std::string pkce_s256(const std::string& verifier) {
   return out;
 }
 
+} // namespace
+
 oauth_server::oauth_server(const options& opts) : opts_(opts) {}
 
-void oauth_server::set_port(int port) { port_ = port; }
+void oauth_server::set_port(int port) {
+  port_ = port;
+}
 
-std::string oauth_server::default_scope() const { return join(opts_.oauth_scopes); }
+std::string oauth_server::default_scope() const {
+  return join(opts_.oauth_scopes);
+}
 
 void oauth_server::log_locked(const std::string& line) {
   if (opts_.oauth_log.empty()) return;
@@ -188,8 +193,10 @@ void oauth_server::install(httplib::Server& svr) {
                {"scopes_supported", scopes}});
   });
 
-  svr.Post("/register", [this](const httplib::Request& req, httplib::Response& res) { handle_register(req, res); });
-  svr.Get("/authorize", [this](const httplib::Request& req, httplib::Response& res) { handle_authorize(req, res); });
+  svr.Post("/register",
+           [this](const httplib::Request& req, httplib::Response& res) { handle_register(req, res); });
+  svr.Get("/authorize",
+          [this](const httplib::Request& req, httplib::Response& res) { handle_authorize(req, res); });
   svr.Post("/token", [this](const httplib::Request& req, httplib::Response& res) { handle_token(req, res); });
 }
 
@@ -268,7 +275,13 @@ void oauth_server::handle_authorize(const httplib::Request& req, httplib::Respon
   do {
     code = random_hex(16);
   } while (codes_.count(code) != 0);
-  codes_[code] = {client_id, redirect_uri, get("code_challenge"), scope, resource_param, steady::now() + k_code_ttl};
+  auto& grant = codes_[code];
+  grant.client_id = client_id;
+  grant.redirect_uri = redirect_uri;
+  grant.challenge = get("code_challenge");
+  grant.scope = scope;
+  grant.resource = resource_param;
+  grant.expires = steady::now() + k_code_ttl;
   log_locked("authorize " + client_id + " scope=" + scope + " resource=" + resource_param);
 
   auto location = redirect_uri + (redirect_uri.find('?') == std::string::npos ? "?" : "&") + "code=" + code;
@@ -318,19 +331,23 @@ void oauth_server::handle_token(const httplib::Request& req, httplib::Response& 
     codes_.erase(it);
     if (grant.client_id != client_id) return fail(400, "invalid_grant", "code was issued to another client");
     if (steady::now() >= grant.expires) return fail(400, "invalid_grant", "code expired");
-    if (param(form, "redirect_uri") != grant.redirect_uri) return fail(400, "invalid_grant", "redirect_uri differs");
+    if (param(form, "redirect_uri") != grant.redirect_uri)
+      return fail(400, "invalid_grant", "redirect_uri differs");
     auto verifier = param(form, "code_verifier");
     if (!is_valid_verifier(verifier) || pkce_s256(verifier) != grant.challenge)
       return fail(400, "invalid_grant", "code_verifier does not match the code_challenge");
     auto res_param = param(form, "resource");
-    if (!res_param.empty() && res_param != resource()) return fail(400, "invalid_target", "resource must be " + resource());
+    if (!res_param.empty() && res_param != resource())
+      return fail(400, "invalid_target", "resource must be " + resource());
     scope = grant.scope;
   } else if (grant_type == "refresh_token") {
     auto it = refresh_tokens_.find(param(form, "refresh_token"));
-    if (it == refresh_tokens_.end()) return fail(400, "invalid_grant", "unknown, rotated or revoked refresh token");
+    if (it == refresh_tokens_.end())
+      return fail(400, "invalid_grant", "unknown, rotated or revoked refresh token");
     if (it->second.client_id != client_id) return fail(400, "invalid_grant", "refresh token of another client");
     auto res_param = param(form, "resource");
-    if (!res_param.empty() && res_param != resource()) return fail(400, "invalid_target", "resource must be " + resource());
+    if (!res_param.empty() && res_param != resource())
+      return fail(400, "invalid_target", "resource must be " + resource());
     scope = it->second.scope;
     // Rotation: the old refresh token dies with this use (OAuth 2.1 4.3.1).
     refresh_tokens_.erase(it);

@@ -80,8 +80,4 @@ private:
   std::map<std::string, refresh_grant> refresh_tokens_;
 };
 
-// Exposed for the tests' sake and reuse: BASE64URL(SHA256(verifier)), no
-// padding (RFC 7636 section 4.2).
-std::string pkce_s256(const std::string& verifier);
-
 } // namespace mcprt_test_server

@@ -847,7 +847,6 @@ TEST(http, sigterm_exits_zero) {
   EXPECT_EQ(exit_code(status), 0);
 }
 
-
 // ---------------------------------------------------------------- OAuth (--oauth)
 
 // Written independently of the server's own: BASE64URL(SHA256(v)), no padding.
@@ -855,7 +854,8 @@ std::string s256(const std::string& verifier) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(verifier.data()), verifier.size(), digest);
   std::string out(64, '\0');
-  out.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), digest, sizeof digest)));
+  out.resize(static_cast<std::size_t>(
+    EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), digest, sizeof digest)));
   for (auto& c : out)
     c = c == '+' ? '-' : c == '/' ? '_' : c;
   while (!out.empty() && out.back() == '=')
@@ -909,12 +909,8 @@ public:
   }
 
   httplib::Params authorize_params(const std::string& challenge) {
-    return {{"response_type", "code"},
-            {"client_id", ensure_client()},
-            {"redirect_uri", k_redirect},
-            {"state", "st ate&1"},
-            {"code_challenge", challenge},
-            {"code_challenge_method", "S256"},
+    return {{"response_type", "code"}, {"client_id", ensure_client()}, {"redirect_uri", k_redirect},
+            {"state", "st ate&1"},     {"code_challenge", challenge},  {"code_challenge_method", "S256"},
             {"resource", resource()}};
   }
 
@@ -942,7 +938,8 @@ public:
   }
 
   httplib::Result refresh(const std::string& refresh_token) {
-    return token({{"grant_type", "refresh_token"}, {"refresh_token", refresh_token}, {"client_id", ensure_client()}});
+    return token(
+      {{"grant_type", "refresh_token"}, {"refresh_token", refresh_token}, {"client_id", ensure_client()}});
   }
 
   // The whole flow: the token response's JSON.
@@ -1080,7 +1077,8 @@ TEST(oauth, authorize_redirects_at_once_with_code_and_state) {
   ASSERT_EQ(res->status, 302);
   auto location = res->get_header_value("Location");
   std::smatch m;
-  ASSERT_TRUE(std::regex_match(location, m, std::regex(R"(http://127\.0\.0\.1:45678/callback\?code=([0-9a-f]+)&state=(.*))")))
+  ASSERT_TRUE(std::regex_match(location, m,
+                               std::regex(R"(http://127\.0\.0\.1:45678/callback\?code=([0-9a-f]+)&state=(.*))")))
     << location;
   EXPECT_EQ(httplib::detail::decode_url(m[2], true), "st ate&1");
 
@@ -1189,7 +1187,8 @@ TEST(oauth, bearer_token_gets_through_to_initialize) {
   EXPECT_EQ(json::parse(init->body)["result"]["protocolVersion"], "2025-06-18");
   auto session = init->get_header_value("Mcp-Session-Id");
   auto del = server.client->Delete(
-    "/mcp", {{"Mcp-Session-Id", session}, {"Authorization", "Bearer " + tokens["access_token"].get<std::string>()}});
+    "/mcp",
+    {{"Mcp-Session-Id", session}, {"Authorization", "Bearer " + tokens["access_token"].get<std::string>()}});
   ASSERT_TRUE(del);
   EXPECT_EQ(del->status, 200);
 }
@@ -1292,7 +1291,8 @@ TEST(oauth, log_counts_events_and_never_a_token) {
                     "token refresh_token\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   EXPECT_NE(text.find("register " + client_id + "\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("authorize " + client_id + " scope=read resource=http://127.0.0.1:"), std::string::npos) << text;
+  EXPECT_NE(text.find("authorize " + client_id + " scope=read resource=http://127.0.0.1:"), std::string::npos)
+    << text;
   EXPECT_EQ(text.find("mcprt-test-at-"), std::string::npos) << text;
   EXPECT_EQ(text.find("mcprt-test-rt-"), std::string::npos) << text;
   for (auto& s : secrets)
