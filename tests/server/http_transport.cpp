@@ -2,6 +2,8 @@
 // the session's server-to-client event stream, DELETE /mcp to end a session.
 #include "transports.hpp"
 
+#include "oauth_server.hpp"
+
 #include <httplib.h>
 #include <pthread.h>
 
@@ -156,6 +158,16 @@ int run_http(const options& opts, lifetime& life, handler& h) {
   svr.set_keep_alive_max_count(1000);
   svr.set_keep_alive_timeout(2);
 
+  // --oauth: its routes beside /mcp, and a bearer check first in each /mcp handler.
+  std::unique_ptr<oauth_server> oauth;
+  if (opts.oauth) {
+    oauth = std::make_unique<oauth_server>(opts);
+    oauth->install(svr);
+  }
+  auto admitted = [&](const httplib::Request& req, httplib::Response& res) {
+    return !oauth || oauth->admit(req, res);
+  };
+
   // Fills in the HTTP error and returns null when the request has no
   // usable session.
   auto session_for = [&](const httplib::Request& req, httplib::Response& res) -> std::shared_ptr<http_session> {
@@ -180,6 +192,7 @@ int run_http(const options& opts, lifetime& life, handler& h) {
   };
 
   svr.Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!admitted(req, res)) return;
     auto msg = json::parse(req.body, nullptr, false);
     if (msg.is_discarded()) {
       send_json(res, 400, make_error(nullptr, -32700, "Parse error"));
@@ -217,6 +230,7 @@ int run_http(const options& opts, lifetime& life, handler& h) {
   });
 
   svr.Get("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!admitted(req, res)) return;
     auto s = session_for(req, res);
     if (!s) return;
     res.set_header("Cache-Control", "no-cache");
@@ -246,6 +260,7 @@ int run_http(const options& opts, lifetime& life, handler& h) {
   });
 
   svr.Delete("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!admitted(req, res)) return;
     auto s = session_for(req, res);
     if (!s) return;
     sessions.erase(s->id());
@@ -259,6 +274,7 @@ int run_http(const options& opts, lifetime& life, handler& h) {
     log_line("mcprt-test-server: cannot listen on 127.0.0.1:" + std::to_string(opts.http_port));
     return 1;
   }
+  if (oauth) oauth->set_port(port);
   std::printf("listening on http://127.0.0.1:%d/mcp\n", port);
   if (opts.garbage)
     for (std::size_t i = 0; i < 4; ++i)

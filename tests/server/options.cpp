@@ -82,6 +82,32 @@ Progress and cancel:
   --cancel-file FILE          append "cancelled <requestId>" to FILE for every
                               notifications/cancelled received
 
+OAuth 2.1 (with --http only):
+  --oauth                     /mcp (POST, GET, DELETE) demands
+                              "Authorization: Bearer TOKEN" with a token this
+                              server issued, else 401 with WWW-Authenticate
+                              pointing at the protected-resource metadata;
+                              the server is its own authorization server:
+                              /.well-known/oauth-protected-resource/mcp,
+                              /.well-known/oauth-authorization-server,
+                              /register (RFC 7591), /authorize (no login: 302
+                              to the loopback redirect_uri with a code at
+                              once; PKCE S256 required), /token
+                              (authorization_code, refresh_token; refresh
+                              tokens rotate)
+  --oauth-scope S             advertise scope(s) S (space-separated; may be
+                              repeated) in the metadata and the 401's
+                              WWW-Authenticate, and grant them by default
+  --oauth-token-ttl-s N       access tokens expire after N s (3600)
+  --oauth-revoke-file FILE    when FILE exists (looked at on every /mcp and
+                              /token request), revoke every access and
+                              refresh token issued so far and delete FILE
+  --oauth-log FILE            append one line per OAuth event to FILE:
+                              "register CLIENT", "authorize CLIENT scope=S
+                              resource=R", "token GRANT", "token-error ERR",
+                              "unauthorized METHOD PATH", "revoke N"
+                              (never a token)
+
   --version                   print the version and exit
   -h, --help                  print this help and exit
 )";
@@ -199,10 +225,44 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       if (ok) out.cancel_file = *v;
     } else if (arg == "--close-stdout-after-ms") {
       ok = number(out.close_stdout_after_ms, 0);
+    } else if (arg == "--oauth") {
+      ok = flag(out.oauth);
+    } else if (arg == "--oauth-scope") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      for (std::size_t start = 0; ok && start < v->size();) {
+        auto space = v->find(' ', start);
+        auto scope = v->substr(start, space == std::string::npos ? std::string::npos : space - start);
+        if (!scope.empty()) out.oauth_scopes.push_back(scope);
+        if (space == std::string::npos) break;
+        start = space + 1;
+      }
+    } else if (arg == "--oauth-token-ttl-s") {
+      ok = number(out.oauth_token_ttl_s, 1);
+    } else if (arg == "--oauth-revoke-file") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) out.oauth_revoke_file = *v;
+    } else if (arg == "--oauth-log") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) out.oauth_log = *v;
     } else {
       return fail("unknown flag " + std::string(argv[i]));
     }
     if (!ok) return fail("bad or missing value for " + arg);
+  }
+  // OAuth lives on HTTP only; silently serving stdio without it would let
+  // a test believe it exercised the flow.
+  bool oauth_detail = !out.oauth_scopes.empty() || out.oauth_token_ttl_s != 3600 || !out.oauth_revoke_file.empty()
+                      || !out.oauth_log.empty();
+  if (out.oauth && out.http_port < 0) {
+    std::fprintf(stderr, "mcprt-test-server: --oauth needs --http PORT\n(see --help)\n");
+    return parse_outcome::exit_usage;
+  }
+  if (oauth_detail && !out.oauth) {
+    std::fprintf(stderr, "mcprt-test-server: --oauth-* flags need --oauth\n(see --help)\n");
+    return parse_outcome::exit_usage;
   }
   if (out.sse_responses && out.http_port < 0)
     std::fprintf(stderr, "mcprt-test-server: --sse-responses has no effect without --http\n");

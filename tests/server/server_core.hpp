@@ -71,6 +71,15 @@ struct options {
   // Progress and cancel (issue 15): every notifications/cancelled received
   // appends "cancelled <requestId>" to this file.
   std::string cancel_file;
+
+  // OAuth 2.1 (issue 16, --oauth): /mcp demands a bearer token that this
+  // same server issues as its own authorization server, so mcprt's OAuth
+  // client can be tested end to end without Node.
+  bool oauth = false;
+  std::vector<std::string> oauth_scopes; // --oauth-scope, space-separated, repeatable
+  int oauth_token_ttl_s = 3600;
+  std::string oauth_revoke_file; // its appearance revokes every token
+  std::string oauth_log;         // one line per OAuth event, never a token
 };
 
 enum class parse_outcome { run, exit_ok, exit_usage };

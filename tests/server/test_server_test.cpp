@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -22,6 +25,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -701,6 +705,11 @@ TEST(cli, version_and_help) {
                      "--grandchild-setsid",
                      "--grandchild-daemon",
                      "--close-stdout-after-ms",
+                     "--oauth",
+                     "--oauth-scope",
+                     "--oauth-token-ttl-s",
+                     "--oauth-revoke-file",
+                     "--oauth-log",
                      "--version",
                      "--help"})
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
@@ -836,6 +845,458 @@ TEST(http, sigterm_exits_zero) {
   EXPECT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << "\n"
                                   << server.process().stderr_text();
   EXPECT_EQ(exit_code(status), 0);
+}
+
+// ---------------------------------------------------------------- OAuth (--oauth)
+
+// Written independently of the server's own: BASE64URL(SHA256(v)), no padding.
+std::string s256(const std::string& verifier) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(verifier.data()), verifier.size(), digest);
+  std::string out(64, '\0');
+  out.resize(static_cast<std::size_t>(
+    EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), digest, sizeof digest)));
+  for (auto& c : out)
+    c = c == '+' ? '-' : c == '/' ? '_' : c;
+  while (!out.empty() && out.back() == '=')
+    out.pop_back();
+  return out;
+}
+
+// A scratch directory for --oauth-log and --oauth-revoke-file.
+struct temp_dir {
+  temp_dir() {
+    char buf[] = "/tmp/mcprt-oauth-XXXXXX";
+    if (!mkdtemp(buf)) throw std::runtime_error("mkdtemp failed");
+    path = buf;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::filesystem::path path;
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+constexpr const char* k_verifier = "the-verifier-is-at-least-forty-three-characters-long-0123456789";
+constexpr const char* k_redirect = "http://127.0.0.1:45678/callback";
+
+// Plays mcprt's part of issue 16's flow with plain HTTP calls.
+class oauth_client {
+public:
+  explicit oauth_client(http_server& server) : server_(server) {}
+
+  httplib::Result register_client(const json& meta) {
+    return server_.client->Post("/register", meta.dump(), "application/json");
+  }
+
+  // Registers a public client unless one is there; returns its client_id.
+  std::string ensure_client() {
+    if (client_id.empty()) {
+      auto reg = register_client({{"redirect_uris", {k_redirect}}, {"token_endpoint_auth_method", "none"}});
+      if (!reg || reg->status != 201) throw std::runtime_error("register failed");
+      client_id = json::parse(reg->body)["client_id"];
+    }
+    return client_id;
+  }
+
+  httplib::Result authorize(httplib::Params params) {
+    return server_.client->Get(("/authorize?" + httplib::detail::params_to_query_str(params)).c_str());
+  }
+
+  httplib::Params authorize_params(const std::string& challenge) {
+    return {{"response_type", "code"}, {"client_id", ensure_client()}, {"redirect_uri", k_redirect},
+            {"state", "st ate&1"},     {"code_challenge", challenge},  {"code_challenge_method", "S256"},
+            {"resource", resource()}};
+  }
+
+  // A fresh code for k_verifier, taken from the 302's Location.
+  std::string code() {
+    auto res = authorize(authorize_params(s256(k_verifier)));
+    if (!res || res->status != 302) throw std::runtime_error("authorize did not redirect");
+    std::smatch m;
+    auto location = res->get_header_value("Location");
+    if (!std::regex_search(location, m, std::regex("[?&]code=([^&]+)"))) throw std::runtime_error("no code");
+    return m[1];
+  }
+
+  httplib::Result token(const httplib::Params& form, const httplib::Headers& headers = {}) {
+    return server_.client->Post("/token", headers, form);
+  }
+
+  httplib::Result exchange(const std::string& code, const std::string& verifier = k_verifier) {
+    return token({{"grant_type", "authorization_code"},
+                  {"code", code},
+                  {"redirect_uri", k_redirect},
+                  {"code_verifier", verifier},
+                  {"client_id", ensure_client()},
+                  {"resource", resource()}});
+  }
+
+  httplib::Result refresh(const std::string& refresh_token) {
+    return token(
+      {{"grant_type", "refresh_token"}, {"refresh_token", refresh_token}, {"client_id", ensure_client()}});
+  }
+
+  // The whole flow: the token response's JSON.
+  json tokens() {
+    auto res = exchange(code());
+    if (!res || res->status != 200) throw std::runtime_error("token exchange failed");
+    return json::parse(res->body);
+  }
+
+  httplib::Result initialize(const std::string& access_token) {
+    httplib::Headers headers = {{"Accept", "application/json, text/event-stream"},
+                                {"Authorization", "Bearer " + access_token}};
+    return server_.client->Post("/mcp", headers,
+                                request_body(1, "initialize",
+                                             {{"protocolVersion", "2025-06-18"},
+                                              {"capabilities", json::object()},
+                                              {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}})
+                                  .dump(),
+                                "application/json");
+  }
+
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(server_.port); }
+  std::string resource() const { return base() + "/mcp"; }
+
+  std::string client_id;
+
+private:
+  http_server& server_;
+};
+
+std::string error_of(const httplib::Result& res) {
+  return res ? json::parse(res->body, nullptr, false).value("error", std::string()) : std::string("no answer");
+}
+
+TEST(oauth, needs_http) {
+  server_process stdio({"--oauth"});
+  EXPECT_EQ(exit_code(stdio.wait_exit()), 2);
+  EXPECT_TRUE(stdio.wait_stderr("--oauth needs --http"));
+  server_process stray({"--http", "0", "--oauth-scope", "read"});
+  EXPECT_EQ(exit_code(stray.wait_exit()), 2);
+}
+
+TEST(oauth, mcp_without_a_live_token_is_401_with_resource_metadata) {
+  http_server server({"--oauth", "--oauth-scope", "read write"});
+  auto expected = "Bearer resource_metadata=\"http://127.0.0.1:" + std::to_string(server.port)
+                  + "/.well-known/oauth-protected-resource/mcp\", scope=\"read write\"";
+  auto check = [&](const httplib::Result& res, const char* what) {
+    ASSERT_TRUE(res) << what;
+    EXPECT_EQ(res->status, 401) << what;
+    EXPECT_EQ(res->get_header_value("WWW-Authenticate"), expected) << what;
+    EXPECT_EQ(json::parse(res->body), json({{"error", "invalid_token"}})) << what;
+  };
+  check(server.initialize(), "POST");
+  check(server.client->Get("/mcp"), "GET");
+  check(server.client->Delete("/mcp"), "DELETE");
+  check(server.client->Post("/mcp", {{"Authorization", "Bearer mcprt-test-at-forged"}}, "{}", "application/json"),
+        "forged token");
+
+  // Without --oauth-scope the challenge names no scope.
+  http_server plain({"--oauth"});
+  auto res = plain.initialize();
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->get_header_value("WWW-Authenticate"),
+            "Bearer resource_metadata=\"http://127.0.0.1:" + std::to_string(plain.port)
+              + "/.well-known/oauth-protected-resource/mcp\"");
+}
+
+TEST(oauth, metadata_documents) {
+  http_server server({"--oauth", "--oauth-scope", "read", "--oauth-scope", "write"});
+  auto base = "http://127.0.0.1:" + std::to_string(server.port);
+  auto prm = server.client->Get("/.well-known/oauth-protected-resource/mcp");
+  ASSERT_TRUE(prm);
+  ASSERT_EQ(prm->status, 200);
+  auto doc = json::parse(prm->body);
+  EXPECT_EQ(doc["resource"], base + "/mcp");
+  EXPECT_EQ(doc["authorization_servers"], json({base}));
+  EXPECT_EQ(doc["scopes_supported"], json({"read", "write"}));
+
+  auto as = server.client->Get("/.well-known/oauth-authorization-server");
+  ASSERT_TRUE(as);
+  ASSERT_EQ(as->status, 200);
+  auto meta = json::parse(as->body);
+  EXPECT_EQ(meta["issuer"], base);
+  EXPECT_EQ(meta["authorization_endpoint"], base + "/authorize");
+  EXPECT_EQ(meta["token_endpoint"], base + "/token");
+  EXPECT_EQ(meta["registration_endpoint"], base + "/register");
+  EXPECT_EQ(meta["response_types_supported"], json({"code"}));
+  EXPECT_EQ(meta["grant_types_supported"], json({"authorization_code", "refresh_token"}));
+  EXPECT_EQ(meta["code_challenge_methods_supported"], json({"S256"}));
+  EXPECT_EQ(meta["token_endpoint_auth_methods_supported"],
+            json({"none", "client_secret_post", "client_secret_basic"}));
+  EXPECT_EQ(meta["scopes_supported"], json({"read", "write", "offline_access"}));
+
+  http_server plain({"--oauth"});
+  auto bare = plain.client->Get("/.well-known/oauth-protected-resource/mcp");
+  ASSERT_TRUE(bare);
+  EXPECT_FALSE(json::parse(bare->body).contains("scopes_supported"));
+}
+
+TEST(oauth, register_issues_ids_and_secrets_as_asked) {
+  http_server server({"--oauth"});
+  oauth_client oc(server);
+  auto pub = oc.register_client(
+    {{"redirect_uris", {k_redirect}}, {"token_endpoint_auth_method", "none"}, {"client_name", "gtest"}});
+  ASSERT_TRUE(pub);
+  ASSERT_EQ(pub->status, 201);
+  auto pub_doc = json::parse(pub->body);
+  EXPECT_FALSE(pub_doc.value("client_id", std::string()).empty());
+  EXPECT_FALSE(pub_doc.contains("client_secret"));
+  EXPECT_EQ(pub_doc["client_name"], "gtest");
+  EXPECT_EQ(pub_doc["redirect_uris"], json({k_redirect}));
+
+  auto conf = oc.register_client(
+    {{"redirect_uris", {"http://localhost:1234/cb"}}, {"token_endpoint_auth_method", "client_secret_post"}});
+  ASSERT_TRUE(conf);
+  ASSERT_EQ(conf->status, 201);
+  auto conf_doc = json::parse(conf->body);
+  EXPECT_FALSE(conf_doc.value("client_secret", std::string()).empty());
+  EXPECT_NE(conf_doc["client_id"], pub_doc["client_id"]);
+
+  auto remote = oc.register_client({{"redirect_uris", {"https://example.com/cb"}}});
+  ASSERT_TRUE(remote);
+  EXPECT_EQ(remote->status, 400);
+  EXPECT_EQ(error_of(remote), "invalid_redirect_uri");
+  auto junk = server.client->Post("/register", "not json", "application/json");
+  ASSERT_TRUE(junk);
+  EXPECT_EQ(junk->status, 400);
+}
+
+TEST(oauth, authorize_redirects_at_once_with_code_and_state) {
+  http_server server({"--oauth"});
+  oauth_client oc(server);
+  auto res = oc.authorize(oc.authorize_params(s256(k_verifier)));
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 302);
+  auto location = res->get_header_value("Location");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(location, m,
+                               std::regex(R"(http://127\.0\.0\.1:45678/callback\?code=([0-9a-f]+)&state=(.*))")))
+    << location;
+  EXPECT_EQ(httplib::detail::decode_url(m[2], true), "st ate&1");
+
+  auto refused = [&](httplib::Params params, const char* what) {
+    auto r = oc.authorize(std::move(params));
+    ASSERT_TRUE(r) << what;
+    EXPECT_EQ(r->status, 400) << what;
+    EXPECT_FALSE(error_of(r).empty()) << what;
+  };
+  auto p = oc.authorize_params(s256(k_verifier));
+  p.erase("code_challenge");
+  refused(p, "no challenge");
+  p = oc.authorize_params(s256(k_verifier));
+  p.find("code_challenge_method")->second = "plain";
+  refused(p, "plain method");
+  p = oc.authorize_params(s256(k_verifier));
+  p.find("client_id")->second = "nobody";
+  refused(p, "unknown client");
+  p = oc.authorize_params(s256(k_verifier));
+  p.find("redirect_uri")->second = "https://evil.example/cb";
+  refused(p, "remote redirect");
+}
+
+TEST(oauth, token_exchange_checks_the_pkce_verifier) {
+  http_server server({"--oauth", "--oauth-scope", "read", "--oauth-token-ttl-s", "600"});
+  oauth_client oc(server);
+  auto wrong = oc.exchange(oc.code(), std::string(k_verifier) + "x");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 400);
+  EXPECT_EQ(error_of(wrong), "invalid_grant");
+
+  auto code = oc.code();
+  auto right = oc.exchange(code);
+  ASSERT_TRUE(right);
+  ASSERT_EQ(right->status, 200) << right->body;
+  auto doc = json::parse(right->body);
+  EXPECT_EQ(doc["token_type"], "Bearer");
+  EXPECT_EQ(doc["expires_in"], 600);
+  EXPECT_EQ(doc["scope"], "read");
+  EXPECT_EQ(doc["access_token"].get<std::string>().rfind("mcprt-test-at-", 0), 0u);
+  EXPECT_EQ(doc["refresh_token"].get<std::string>().rfind("mcprt-test-rt-", 0), 0u);
+
+  auto again = oc.exchange(code);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(error_of(again), "invalid_grant") << "a code is single use";
+
+  auto other_resource = oc.token({{"grant_type", "authorization_code"},
+                                  {"code", oc.code()},
+                                  {"redirect_uri", k_redirect},
+                                  {"code_verifier", k_verifier},
+                                  {"client_id", oc.client_id},
+                                  {"resource", "http://127.0.0.1:1/mcp"}});
+  ASSERT_TRUE(other_resource);
+  EXPECT_EQ(other_resource->status, 400);
+  auto other_redirect = oc.token({{"grant_type", "authorization_code"},
+                                  {"code", oc.code()},
+                                  {"redirect_uri", "http://127.0.0.1:45678/other"},
+                                  {"code_verifier", k_verifier},
+                                  {"client_id", oc.client_id}});
+  ASSERT_TRUE(other_redirect);
+  EXPECT_EQ(error_of(other_redirect), "invalid_grant");
+}
+
+TEST(oauth, confidential_clients_authenticate_as_registered) {
+  http_server server({"--oauth"});
+  oauth_client oc(server);
+  for (std::string method : {"client_secret_post", "client_secret_basic"}) {
+    auto reg = oc.register_client({{"redirect_uris", {k_redirect}}, {"token_endpoint_auth_method", method}});
+    ASSERT_TRUE(reg);
+    ASSERT_EQ(reg->status, 201);
+    auto doc = json::parse(reg->body);
+    oc.client_id = doc["client_id"];
+    std::string secret = doc["client_secret"];
+    auto form = [&](const std::string& code) {
+      return httplib::Params{{"grant_type", "authorization_code"},
+                             {"code", code},
+                             {"redirect_uri", k_redirect},
+                             {"code_verifier", k_verifier}};
+    };
+    auto with_auth = [&](const std::string& code, const std::string& secret_to_send) {
+      auto f = form(code);
+      if (method == "client_secret_post") {
+        f.emplace("client_id", oc.client_id);
+        f.emplace("client_secret", secret_to_send);
+        return oc.token(f);
+      }
+      return oc.token(f, {httplib::make_basic_authentication_header(oc.client_id, secret_to_send)});
+    };
+    auto bad = with_auth(oc.code(), "wrong");
+    ASSERT_TRUE(bad) << method;
+    EXPECT_EQ(bad->status, 401) << method;
+    EXPECT_EQ(error_of(bad), "invalid_client") << method;
+    auto good = with_auth(oc.code(), secret);
+    ASSERT_TRUE(good) << method;
+    EXPECT_EQ(good->status, 200) << method << " " << good->body;
+  }
+}
+
+TEST(oauth, bearer_token_gets_through_to_initialize) {
+  http_server server({"--oauth"});
+  oauth_client oc(server);
+  auto tokens = oc.tokens();
+  auto init = oc.initialize(tokens["access_token"]);
+  ASSERT_TRUE(init);
+  ASSERT_EQ(init->status, 200) << init->body;
+  EXPECT_EQ(json::parse(init->body)["result"]["protocolVersion"], "2025-06-18");
+  auto session = init->get_header_value("Mcp-Session-Id");
+  auto del = server.client->Delete(
+    "/mcp",
+    {{"Mcp-Session-Id", session}, {"Authorization", "Bearer " + tokens["access_token"].get<std::string>()}});
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200);
+}
+
+TEST(oauth, refresh_rotates_the_refresh_token) {
+  http_server server({"--oauth", "--oauth-scope", "read"});
+  oauth_client oc(server);
+  auto first = oc.tokens();
+  auto res = oc.refresh(first["refresh_token"]);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  auto second = json::parse(res->body);
+  EXPECT_NE(second["access_token"], first["access_token"]);
+  EXPECT_NE(second["refresh_token"], first["refresh_token"]);
+  EXPECT_EQ(second["scope"], "read");
+
+  auto old = oc.refresh(first["refresh_token"]);
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->status, 400);
+  EXPECT_EQ(error_of(old), "invalid_grant");
+
+  auto init = oc.initialize(second["access_token"]);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->status, 200);
+  auto next = oc.refresh(second["refresh_token"]);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200);
+}
+
+TEST(oauth, expired_access_token_is_refused) {
+  http_server server({"--oauth", "--oauth-token-ttl-s", "1"});
+  oauth_client oc(server);
+  auto tokens = oc.tokens();
+  EXPECT_EQ(tokens["expires_in"], 1);
+  auto init = oc.initialize(tokens["access_token"]);
+  ASSERT_TRUE(init);
+  // The token may already be past its second on a slow machine: both are fine.
+  ASSERT_TRUE(init->status == 200 || init->status == 401) << init->status;
+  // Expiry is a clock, not an event: ask again until it bites, under a deadline.
+  auto deadline = steady::now() + k_timeout;
+  int status = init->status;
+  while (status != 401 && steady::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    auto again = oc.initialize(tokens["access_token"]);
+    ASSERT_TRUE(again);
+    status = again->status;
+  }
+  EXPECT_EQ(status, 401);
+  auto fresh = oc.refresh(tokens["refresh_token"]);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->status, 200) << "refresh tokens outlive access tokens";
+}
+
+TEST(oauth, revoke_file_revokes_every_token_once) {
+  temp_dir dir;
+  auto revoke = dir.path / "revoke";
+  http_server server({"--oauth", "--oauth-revoke-file", revoke.string()});
+  oauth_client oc(server);
+  auto tokens = oc.tokens();
+  auto before = oc.initialize(tokens["access_token"]);
+  ASSERT_TRUE(before);
+  ASSERT_EQ(before->status, 200);
+
+  std::ofstream(revoke).put('\n');
+  auto after = oc.initialize(tokens["access_token"]);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 401);
+  EXPECT_FALSE(std::filesystem::exists(revoke)) << "the server deletes the file once it acted on it";
+  auto refresh = oc.refresh(tokens["refresh_token"]);
+  ASSERT_TRUE(refresh);
+  EXPECT_EQ(refresh->status, 400);
+  EXPECT_EQ(error_of(refresh), "invalid_grant");
+
+  // Once only: a new authorization works again.
+  auto again = oc.initialize(oc.tokens()["access_token"]);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+}
+
+TEST(oauth, log_counts_events_and_never_a_token) {
+  temp_dir dir;
+  auto log = dir.path / "oauth.log";
+  std::vector<std::string> secrets;
+  std::string client_id;
+  {
+    http_server server({"--oauth", "--oauth-scope", "read", "--oauth-log", log.string()});
+    oauth_client oc(server);
+    server.initialize(); // unauthorized POST /mcp
+    auto first = oc.tokens();
+    auto wrong = oc.exchange(oc.code(), std::string(k_verifier) + "x");
+    auto second = json::parse(oc.refresh(first["refresh_token"])->body);
+    client_id = oc.client_id;
+    for (auto* doc : {&first, &second})
+      for (auto* key : {"access_token", "refresh_token"})
+        secrets.push_back((*doc)[key]);
+    EXPECT_EQ(oc.initialize(second["access_token"])->status, 200);
+  }
+  auto text = read_file(log);
+  for (auto line : {"unauthorized POST /mcp\n", "token authorization_code\n", "token-error invalid_grant\n",
+                    "token refresh_token\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  EXPECT_NE(text.find("register " + client_id + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("authorize " + client_id + " scope=read resource=http://127.0.0.1:"), std::string::npos)
+    << text;
+  EXPECT_EQ(text.find("mcprt-test-at-"), std::string::npos) << text;
+  EXPECT_EQ(text.find("mcprt-test-rt-"), std::string::npos) << text;
+  for (auto& s : secrets)
+    EXPECT_EQ(text.find(s.substr(14)), std::string::npos);
 }
 
 } // namespace
