@@ -19,6 +19,7 @@
 #include "core/client_features.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
+#include "io/oauth_client.hpp"
 #include "io/reactor.hpp"
 
 namespace mcprt::cli {
@@ -142,6 +143,36 @@ std::optional<connection_config> make_config(const one_shot_target& t, const cha
   return cc;
 }
 
+/// The OAuth client of a one-shot --http target: interactive (the URL is
+/// printed on stderr and opened with --browser), credentials kept in memory
+/// only, so a one-shot command leaves no token behind.
+std::shared_ptr<io::http_auth> make_auth(const one_shot_target& t, const std::string& url, std::string& why) {
+  io::oauth_settings settings;
+  if (t.oauth) {
+    auto j = nlohmann::json::parse(*t.oauth, nullptr, false);
+    if (j.is_discarded()) {
+      why = "--oauth expects a JSON object";
+      return nullptr;
+    }
+    std::string error;
+    auto parsed = io::oauth_settings::from_json(j, &error);
+    if (!parsed) {
+      why = "--oauth: " + error;
+      return nullptr;
+    }
+    settings = std::move(*parsed);
+  }
+  io::oauth_interaction interaction;
+  interaction.interactive = true;
+  interaction.browser_command = t.browser.value_or("");
+  if (t.auth_timeout_ms) interaction.callback_timeout = std::chrono::milliseconds(*t.auth_timeout_ms);
+  interaction.on_authorization_url = [](const std::string& u) {
+    std::cerr << "mcprt: authorize in a browser: " << terminal_line(u) << "\n";
+  };
+  return std::make_shared<io::oauth_client>(url, std::move(settings), std::move(interaction),
+                                            std::make_shared<io::memory_credential_store>());
+}
+
 /// Connects to the target, runs `work` once the connection is up, and shuts
 /// the server down. `work` returns the exit code, or sets `failure`.
 int with_connection(const one_shot_target& target, const char* verb,
@@ -159,6 +190,19 @@ int with_connection(const one_shot_target& target, const char* verb,
   // send to them, the actor system. An I/O thread may still be waking a
   // worker for its last message when the actor is done; the scheduler must
   // not be destroyed under it.
+  connection_io::auth_factory auth;
+  if (target.http_url) {
+    auto made = make_auth(target, *target.http_url, why);
+    if (!why.empty()) {
+      std::cerr << "mcprt " << verb << ": " << why << "\n";
+      return exit_usage;
+    }
+    auth = [made](const server_config&) { return made; };
+  } else if (target.oauth || target.browser) {
+    std::cerr << "mcprt " << verb << ": --oauth and --browser need --http URL\n";
+    return exit_usage;
+  }
+
   one_shot_config cfg;
   caf::actor_system sys{cfg};
   io::reactor reactor;
@@ -167,7 +211,7 @@ int with_connection(const one_shot_target& target, const char* verb,
   {
     caf::scoped_actor self{sys};
     cc->subscribers.push_back(caf::actor_cast<event_sink_actor>(self));
-    auto conn = spawn_connection(sys, std::move(*cc), {&reactor, &http});
+    auto conn = spawn_connection(sys, std::move(*cc), {&reactor, &http, auth});
     std::string failure;
     bool done = false;
     // The connection enforces the discovery timeout itself; the margin here

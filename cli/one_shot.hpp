@@ -20,6 +20,11 @@ struct one_shot_target {
   std::optional<long long> call_timeout_ms;
   std::string on_elicitation = "decline";
   std::vector<std::string> roots; // directories, as given
+  /// OAuth for --http: the settings' `oauth` object as JSON text, and the
+  /// command that opens the authorization URL (default: print it only).
+  std::optional<std::string> oauth;
+  std::optional<std::string> browser;
+  std::optional<long long> auth_timeout_ms;
 };
 
 struct inspect_options {

@@ -255,6 +255,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   httplib::Headers request_headers(std::optional<std::optional<std::string>> sid = std::nullopt,
                                    bool with_last_event_id = false, const std::string& last_event_id = {}) const {
     httplib::Headers h = base_headers;
+    if (opts.auth)
+      if (auto a = opts.auth->authorization()) h.emplace("Authorization", *a);
     std::lock_guard<std::mutex> lock(mu);
     const auto& s = sid ? *sid : session;
     if (s) h.emplace(k_session_header, *s);
@@ -322,79 +324,88 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       open_barrier();
     };
 
-    httplib::Request req;
-    req.method = "POST";
-    req.path = url->target;
-    req.headers = request_headers(std::optional<std::optional<std::string>>(std::in_place, sid));
-    req.headers.emplace("Content-Type", "application/json");
-    req.headers.emplace("Accept", "application/json, text/event-stream");
-    const auto sent_session = req.get_header_value(k_session_header);
-    const bool had_session = req.has_header(k_session_header);
+    bool ok = false;
+    for (int attempt = 0;; ++attempt) {
+      httplib::Request req;
+      req.method = "POST";
+      req.path = url->target;
+      req.headers = request_headers(std::optional<std::optional<std::string>>(std::in_place, sid));
+      req.headers.emplace("Content-Type", "application/json");
+      req.headers.emplace("Accept", "application/json, text/event-stream");
+      const auto sent_session = req.get_header_value(k_session_header);
+      const bool had_session = req.has_header(k_session_header);
 
-    // The body goes through a provider so that we learn when it has been
-    // written: that is when the next request may start.
-    req.content_length_ = msg.size();
-    req.content_provider_ = [&](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-      if (!sink.write(msg.data() + offset, length)) return false;
-      if (offset + length >= msg.size() && is_request) release();
-      return true;
-    };
+      // The body goes through a provider so that we learn when it has been
+      // written: that is when the next request may start.
+      req.content_length_ = msg.size();
+      req.content_provider_ = [&](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+        if (!sink.write(msg.data() + offset, length)) return false;
+        if (offset + length >= msg.size() && is_request) release();
+        return true;
+      };
 
-    int status = -1;
-    bool sse = false;
-    std::string body;
-    bool too_big = false;
-    sse_parser parser(opts.max_message_bytes);
-    // The requests of this POST still waiting for their responses: an SSE
-    // stream that ends before they came is resumed (SEP-1699).
-    std::vector<std::string> pending = detail::request_ids(msg);
-    auto on_event = [&](sse_parser::event&& e) {
-      if (e.type == "message") deliver_tracked(e.data, pending);
-    };
-    req.response_handler = [&](const httplib::Response& res) {
-      status = res.status;
-      if (status >= 200 && status < 300) capture_session(res);
-      sse = status == 200 && media_type(res) == "text/event-stream";
-      if (!is_request) release();
-      return !closing_flag.load();
-    };
-    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      if (closing_flag.load()) return false;
-      if (sse) {
-        if (!parser.feed(std::string_view(data, n), on_event)) {
+      int status = -1;
+      bool sse = false;
+      std::string body;
+      bool too_big = false;
+      sse_parser parser(opts.max_message_bytes);
+      // The requests of this POST still waiting for their responses: an SSE
+      // stream that ends before they came is resumed (SEP-1699).
+      std::vector<std::string> pending = detail::request_ids(msg);
+      auto on_event = [&](sse_parser::event&& e) {
+        if (e.type == "message") deliver_tracked(e.data, pending);
+      };
+      req.response_handler = [&](const httplib::Response& res) {
+        status = res.status;
+        if (status >= 200 && status < 300) capture_session(res);
+        sse = status == 200 && media_type(res) == "text/event-stream";
+        if (!is_request) release();
+        return !closing_flag.load();
+      };
+      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+        if (closing_flag.load()) return false;
+        if (sse) {
+          if (!parser.feed(std::string_view(data, n), on_event)) {
+            too_big = true;
+            return false;
+          }
+          return true;
+        }
+        if (body.size() + n > opts.max_message_bytes) {
           too_big = true;
           return false;
         }
+        body.append(data, n);
         return true;
-      }
-      if (body.size() + n > opts.max_message_bytes) {
-        too_big = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
-    };
+      };
 
-    httplib::Response res;
-    httplib::Error err = httplib::Error::Success;
-    bool ok = client->send(req, res, err);
-    release();
-    if (ok && sse) parser.finish(on_event);
-    // A stream the server closed (or that broke) after it had begun: the
-    // responses still missing may come on a resumed stream.
-    const bool stream_cut = sse && !too_big && (ok || (err == httplib::Error::Read && status == 200));
-    const bool resumable = stream_cut && !pending.empty() && (ok || !parser.last_event_id().empty());
-
-    if (!closing_flag.load() && resumable) {
-      resume(*client, pending, parser, sid);
-    } else if (!closing_flag.load()) {
-      if (too_big) {
-        error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
-      } else if (!ok) {
-        error("POST " + display + ": " + describe_http_error(err, opts.request_timeout));
-      } else {
-        handle_post_response(res, status, sse, body, had_session, sent_session);
+      httplib::Response res;
+      httplib::Error err = httplib::Error::Success;
+      ok = client->send(req, res, err);
+      release();
+      if (ok && !closing_flag.load() && opts.auth && attempt < k_max_auth_retries && asks_authorization(res)) {
+        if (opts.auth->on_unauthorized(status, res.get_header_value("WWW-Authenticate"),
+                                       req.get_header_value("Authorization")))
+          continue;
       }
+      if (ok && sse) parser.finish(on_event);
+      // A stream the server closed (or that broke) after it had begun: the
+      // responses still missing may come on a resumed stream.
+      const bool stream_cut = sse && !too_big && (ok || (err == httplib::Error::Read && status == 200));
+      const bool resumable = stream_cut && !pending.empty() && (ok || !parser.last_event_id().empty());
+
+      if (!closing_flag.load() && resumable) {
+        resume(*client, pending, parser, sid);
+      } else if (!closing_flag.load()) {
+        if (too_big) {
+          error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+        } else if (!ok) {
+          error("POST " + display + ": " + describe_http_error(err, opts.request_timeout));
+        } else {
+          handle_post_response(res, status, sse, body, had_session, sent_session);
+        }
+      }
+      break;
     }
 
     std::lock_guard<std::mutex> lock(mu);
@@ -402,6 +413,17 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (!closing && ok && idle.size() < opts.max_in_flight) idle.push_back(std::move(client));
     --in_flight;
     pump_locked();
+  }
+
+  // A POST is sent again after an authorization at most this often.
+  static constexpr int k_max_auth_retries = 3;
+
+  // 401, or 403 with `insufficient_scope` (step-up): an authorization may help.
+  static bool asks_authorization(const httplib::Response& res) {
+    if (res.status == 401) return true;
+    if (res.status != 403) return false;
+    auto challenge = res.get_header_value("WWW-Authenticate");
+    return ascii_lower(challenge).find("insufficient_scope") != std::string::npos;
   }
 
   void capture_session(const httplib::Response& res) {
@@ -434,6 +456,20 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     // for those): the session needs it to complete the request.
     if (status >= 400 && status < 500 && media_type(res) == "application/json" && detail::has_non_null_id(body)) {
       messages_from_body(body);
+      return;
+    }
+    if (opts.auth && (status == 401 || status == 403)) {
+      // The body of a refusal may echo what we sent; the authorization's
+      // own account says what is missing.
+      auto why = opts.auth->failure();
+      auto reason = "POST " + display + ": HTTP " + std::to_string(status) + ": authorization required"
+                    + (why.empty() ? std::string() : ": " + why);
+      if (events.on_auth_required) {
+        auto r = redact(reason);
+        emit([&] { events.on_auth_required(r); });
+      } else {
+        error(reason);
+      }
       return;
     }
     std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
@@ -667,6 +703,10 @@ http_transport::http_transport(std::string url, std::map<std::string, std::strin
 http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
                                http_worker_pool& pool, http_transport_options options) {
   if (options.max_in_flight == 0) options.max_in_flight = 1;
+  // A configured Authorization header is the user's own credential: OAuth
+  // stays out of its way.
+  for (const auto& h : headers)
+    if (ascii_iequals(h.first, "Authorization")) options.auth.reset();
   state_ = std::make_shared<state>(pool, std::move(events), options);
   std::string why;
   state_->url = http_url::parse(url, &why);
@@ -773,6 +813,8 @@ void http_transport::close() {
       client->set_write_timeout(s->opts.close_timeout);
       client->set_keep_alive(false);
       httplib::Headers h = s->base_headers;
+      if (s->opts.auth)
+        if (auto a = s->opts.auth->authorization()) h.emplace("Authorization", *a);
       h.emplace(k_session_header, *sid);
       if (version) h.emplace(k_version_header, *version);
       client->Delete(s->url->target.c_str(), h); // best effort: the result does not matter

@@ -33,9 +33,30 @@ struct http_events {
   /// body excerpt), bad URL. Reasons name the method and the URL (without
   /// its query), never a header value or the session id.
   std::function<void(std::string reason)> on_error;
+  /// A request was refused (401, or 403 for scope) and the transport's
+  /// http_auth could not authorize: a person must (`mcprt auth`). The
+  /// reason says why. Unset: reported through on_error.
+  std::function<void(std::string reason)> on_auth_required;
   /// close() finished: the DELETE was sent (best effort) and the event
   /// stream is stopped.
   std::function<void()> on_closed;
+};
+
+/// Authorization for a transport's requests (io/oauth_client is the one
+/// implementation). Called on pool worker threads, possibly concurrently.
+class http_auth {
+public:
+  virtual ~http_auth() = default;
+  /// The Authorization header for the next request, if any. May block
+  /// briefly (a token refresh).
+  virtual std::optional<std::string> authorization() = 0;
+  /// A request sent with Authorization `sent` ("" for none) was answered
+  /// 401, or 403 with `insufficient_scope`. Blocks while it authorizes (a
+  /// person may be at a browser). True: send the request again.
+  virtual bool on_unauthorized(int status, std::string_view www_authenticate, std::string_view sent) = 0;
+  /// Why the last authorization failed, for the error report; never a
+  /// token or secret.
+  virtual std::string failure() const = 0;
 };
 
 struct http_transport_options {
@@ -54,6 +75,10 @@ struct http_transport_options {
   std::chrono::milliseconds event_stream_idle_timeout{300000};
   /// Largest response body or SSE event we accept.
   std::size_t max_message_bytes = 64u << 20;
+  /// Authorization for every request; none when null. A request is sent
+  /// again after an authorization at most three times (a server that keeps
+  /// asking for more scope must not loop).
+  std::shared_ptr<http_auth> auth;
 };
 
 /// The client side of the MCP streamable HTTP transport, CAF-free.

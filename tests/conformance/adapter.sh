@@ -20,8 +20,24 @@ case $scenario in
     exec "$mcprt" call "${call_flags[@]}" --on-elicitation accept-defaults --http "$url" test_client_elicitation_defaults '{}' ;;
   sse-retry)
     exec "$mcprt" call "${call_flags[@]}" --http "$url" test_reconnection '{}' ;;
+  auth/*)
+    # The suite's authorization server answers /authorize with a redirect to
+    # our loopback callback, so a browser that follows redirects headlessly
+    # is enough. Pre-registered credentials, keys and the IdP's token come
+    # in MCP_CONFORMANCE_CONTEXT; they become the settings' `oauth` object.
+    oauth=$(MCP_CONFORMANCE_SCENARIO=$scenario node -e '
+      const ctx = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
+      const names = {client_id: "clientId", client_secret: "clientSecret", private_key_pem: "privateKey",
+                     signing_algorithm: "signingAlgorithm", idp_client_id: "idpClientId",
+                     idp_id_token: "idpIdToken", idp_token_endpoint: "idpTokenEndpoint"};
+      const o = {clientMetadataUrl: "https://conformance-test.local/client-metadata.json"};
+      for (const [k, v] of Object.entries(ctx)) if (names[k]) o[names[k]] = v;
+      if (process.env.MCP_CONFORMANCE_SCENARIO.startsWith("auth/client-credentials-")) o.grantType = "client_credentials";
+      process.stdout.write(JSON.stringify(o));') || exit 2
+    exec "$mcprt" call "${call_flags[@]}" --oauth "$oauth" --browser "curl -fsS -o /dev/null -L" \
+      --auth-timeout-ms 15000 --http "$url" test-tool '{}' ;;
   *)
-    # Auth scenarios and any scenario this adapter does not know yet: what
-    # a plain client does, connect and list. (OAuth is not implemented.)
+    # Any scenario this adapter does not know yet: what a plain client does,
+    # connect and list.
     exec "$mcprt" inspect --timeout-ms 20000 --http "$url" ;;
 esac

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -20,6 +21,7 @@
 
 #include "io/child_process.hpp"
 #include "io/http_transport.hpp"
+#include "io/oauth_client.hpp"
 #include "transport_test_support.hpp"
 
 using namespace mcprt::io;
@@ -834,4 +836,151 @@ TEST(HttpTransportPeer, ServerEverythingStreamableHttp) {
   t.close();
   ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
   EXPECT_TRUE(r.error_list().empty()) << r.error_list()[0];
+}
+
+// -- OAuth (issue 16): the transport's http_auth against our test server's
+// --oauth mode, which is its own authorization server and redirects at once,
+// so curl following redirects plays the browser.
+
+namespace {
+
+struct oauth_fixture {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("mcprt-oauth-io-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+  std::filesystem::path log = dir / "oauth.log";
+  std::filesystem::path revoke = dir / "revoke";
+  std::shared_ptr<memory_credential_store> store = std::make_shared<memory_credential_store>();
+
+  oauth_fixture() { std::filesystem::create_directories(dir); }
+  ~oauth_fixture() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  static std::atomic<int>& counter() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  std::vector<std::string> server_flags(std::vector<std::string> extra = {}) const {
+    std::vector<std::string> f{"--oauth", "--oauth-log", log.string(), "--oauth-revoke-file", revoke.string()};
+    f.insert(f.end(), extra.begin(), extra.end());
+    return f;
+  }
+  std::shared_ptr<oauth_client> client(const std::string& url, bool interactive) const {
+    oauth_interaction how;
+    how.interactive = interactive;
+    how.browser_command = "curl -fsS -o /dev/null -L";
+    how.callback_timeout = std::chrono::seconds(20);
+    return std::make_shared<oauth_client>(url, oauth_settings{}, how, store);
+  }
+  int logged(const std::string& what) const {
+    std::ifstream in(log);
+    int n = 0;
+    for (std::string line; std::getline(in, line);)
+      n += line.rfind(what, 0) == 0;
+    return n;
+  }
+};
+
+// The recorder's events, with auth_required reported as an error "AUTH: ...".
+http_events with_auth(recorder& r) {
+  http_events ev = r.events();
+  ev.on_auth_required = [&r](std::string why) { r.add([&] { r.errors.push_back("AUTH: " + why); }); };
+  return ev;
+}
+
+http_transport_options auth_options(std::shared_ptr<http_auth> auth) {
+  http_transport_options o;
+  o.auth = std::move(auth);
+  return o;
+}
+
+} // namespace
+
+TEST(HttpTransportOAuth, AQuietClientReportsThatAPersonMustAuthorize) {
+  oauth_fixture f;
+  test_server srv(f.server_flags());
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, false)));
+  t.send(k_init);
+  ASSERT_TRUE(r.wait([&] { return !r.errors.empty(); }));
+  auto errors = r.error_list();
+  EXPECT_EQ(errors[0].rfind("AUTH: ", 0), 0u) << errors[0];
+  EXPECT_TRUE(contains(errors[0], "401")) << errors[0];
+  EXPECT_TRUE(contains(errors[0], "mcprt auth")) << errors[0];
+  EXPECT_EQ(r.message_count(), 0u);
+  EXPECT_EQ(f.logged("authorize"), 0);
+}
+
+TEST(HttpTransportOAuth, AnInteractiveClientAuthorizesAndTheRequestGoesThrough) {
+  oauth_fixture f;
+  test_server srv(f.server_flags());
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, true)));
+  auto reply = initialize(t, r);
+  ASSERT_FALSE(reply.empty()) << (r.error_list().empty() ? "" : r.error_list()[0]);
+  EXPECT_TRUE(contains(reply, "protocolVersion"));
+  EXPECT_EQ(f.logged("register"), 1);
+  EXPECT_EQ(f.logged("authorize"), 1);
+  auto saved = f.store->load(srv.url, "dynamic");
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->access_token.rfind("mcprt-test-at-", 0), 0u);
+  EXPECT_FALSE(saved->refresh_token.empty());
+
+  // A second connection uses the stored token: no authorization at all.
+  recorder r2;
+  http_transport t2(srv.url, {}, with_auth(r2), pool, auth_options(f.client(srv.url, false)));
+  ASSERT_FALSE(initialize(t2, r2).empty()) << (r2.error_list().empty() ? "" : r2.error_list()[0]);
+  EXPECT_EQ(f.logged("authorize"), 1);
+  EXPECT_TRUE(r2.error_list().empty());
+}
+
+TEST(HttpTransportOAuth, AnExpiringTokenIsRefreshedAndARevokedOneEndsInAuthRequired) {
+  oauth_fixture f;
+  // Tokens live 1 s: every token is "about to expire" and refreshed first.
+  test_server srv(f.server_flags({"--oauth-token-ttl-s", "1"}));
+  http_worker_pool pool(2);
+  {
+    recorder r;
+    http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, true)));
+    ASSERT_FALSE(initialize(t, r).empty());
+  }
+  auto before = f.store->load(srv.url, "dynamic");
+  ASSERT_TRUE(before);
+  {
+    recorder r;
+    http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, false)));
+    ASSERT_FALSE(initialize(t, r).empty()) << (r.error_list().empty() ? "" : r.error_list()[0]);
+  }
+  EXPECT_GE(f.logged("token refresh_token"), 1);
+  auto after = f.store->load(srv.url, "dynamic");
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->refresh_token, before->refresh_token) << "the server rotates refresh tokens";
+
+  std::ofstream(f.revoke.string()).put('x');
+  recorder r;
+  http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, false)));
+  t.send(k_init);
+  ASSERT_TRUE(r.wait([&] { return !r.errors.empty(); }));
+  EXPECT_EQ(r.error_list()[0].rfind("AUTH: ", 0), 0u) << r.error_list()[0];
+  EXPECT_TRUE(contains(r.error_list()[0], "refresh")) << r.error_list()[0];
+  auto dropped = f.store->load(srv.url, "dynamic");
+  ASSERT_TRUE(dropped);
+  EXPECT_TRUE(dropped->access_token.empty());
+  EXPECT_TRUE(dropped->refresh_token.empty());
+  EXPECT_FALSE(dropped->client_id.empty()) << "the registration is kept";
+}
+
+TEST(HttpTransportOAuth, AConfiguredAuthorizationHeaderKeepsOAuthOut) {
+  oauth_fixture f;
+  test_server srv(f.server_flags());
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport t(srv.url, {{"Authorization", "Bearer not-issued"}}, with_auth(r), pool,
+                   auth_options(f.client(srv.url, true)));
+  t.send(k_init);
+  ASSERT_TRUE(r.wait([&] { return !r.errors.empty(); }));
+  EXPECT_EQ(r.error_list()[0].rfind("AUTH: ", 0), std::string::npos) << r.error_list()[0];
+  EXPECT_EQ(f.logged("authorize"), 0);
 }

@@ -1,0 +1,639 @@
+#include "io/oauth_client.hpp"
+
+#include <httplib.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <thread>
+
+#include "core/http_url.hpp"
+#include "core/oauth.hpp"
+
+extern char** environ;
+
+namespace mcprt::io {
+
+using nlohmann::json;
+namespace oa = mcprt::oauth;
+
+namespace {
+
+constexpr std::size_t k_max_answer = 1u << 20;
+constexpr const char* k_dynamic = "dynamic";
+constexpr const char* k_token_exchange = "urn:ietf:params:oauth:grant-type:token-exchange";
+constexpr const char* k_jwt_bearer = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string random_bytes(std::size_t n) {
+  std::string out(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1)
+    throw std::runtime_error("no randomness for OAuth");
+  return out;
+}
+
+struct http_answer {
+  int status = -1;
+  std::string body;
+  std::string error; // transport failure, for people
+};
+
+// One request to an authorization or metadata endpoint: no redirects
+// followed, bounded answer, no cookies.
+http_answer fetch(const std::string& method, const std::string& url, const httplib::Headers& headers,
+                  const std::string& body, const std::string& content_type, std::chrono::milliseconds timeout) {
+  http_answer a;
+  std::string why;
+  auto u = http_url::parse(url, &why);
+  if (!u) {
+    a.error = why;
+    return a;
+  }
+  std::unique_ptr<httplib::ClientImpl> c;
+  if (u->scheme == "https") {
+    auto ssl = std::make_unique<httplib::SSLClient>(u->host, u->port);
+    ssl->enable_server_certificate_verification(true);
+    c = std::move(ssl);
+  } else {
+    c = std::make_unique<httplib::ClientImpl>(u->host, u->port);
+  }
+  c->set_follow_location(false);
+  c->set_connection_timeout(timeout);
+  c->set_read_timeout(timeout);
+  c->set_write_timeout(timeout);
+  httplib::Request req;
+  req.method = method;
+  req.path = u->target;
+  req.headers = headers;
+  if (!req.has_header("Accept")) req.headers.emplace("Accept", "application/json");
+  if (method == "POST") {
+    req.body = body;
+    req.headers.emplace("Content-Type", content_type);
+  }
+  bool too_big = false;
+  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    if (a.body.size() + n > k_max_answer) {
+      too_big = true;
+      return false;
+    }
+    a.body.append(data, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  if (!c->send(req, res, err)) {
+    a.error = too_big ? "answer larger than 1 MiB" : "request failed (" + httplib::to_string(err) + ")";
+    return a;
+  }
+  a.status = res.status;
+  return a;
+}
+
+std::string describe(const std::string& url) {
+  auto p = oa::split_url(url);
+  return p ? p->origin + p->path : std::string("<invalid URL>");
+}
+
+// The loopback listener the authorization server redirects the browser to.
+class callback_listener {
+public:
+  callback_listener() {
+    server_.Get("/callback", [this](const httplib::Request& req, httplib::Response& res) {
+      auto q = req.target.find('?');
+      auto r = oa::parse_callback(q == std::string::npos ? std::string_view() : std::string_view(req.target).substr(q + 1));
+      if (!r) {
+        res.status = 400;
+        res.set_content("Missing code.\n", "text/plain");
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!result_) result_ = std::move(*r);
+      }
+      cv_.notify_all();
+      res.set_content("mcprt: authorization received. You can close this window.\n", "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~callback_listener() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  int port() const { return port_; }
+  std::optional<oa::callback_result> wait(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return result_.has_value() || woken_; });
+    return result_;
+  }
+  void wake() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
+  }
+
+private:
+  httplib::Server server_;
+  int port_ = -1;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<oa::callback_result> result_;
+  bool woken_ = false;
+};
+
+// The browser command, started with the URL as its last argument; killed
+// if it is still running when the flow ends, so no child outlives it.
+class browser_process {
+public:
+  browser_process(const std::string& command, const std::string& url) {
+    const std::string script = command + " \"$1\"";
+    const char* argv[] = {"/bin/sh", "-c", script.c_str(), "mcprt-browser", url.c_str(), nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    if (posix_spawn(&pid_, "/bin/sh", &fa, &attr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+  }
+  ~browser_process() {
+    if (pid_ <= 0) return;
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    ::kill(-pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool started() const { return pid_ > 0; }
+
+private:
+  pid_t pid_ = -1;
+};
+
+} // namespace
+
+std::optional<oauth_settings> oauth_settings::from_json(const json& j, std::string* error) {
+  oauth_settings s;
+  if (j.is_null()) return s;
+  if (!j.is_object()) {
+    if (error) *error = "'oauth' must be an object";
+    return std::nullopt;
+  }
+  auto str = [&](const char* key, std::string& out) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return true;
+    if (!it->is_string()) {
+      if (error) *error = std::string("'oauth.") + key + "' must be a string";
+      return false;
+    }
+    out = it->get<std::string>();
+    return true;
+  };
+  if (!str("clientId", s.client_id) || !str("clientSecret", s.client_secret)
+      || !str("clientMetadataUrl", s.client_metadata_url) || !str("grantType", s.grant_type)
+      || !str("privateKey", s.private_key_pem) || !str("signingAlgorithm", s.signing_algorithm)
+      || !str("idpTokenEndpoint", s.idp_token_endpoint) || !str("idpClientId", s.idp_client_id)
+      || !str("idpClientSecret", s.idp_client_secret) || !str("idpIdToken", s.idp_id_token)
+      || !str("clientName", s.client_name))
+    return std::nullopt;
+  if (auto it = j.find("scopes"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      if (error) *error = "'oauth.scopes' must be an array of strings";
+      return std::nullopt;
+    }
+    for (const auto& v : *it)
+      if (v.is_string()) s.scopes.push_back(v.get<std::string>());
+  }
+  if (s.grant_type != "authorization_code" && s.grant_type != "client_credentials") {
+    if (error) *error = "'oauth.grantType' must be \"authorization_code\" or \"client_credentials\"";
+    return std::nullopt;
+  }
+  return s;
+}
+
+std::optional<oauth_credentials> memory_credential_store::load(const std::string& server_url, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find({server_url, key});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void memory_credential_store::save(const std::string& server_url, const std::string& key, const oauth_credentials& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[{server_url, key}] = c;
+}
+
+bool memory_credential_store::forget(const std::string& server_url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool any = false;
+  for (auto i = entries_.begin(); i != entries_.end();) {
+    if (i->first.first == server_url) {
+      i = entries_.erase(i);
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  return any;
+}
+
+file_credential_store::file_credential_store(std::filesystem::path file, std::function<void(const std::string&)> warn)
+  : store_(std::move(file)), warn_(std::move(warn)) {}
+
+void file_credential_store::report() {
+  for (auto& w : store_.take_warnings())
+    if (warn_) warn_(w);
+}
+
+std::optional<oauth_credentials> file_credential_store::load(const std::string& server_url, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto c = store_.get(server_url, key);
+  report();
+  return c;
+}
+
+void file_credential_store::save(const std::string& server_url, const std::string& key, const oauth_credentials& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    store_.put(server_url, key, c);
+  } catch (const std::exception& e) {
+    if (warn_) warn_(std::string("OAuth credentials not saved: ") + e.what());
+  }
+  report();
+}
+
+bool file_credential_store::forget(const std::string& server_url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool any = store_.forget(server_url);
+  report();
+  return any;
+}
+
+oauth_client::oauth_client(std::string server_url, oauth_settings settings, oauth_interaction interaction,
+                           std::shared_ptr<oauth_credential_store> store)
+  : server_url_(std::move(server_url)),
+    settings_(std::move(settings)),
+    interaction_(std::move(interaction)),
+    store_(std::move(store)) {}
+
+void oauth_client::cancel() {
+  cancelled_ = true;
+  std::lock_guard<std::mutex> lock(wake_mu_);
+  if (wake_) wake_();
+}
+
+std::string oauth_client::client_key() const {
+  return settings_.client_id.empty() ? k_dynamic : settings_.client_id;
+}
+
+void oauth_client::fail(std::string why) {
+  failure_ = std::move(why);
+}
+
+std::string oauth_client::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+std::optional<std::string> oauth_client::authorization() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!loaded_) {
+    loaded_ = true;
+    if (store_) saved_ = store_->load(server_url_, client_key());
+  }
+  if (!saved_ || saved_->access_token.empty()) return std::nullopt;
+  // A token about to expire is refreshed before it is sent; a failed
+  // refresh sends the old one, and the 401 that follows starts over.
+  if (saved_->expires_at && *saved_->expires_at - 60 <= unix_now() && !saved_->refresh_token.empty()) refresh_locked();
+  if (!saved_ || saved_->access_token.empty()) return std::nullopt;
+  return "Bearer " + saved_->access_token;
+}
+
+bool oauth_client::on_unauthorized(int status, std::string_view www_authenticate, std::string_view sent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto challenge = oa::parse_www_authenticate(www_authenticate).value_or(oa::bearer_challenge{});
+  // Another request authorized while this one waited: use its token.
+  if (saved_ && !saved_->access_token.empty() && sent != "Bearer " + saved_->access_token) return true;
+  if (status == 401 && saved_ && !saved_->refresh_token.empty() && refresh_locked()) return true;
+  std::string scope = challenge.scope;
+  // Step-up keeps what was granted and adds what the server asks for.
+  if (status == 403 && saved_) scope = oa::merge_scopes(saved_->scope, challenge.scope);
+  return run_flow(scope, challenge.resource_metadata);
+}
+
+bool oauth_client::authorize() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return run_flow("", "");
+}
+
+bool oauth_client::refresh_locked() {
+  if (!saved_ || saved_->refresh_token.empty()) return false;
+  // The token endpoint comes from the issuer's metadata again: it is not
+  // stored, and may have moved.
+  std::optional<oa::authorization_server_metadata> meta;
+  for (const auto& u : oa::authorization_server_metadata_urls(saved_->issuer)) {
+    auto a = fetch("GET", u, {}, "", "", interaction_.request_timeout);
+    if (a.status != 200) continue;
+    meta = oa::parse_authorization_server_metadata(oa::parse_answer(a.body), "", nullptr);
+    if (meta) break;
+  }
+  if (!meta) meta = oa::default_endpoints(server_url_);
+  std::vector<std::pair<std::string, std::string>> form{{"grant_type", "refresh_token"},
+                                                        {"refresh_token", saved_->refresh_token}};
+  if (!saved_->resource.empty()) form.emplace_back("resource", saved_->resource);
+  httplib::Headers headers;
+  auto how = oa::choose_client_auth(meta->token_endpoint_auth_methods_supported, !saved_->client_secret.empty(), false);
+  if (how == oa::client_auth::client_secret_basic)
+    headers.emplace("Authorization", "Basic " + oa::base64(oa::form_escape(saved_->client_id) + ":"
+                                                           + oa::form_escape(saved_->client_secret)));
+  else {
+    form.emplace_back("client_id", saved_->client_id);
+    if (how == oa::client_auth::client_secret_post) form.emplace_back("client_secret", saved_->client_secret);
+  }
+  auto a = fetch("POST", meta->token_endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded",
+                 interaction_.request_timeout);
+  std::string why;
+  auto t = a.status < 0 ? std::nullopt : oa::parse_token_response(a.status, a.body, unix_now(), &why);
+  if (!t) {
+    fail("token refresh at " + describe(meta->token_endpoint) + " failed: " + (a.status < 0 ? a.error : why));
+    saved_->access_token.clear();
+    saved_->refresh_token.clear();
+    if (store_) store_->save(server_url_, client_key(), *saved_);
+    return false;
+  }
+  saved_->access_token = t->access_token;
+  saved_->token_type = t->token_type;
+  if (!t->refresh_token.empty()) saved_->refresh_token = t->refresh_token;
+  if (!t->scope.empty()) saved_->scope = t->scope;
+  saved_->expires_at = t->expires_at;
+  if (store_) store_->save(server_url_, client_key(), *saved_);
+  return true;
+}
+
+bool oauth_client::run_flow(const std::string& challenge_scope, const std::string& resource_metadata) {
+  const auto timeout = interaction_.request_timeout;
+  // 1. Protected-resource metadata (RFC 9728); a 2025-03-26 server has none.
+  std::optional<oa::protected_resource_metadata> prm;
+  for (const auto& u : oa::protected_resource_metadata_urls(server_url_, resource_metadata)) {
+    auto a = fetch("GET", u, {}, "", "", timeout);
+    if (a.status != 200) continue;
+    std::string why;
+    prm = oa::parse_protected_resource_metadata(oa::parse_answer(a.body), &why);
+    if (prm) break;
+  }
+  std::string issuer;
+  std::string resource;
+  if (prm) {
+    if (!oa::resource_matches(server_url_, prm->resource)) {
+      fail("the server's protected resource metadata names resource '" + describe(prm->resource)
+           + "', which is not this server; not authorizing");
+      return false;
+    }
+    if (prm->authorization_servers.empty()) {
+      fail("the server's protected resource metadata names no authorization server");
+      return false;
+    }
+    issuer = prm->authorization_servers.front();
+    resource = prm->resource;
+  } else {
+    auto p = oa::split_url(server_url_);
+    issuer = p ? p->origin : std::string();
+  }
+
+  // 2. Authorization-server metadata (RFC 8414, OpenID discovery); for a
+  // server without resource metadata, at its origin or the default endpoints.
+  std::optional<oa::authorization_server_metadata> meta;
+  std::string meta_error;
+  for (const auto& u : oa::authorization_server_metadata_urls(issuer)) {
+    auto a = fetch("GET", u, {}, "", "", timeout);
+    if (a.status != 200) continue;
+    meta = oa::parse_authorization_server_metadata(oa::parse_answer(a.body), prm ? issuer : "", &meta_error);
+    if (meta) break;
+  }
+  if (!meta) {
+    if (prm) {
+      fail("no authorization server metadata at " + describe(issuer)
+           + (meta_error.empty() ? std::string() : " (" + meta_error + ")"));
+      return false;
+    }
+    meta = oa::default_endpoints(server_url_);
+  }
+
+  std::string scope;
+  if (!settings_.scopes.empty()) {
+    for (const auto& s : settings_.scopes) scope = oa::merge_scopes(scope, s);
+  } else {
+    scope = oa::choose_scope(challenge_scope, prm ? prm->scopes_supported : std::nullopt, meta->scopes_supported, true);
+  }
+
+  oauth_credentials fresh;
+  fresh.issuer = meta->issuer.empty() ? issuer : meta->issuer;
+  fresh.resource = resource;
+
+  // Client authentication at the token endpoint, shared by every grant.
+  auto authenticate = [&](std::vector<std::pair<std::string, std::string>>& form, httplib::Headers& headers,
+                          const std::string& client_id, const std::string& secret) -> bool {
+    auto how = oa::choose_client_auth(meta->token_endpoint_auth_methods_supported, !secret.empty(),
+                                      !settings_.private_key_pem.empty());
+    switch (how) {
+      case oa::client_auth::client_secret_basic:
+        headers.emplace("Authorization",
+                        "Basic " + oa::base64(oa::form_escape(client_id) + ":" + oa::form_escape(secret)));
+        break;
+      case oa::client_auth::client_secret_post:
+        form.emplace_back("client_id", client_id);
+        form.emplace_back("client_secret", secret);
+        break;
+      case oa::client_auth::private_key_jwt: {
+        std::string why;
+        auto audience = meta->issuer.empty() ? issuer : meta->issuer;
+        auto jwt = oa::sign_jwt(oa::client_assertion_claims(client_id, audience, unix_now(), oa::base64url(random_bytes(16))),
+                                settings_.private_key_pem, settings_.signing_algorithm, &why);
+        if (jwt.empty()) {
+          fail("cannot sign the client assertion: " + why);
+          return false;
+        }
+        form.emplace_back("client_id", client_id);
+        form.emplace_back("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
+        form.emplace_back("client_assertion", jwt);
+        break;
+      }
+      case oa::client_auth::none:
+        form.emplace_back("client_id", client_id);
+        break;
+    }
+    return true;
+  };
+  auto token_request = [&](std::vector<std::pair<std::string, std::string>> form, const std::string& client_id,
+                           const std::string& secret, const std::string& endpoint, bool client_auth,
+                           bool any_type = false) -> std::optional<oa::token_response> {
+    httplib::Headers headers;
+    if (client_auth && !authenticate(form, headers, client_id, secret)) return std::nullopt;
+    auto a = fetch("POST", endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded", timeout);
+    std::string why;
+    auto t = a.status < 0 ? std::nullopt : oa::parse_token_response(a.status, a.body, unix_now(), &why, any_type);
+    if (!t) fail("token request at " + describe(endpoint) + " failed: " + (a.status < 0 ? a.error : why));
+    return t;
+  };
+  auto adopt = [&](const oa::token_response& t, const std::string& client_id, const std::string& secret) {
+    fresh.client_id = client_id;
+    fresh.client_secret = secret;
+    fresh.access_token = t.access_token;
+    fresh.token_type = t.token_type;
+    fresh.refresh_token = t.refresh_token;
+    fresh.scope = t.scope.empty() ? scope : t.scope;
+    fresh.expires_at = t.expires_at;
+    saved_ = fresh;
+    loaded_ = true;
+    failure_.clear();
+    if (store_) store_->save(server_url_, client_key(), fresh);
+    return true;
+  };
+
+  // 3a. Cross-app access: the IdP's ID token becomes an ID-JAG, the ID-JAG
+  // an access token.
+  if (!settings_.idp_id_token.empty() && !settings_.idp_token_endpoint.empty()) {
+    std::vector<std::pair<std::string, std::string>> x{
+      {"grant_type", k_token_exchange},
+      {"requested_token_type", "urn:ietf:params:oauth:token-type:id-jag"},
+      {"subject_token", settings_.idp_id_token},
+      {"subject_token_type", "urn:ietf:params:oauth:token-type:id_token"},
+      {"audience", fresh.issuer},
+      {"resource", resource.empty() ? oa::canonical_resource(server_url_) : resource}};
+    if (!scope.empty()) x.emplace_back("scope", scope);
+    x.emplace_back("client_id", settings_.idp_client_id);
+    if (!settings_.idp_client_secret.empty()) x.emplace_back("client_secret", settings_.idp_client_secret);
+    auto jag = token_request(std::move(x), "", "", settings_.idp_token_endpoint, false, true);
+    if (!jag) return false;
+    std::vector<std::pair<std::string, std::string>> form{{"grant_type", k_jwt_bearer}, {"assertion", jag->access_token}};
+    if (!scope.empty()) form.emplace_back("scope", scope);
+    if (!resource.empty()) form.emplace_back("resource", resource);
+    auto t = token_request(std::move(form), settings_.client_id, settings_.client_secret, meta->token_endpoint, true);
+    return t && adopt(*t, settings_.client_id, settings_.client_secret);
+  }
+
+  // 3b. Client credentials: no person involved.
+  if (settings_.grant_type == "client_credentials") {
+    if (settings_.client_id.empty()) {
+      fail("the client_credentials grant needs oauth.clientId");
+      return false;
+    }
+    std::vector<std::pair<std::string, std::string>> form{{"grant_type", "client_credentials"}};
+    if (!scope.empty()) form.emplace_back("scope", scope);
+    if (!resource.empty()) form.emplace_back("resource", resource);
+    auto t = token_request(std::move(form), settings_.client_id, settings_.client_secret, meta->token_endpoint, true);
+    return t && adopt(*t, settings_.client_id, settings_.client_secret);
+  }
+
+  // 3c. Authorization code with PKCE through a loopback redirect.
+  if (!interaction_.interactive) {
+    // What went wrong before (a refused refresh) is the more useful half.
+    const std::string ask = "the server needs an authorization; run mcprt auth";
+    fail(failure_.empty() || failure_.rfind(ask, 0) == 0 ? ask : ask + " (" + failure_ + ")");
+    return false;
+  }
+  if (meta->authorization_endpoint.empty()) {
+    fail("the authorization server publishes no authorization endpoint");
+    return false;
+  }
+  if (!meta->code_challenge_methods_supported.empty()
+      && std::find(meta->code_challenge_methods_supported.begin(), meta->code_challenge_methods_supported.end(), "S256")
+           == meta->code_challenge_methods_supported.end()) {
+    fail("the authorization server does not support PKCE with S256; not authorizing");
+    return false;
+  }
+  callback_listener listener;
+  if (listener.port() <= 0) {
+    fail("cannot listen on 127.0.0.1 for the authorization redirect");
+    return false;
+  }
+  const std::string redirect_uri = "http://127.0.0.1:" + std::to_string(listener.port()) + "/callback";
+
+  // Client identity: pre-registered, a metadata document URL, a client
+  // registered earlier, or a fresh registration.
+  std::string client_id = settings_.client_id;
+  std::string secret = settings_.client_secret;
+  if (client_id.empty() && !settings_.client_metadata_url.empty() && meta->client_id_metadata_document_supported)
+    client_id = settings_.client_metadata_url;
+  if (client_id.empty() && saved_ && !saved_->client_id.empty() && saved_->issuer == fresh.issuer) {
+    client_id = saved_->client_id;
+    secret = saved_->client_secret;
+  }
+  if (client_id.empty()) {
+    if (meta->registration_endpoint.empty()) {
+      fail("the authorization server offers no client registration; set oauth.clientId");
+      return false;
+    }
+    auto how = meta->token_endpoint_auth_methods_supported.empty() ? std::string("client_secret_basic")
+                                                                    : meta->token_endpoint_auth_methods_supported.front();
+    if (how != "none" && how != "client_secret_basic" && how != "client_secret_post") how = "none";
+    auto req = oa::registration_request(settings_.client_name, {redirect_uri}, scope, how);
+    auto a = fetch("POST", meta->registration_endpoint, {}, req.dump(), "application/json", timeout);
+    std::string why;
+    auto reg = a.status < 0 ? std::nullopt : oa::parse_registration_response(a.status, a.body, &why);
+    if (!reg) {
+      fail("client registration at " + describe(meta->registration_endpoint)
+           + " failed: " + (a.status < 0 ? a.error : why));
+      return false;
+    }
+    client_id = reg->client_id;
+    secret = reg->client_secret;
+  }
+
+  auto pkce = oa::make_pkce(random_bytes(32));
+  const std::string state = oa::base64url(random_bytes(16));
+  oa::authorization_request ar{client_id, redirect_uri, scope, state, pkce.challenge, resource};
+  const std::string url = oa::authorization_url(meta->authorization_endpoint, ar);
+  if (interaction_.on_authorization_url) interaction_.on_authorization_url(url);
+  std::optional<browser_process> browser;
+  if (!interaction_.browser_command.empty()) browser.emplace(interaction_.browser_command, url);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_ = [&listener] { listener.wake(); };
+  }
+  auto cb = cancelled_.load() ? std::nullopt : listener.wait(interaction_.callback_timeout);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_ = nullptr;
+  }
+  if (cancelled_.load()) {
+    fail("the authorization was cancelled");
+    return false;
+  }
+  if (!cb) {
+    fail("no authorization arrived at the redirect within "
+         + std::to_string(interaction_.callback_timeout.count() / 1000) + " s");
+    return false;
+  }
+  if (cb->state != state) {
+    fail("the authorization redirect carried a wrong state; ignored");
+    return false;
+  }
+  if (!cb->error.empty() || cb->code.empty()) {
+    fail("the authorization was refused: " + cb->error.substr(0, 80));
+    return false;
+  }
+  std::vector<std::pair<std::string, std::string>> form{{"grant_type", "authorization_code"},
+                                                        {"code", cb->code},
+                                                        {"redirect_uri", redirect_uri},
+                                                        {"code_verifier", pkce.verifier}};
+  if (!resource.empty()) form.emplace_back("resource", resource);
+  auto t = token_request(std::move(form), client_id, secret, meta->token_endpoint, true);
+  return t && adopt(*t, client_id, secret);
+}
+
+} // namespace mcprt::io
