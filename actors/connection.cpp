@@ -135,7 +135,8 @@ void shut_down_transport(self_ptr self) {
 
 void finish_stop(self_ptr self) {
   auto& st = self->state;
-  if (st.status != connection_status::error) st.status = connection_status::disconnected;
+  if (st.status != connection_status::error && st.status != connection_status::needs_auth)
+    st.status = connection_status::disconnected;
   publish(self);
   for (auto& rp : st.stop_promises)
     rp.deliver(true);
@@ -144,14 +145,15 @@ void finish_stop(self_ptr self) {
 }
 
 // A fatal problem: the connection reports `error` and lets its server go.
-void fail(self_ptr self, const std::string& reason) {
+void fail(self_ptr self, const std::string& reason, connection_status as = connection_status::error) {
   auto& st = self->state;
-  if (st.status == connection_status::error || st.status == connection_status::disconnected)
+  if (st.status == connection_status::error || st.status == connection_status::disconnected
+      || st.status == connection_status::needs_auth)
     return;
   // Reasons quote server output (stderr, HTTP bodies); last_error reaches
   // events and the snapshot as JSON, the log line a terminal.
   st.last_error = replace_invalid_utf8(reason);
-  st.status = connection_status::error;
+  st.status = as;
   spdlog::warn("[{}] {}", escape_for_display(st.cfg.server.name), escape_for_display(reason));
   publish(self);
   fail_calls(self, reason);
@@ -372,12 +374,14 @@ void start(self_ptr self) {
       ev.on_message = [weak](std::string msg) { send_to(weak, atom::http_msg_v, std::move(msg)); };
       ev.on_session_expired = [weak] { send_to(weak, atom::http_gone_v); };
       ev.on_error = [weak](std::string reason) { send_to(weak, atom::http_err_v, std::move(reason)); };
+      ev.on_auth_required = [weak](std::string reason) { send_to(weak, atom::http_auth_v, std::move(reason)); };
       ev.on_closed = [weak] { send_to(weak, atom::http_closed_v); };
       std::string url = server.http_url ? *server.http_url : server.url.value_or("");
       // The session enforces call timeouts; the HTTP idle timeout must not
       // fire first.
       io::http_transport_options ho;
       ho.request_timeout = o.call_timeout.value_or(default_call_timeout) + std::chrono::seconds(30);
+      if (st.io.http_auth) ho.auth = st.io.http_auth(server);
       st.http = std::make_unique<io::http_transport>(url, server.headers, std::move(ev), *st.io.http, ho);
       break;
     }
@@ -573,6 +577,12 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       if (st.stopping) return;
       if (st.session) apply(self, st.session->on_transport_closed(reason));
       fail(self, reason);
+    },
+    [=](atom::http_auth, const std::string& reason) {
+      auto& st = self->state;
+      if (st.stopping) return;
+      if (st.session) apply(self, st.session->on_transport_closed(reason));
+      fail(self, reason, connection_status::needs_auth);
     },
     [=](atom::http_closed) {
       auto& st = self->state;

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -11,6 +13,7 @@
 namespace mcprt::io {
 class reactor;
 class http_worker_pool;
+class http_auth;
 } // namespace mcprt::io
 
 namespace mcprt {
@@ -20,6 +23,10 @@ namespace mcprt {
 struct connection_io {
   io::reactor* reactor = nullptr;
   io::http_worker_pool* http = nullptr;
+  /// The authorization of a streamable-HTTP server's requests (its OAuth
+  /// client); unset or null: none.
+  using auth_factory = std::function<std::shared_ptr<io::http_auth>(const server_config&)>;
+  auth_factory http_auth;
 };
 
 /// Spawns the actor that owns one live MCP connection: it starts the server

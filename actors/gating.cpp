@@ -198,6 +198,13 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
       }
       return u;
     },
+    [self](atom::config, const std::string& name) -> caf::result<server_config> {
+      auto adm = self->state.model->admit({});
+      if (auto i = adm.admitted.find(name); i != adm.admitted.end()) return i->second;
+      if (auto r = self->state.model->reason(name))
+        return make_error(errc::unavailable, name + " is not admitted: " + to_string(*r) + "; " + remedy(*r, name));
+      return make_error(errc::unknown_server, "no MCP server named " + name + " is configured");
+    },
     [self](atom::attach, reconciler_actor& r, std::vector<server_config>& servers) {
       auto& st = self->state;
       self->monitor(r);

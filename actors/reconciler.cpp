@@ -357,11 +357,17 @@ void connect(self_ptr self, const server_config& cfg, std::optional<std::string>
       [self, name, release_replaced](caf::error& e) {
         auto& st = self->state;
         release_replaced();
-        if (is(e, errc::budget_exhausted))
+        if (is(e, errc::budget_exhausted)) {
           st.report.skipped.push_back({name, "budget_exhausted",
                                        self->system().render(e)
                                          + "; raise the budget (--budget / MCPRT_BUDGET) or remove a server"});
-        else
+        } else if (is(e, errc::needs_auth)) {
+          // Not retried on a timer: only a person can fix it. The next pass
+          // after `mcprt auth` acquires it with the stored tokens.
+          auto remedy = "run mcprt auth " + name;
+          st.report.skipped.push_back({name, "needs_auth", self->system().render(e) + "; " + remedy});
+          publish(self, st.opts.bus, events::auth_required{name, self->system().render(e), remedy});
+        } else
           st.report.errors.emplace_back(name, self->system().render(e));
         acquire_settled(self, name);
         step_done(self);

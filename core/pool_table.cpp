@@ -292,6 +292,25 @@ void pool_table::failure(entry& e, const std::string& why, pool_time now) {
   remove(e.id);
 }
 
+// The server refuses us until a person authorizes: restarting it would
+// only be refused again, so the entry fails at once and leaves; the next
+// acquire after `mcprt auth` starts afresh with the stored tokens.
+void pool_table::needs_auth(entry& e, const std::string& why, pool_time now) {
+  e.last_error = why.empty() ? std::string("authorization required") : why;
+  e.link = pool_link::needs_auth;
+  finish_restart_waiters(e, false, e.last_error, now);
+  log(pool_log_effect::level::warn, "pool: " + shown(e.id) + " needs authorization: " + escape_for_display(e.last_error));
+  fail_waiters(e, pool_error::needs_auth, e.name + ": " + e.last_error);
+  if (e.state == pool_state::spawning) {
+    stop(e);
+    remove(e.id);
+    return;
+  }
+  notify_holders(e, pool_change::failed, e.last_error);
+  stop(e, false, event_of(e, pool_event::kind::failed));
+  remove(e.id);
+}
+
 pool_event pool_table::finish_failed_event(pool_event failed, std::vector<std::string> tail) const {
   if (!tail.empty()) failed.stderr_tail = std::move(tail);
   auto& xs = failed.stderr_tail;
@@ -450,6 +469,9 @@ void pool_table::connection_update(const std::string& id, uint64_t generation, p
       break;
     case pool_link::error:
       failure(*e, error, now);
+      break;
+    case pool_link::needs_auth:
+      needs_auth(*e, error, now);
       break;
     case pool_link::disconnected:
       // The table supersedes a connection before stopping it, so a

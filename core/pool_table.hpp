@@ -35,11 +35,11 @@ using pool_time = std::chrono::steady_clock::time_point;
 /// Mirrors of the contract's enums (messages/pool.hpp), which core cannot
 /// include; the shell maps them one to one.
 enum class pool_state : uint8_t { spawning, active, draining, restarting };
-enum class pool_link : uint8_t { connecting, connected, disconnected, error };
+enum class pool_link : uint8_t { connecting, connected, disconnected, error, needs_auth };
 enum class pool_release : uint8_t { session_closed, removed, changed };
 enum class pool_change : uint8_t { restarting, restarted, failed, closed };
 enum class pool_timer_type : uint8_t { drain, idle, restart };
-enum class pool_error : uint8_t { not_connected, pool_draining, budget_exhausted, spawn_failed };
+enum class pool_error : uint8_t { not_connected, pool_draining, budget_exhausted, spawn_failed, needs_auth };
 
 struct pool_table_options {
   /// How long an unreferenced entry lingers before it is closed; clamped to
@@ -348,6 +348,7 @@ private:
   void arm_drain_timer(entry& e, std::chrono::milliseconds delay);
   void connected(entry& e, pool_time now);
   void failure(entry& e, const std::string& why, pool_time now);
+  void needs_auth(entry& e, const std::string& why, pool_time now);
   void close(entry& e, const char* reason, pool_time now);
   void remove(const std::string& id);
   void release_slot_if_last(const std::string& name);

@@ -29,6 +29,7 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::sampling_requested, "sampling_requested"},
   {event_kind::host_request_ended, "host_request_ended"},
   {event_kind::call_progress, "call_progress"},
+  {event_kind::auth_required, "auth_required"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -252,6 +253,10 @@ void to_json(json& j, const call_progress& x) {
            {"progress", x.progress}};
   if (x.total) j["total"] = *x.total;
   if (!x.message.empty()) j["message"] = x.message;
+}
+
+void to_json(json& j, const auth_required& x) {
+  j = json{{"server", x.server}, {"reason", x.reason}, {"remedy", x.remedy}};
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

@@ -47,6 +47,8 @@ enum class event_kind : uint8_t {
   host_request_ended,
   // -- progress of tool calls (issue 15) --
   call_progress,
+  // -- OAuth (issue 16) --
+  auth_required,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -452,6 +454,24 @@ typename Inspector::result_type inspect(Inspector& f, call_progress& x) {
 
 void to_json(nlohmann::json& j, const call_progress& x);
 
+// -- OAuth (issue 16) ----------------------------------------------------------------
+
+/// {"server", "reason", "remedy"}: a server refused mcprt and only a person
+/// can authorize it; it stays out (status `disconnected`, reason
+/// `needs_auth`) until `mcprt auth SERVER`. `reason` never holds a token.
+struct auth_required {
+  std::string server;
+  std::string reason;
+  std::string remedy;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, auth_required& x) {
+  return f(caf::meta::type_name("mcprt.events.auth_required"), x.server, x.reason, x.remedy);
+}
+
+void to_json(nlohmann::json& j, const auth_required& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -576,9 +596,9 @@ using event_payload =
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
                events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
                events::elicitation_requested, events::sampling_requested, events::host_request_ended,
-               events::call_progress>;
+               events::call_progress, events::auth_required>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::call_progress) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::auth_required) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -722,4 +742,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::sampling_requested))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::host_request_ended))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::call_progress))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::auth_required))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

@@ -177,6 +177,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, reload, "reload")
 CAF_ADD_ATOM(mcprt, mcprt::atom, approve, "approve")
 CAF_ADD_ATOM(mcprt, mcprt::atom, reject, "reject")
 CAF_ADD_ATOM(mcprt, mcprt::atom, reason, "reason")
+CAF_ADD_ATOM(mcprt, mcprt::atom, config, "config")
 CAF_ADD_ATOM(mcprt, mcprt::atom, attach, "attach")
 CAF_ADD_ATOM(mcprt, mcprt::atom, reconcile, "reconcile")
 CAF_ADD_ATOM(mcprt, mcprt::atom, start, "start")
@@ -236,6 +237,9 @@ using gating_actor = caf::typed_actor<
   // Why `name` is unavailable; an empty reason when it is admitted or was
   // never configured.
   caf::replies_to<atom::reason, std::string>::with<unavailability>,
+  // The workspace's admitted config of `name` (for `mcprt auth`). Fails
+  // with errc::unknown_server, or errc::unavailable saying why it is kept out.
+  caf::replies_to<atom::config, std::string>::with<server_config>,
   // A session joins with its own top-tier servers / leaves.
   caf::reacts_to<atom::attach, reconciler_actor, std::vector<server_config>>,
   caf::reacts_to<atom::detach, reconciler_actor>,

@@ -30,6 +30,7 @@ std::string to_string(errc x) {
     case errc::not_advertised: return "not_advertised";
     case errc::bad_request: return "bad_request";
     case errc::cancelled: return "cancelled";
+    case errc::needs_auth: return "needs_auth";
   }
   return "unknown";
 }
@@ -40,6 +41,7 @@ std::string to_string(connection_status x) {
     case connection_status::connected: return "connected";
     case connection_status::disconnected: return "disconnected";
     case connection_status::error: return "error";
+    case connection_status::needs_auth: return "needs_auth";
   }
   return "unknown";
 }

@@ -47,6 +47,8 @@ enum class errc : uint8_t {
   not_advertised,   // the server did not advertise the capability a request needs
   bad_request,      // the request's parameters are not what its method needs
   cancelled,        // the caller cancelled the tool call
+  // -- OAuth (issue 16) --
+  needs_auth,       // the server wants an authorization a person must give (mcprt auth)
 };
 
 std::string to_string(errc x);
@@ -91,7 +93,9 @@ inspect(Inspector& f, json_value& x) {
   return f(caf::meta::type_name("mcprt.json"), text, caf::meta::load_callback(load));
 }
 
-enum class connection_status : uint8_t { connecting, connected, disconnected, error };
+/// `needs_auth`: the server refused us and only a person can authorize
+/// (`mcprt auth`); it is not restarted meanwhile.
+enum class connection_status : uint8_t { connecting, connected, disconnected, error, needs_auth };
 
 std::string to_string(connection_status x);
 
@@ -207,6 +211,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, io_exit, "io_exit")
 CAF_ADD_ATOM(mcprt, mcprt::atom, http_msg, "http_msg")
 CAF_ADD_ATOM(mcprt, mcprt::atom, http_gone, "http_gone")
 CAF_ADD_ATOM(mcprt, mcprt::atom, http_err, "http_err")
+CAF_ADD_ATOM(mcprt, mcprt::atom, http_auth, "http_auth")
 CAF_ADD_ATOM(mcprt, mcprt::atom, http_closed, "http_done")
 CAF_ADD_ATOM(mcprt, mcprt::atom, tick, "tick")
 // Cancels a tool call by the caller's call id.
@@ -323,6 +328,7 @@ using connection_actor = caf::typed_actor<
   caf::reacts_to<atom::http_msg, std::string>,
   caf::reacts_to<atom::http_gone>,
   caf::reacts_to<atom::http_err, std::string>,
+  caf::reacts_to<atom::http_auth, std::string>,
   caf::reacts_to<atom::http_closed>,
   // INTERNAL: a protocol deadline may have passed.
   caf::reacts_to<atom::tick>,

@@ -37,6 +37,7 @@ constexpr auto stop_timeout = std::chrono::seconds(60);
 // The table's enums mirror the contract's one to one.
 static_assert(int(pool_state::restarting) == int(pool_entry_status::restarting));
 static_assert(int(pool_link::error) == int(connection_status::error));
+static_assert(int(pool_link::needs_auth) == int(connection_status::needs_auth));
 static_assert(int(pool_release::changed) == int(release_reason::changed));
 static_assert(int(pool_change::closed) == int(pool_entry_event::closed));
 static_assert(int(pool_timer_type::restart) == int(pool_timer_kind::restart));
@@ -84,6 +85,7 @@ caf::error error_of(pool_error code, const std::string& message) {
     case pool_error::pool_draining: return make_error(errc::pool_draining, message);
     case pool_error::budget_exhausted: return make_error(errc::budget_exhausted, message);
     case pool_error::spawn_failed: return make_error(errc::spawn_failed, message);
+    case pool_error::needs_auth: return make_error(errc::needs_auth, message);
   }
   return make_error(errc::not_connected, message);
 }

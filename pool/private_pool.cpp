@@ -119,10 +119,10 @@ void spawn_conn(self_ptr self, entry& e) {
 
 /// The connection of `e` failed: before it connected, its acquire fails;
 /// after, its holder is told and acquires it again after a backoff.
-void on_failure(self_ptr self, entry& e, std::string why) {
+void on_failure(self_ptr self, entry& e, std::string why, bool needs_auth = false) {
   e.last_error = why.empty() ? std::string("connection failed") : std::move(why);
   if (!e.connected) {
-    fail_waiters(e, make_error(errc::spawn_failed, e.name + ": " + e.last_error));
+    fail_waiters(e, make_error(needs_auth ? errc::needs_auth : errc::spawn_failed, e.name + ": " + e.last_error));
   } else {
     for (auto& [session, holder] : self->state.holders)
       if (holder) self->send(holder, pool_entry_changed{e.id, e.name, pool_entry_event::failed, e.generation, e.last_error});
@@ -219,7 +219,9 @@ void on_update(self_ptr self, const client_update& u) {
       break;
     case connection_status::error:
     case connection_status::disconnected:
-      on_failure(self, *e, u.error.empty() ? "connection closed unexpectedly" : u.error);
+    case connection_status::needs_auth:
+      on_failure(self, *e, u.error.empty() ? "connection closed unexpectedly" : u.error,
+                 u.status == connection_status::needs_auth);
       break;
   }
 }

@@ -150,6 +150,7 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
     [=](atom::http_msg, const std::string&) {},
     [=](atom::http_gone) { fake_set(self, connection_status::disconnected, "transport closed"); },
     [=](atom::http_err, const std::string&) {},
+    [=](atom::http_auth, const std::string&) {},
     [=](atom::http_closed) {},
     [=](atom::tick) {
       if (self->state.status == connection_status::connecting) fake_set(self, connection_status::connected);

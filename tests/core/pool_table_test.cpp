@@ -745,3 +745,33 @@ TEST_F(PoolTable, ARestartOfAnEntryStillStartingSaysSo) {
 }
 
 } // namespace
+
+// -- servers that need a person's authorization (issue 16) ---------------------------
+
+TEST_F(PoolTable, ASpawnThatNeedsAuthorizationFailsItsWaitersWithNeedsAuthAndLeaves) {
+  auto cfg = stdio("a");
+  acquire(1, cfg);
+  auto reserve = take<pool_reserve_effect>();
+  t().reserve_answered(reserve[0].id, reserve[0].serial, "a", reserve_result::reserved, std::nullopt, now);
+  auto spawn = take<pool_spawn_effect>();
+  t().connection_update(spawn[0].id, spawn[0].generation, pool_link::needs_auth, -1, "HTTP 401", now);
+  auto fails = take<pool_fail_effect>();
+  ASSERT_EQ(fails.size(), 1u);
+  EXPECT_EQ(fails[0].code, pool_error::needs_auth);
+  EXPECT_EQ(fails[0].message, "a: HTTP 401");
+  EXPECT_TRUE(take<pool_timer_effect>().empty()) << "no restart";
+  EXPECT_EQ(released_slots(), std::vector<std::string>{"a"});
+  EXPECT_EQ(t().size(), 0u);
+}
+
+TEST_F(PoolTable, ALiveEntryThatLosesItsAuthorizationIsNotRestartedButFailsUnderItsHolders) {
+  auto s = live(1, stdio("a"));
+  t().connection_update(s.id, s.generation, pool_link::needs_auth, -1, "token revoked", now);
+  EXPECT_TRUE(take<pool_timer_effect>().empty()) << "no restart: a person must authorize";
+  auto told = take<pool_notify_effect>();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].what, pool_change::failed);
+  EXPECT_EQ(told[0].error, "token revoked");
+  EXPECT_EQ(take<pool_stop_effect>().size(), 1u);
+  EXPECT_EQ(t().size(), 0u);
+}
