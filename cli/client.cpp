@@ -3,7 +3,14 @@
 
 #include "cli/client.hpp"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <csignal>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +23,8 @@
 #include "cli/daemon_file.hpp"
 #include "cli/terminal_output.hpp"
 #include "core/untrusted_text.hpp"
+
+extern char** environ;
 
 namespace mcprt::cli {
 
@@ -148,6 +157,7 @@ void status_table(const json& s, std::ostream& os) {
       auto name = str(x.value("name", json("")));
       std::string reason = str(x.value("reason", json(nullptr)));
       if (reason == "pending_approval") reason += " (run `mcprt approve " + name + "`)";
+      if (reason == "needs_auth") reason += " (run `mcprt auth " + name + "`)";
       if (x.contains("last_error") && !x["last_error"].is_null()) reason += " last error: " + str(x["last_error"]);
       os << pad(name, w) << pad(str(x.value("status", json(""))), 14) << pad(str(x.value("tools", json(0))), 7)
          << pad(str(x.value("scope", json(""))), 11) << reason << "\n";
@@ -416,6 +426,106 @@ std::optional<int> decide_via_daemon(const client_flags& f, const std::string& n
   std::cerr << "mcprt: " << describe_failure(c, r) << "\n";
   if (r && (r->status == 404 || r->status == 409 || r->status == 401)) return exit_usage;
   return exit_failure;
+}
+
+std::string browser_command(const std::string& given) {
+  if (!given.empty()) return given;
+  // A desktop has xdg-open; a server has nothing: the URL is printed.
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');)
+      if (!dir.empty() && ::access((dir + "/xdg-open").c_str(), X_OK) == 0) return "xdg-open";
+  }
+  return {};
+}
+
+int open_url(const std::string& command, const std::string& url) {
+  if (command.empty()) return -1;
+  const std::string script = command + " \"$1\"";
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), "mcprt-browser", url.c_str(), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char**>(argv), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+std::optional<int> auth_via_daemon(const client_flags& f, const std::string& name, const auth_flags& a) {
+  connection c;
+  if (!f.url.empty() || !f.token_file.empty()) {
+    c = resolve(f);
+    if (!c.error.empty()) {
+      std::cerr << "mcprt auth: " << c.error << "\n";
+      return exit_failure;
+    }
+  } else {
+    std::error_code ec;
+    auto check = check_daemon(fs::absolute(f.workspace, ec).lexically_normal().string());
+    if (!check.daemon) {
+      if (!check.absent) std::cerr << "mcprt: warning: " << check.error << "; authorizing without the daemon\n";
+      return std::nullopt;
+    }
+    c.daemon = check.daemon;
+    c.url = check.daemon->url;
+  }
+  auto cli = make_client(c, 60);
+  if (auto why = prove_instance(c, *cli); !why.empty()) {
+    std::cerr << "mcprt auth: " << why << "\n";
+    return exit_failure;
+  }
+  const auto path = "/workspace/mcp/" + encode_segment(name) + "/auth";
+  if (a.logout) {
+    auto r = cli->Delete(path);
+    if (!r || r->status != 200) {
+      std::cerr << "mcprt auth: " << describe_failure(c, r) << "\n";
+      return r && r->status == 404 ? exit_usage : exit_failure;
+    }
+    auto j = json::parse(r->body, nullptr, false);
+    bool forgot = j.is_object() && j.value("forgotten", false);
+    std::cout << (forgot ? "forgot the OAuth credentials of " : "no OAuth credentials were stored for ") << name << "\n";
+    return exit_ok;
+  }
+  auto r = cli->Post(path, "", "application/json");
+  if (!r || r->status != 200) {
+    std::cerr << "mcprt auth: " << describe_failure(c, r) << "\n";
+    return r && r->status == 404 ? exit_usage : exit_failure;
+  }
+  auto j = json::parse(r->body, nullptr, false);
+  auto url = j.is_object() && j.contains("authorization_url") && j["authorization_url"].is_string()
+               ? j["authorization_url"].get<std::string>()
+               : std::string();
+  int browser = -1;
+  if (!url.empty()) {
+    std::cout << "Open this URL to authorize " << name << ":\n  " << terminal_line(url) << "\n" << std::flush;
+    browser = open_url(browser_command(a.browser), url);
+  }
+  // The daemon connects the server once the tokens are stored: wait for it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
+  int rc = exit_failure;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto s = cli->Get("/workspace/mcp"); s && s->status == 200) {
+      auto snap = json::parse(s->body, nullptr, false);
+      if (snap.is_object())
+        for (auto& srv : snap.value("servers", json::array()))
+          if (srv.is_object() && srv.value("name", "") == name) {
+            last = str(srv.value("status", json("")));
+            if (last == "connected") rc = exit_ok;
+          }
+    }
+    if (rc == exit_ok) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  if (browser > 0) {
+    if (::waitpid(browser, nullptr, WNOHANG) == 0) ::kill(browser, SIGTERM);
+    ::waitpid(browser, nullptr, 0);
+  }
+  if (rc == exit_ok) std::cout << "authorized " << name << "; it is connected\n";
+  else std::cerr << "mcprt auth: " << name << " did not connect within " << a.timeout_ms << " ms (status " << (last.empty() ? "unknown" : last) << ")\n";
+  return rc;
 }
 
 } // namespace mcprt::cli

@@ -29,4 +29,25 @@ int run_call(const client_flags& f, const std::string& server, const std::string
 std::optional<int> decide_via_daemon(const client_flags& f, const std::string& name, bool approve,
                                      const std::string& own_store = {});
 
+/// How `mcprt auth` runs.
+struct auth_flags {
+  /// Opens the authorization URL (its last argument). Empty: `xdg-open`
+  /// when it is installed, else the URL is only printed.
+  std::string browser;
+  bool logout = false;
+  long long timeout_ms = 300000;
+};
+
+/// `mcprt auth NAME` through the running daemon of `f.workspace`: the
+/// daemon authorizes and serves the redirect; this prints the URL, opens
+/// it, and waits until the server connects. nullopt: no daemon answers.
+std::optional<int> auth_via_daemon(const client_flags& f, const std::string& name, const auth_flags& a);
+
+/// The browser command `mcprt auth` uses for `a.browser` (see auth_flags).
+std::string browser_command(const std::string& given);
+
+/// Starts `command "$url"` through /bin/sh, its output discarded; returns
+/// its pid (-1 when it could not start). The caller reaps it.
+int open_url(const std::string& command, const std::string& url);
+
 } // namespace mcprt::cli

@@ -98,7 +98,8 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
       case errc::tool_error:
       case errc::protocol_error:
       case errc::spawn_failed:
-      case errc::transport_not_supported: out.status = 502; break;
+      case errc::transport_not_supported:
+      case errc::needs_auth: out.status = 502; break;
       default: out.status = 500;
     }
     return out;
@@ -484,6 +485,8 @@ struct http_api::impl {
   std::atomic<uint64_t> next_call_id{1};
   http_response decision(const std::string& name, bool approve);
   http_response restart(const std::string& name);
+  http_response authorize(const std::string& name);
+  http_response logout(const std::string& name);
 };
 
 std::optional<http_response> http_api::impl::head_checks(const http_request& req) {
@@ -611,6 +614,13 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
       if (!object_body(ex, true)) return;
       cancel_call(ex, m.server);
       return;
+    case http::route_id::auth:
+      if (!object_body(ex, true)) return;
+      submit(changes, ex, [this, name = m.server] { return authorize(name); });
+      return;
+    case http::route_id::auth_logout:
+      submit(changes, ex, [this, name = m.server] { return logout(name); });
+      return;
   }
 }
 
@@ -726,6 +736,24 @@ http_response http_api::impl::restart(const std::string& name) {
                        {"reason", x.reason.empty() ? json(nullptr) : json(x.reason)}});
   spdlog::info("restart {}: {} entries", escape_for_display(name), r->size());
   return json_response(200, {{"server", name}, {"results", results}});
+}
+
+// -- OAuth (issue 16) ------------------------------------------------------------------
+
+// The daemon serves the redirect itself (a loopback listener of its own per
+// authorization); the caller opens the URL. Nobody else learns the tokens.
+http_response http_api::impl::authorize(const std::string& name) {
+  auto url = rt.authorize(name);
+  if (!url) return runtime_error_response(sys, url.error(), {{"server", name}});
+  spdlog::info("authorization of {} started", escape_for_display(name));
+  return json_response(200, {{"server", name}, {"authorization_url", url->empty() ? json(nullptr) : json(*url)}});
+}
+
+http_response http_api::impl::logout(const std::string& name) {
+  auto forgot = rt.forget_authorization(name);
+  if (!forgot) return runtime_error_response(sys, forgot.error(), {{"server", name}});
+  spdlog::info("OAuth credentials of {} {}", escape_for_display(name), *forgot ? "forgotten" : "were not stored");
+  return json_response(200, {{"server", name}, {"forgotten", *forgot}});
 }
 
 void http_api::impl::call(const std::shared_ptr<http_exchange>& ex) {

@@ -9,7 +9,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <future>
+
 #include "core/approvals_store.hpp"
+#include "core/oauth_token_store.hpp"
+#include "mcprt/oauth_broker.hpp"
 #include "core/fingerprint.hpp"
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
@@ -102,11 +106,29 @@ workspace_view read_workspace(const workspace_options& opts, approvals_store& ap
   return view;
 }
 
+// Which streamable-HTTP servers have OAuth tokens stored (never the tokens).
+void read_oauth_state(workspace_view& view, const workspace_options& o) {
+  oauth_token_store store(oauth_token_store::default_path(o.home, o.settings_profile.dir_name));
+  for (auto& [name, cfg] : view.merged.servers) {
+    auto url = oauth_server_url(cfg);
+    if (!url) continue;
+    std::string key(oauth_token_store::dynamic_client);
+    if (auto i = cfg.spec.find("oauth"); i != cfg.spec.end() && i->is_object())
+      if (auto id = i->find("clientId"); id != i->end() && id->is_string() && !id->get<std::string>().empty())
+        key = id->get<std::string>();
+    auto c = store.get(*url, key);
+    view.oauth[name] = c && (!c->access_token.empty() || !c->refresh_token.empty()) ? "stored" : "none";
+  }
+  for (auto& w : store.take_warnings())
+    std::cerr << "mcprt: warning: " << escape_for_display(w) << "\n";
+}
+
 int run_explain(const common_flags& f) {
   auto opts = make_options(f);
   if (!opts) return exit_usage;
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
+  read_oauth_state(view, *opts);
   // The workspace path and the files' text need not be UTF-8: replaced, not thrown.
   if (f.json) std::cout << explain_json(view, opts->trusted, explain_key(*opts)).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
   else write_explain_table(view, opts->trusted, std::cout);
@@ -145,6 +167,59 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
   }
   std::cout << (decision == approval_state::approved ? "approved " : "rejected ") << name << " ("
             << to_string(cfg.scope) << ", config " << hash.substr(0, 12) << ") for " << view.workspace << "\n";
+  return exit_ok;
+}
+
+// `mcprt auth` without a daemon: this process authorizes, serves the
+// redirect and writes the credential file the daemon will read.
+int run_auth(const common_flags& f, const std::string& name, const cli::auth_flags& a) {
+  auto opts = make_options(f);
+  if (!opts) return exit_usage;
+  auto approvals = open_approvals(*opts);
+  auto view = read_workspace(*opts, approvals);
+  auto it = view.merged.servers.find(name);
+  if (it == view.merged.servers.end()) {
+    std::vector<std::string> names;
+    for (auto& [n, c] : view.merged.servers)
+      names.push_back(n);
+    std::cerr << "mcprt auth: no server named '" << escape_for_display(name) << "' in "
+              << escape_for_display(view.workspace) << " (configured: " << join(names) << ")\n";
+    return exit_usage;
+  }
+  const auto file = oauth_token_store::default_path(opts->home, opts->settings_profile.dir_name);
+  oauth_broker broker(file);
+  if (a.logout) {
+    try {
+      bool forgot = broker.forget(it->second);
+      std::cout << (forgot ? "forgot the OAuth credentials of " : "no OAuth credentials were stored for ") << name
+                << "\n";
+      return exit_ok;
+    } catch (const std::exception& e) {
+      std::cerr << "mcprt auth: " << e.what() << "\n";
+      return exit_failure;
+    }
+  }
+  authorize_options ao;
+  ao.browser_command = cli::browser_command(a.browser);
+  ao.callback_timeout = std::chrono::milliseconds(a.timeout_ms);
+  std::promise<std::pair<bool, std::string>> ended;
+  auto done = ended.get_future();
+  std::string error;
+  auto started = broker.begin(it->second, ao, [&ended](bool ok, const std::string& why) { ended.set_value({ok, why}); },
+                              error);
+  if (!started) {
+    std::cerr << "mcprt auth: " << escape_for_display(name) << ": " << escape_for_display(error) << "\n";
+    return exit_failure;
+  }
+  if (!started->authorization_url.empty())
+    std::cout << "Open this URL to authorize " << name << ":\n  " << escape_for_display(started->authorization_url)
+              << "\n" << std::flush;
+  auto [ok, why] = done.get();
+  if (!ok) {
+    std::cerr << "mcprt auth: " << escape_for_display(name) << ": " << escape_for_display(why) << "\n";
+    return exit_failure;
+  }
+  std::cout << "authorized " << name << "; credentials stored in " << file.string() << "\n";
   return exit_ok;
 }
 
@@ -195,6 +270,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"decline", "accept-defaults"}));
     cmd->add_option("--root", t.roots, "Offer DIR to the server as a root (repeatable; default: no roots capability)")
       ->allow_extra_args(false);
+    cmd->add_option("--oauth", t.oauth,
+                    "OAuth settings for --http as JSON, the `oauth` object of a server's settings "
+                    "(clientId, clientSecret, clientMetadataUrl, scopes, grantType, privateKey, ...)");
+    cmd->add_option("--browser", t.browser,
+                    "Command that opens the authorization URL, given as its last argument "
+                    "(default: print the URL only)");
+    cmd->add_option("--auth-timeout-ms", t.auth_timeout_ms,
+                    "How long to wait for the authorization redirect (default 300000)")
+      ->check(CLI::PositiveNumber);
   };
 
   cli::inspect_options inspect_opts;
@@ -301,6 +385,23 @@ int main(int argc, char** argv) {
   call->add_option("--call-timeout-ms", call_call_timeout, "One-shot: the call's timeout (default 600000)")
     ->check(CLI::PositiveNumber);
 
+  common_flags auth_common;
+  cli::auth_flags auth_opts;
+  std::string auth_name, auth_url, auth_token;
+  auto* auth = app.add_subcommand("auth", "Authorize mcprt at a remote server that requires OAuth, and connect it.\n"
+                                          "  Through the running daemon when there is one, else on its own;\n"
+                                          "  the tokens go to <home>/.mcprt/mcp-oauth.json (mode 0600).");
+  auth->add_option("name", auth_name, "Server name")->required();
+  add_workspace_flags(auth, auth_common);
+  auth->add_option("--browser", auth_opts.browser,
+                   "Command that opens the authorization URL, given as its last argument "
+                   "(default: xdg-open when installed, else the URL is only printed)");
+  auth->add_flag("--logout", auth_opts.logout, "Forget the server's stored OAuth credentials instead");
+  auth->add_option("--timeout-ms", auth_opts.timeout_ms, "How long to wait for the authorization (default 300000)")
+    ->check(CLI::PositiveNumber);
+  auth->add_option("--url", auth_url, "Daemon URL (default: from <workspace>/.mcprt/daemon.json)");
+  auth->add_option("--token-file", auth_token, "Bearer token file of a running daemon");
+
   std::string approve_token, reject_token;
   approve->add_option("--token-file", approve_token, "Bearer token file of a running daemon");
   reject->add_option("--token-file", reject_token, "Bearer token file of a running daemon");
@@ -357,6 +458,14 @@ int main(int argc, char** argv) {
     if (call_timeout > 0) one_shot_call.target.timeout_ms = call_timeout;
     if (call_call_timeout > 0) one_shot_call.target.call_timeout_ms = call_call_timeout;
     return cli::run_one_shot_call(one_shot_call);
+  }
+  if (*auth) {
+    cli::client_flags cf;
+    cf.workspace = auth_common.workspace;
+    cf.url = auth_url;
+    cf.token_file = auth_token;
+    if (auto rc = cli::auth_via_daemon(cf, auth_name, auth_opts)) return *rc;
+    return run_auth(auth_common, auth_name, auth_opts);
   }
   // approve / reject: through the running daemon when there is one, so it
   // reconciles at once; else straight into the store.

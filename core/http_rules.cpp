@@ -83,6 +83,9 @@ constexpr route_pattern patterns[] = {
   {"GET", 4, {"workspace", "mcp", "*", "prompts"}, route_id::prompts},
   // cancel of a tool call (issue 15)
   {"POST", 5, {"workspace", "mcp", "calls", "*", "cancel"}, route_id::call_cancel},
+  // OAuth (issue 16)
+  {"POST", 4, {"workspace", "mcp", "*", "auth"}, route_id::auth},
+  {"DELETE", 4, {"workspace", "mcp", "*", "auth"}, route_id::auth_logout},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

@@ -112,6 +112,8 @@ enum class route_id {
   prompts, // GET .../{server}/prompts: prompts/list, every page
   // cancel of a tool call (issue 15): `server` holds the decoded call id
   call_cancel,
+  // OAuth (issue 16): POST starts an authorization, DELETE forgets the tokens
+  auth, auth_logout,
 };
 
 struct route_match {

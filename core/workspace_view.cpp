@@ -105,6 +105,8 @@ ordered_json explain_json(const workspace_view& v, bool trusted, const std::opti
     s["reason"] = known && adm->second.reason ? ordered_json(to_string(*adm->second.reason)) : ordered_json(nullptr);
     s["approval"] =
       known && adm->second.approval ? ordered_json(to_string(*adm->second.approval)) : ordered_json(nullptr);
+    auto oauth = v.oauth.find(name);
+    s["oauth"] = oauth != v.oauth.end() ? ordered_json(oauth->second) : ordered_json(nullptr);
     out["servers"].push_back(std::move(s));
   }
   ordered_json g = ordered_json::object();
@@ -143,6 +145,8 @@ void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os
         else if (adm->second.approval)
           why = "approved";
       }
+      if (auto oauth = v.oauth.find(name); oauth != v.oauth.end() && oauth->second == "stored")
+        why += std::string(why.empty() ? "" : "; ") + "OAuth tokens stored";
       os << pad(*shown_name++, w) << pad(to_string(config.scope), 11) << pad(to_string(config.transport()), 11)
          << pad(admitted ? "admitted" : "blocked", 10) << why << "\n";
     }

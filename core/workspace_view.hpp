@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -35,6 +36,10 @@ struct workspace_view {
   assembled_settings merged;
   gating_result gating;
   std::vector<settings_error> errors;
+  /// Streamable-HTTP servers: "stored" when mcp-oauth.json holds tokens for
+  /// them, else "none" (filled by the caller that reads the store; a server
+  /// that needs none is "none" too).
+  std::map<std::string, std::string> oauth;
 };
 
 /// Reads every settings file and computes gating. Files with errors are

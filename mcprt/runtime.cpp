@@ -17,6 +17,7 @@
 #include "actors/reconciler.hpp"
 #include "actors/watcher.hpp"
 #include "core/approvals_store.hpp"
+#include "core/oauth_token_store.hpp"
 #include "core/mcp_session.hpp"
 #include "core/event_payload.hpp"
 #include "core/fingerprint_key.hpp"
@@ -379,6 +380,8 @@ struct runtime::impl {
   runtime_options opts;
   std::unique_ptr<io::reactor> reactor;
   std::unique_ptr<io::http_worker_pool> http;
+  // Before the actors in destruction order: connections hold its clients.
+  std::shared_ptr<oauth_broker> oauth;
   event_bus_actor bus;
   std::shared_ptr<forwarder_cell> forwarders = std::make_shared<forwarder_cell>();
   caf::actor forwarding; // supervises the forwarder
@@ -454,6 +457,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (opts.mode == budget_mode::enforce && !opts.budget)
     return make_error(errc::io_error, "runtime: budget mode enforce needs a budget");
   if (opts.approvals_file.empty()) opts.approvals_file = approvals_store::default_path(opts.home, prof->dir_name);
+  if (opts.oauth_file.empty()) opts.oauth_file = oauth_token_store::default_path(opts.home, prof->dir_name);
   if (opts.fingerprint_key_file.empty())
     opts.fingerprint_key_file = default_fingerprint_key_path(opts.home, prof->dir_name);
   auto key = load_or_create_fingerprint_key(opts.fingerprint_key_file);
@@ -482,7 +486,12 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->bus = spawn_event_bus(sys, std::move(bo));
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
-  connection_io io{p->reactor.get(), p->http.get()};
+  p->oauth = std::make_shared<oauth_broker>(opts.oauth_file);
+  connection_io io{p->reactor.get(), p->http.get(),
+                   [broker = std::weak_ptr<oauth_broker>(p->oauth)](const server_config& s) -> std::shared_ptr<io::http_auth> {
+                     auto b = broker.lock();
+                     return b ? b->client_for(s) : nullptr;
+                   }};
   if (opts.roots) {
     p->roots->second = opts.roots;
   } else if (opts.workspace_root) {
@@ -884,6 +893,37 @@ caf::expected<std::vector<restart_result>> runtime::restart(const std::string& s
   return r;
 }
 
+caf::expected<std::string> runtime::authorize(const std::string& server, authorize_options options) {
+  auto cfg = impl_->ask<server_config>(impl_->gating, std::chrono::seconds(10), atom::config_v, server);
+  if (!cfg) return cfg.error();
+  std::string error;
+  // The flow's end comes on its own thread: a success reconciles every
+  // session (the server connects with the stored tokens), a failure says
+  // why on the bus.
+  auto on_end = [bus = impl_->bus, this_rt = this, server](bool ok, const std::string& why) {
+    if (ok) {
+      spdlog::info("[{}] authorized; connecting", escape_for_display(server));
+      (void)this_rt->reload();
+    } else {
+      spdlog::warn("[{}] authorization failed: {}", escape_for_display(server), escape_for_display(why));
+      caf::anon_send(bus, atom::publish_v, event_payload{events::auth_required{server, why, "run mcprt auth " + server}});
+    }
+  };
+  auto started = impl_->oauth->begin(*cfg, options, std::move(on_end), error);
+  if (!started) return make_error(errc::needs_auth, server + ": " + error);
+  return started->authorization_url;
+}
+
+caf::expected<bool> runtime::forget_authorization(const std::string& server) {
+  auto cfg = impl_->ask<server_config>(impl_->gating, std::chrono::seconds(10), atom::config_v, server);
+  if (!cfg) return cfg.error();
+  try {
+    return impl_->oauth->forget(*cfg);
+  } catch (const std::exception& e) {
+    return make_error(errc::io_error, e.what());
+  }
+}
+
 drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   auto& p = *impl_;
   drain_result out;
@@ -892,6 +932,9 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     if (p.stopped) return out;
     p.stopped = true;
   }
+  // Authorizations waiting for a browser end first: their threads call
+  // back into the runtime.
+  if (p.oauth) p.oauth->shutdown();
   auto kill = [](const auto& h) {
     if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };

@@ -44,6 +44,7 @@
 #include "messages/hot_reload.hpp"
 #include "messages/messages.hpp"
 #include "messages/unavailable_error.hpp"
+#include "mcprt/oauth_broker.hpp"
 
 namespace mcprt {
 
@@ -163,6 +164,9 @@ struct runtime_options {
   bool watch = true;
   /// Where approvals are stored. Empty: `<home>/<profile dir>/mcp-approvals.json`.
   std::filesystem::path approvals_file;
+  /// Where OAuth credentials of remote servers are stored (mode 0600).
+  /// Empty: `<home>/<profile dir>/mcp-oauth.json`.
+  std::filesystem::path oauth_file;
   /// The per-installation key of the fingerprints shown outside the runtime
   /// (snapshot, events, restart results; `mcprt explain` reads the same
   /// default file). Created on first use (32 random bytes, mode 0600).
@@ -365,6 +369,21 @@ public:
 
   /// Restarts every pool entry of a server (pool mode only).
   caf::expected<std::vector<restart_result>> restart(const std::string& server);
+
+  /// Starts the OAuth authorization of a streamable-HTTP server (`mcprt
+  /// auth`) and returns its authorization URL once known; empty when no
+  /// person is needed (client credentials) and it is done. The flow goes on
+  /// in the background: the redirect comes to a loopback listener of this
+  /// process, the tokens are stored in `oauth_file`, and every session
+  /// reconciles, connecting the server. A failure is published as
+  /// `auth_required`. Fails with errc::unknown_server, errc::unavailable
+  /// (not admitted) or errc::needs_auth (no URL: why).
+  caf::expected<std::string> authorize(const std::string& server, authorize_options options = {});
+
+  /// Forgets the stored OAuth credentials of a server's URL (`mcprt auth
+  /// --logout`); false when there were none. A live connection keeps its
+  /// token until it reconnects.
+  caf::expected<bool> forget_authorization(const std::string& server);
 
   /// Stops watching, closes every session and drains the pool: no child
   /// process is left when it returns. Idempotent.

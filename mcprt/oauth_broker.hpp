@@ -1,0 +1,90 @@
+#pragma once
+
+// The runtime's side of OAuth (issue 16): one credential file for every
+// connection, a quiet OAuth client per streamable-HTTP connection (it uses
+// and refreshes stored tokens, and reports `needs_auth` instead of asking
+// anyone), and the interactive authorizations `mcprt auth` starts. No
+// actors: the connections call in from HTTP worker threads, an
+// authorization waits for its redirect on a thread of its own.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/server_config.hpp"
+
+namespace mcprt::io {
+class http_auth;
+class oauth_client;
+class oauth_credential_store;
+} // namespace mcprt::io
+
+namespace mcprt {
+
+/// How an interactive authorization runs.
+struct authorize_options {
+  /// Run with the authorization URL as its last argument, by the process
+  /// that authorizes (empty: nobody opens it; the caller shows the URL).
+  std::string browser_command;
+  /// How long to wait for the redirect after the URL is known.
+  std::chrono::milliseconds callback_timeout{300000};
+  /// How long discovery and registration may take before the URL is known.
+  std::chrono::milliseconds url_timeout{30000};
+};
+
+class oauth_broker {
+public:
+  explicit oauth_broker(std::filesystem::path credentials_file);
+  ~oauth_broker();
+  oauth_broker(const oauth_broker&) = delete;
+  oauth_broker& operator=(const oauth_broker&) = delete;
+
+  const std::filesystem::path& credentials_file() const { return file_; }
+
+  /// The OAuth client of a new connection to `server`: null for a server
+  /// that is not streamable HTTP or whose settings say `"oauth":
+  /// {"enabled": false}`. It never opens a browser.
+  std::shared_ptr<io::http_auth> client_for(const server_config& server);
+
+  /// What starting an authorization gave.
+  struct started {
+    /// Where the person authorizes; empty when no person is needed (the
+    /// client-credentials grant) and the authorization has finished.
+    std::string authorization_url;
+    bool finished = false;
+  };
+
+  /// Starts the authorization of `server` and returns once its URL is known
+  /// (or it finished, or failed: the error then says why). The flow goes on
+  /// in the background; `on_end(ok, why)` is called on its thread when the
+  /// tokens are stored or it failed. A second authorization of the same
+  /// server cancels the first.
+  std::optional<started> begin(const server_config& server, const authorize_options& options,
+                               std::function<void(bool ok, const std::string& why)> on_end, std::string& error);
+
+  /// Forgets every stored credential of `server`'s URL. False when there
+  /// was none; throws std::runtime_error when the file cannot be written.
+  bool forget(const server_config& server);
+
+  /// Cancels running authorizations and waits for their threads.
+  void shutdown();
+
+private:
+  struct flow;
+  std::filesystem::path file_;
+  std::shared_ptr<io::oauth_credential_store> store_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<flow>> flows_;
+  bool stopped_ = false;
+};
+
+/// The URL of a streamable-HTTP server's config; nullopt for other transports.
+std::optional<std::string> oauth_server_url(const server_config& server);
+
+} // namespace mcprt

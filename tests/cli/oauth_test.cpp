@@ -1,0 +1,213 @@
+// Black-box: OAuth for remote servers (issue 16). Our test server with
+// --oauth demands a bearer token and is its own authorization server (its
+// /authorize redirects at once, so curl following redirects is the
+// browser). The real daemon, the real `mcprt auth`, real HTTP on loopback.
+
+#include <sys/stat.h>
+
+#include "tests/cli/daemon_test_util.hpp"
+
+namespace mcprt_cli_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string headless_browser = "curl -fsS -o /dev/null -L";
+
+class oauth_test : public graceful_daemon_test {
+protected:
+  void SetUp() override {
+    graceful_daemon_test::SetUp();
+    log_ = root_ / "oauth.log";
+    revoke_ = root_ / "revoke";
+  }
+
+  void TearDown() override {
+    graceful_daemon_test::TearDown();
+    remote_.reset();
+  }
+
+  /// The protected server; its URL.
+  std::string start_remote(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--http", "0", "--tools", "1", "--oauth", "--oauth-log", log_.string(),
+                                  "--oauth-revoke-file", revoke_.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    remote_ = std::make_unique<spawned>(args, home_, std::map<std::string, std::string>{}, test_server);
+    auto first = remote_->line(30s);
+    if (!first) return {};
+    auto at = first->find("http://");
+    return at == std::string::npos ? std::string() : first->substr(at);
+  }
+
+  void configure(const std::string& url, json extra = json::object()) {
+    json remote{{"httpUrl", url}};
+    remote.update(extra);
+    write_file(user_settings(), json{{"mcpServers", {{"remote", remote}}}}.dump(2));
+  }
+
+  fs::path oauth_file() const { return home_ / ".mcprt" / "mcp-oauth.json"; }
+
+  /// Every token and secret the credential file holds.
+  std::vector<std::string> secrets() const {
+    std::vector<std::string> out;
+    auto j = json::parse(slurp(oauth_file()), nullptr, false);
+    if (!j.is_object()) return out;
+    for (auto& [url, clients] : j.items())
+      for (auto& [key, c] : clients.items())
+        for (auto field : {"access_token", "refresh_token", "client_secret"})
+          if (c.is_object() && c.contains(field) && c[field].is_string() && !c[field].get<std::string>().empty())
+            out.push_back(c[field].get<std::string>());
+    return out;
+  }
+
+  /// How often the remote logged a line starting with `what`.
+  int logged(const std::string& what) const {
+    std::istringstream in(slurp(log_));
+    int n = 0;
+    for (std::string line; std::getline(in, line);)
+      n += line.rfind(what, 0) == 0;
+    return n;
+  }
+
+  bool reason_is(const std::string& name, const std::string& reason) const {
+    return wait_until([&] {
+      auto s = server(name);
+      return s.value("status", "") == "disconnected" && s.contains("reason") && s["reason"] == reason;
+    });
+  }
+
+  std::unique_ptr<spawned> remote_;
+  fs::path log_, revoke_;
+};
+
+TEST_F(oauth_test, a_server_that_needs_authorization_waits_for_mcprt_auth_and_then_connects) {
+  auto url = start_remote();
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  ASSERT_TRUE(start());
+  sse_stream events(port_);
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+  auto required = events.wait_for("auth_required", [](const json& j) { return j.value("server", "") == "remote"; });
+  ASSERT_TRUE(required);
+  EXPECT_EQ(required->j().value("remedy", ""), "run mcprt auth remote");
+  // Not a crash loop: the server is asked once, not over and over.
+  int refusals = logged("unauthorized");
+  EXPECT_GE(refusals, 1);
+  auto explain = mcprt({"explain", "--json", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_TRUE(explain.has_json()) << explain.out << explain.err;
+  EXPECT_EQ(explain.j["servers"][0].value("oauth", ""), "none");
+
+  auto auth = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"});
+  ASSERT_EQ(auth.code, 0) << auth.out << auth.err;
+  EXPECT_NE(auth.out.find("authorized remote"), std::string::npos) << auth.out;
+  EXPECT_NE(auth.out.find("/authorize?"), std::string::npos) << auth.out;
+  ASSERT_TRUE(connected("remote")) << server("remote").dump();
+  ASSERT_TRUE(events.wait_for("client_update", [](const json& j) {
+    return j.value("server", "") == "remote" && j.value("status", "") == "connected";
+  }));
+  EXPECT_EQ(logged("register"), 1);
+  EXPECT_EQ(logged("authorize"), 1);
+  EXPECT_EQ(refusals, logged("unauthorized")) << "no request was refused after the authorization";
+  auto explained = mcprt({"explain", "--json", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_TRUE(explained.has_json());
+  EXPECT_EQ(explained.j["servers"][0].value("oauth", ""), "stored");
+  explain.out += explained.out;
+
+  // The credentials are the user's alone, and appear nowhere else.
+  struct stat st {};
+  ASSERT_EQ(::stat(oauth_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto held = secrets();
+  ASSERT_GE(held.size(), 2u); // an access and a refresh token
+  auto call = post("/workspace/mcp/tools/call", json{{"server", "remote"}, {"tool", "echo"}, {"arguments", {{"text", "hi"}}}}.dump());
+  ASSERT_TRUE(call);
+  EXPECT_EQ(call->status, 200) << call->body;
+  std::string everything = auth.out + auth.err + explain.out + explain.err + snapshot().dump() + daemon_->err() +
+                           slurp(log_) + (call ? call->body : "");
+  for (auto& e : events.log)
+    everything += e.data;
+  for (auto& s : held)
+    EXPECT_EQ(everything.find(s), std::string::npos) << "a secret leaked";
+}
+
+TEST_F(oauth_test, a_hot_reload_keeps_the_tokens_and_a_revoked_token_leads_back_to_needs_auth) {
+  auto url = start_remote();
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(reason_is("remote", "needs_auth"));
+  ASSERT_EQ(cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code, 0);
+  ASSERT_TRUE(connected("remote"));
+
+  // An edit that changes the server's config reconnects it with the stored
+  // tokens: no second authorization.
+  auto before = server("remote").value("fingerprint", "");
+  configure(url, {{"timeout", 30000}});
+  ASSERT_TRUE(wait_until([&] {
+    auto s = server("remote");
+    return s.value("fingerprint", "") != before && s.value("status", "") == "connected";
+  })) << server("remote").dump();
+  EXPECT_EQ(logged("authorize"), 1);
+
+  // Every token revoked: the reconnect's refresh fails, and the server
+  // waits for a person again.
+  write_file(revoke_, "");
+  auto r = post("/workspace/mcp/remote/restart");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+  EXPECT_GE(logged("token-error"), 1);
+  EXPECT_EQ(logged("authorize"), 1);
+}
+
+TEST_F(oauth_test, mcprt_auth_without_a_daemon_stores_tokens_a_daemon_then_uses) {
+  auto url = start_remote();
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  auto auth = mcprt({"auth", "remote", "--workspace", ws_.string(), "--home", home_.string(), "--browser",
+                     headless_browser, "--timeout-ms", "30000"});
+  ASSERT_EQ(auth.code, 0) << auth.out << auth.err;
+  EXPECT_NE(auth.out.find("credentials stored in"), std::string::npos) << auth.out;
+  ASSERT_TRUE(fs::exists(oauth_file()));
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("remote")) << server("remote").dump();
+  EXPECT_EQ(logged("authorize"), 1);
+
+  auto out = mcprt({"auth", "--logout", "remote", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_EQ(out.code, 0) << out.err;
+  EXPECT_NE(out.out.find("forgot"), std::string::npos) << out.out;
+  EXPECT_TRUE(secrets().empty());
+}
+
+TEST_F(oauth_test, mcprt_auth_names_a_server_that_is_not_configured_or_not_remote) {
+  write_file(user_settings(), json{{"mcpServers", {{"local", test_server_config({"--tools", "1"})}}}}.dump(2));
+  auto missing = mcprt({"auth", "nope", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(missing.code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("no server named"), std::string::npos) << missing.err;
+  auto local = mcprt({"auth", "local", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_EQ(local.code, 1);
+  EXPECT_NE(local.err.find("streamable-HTTP"), std::string::npos) << local.err;
+  ASSERT_TRUE(start());
+  auto r = post("/workspace/mcp/local/auth");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 502) << r->body;
+  auto unknown = post("/workspace/mcp/nope/auth");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
+}
+
+TEST_F(oauth_test, a_one_shot_call_authorizes_through_the_browser_command_and_keeps_nothing) {
+  auto url = start_remote();
+  ASSERT_FALSE(url.empty());
+  auto r = mcprt({"call", "--http", url, "--timeout-ms", "20000", "--browser", headless_browser, "echo", R"({"text": "hello"})"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("hello"), std::string::npos) << r.out;
+  EXPECT_EQ(logged("authorize"), 1);
+  EXPECT_FALSE(fs::exists(oauth_file())) << "a one-shot command keeps its tokens in memory only";
+  // Without a browser nobody authorizes: a clear error, in time.
+  auto no = mcprt({"call", "--http", url, "--timeout-ms", "3000", "--auth-timeout-ms", "1000", "echo", "{}"});
+  EXPECT_EQ(no.code, 1) << no.out << no.err;
+  EXPECT_NE(no.err.find("authoriz"), std::string::npos) << no.err;
+}
+
+} // namespace
+} // namespace mcprt_cli_test
