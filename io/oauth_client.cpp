@@ -326,7 +326,8 @@ std::optional<std::string> oauth_client::authorization() {
 bool oauth_client::on_unauthorized(int status, std::string_view www_authenticate, std::string_view sent) {
   std::lock_guard<std::mutex> lock(mu_);
   auto challenge = oa::parse_www_authenticate(www_authenticate).value_or(oa::bearer_challenge{});
-  // Another request authorized while this one waited: use its token.
+  // Another request or connection authorized while this one waited: use its token.
+  adopt_newer_locked();
   if (saved_ && !saved_->access_token.empty() && sent != "Bearer " + saved_->access_token) return true;
   if (status == 401 && saved_ && !saved_->refresh_token.empty() && refresh_locked()) return true;
   std::string scope = challenge.scope;
@@ -340,7 +341,19 @@ bool oauth_client::authorize() {
   return run_flow("", "");
 }
 
+bool oauth_client::adopt_newer_locked() {
+  // Connections to one server share the store: another one may have
+  // refreshed (and so rotated the refresh token) or authorized since.
+  if (!store_) return false;
+  auto stored = store_->load(server_url_, client_key());
+  if (!stored || stored->access_token.empty()) return false;
+  if (saved_ && stored->access_token == saved_->access_token) return false;
+  saved_ = std::move(stored);
+  return true;
+}
+
 bool oauth_client::refresh_locked() {
+  if (adopt_newer_locked() && !(saved_->expires_at && *saved_->expires_at - 60 <= unix_now())) return true;
   if (!saved_ || saved_->refresh_token.empty()) return false;
   // The token endpoint comes from the issuer's metadata again: it is not
   // stored, and may have moved.
@@ -369,6 +382,9 @@ bool oauth_client::refresh_locked() {
   std::string why;
   auto t = a.status < 0 ? std::nullopt : oa::parse_token_response(a.status, a.body, unix_now(), &why);
   if (!t) {
+    // A refresh token rotated by another connection in the meantime: its
+    // new tokens are in the store.
+    if (adopt_newer_locked()) return true;
     fail("token refresh at " + describe(meta->token_endpoint) + " failed: " + (a.status < 0 ? a.error : why));
     saved_->access_token.clear();
     saved_->refresh_token.clear();

@@ -121,6 +121,7 @@ private:
   struct discovered;
   bool run_flow(const std::string& challenge_scope, const std::string& resource_metadata);
   bool refresh_locked();
+  bool adopt_newer_locked();
   void fail(std::string why);
 
   const std::string server_url_;

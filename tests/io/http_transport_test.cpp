@@ -872,6 +872,10 @@ struct oauth_fixture {
     how.callback_timeout = std::chrono::seconds(20);
     return std::make_shared<oauth_client>(url, oauth_settings{}, how, store);
   }
+  std::string log_text() const {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   int logged(const std::string& what) const {
     std::ifstream in(log);
     int n = 0;
@@ -941,17 +945,25 @@ TEST(HttpTransportOAuth, AnExpiringTokenIsRefreshedAndARevokedOneEndsInAuthRequi
   // Tokens live 1 s: every token is "about to expire" and refreshed first.
   test_server srv(f.server_flags({"--oauth-token-ttl-s", "1"}));
   http_worker_pool pool(2);
+  // tools/list goes out only once notifications/initialized was accepted,
+  // so its answer means every refresh of this connection is done.
+  auto settle = [](http_transport& t, recorder& r) {
+    t.send(request(2, "tools/list"));
+    return r.message_with(id_tag(2)).has_value();
+  };
   {
     recorder r;
     http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, true)));
     ASSERT_FALSE(initialize(t, r).empty());
+    ASSERT_TRUE(settle(t, r));
   }
   auto before = f.store->load(srv.url, "dynamic");
   ASSERT_TRUE(before);
   {
     recorder r;
     http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, false)));
-    ASSERT_FALSE(initialize(t, r).empty()) << (r.error_list().empty() ? "" : r.error_list()[0]);
+    ASSERT_FALSE(initialize(t, r).empty()) << (r.error_list().empty() ? "" : r.error_list()[0]) << "\n" << f.log_text();
+    ASSERT_TRUE(settle(t, r)) << f.log_text();
   }
   EXPECT_GE(f.logged("token refresh_token"), 1);
   auto after = f.store->load(srv.url, "dynamic");
