@@ -581,8 +581,10 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
     [=](atom::http_auth, const std::string& reason) {
       auto& st = self->state;
       if (st.stopping) return;
-      if (st.session) apply(self, st.session->on_transport_closed(reason));
+      // The status first: what the session's close leads to must not turn
+      // it into a plain error the pool would restart.
       fail(self, reason, connection_status::needs_auth);
+      if (st.session) apply(self, st.session->on_transport_closed(reason));
     },
     [=](atom::http_closed) {
       auto& st = self->state;

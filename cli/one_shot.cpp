@@ -222,7 +222,8 @@ int with_connection(const one_shot_target& target, const char* verb,
         [&](client_update& u) {
           if (u.status == connection_status::connected) {
             done = true;
-          } else if (u.status == connection_status::error || u.status == connection_status::disconnected) {
+          } else if (u.status == connection_status::error || u.status == connection_status::disconnected
+                     || u.status == connection_status::needs_auth) {
             failure = u.error.empty() ? "connection " + to_string(u.status) : u.error;
             done = true;
           }

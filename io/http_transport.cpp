@@ -741,6 +741,7 @@ http_transport::http_transport(std::string url, std::map<std::string, std::strin
 }
 
 http_transport::~http_transport() {
+  if (state_->opts.auth) state_->opts.auth->cancel();
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->abort_all_locked();
@@ -805,6 +806,7 @@ void http_transport::close() {
     sid = state_->session;
     version = state_->version;
   }
+  if (state_->opts.auth) state_->opts.auth->cancel();
   auto s = state_;
   s->pool.post([s, sid, version] {
     if (sid && s->url) {

@@ -57,6 +57,8 @@ public:
   /// Why the last authorization failed, for the error report; never a
   /// token or secret.
   virtual std::string failure() const = 0;
+  /// The transport closes: an authorization waiting for a person ends.
+  virtual void cancel() {}
 };
 
 struct http_transport_options {

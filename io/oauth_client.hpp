@@ -115,7 +115,7 @@ public:
 
   /// Ends an authorization waiting for its redirect (it fails, "cancelled").
   /// Safe from any thread.
-  void cancel();
+  void cancel() override;
 
 private:
   struct discovered;
