@@ -3,8 +3,6 @@
 
 #include "cli/client.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,9 +20,8 @@
 
 #include "cli/daemon_file.hpp"
 #include "cli/terminal_output.hpp"
+#include "io/oauth_client.hpp"
 #include "core/untrusted_text.hpp"
-
-extern char** environ;
 
 namespace mcprt::cli {
 
@@ -439,20 +436,6 @@ std::string browser_command(const std::string& given) {
   return {};
 }
 
-int open_url(const std::string& command, const std::string& url) {
-  if (command.empty()) return -1;
-  const std::string script = command + " \"$1\"";
-  const char* argv[] = {"/bin/sh", "-c", script.c_str(), "mcprt-browser", url.c_str(), nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char**>(argv), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
-
 std::optional<int> auth_via_daemon(const client_flags& f, const std::string& name, const auth_flags& a) {
   connection c;
   if (!f.url.empty() || !f.token_file.empty()) {
@@ -500,7 +483,7 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
   int browser = -1;
   if (!url.empty()) {
     std::cout << "Open this URL to authorize " << name << ":\n  " << terminal_line(url) << "\n" << std::flush;
-    browser = open_url(browser_command(a.browser), url);
+    browser = io::start_browser(browser_command(a.browser), url);
   }
   // The daemon connects the server once the tokens are stored: wait for it.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
@@ -520,7 +503,7 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   if (browser > 0) {
-    if (::waitpid(browser, nullptr, WNOHANG) == 0) ::kill(browser, SIGTERM);
+    if (::waitpid(browser, nullptr, WNOHANG) == 0) ::kill(-browser, SIGTERM);
     ::waitpid(browser, nullptr, 0);
   }
   if (rc == exit_ok) std::cout << "authorized " << name << "; it is connected\n";

@@ -46,8 +46,4 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
 /// The browser command `mcprt auth` uses for `a.browser` (see auth_flags).
 std::string browser_command(const std::string& given);
 
-/// Starts `command "$url"` through /bin/sh, its output discarded; returns
-/// its pid (-1 when it could not start). The caller reaps it.
-int open_url(const std::string& command, const std::string& url);
-
 } // namespace mcprt::cli

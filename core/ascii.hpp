@@ -36,4 +36,23 @@ inline std::string_view trim_space(std::string_view s) {
   return s;
 }
 
+/// RFC 3986 percent-encoding: unreserved characters (letters, digits,
+/// `-._~`) and those in `keep_also` stay, every other byte becomes %XX.
+inline std::string percent_encode(std::string_view s, std::string_view keep_also = {}) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.'
+                || c == '_' || c == '~' || keep_also.find(static_cast<char>(c)) != std::string_view::npos;
+    if (keep) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 } // namespace mcprt

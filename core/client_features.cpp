@@ -1,5 +1,7 @@
 #include "core/client_features.hpp"
 
+#include "core/ascii.hpp"
+
 namespace mcprt {
 
 std::string to_string(elicitation_policy p) {
@@ -15,20 +17,7 @@ std::string to_string(elicitation_policy p) {
 }
 
 std::string file_uri(const std::string& absolute_path) {
-  static const char hex[] = "0123456789ABCDEF";
-  std::string out = "file://";
-  for (unsigned char c : absolute_path) {
-    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
-    if (keep) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  return "file://" + percent_encode(absolute_path, "/");
 }
 
 mcp_root root_for_folder(const std::string& absolute_path) {

@@ -373,18 +373,7 @@ pkce_pair make_pkce(std::string_view random32) {
 }
 
 std::string form_escape(std::string_view s) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
+  return percent_encode(s);
 }
 
 std::string form_encode(const std::vector<std::pair<std::string, std::string>>& fields) {

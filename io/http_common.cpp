@@ -6,8 +6,27 @@
 #include <array>
 
 #include "core/ascii.hpp"
+#include "core/http_url.hpp"
 
 namespace mcprt::io {
+
+std::unique_ptr<httplib::ClientImpl> make_http_client(const http_url& url, std::chrono::milliseconds connect,
+                                                      std::chrono::milliseconds read, std::chrono::milliseconds write) {
+  std::unique_ptr<httplib::ClientImpl> c;
+  if (url.scheme == "https") {
+    auto ssl = std::make_unique<httplib::SSLClient>(url.host, url.port);
+    ssl->enable_server_certificate_verification(true);
+    c = std::move(ssl);
+  } else {
+    c = std::make_unique<httplib::ClientImpl>(url.host, url.port);
+  }
+  c->set_keep_alive(true);
+  c->set_follow_location(false);
+  c->set_connection_timeout(connect);
+  c->set_read_timeout(read);
+  c->set_write_timeout(write);
+  return c;
+}
 
 std::string media_type(const httplib::Response& res) {
   auto ct = res.get_header_value("Content-Type");

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,9 +16,20 @@
 namespace httplib {
 struct Response;
 enum class Error;
+class ClientImpl;
 } // namespace httplib
 
+namespace mcprt {
+struct http_url;
+} // namespace mcprt
+
 namespace mcprt::io {
+
+/// A client for `url`'s origin as every HTTP client of mcprt wants one: TLS
+/// with the server's certificate verified, redirects never followed (they
+/// would carry our headers elsewhere), kept alive, these timeouts.
+std::unique_ptr<httplib::ClientImpl> make_http_client(const http_url& url, std::chrono::milliseconds connect,
+                                                      std::chrono::milliseconds read, std::chrono::milliseconds write);
 
 /// The response's media type, lower case, without parameters.
 std::string media_type(const httplib::Response& res);

@@ -15,6 +15,7 @@
 
 #include "core/http_url.hpp"
 #include "core/oauth.hpp"
+#include "io/http_common.hpp"
 
 extern char** environ;
 
@@ -58,18 +59,8 @@ http_answer fetch(const std::string& method, const std::string& url, const httpl
     a.error = why;
     return a;
   }
-  std::unique_ptr<httplib::ClientImpl> c;
-  if (u->scheme == "https") {
-    auto ssl = std::make_unique<httplib::SSLClient>(u->host, u->port);
-    ssl->enable_server_certificate_verification(true);
-    c = std::move(ssl);
-  } else {
-    c = std::make_unique<httplib::ClientImpl>(u->host, u->port);
-  }
-  c->set_follow_location(false);
-  c->set_connection_timeout(timeout);
-  c->set_read_timeout(timeout);
-  c->set_write_timeout(timeout);
+  auto c = make_http_client(*u, timeout, timeout, timeout);
+  c->set_keep_alive(false);
   httplib::Request req;
   req.method = method;
   req.path = u->target;
@@ -157,21 +148,7 @@ private:
 // if it is still running when the flow ends, so no child outlives it.
 class browser_process {
 public:
-  browser_process(const std::string& command, const std::string& url) {
-    const std::string script = command + " \"$1\"";
-    const char* argv[] = {"/bin/sh", "-c", script.c_str(), "mcprt-browser", url.c_str(), nullptr};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    if (posix_spawn(&pid_, "/bin/sh", &fa, &attr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-  }
+  browser_process(const std::string& command, const std::string& url) : pid_(start_browser(command, url)) {}
   ~browser_process() {
     if (pid_ <= 0) return;
     if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
@@ -185,6 +162,26 @@ private:
 };
 
 } // namespace
+
+int start_browser(const std::string& command, const std::string& url) {
+  if (command.empty()) return -1;
+  // The URL is an argument of the shell, never part of its script.
+  const std::string script = command + " \"$1\"";
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), "mcprt-browser", url.c_str(), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char**>(argv), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
 
 std::optional<oauth_settings> oauth_settings::from_json(const json& j, std::string* error) {
   oauth_settings s;

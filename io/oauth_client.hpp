@@ -139,6 +139,11 @@ private:
   std::string failure_;
 };
 
+/// Starts `command "$url"` through /bin/sh in a process group of its own,
+/// stdin and stdout on /dev/null (the URL is the shell's argument, never
+/// part of its script). Its pid, or -1. The caller reaps it.
+int start_browser(const std::string& command, const std::string& url);
+
 /// An in-memory store (one-shot commands that must not write a file, tests).
 class memory_credential_store final : public oauth_credential_store {
 public:

@@ -125,20 +125,7 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
   }
 
   std::unique_ptr<httplib::ClientImpl> make_client(std::chrono::milliseconds read_timeout) const {
-    std::unique_ptr<httplib::ClientImpl> c;
-    if (url->scheme == "https") {
-      auto ssl = std::make_unique<httplib::SSLClient>(url->host, url->port);
-      ssl->enable_server_certificate_verification(true);
-      c = std::move(ssl);
-    } else {
-      c = std::make_unique<httplib::ClientImpl>(url->host, url->port);
-    }
-    c->set_keep_alive(true);
-    c->set_follow_location(false);
-    c->set_connection_timeout(opts.connect_timeout);
-    c->set_read_timeout(read_timeout);
-    c->set_write_timeout(opts.post_timeout);
-    return c;
+    return make_http_client(*url, opts.connect_timeout, read_timeout, opts.post_timeout);
   }
 
   // ---- POSTs -------------------------------------------------------------
