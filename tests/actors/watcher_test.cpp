@@ -91,6 +91,9 @@ gating_actor::behavior_type recording_gate(gating_actor::pointer, recording_ptr 
     [](atom::approve, const std::string&) { return true; },
     [](atom::reject, const std::string&) { return true; },
     [](atom::reason, const std::string& name) { return unavailability{name, "", ""}; },
+    [](atom::config, const std::string& name) -> caf::result<server_config> {
+      return make_error(errc::unknown_server, name);
+    },
     [](atom::attach, const reconciler_actor&, const std::vector<server_config>&) {},
     [](atom::detach, const reconciler_actor&) {},
     [](atom::start) {},
