@@ -425,6 +425,26 @@ std::optional<int> decide_via_daemon(const client_flags& f, const std::string& n
   return exit_failure;
 }
 
+std::vector<std::string> servers_needing_auth(const std::string& workspace) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto check = check_daemon(fs::absolute(workspace, ec).lexically_normal().string());
+  if (!check.daemon) return out;
+  connection c;
+  c.daemon = check.daemon;
+  c.url = check.daemon->url;
+  auto cli = make_client(c, 10);
+  if (!prove_instance(c, *cli).empty()) return out;
+  auto r = cli->Get("/workspace/mcp");
+  if (!r || r->status != 200) return out;
+  auto j = json::parse(r->body, nullptr, false);
+  if (!j.is_object()) return out;
+  for (auto& s : j.value("servers", json::array()))
+    if (s.is_object() && s.value("reason", json(nullptr)) == json("needs_auth") && s.contains("name") && s["name"].is_string())
+      out.push_back(s["name"].get<std::string>());
+  return out;
+}
+
 std::string browser_command(const std::string& given) {
   if (!given.empty()) return given;
   // A desktop has xdg-open; a server has nothing: the URL is printed.

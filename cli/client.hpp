@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mcprt::cli {
 
@@ -42,6 +43,10 @@ struct auth_flags {
 /// daemon authorizes and serves the redirect; this prints the URL, opens
 /// it, and waits until the server connects. nullopt: no daemon answers.
 std::optional<int> auth_via_daemon(const client_flags& f, const std::string& name, const auth_flags& a);
+
+/// The servers a running daemon of `workspace` reports `needs_auth` for
+/// (explain shows them); empty when no daemon answers. Never prints.
+std::vector<std::string> servers_needing_auth(const std::string& workspace);
 
 /// The browser command `mcprt auth` uses for `a.browser` (see auth_flags).
 std::string browser_command(const std::string& given);

@@ -129,6 +129,9 @@ int run_explain(const common_flags& f) {
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
   read_oauth_state(view, *opts);
+  // Only a running daemon knows that a server refused it; ask it, if any.
+  for (auto& name : cli::servers_needing_auth(f.workspace))
+    if (view.oauth.count(name)) view.oauth[name] = "needs_auth";
   // The workspace path and the files' text need not be UTF-8: replaced, not thrown.
   if (f.json) std::cout << explain_json(view, opts->trusted, explain_key(*opts)).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
   else write_explain_table(view, opts->trusted, std::cout);

@@ -147,6 +147,8 @@ void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os
       }
       if (auto oauth = v.oauth.find(name); oauth != v.oauth.end() && oauth->second == "stored")
         why += std::string(why.empty() ? "" : "; ") + "OAuth tokens stored";
+      else if (oauth != v.oauth.end() && oauth->second == "needs_auth")
+        why += std::string(why.empty() ? "" : "; ") + "needs_auth: run `mcprt auth " + escape_for_display(name) + "`";
       os << pad(*shown_name++, w) << pad(to_string(config.scope), 11) << pad(to_string(config.transport()), 11)
          << pad(admitted ? "admitted" : "blocked", 10) << why << "\n";
     }

@@ -36,9 +36,10 @@ struct workspace_view {
   assembled_settings merged;
   gating_result gating;
   std::vector<settings_error> errors;
-  /// Streamable-HTTP servers: "stored" when mcp-oauth.json holds tokens for
-  /// them, else "none" (filled by the caller that reads the store; a server
-  /// that needs none is "none" too).
+  /// Streamable-HTTP servers: "needs_auth" when the workspace's running
+  /// daemon says the server refused it, else "stored" when mcp-oauth.json
+  /// holds tokens for it, else "none" (filled by the caller; a server that
+  /// needs no OAuth is "none" too).
   std::map<std::string, std::string> oauth;
 };
 

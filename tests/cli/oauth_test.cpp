@@ -95,7 +95,9 @@ TEST_F(oauth_test, a_server_that_needs_authorization_waits_for_mcprt_auth_and_th
   EXPECT_GE(refusals, 1);
   auto explain = mcprt({"explain", "--json", "--workspace", ws_.string(), "--home", home_.string()});
   ASSERT_TRUE(explain.has_json()) << explain.out << explain.err;
-  EXPECT_EQ(explain.j["servers"][0].value("oauth", ""), "none");
+  EXPECT_EQ(explain.j["servers"][0].value("oauth", ""), "needs_auth") << "the running daemon says so";
+  auto table = mcprt({"explain", "--workspace", ws_.string(), "--home", home_.string()});
+  EXPECT_NE(table.out.find("needs_auth: run `mcprt auth remote`"), std::string::npos) << table.out;
 
   auto auth = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"});
   ASSERT_EQ(auth.code, 0) << auth.out << auth.err;
