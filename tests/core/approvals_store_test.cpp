@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -415,40 +416,15 @@ TEST_F(ApprovalsStore, RejectsPendingAsADecision) {
 
 TEST_F(ApprovalsStore, TwoProcessesWritingConcurrentlyNeverLoseADecision) {
   constexpr int per_child = 50;
-  // Both children start writing at once: each waits for a byte on the pipe.
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> children;
-  for (int child = 0; child < 2; ++child) {
-    auto pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(go[1]);
-      char c;
-      int rc = ::read(go[0], &c, 1) == 1 ? 0 : 3;
-      try {
-        approvals_store store{file_};
-        for (int i = 0; i < per_child && rc == 0; ++i) {
-          auto name = "srv-" + std::to_string(child) + "-" + std::to_string(i);
-          store.set("/proj", name, hash_a,
-                    i % 2 == 0 ? approval_state::approved : approval_state::rejected);
-        }
-      } catch (...) {
-        rc = 2;
-      }
-      ::_exit(rc);
+  // Both writers start at once, so their writes overlap.
+  ASSERT_TRUE(mcprt::test::run_forked_writers(2, [&](int child) {
+    approvals_store store{file_};
+    for (int i = 0; i < per_child; ++i) {
+      auto name = "srv-" + std::to_string(child) + "-" + std::to_string(i);
+      store.set("/proj", name, hash_a,
+                i % 2 == 0 ? approval_state::approved : approval_state::rejected);
     }
-    children.push_back(pid);
-  }
-  ::close(go[0]);
-  ASSERT_EQ(::write(go[1], "gg", 2), 2);
-  ::close(go[1]);
-  for (auto pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
-  }
+  }));
   approvals_store store{file_};
   for (int child = 0; child < 2; ++child)
     for (int i = 0; i < per_child; ++i) {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -181,36 +182,12 @@ TEST_F(JsonFileStore, TheLabelStartsEveryMessageAboutTheFile) {
 
 TEST_F(JsonFileStore, ConcurrentReadModifyWritesAcrossProcessesAllLand) {
   constexpr int per_child = 40;
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> children;
-  for (int child = 0; child < 2; ++child) {
-    auto pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::close(go[1]);
-      char c;
-      int rc = ::read(go[0], &c, 1) == 1 ? 0 : 3;
-      try {
-        json_file_store store{file_, "test file"};
-        for (int i = 0; i < per_child && rc == 0; ++i)
-          store.update([](json& doc) { doc["n"] = doc.value("n", 0) + 1; });
-      } catch (...) {
-        rc = 2;
-      }
-      ::_exit(rc);
-    }
-    children.push_back(pid);
-  }
-  ::close(go[0]);
-  ASSERT_EQ(::write(go[1], "gg", 2), 2);
-  ::close(go[1]);
-  for (auto pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
-  }
+  // Both writers start at once, so their writes overlap.
+  ASSERT_TRUE(mcprt::test::run_forked_writers(2, [&](int) {
+    json_file_store store{file_, "test file"};
+    for (int i = 0; i < per_child; ++i)
+      store.update([](json& doc) { doc["n"] = doc.value("n", 0) + 1; });
+  }));
   EXPECT_EQ(json_file_store(file_, "test file").read(), (json{{"n", 2 * per_child}}));
 }
 

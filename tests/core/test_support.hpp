@@ -1,6 +1,11 @@
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +26,43 @@ inline server_map make_map(const nlohmann::json& servers, config_scope scope = c
   for (auto& [name, spec] : servers.items())
     out.emplace(name, make_server(name, spec, scope));
   return out;
+}
+
+/// Runs `work(child)` in `children` forked processes that start together
+/// (a pipe releases them at once, so their writes overlap); true when every
+/// one returned without throwing. What the stores promise across processes
+/// is tested with it.
+inline bool run_forked_writers(int children, const std::function<void(int child)>& work) {
+  int go[2];
+  if (::pipe(go) != 0) return false;
+  std::vector<pid_t> pids;
+  for (int child = 0; child < children; ++child) {
+    auto pid = ::fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      ::close(go[1]);
+      char c;
+      int rc = ::read(go[0], &c, 1) == 1 ? 0 : 3;
+      if (rc == 0) {
+        try {
+          work(child);
+        } catch (...) {
+          rc = 2;
+        }
+      }
+      ::_exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  ::close(go[0]);
+  std::string release(static_cast<std::size_t>(children), 'g');
+  bool ok = ::write(go[1], release.data(), release.size()) == static_cast<ssize_t>(release.size());
+  ::close(go[1]);
+  for (auto pid : pids) {
+    int status = 0;
+    ok = ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  return ok;
 }
 
 } // namespace mcprt::test
