@@ -21,8 +21,12 @@ namespace {
 void check(bool ok) {
   if (!ok) std::abort();
 }
+// Schemes are case-insensitive: "HTTP://" is as good as "http://".
 bool http_url(const std::string& u) {
-  return u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0;
+  std::string head = u.substr(0, 8);
+  for (auto& c : head)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return head.rfind("http://", 0) == 0 || head.rfind("https://", 0) == 0;
 }
 } // namespace
 
