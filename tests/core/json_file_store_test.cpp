@@ -27,15 +27,8 @@ using testing::SizeIs;
 namespace mcprt {
 namespace {
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using test::read_bytes;
+using test::write_bytes;
 
 ino_t inode_of(const fs::path& p) {
   struct stat st {};

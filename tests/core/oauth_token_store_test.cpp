@@ -26,30 +26,15 @@ using testing::SizeIs;
 namespace mcprt {
 namespace {
 
+using test::read_bytes;
+using test::write_bytes;
+using test::mode_of;
+
 const std::string url_a = "https://mcp.example.com/mcp";
 const std::string url_b = "https://other.example.org/sse";
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
-
-mode_t mode_of(const fs::path& p) {
-  struct stat st {};
-  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
-  return st.st_mode & 07777;
-}
-
 std::vector<fs::path> backups_in(const fs::path& dir) {
-  std::vector<fs::path> out;
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().rfind("mcp-oauth.json.corrupt-", 0) == 0) out.push_back(e.path());
-  return out;
+  return test::files_starting_with(dir, "mcp-oauth.json.corrupt-");
 }
 
 std::string joined(const std::vector<std::string>& xs) {

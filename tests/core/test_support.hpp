@@ -1,9 +1,13 @@
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -25,6 +29,31 @@ inline server_map make_map(const nlohmann::json& servers, config_scope scope = c
   server_map out;
   for (auto& [name, spec] : servers.items())
     out.emplace(name, make_server(name, spec, scope));
+  return out;
+}
+
+inline std::string read_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+/// The permission bits of `p` (0 when it cannot be read).
+inline mode_t mode_of(const std::filesystem::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+/// The files in `dir` whose names start with `prefix` (a store's backups).
+inline std::vector<std::filesystem::path> files_starting_with(const std::filesystem::path& dir, const std::string& prefix) {
+  std::vector<std::filesystem::path> out;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
   return out;
 }
 
