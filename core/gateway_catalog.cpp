@@ -1,6 +1,7 @@
 #include "core/gateway_catalog.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <set>
 #include <utility>
@@ -132,35 +133,37 @@ std::optional<std::vector<tpl_token>> parse_template(std::string_view t) {
 }
 
 // Thompson simulation: state 2i is "before token i", 2i+1 "inside
-// expression i". Every epsilon move goes forward, so one forward pass closes
-// a set, and only the window [lo, hi] of possibly active states is visited.
+// expression i". Every move, on a byte or on none, goes to the same or a
+// later state, so one ascending pass over the window [lo, hi] of states
+// that may be active both steps a set and closes the next one.
 bool match_tokens(const std::vector<tpl_token>& toks, std::string_view uri) {
   const std::size_t n = toks.size();
   const std::size_t states = 2 * (n + 1);
+  // Bytes each expression's inside state keeps, as a bitmap per token.
+  std::vector<std::array<std::uint64_t, 4>> allow(n, std::array<std::uint64_t, 4>{});
+  for (std::size_t i = 0; i < n; ++i)
+    if (toks[i].expr)
+      for (unsigned c = 0; c < 256; ++c)
+        if (expansion_allows(toks[i], static_cast<unsigned char>(c)))
+          allow[i][c >> 6] |= std::uint64_t{1} << (c & 63);
   std::vector<std::uint8_t> cur(states, 0), nxt(states, 0);
-  std::size_t lo = 0, hi = 0;
-  auto close = [&](std::vector<std::uint8_t>& set, std::size_t& l, std::size_t& h) {
-    for (std::size_t s = l; s <= h && s < states; ++s) {
-      if (!set[s]) continue;
-      std::size_t i = s / 2;
-      if (i >= n) continue;
-      const auto& t = toks[i];
-      if (s % 2 == 0) {
-        if (!t.expr) continue;
-        set[2 * (i + 1)] = 1; // undefined: expands to nothing
-        h = std::max(h, 2 * (i + 1));
-        if (!t.prefixed) {
-          set[s + 1] = 1;
-          h = std::max(h, s + 1);
-        }
-      } else {
-        set[2 * (i + 1)] = 1;
-        h = std::max(h, 2 * (i + 1));
-      }
+  // Moves on no byte out of state s (s itself active in `set`).
+  auto close_one = [&](std::vector<std::uint8_t>& set, std::size_t s, std::size_t& h) {
+    std::size_t i = s / 2;
+    if (i >= n) return;
+    const auto& t = toks[i];
+    if (s % 2 == 0 && !t.expr) return;
+    set[2 * (i + 1)] = 1; // undefined, or its expansion done
+    h = std::max(h, 2 * (i + 1));
+    if (s % 2 == 0 && !t.prefixed) {
+      set[s + 1] = 1;
+      h = std::max(h, s + 1);
     }
   };
+  std::size_t lo = 0, hi = 0;
   cur[0] = 1;
-  close(cur, lo, hi);
+  for (std::size_t s = 0; s <= hi; ++s)
+    if (cur[s]) close_one(cur, s, hi);
   for (char ch : uri) {
     auto c = static_cast<unsigned char>(ch);
     std::size_t nlo = states, nhi = 0;
@@ -169,21 +172,23 @@ bool match_tokens(const std::vector<tpl_token>& toks, std::string_view uri) {
       nlo = std::min(nlo, s);
       nhi = std::max(nhi, s);
     };
-    for (std::size_t s = lo; s <= hi; ++s) {
-      if (!cur[s]) continue;
-      std::size_t i = s / 2;
-      if (i >= n) continue;
-      const auto& t = toks[i];
-      if (s % 2 == 0) {
-        if (!t.expr && t.c == ch) mark(2 * (i + 1));
-        else if (t.expr && t.prefixed && t.op == ch) mark(s + 1);
-      } else if (expansion_allows(t, c)) {
-        mark(s);
+    for (std::size_t s = lo; s <= std::max(hi, nhi) && s < states; ++s) {
+      if (s <= hi && cur[s]) {
+        cur[s] = 0;
+        std::size_t i = s / 2;
+        if (i < n) {
+          const auto& t = toks[i];
+          if (s % 2 == 0) {
+            if (!t.expr && t.c == ch) mark(s + 2);
+            else if (t.expr && t.prefixed && t.op == ch) mark(s + 1);
+          } else if ((allow[i][c >> 6] >> (c & 63)) & 1) {
+            mark(s);
+          }
+        }
       }
+      if (nlo <= s && nxt[s]) close_one(nxt, s, nhi);
     }
-    std::fill(cur.begin() + static_cast<std::ptrdiff_t>(lo), cur.begin() + static_cast<std::ptrdiff_t>(hi) + 1, 0);
     if (nlo == states) return false;
-    close(nxt, nlo, nhi);
     std::swap(cur, nxt);
     lo = nlo;
     hi = nhi;
@@ -274,6 +279,7 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
   };
 
   // Resources and templates: shown as listed, owned by URI.
+  std::size_t template_bytes = 0;
   auto add_uris = [&](gateway_server_view& s, std::vector<nlohmann::json>& entries, const char* kind,
                       const char* key, std::size_t max_bytes, nlohmann::json& list,
                       std::map<std::string, std::string, std::less<>>& owners, bool is_template) {
@@ -288,10 +294,12 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
         c.left_out_.push_back({s.name, kind, *uri, *uri, "name_conflict", it->second, 1});
         continue;
       }
-      if (list.size() >= limits.max_entries) {
+      if (list.size() >= limits.max_entries
+          || (is_template && template_bytes + uri->size() > limits.max_template_bytes_total)) {
         ++t.over_limit;
         continue;
       }
+      if (is_template) template_bytes += uri->size();
       owners.emplace(*uri, s.name);
       // An unparsable template is still shown (a client may complete on
       // it) but never routes a read.

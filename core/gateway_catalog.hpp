@@ -35,7 +35,7 @@ struct gateway_server_view {
 /// - `invalid`: no usable name / uri / uriTemplate (missing, not a string,
 ///   empty, too long) or the entry is not an object;
 /// - `over_limit`: the catalog already holds gateway_limits::max_entries of
-///   that kind.
+///   that kind (or, for templates, max_template_bytes_total bytes of them).
 ///   `invalid` and `over_limit` come as one record per server and kind, with
 ///   `count` and empty names, so a hostile list cannot grow this list beyond
 ///   one record per entry it sent.
@@ -77,8 +77,12 @@ struct gateway_limits {
   /// guesses cheap.
   std::size_t max_name_bytes = 512;
   std::size_t max_uri_bytes = 8192;
-  /// Matching costs (URI length) x (template length), so templates stay short.
+  /// Matching a URI costs up to (URI length) x (template length) for each
+  /// template tried, so templates stay short and their sum is bounded: a
+  /// hostile server's templates slow every read by at most
+  /// max_uri_bytes x max_template_bytes_total steps.
   std::size_t max_template_bytes = 1024;
+  std::size_t max_template_bytes_total = 8192;
 };
 
 /// "<server>__": the prefix a server gets when its entry sets none.

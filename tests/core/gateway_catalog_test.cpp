@@ -1,5 +1,7 @@
 #include "core/gateway_catalog.hpp"
 
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 using namespace mcprt;
@@ -308,6 +310,38 @@ TEST(GatewayCatalog, OverlongUriIsNotMatchedAgainstTemplates) {
   auto c = gateway_catalog::build({a}, lim);
   EXPECT_EQ(c.resource_server("x://short"), "a");
   EXPECT_FALSE(c.resource_server("x://" + std::string(20, 'a')));
+}
+
+TEST(GatewayCatalog, TemplatesAreCappedByTheirTotalBytes) {
+  gateway_limits lim;
+  lim.max_template_bytes_total = 20;
+  auto a = server("a");
+  a.resource_templates.push_back({{"uriTemplate", "aaaa://{x}"}}); // 10 bytes
+  a.resource_templates.push_back({{"uriTemplate", "bbbb://{x}"}}); // 20 in all
+  a.resource_templates.push_back({{"uriTemplate", "c://{x}"}});
+  auto c = gateway_catalog::build({a}, lim);
+  EXPECT_EQ(c.resource_templates_list()["resourceTemplates"].size(), 2u);
+  EXPECT_EQ(c.resource_server("bbbb://1"), "a");
+  EXPECT_FALSE(c.resource_server("c://1"));
+  ASSERT_NE(find_left_out(c, "a", "over_limit"), nullptr);
+  EXPECT_EQ(find_left_out(c, "a", "over_limit")->count, 1u);
+}
+
+TEST(GatewayCatalog, WorstCaseTemplatesStillAnswerAReadQuickly) {
+  // A hostile server fills the template budget with templates whose every
+  // position stays alive, and a client reads the longest URI matched.
+  auto evil = server("evil");
+  std::string tpl;
+  while (tpl.size() + 8 < 1024)
+    tpl += "{+a}";
+  for (int i = 0; tpl.size() * (i + 1) <= 8192; ++i)
+    evil.resource_templates.push_back({{"uriTemplate", tpl + std::to_string(i) + "!"}});
+  auto c = gateway_catalog::build({evil});
+  EXPECT_EQ(c.resource_templates_list()["resourceTemplates"].size(), 8u);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.resource_server(std::string(8192, 'a')));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5)); // generous for sanitizer builds; about 0.25 s plain
 }
 
 // ---- URI templates ------------------------------------------------------------
