@@ -311,7 +311,8 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
 
   std::set<std::string, std::less<>> seen;
   for (auto& s : servers) {
-    if (!seen.insert(s.name).second) continue;
+    // Routes name their server, so a nameless one could never be reached.
+    if (s.name.empty() || !seen.insert(s.name).second) continue;
     c.servers_.push_back(
       {s.name, s.prefix, s.available, s.capabilities.is_object() ? s.capabilities : nlohmann::json::object()});
     if (!s.available) continue;

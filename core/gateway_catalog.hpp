@@ -109,8 +109,8 @@ bool uri_template_valid(std::string_view uri_template);
 /// available contribute nothing but their prefix (for guess_server_of_tool).
 class gateway_catalog {
 public:
-  /// A second server with an already seen name is ignored (settings never
-  /// give two).
+  /// A server with an empty name, or with a name already seen, is ignored
+  /// (settings give neither).
   static gateway_catalog build(std::vector<gateway_server_view> servers, const gateway_limits& limits = {});
 
   /// {"tools": [...]}: each tool as its server listed it, `name` replaced

@@ -163,6 +163,15 @@ TEST(GatewayCatalog, SecondServerWithTheSameNameIsIgnored) {
   EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"s__a"}));
 }
 
+TEST(GatewayCatalog, ServerWithoutANameIsIgnored) {
+  auto nameless = server("", {"a"});
+  nameless.prefix = "";
+  auto c = gateway_catalog::build({nameless});
+  EXPECT_TRUE(c.tools_list()["tools"].empty());
+  EXPECT_FALSE(c.tool("a"));
+  EXPECT_FALSE(c.guess_server_of_tool("a"));
+}
+
 // ---- hostile input ------------------------------------------------------------
 
 TEST(GatewayCatalog, OddEntriesAreSkippedAndCounted) {

@@ -115,9 +115,11 @@ void check_catalog(const json& doc) {
   };
   check_named(c.tools_list(), "tools", true);
   check_named(c.prompts_list(), "prompts", false);
-  for (const auto& e : c.resources_list().at("resources"))
+  auto resources = c.resources_list();
+  for (const auto& e : resources.at("resources"))
     if (!c.resource_server(e.at("uri").get_ref<const std::string&>())) __builtin_trap();
-  for (const auto& e : c.resource_templates_list().at("resourceTemplates"))
+  auto templates = c.resource_templates_list();
+  for (const auto& e : templates.at("resourceTemplates"))
     if (!c.completion({{"type", "ref/resource"}, {"uri", e.at("uriTemplate")}})) __builtin_trap();
   if (mcprt::gateway_catalog::diff(c, c).any()) __builtin_trap();
   auto caps = c.capabilities();
