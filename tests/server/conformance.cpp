@@ -12,7 +12,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // A 1x1 red PNG and a minimal WAV, as the reference server sends them.
-constexpr const char* k_test_image = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+constexpr const char* k_test_image =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 constexpr const char* k_test_audio = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 constexpr const char* k_watched_content = "Watched resource content";
 // The pause between a tool's notifications ("~50ms" in the scenarios), so
@@ -81,8 +82,9 @@ json tools() {
 }
 
 json elicitation_request(const std::string& message, json properties, json required = json::array()) {
-  return {{"message", message},
-          {"requestedSchema", {{"type", "object"}, {"properties", std::move(properties)}, {"required", required}}}};
+  return {
+    {"message", message},
+    {"requestedSchema", {{"type", "object"}, {"properties", std::move(properties)}, {"required", required}}}};
 }
 
 json sep1034_defaults_request() {
@@ -139,13 +141,12 @@ json resource(const char* name, const char* uri, const char* title, const char* 
 }
 
 json resources() {
-  return json::array(
-    {resource("static-text", "test://static-text", "Static Text Resource", "A static text resource for testing",
-              "text/plain"),
-     resource("static-binary", "test://static-binary", "Static Binary Resource",
-              "A static binary resource (image) for testing", "image/png"),
-     resource("watched-resource", "test://watched-resource", "Watched Resource",
-              "A resource clients may subscribe to", "text/plain")});
+  return json::array({resource("static-text", "test://static-text", "Static Text Resource",
+                               "A static text resource for testing", "text/plain"),
+                      resource("static-binary", "test://static-binary", "Static Binary Resource",
+                               "A static binary resource (image) for testing", "image/png"),
+                      resource("watched-resource", "test://watched-resource", "Watched Resource",
+                               "A resource clients may subscribe to", "text/plain")});
 }
 
 json resource_templates() {
@@ -159,9 +160,11 @@ json resource_templates() {
 json read_resource(const std::string& uri) {
   auto one = [&](json content) { return json{{"contents", json::array({std::move(content)})}}; };
   if (uri == "test://static-text")
-    return one({{"uri", uri}, {"mimeType", "text/plain"}, {"text", "This is the content of the static text resource."}});
+    return one(
+      {{"uri", uri}, {"mimeType", "text/plain"}, {"text", "This is the content of the static text resource."}});
   if (uri == "test://static-binary") return one({{"uri", uri}, {"mimeType", "image/png"}, {"blob", k_test_image}});
-  if (uri == "test://watched-resource") return one({{"uri", uri}, {"mimeType", "text/plain"}, {"text", k_watched_content}});
+  if (uri == "test://watched-resource")
+    return one({{"uri", uri}, {"mimeType", "text/plain"}, {"text", k_watched_content}});
   const std::string head = "test://template/", tail = "/data";
   if (uri.size() > head.size() + tail.size() && uri.compare(0, head.size(), head) == 0
       && uri.compare(uri.size() - tail.size(), tail.size(), tail) == 0) {
@@ -180,12 +183,14 @@ json prompt_argument(const char* name, const char* description) {
 
 json prompts() {
   return json::array(
-    {{{"name", "test_simple_prompt"}, {"title", "Simple Test Prompt"}, {"description", "A simple prompt without arguments"}},
+    {{{"name", "test_simple_prompt"},
+      {"title", "Simple Test Prompt"},
+      {"description", "A simple prompt without arguments"}},
      {{"name", "test_prompt_with_arguments"},
       {"title", "Prompt With Arguments"},
       {"description", "A prompt with required arguments"},
-      {"arguments",
-       json::array({prompt_argument("arg1", "First test argument"), prompt_argument("arg2", "Second test argument")})}},
+      {"arguments", json::array({prompt_argument("arg1", "First test argument"),
+                                 prompt_argument("arg2", "Second test argument")})}},
      {{"name", "test_prompt_with_embedded_resource"},
       {"title", "Prompt With Embedded Resource"},
       {"description", "A prompt that includes an embedded resource"},
@@ -197,7 +202,8 @@ json prompts() {
 
 std::string string_argument(const json& args, const char* name) {
   auto it = args.find(name);
-  if (it == args.end() || !it->is_string()) throw rpc_error{-32602, std::string("missing string argument ") + name};
+  if (it == args.end() || !it->is_string())
+    throw rpc_error{-32602, std::string("missing string argument ") + name};
   return it->get<std::string>();
 }
 
@@ -210,20 +216,22 @@ json prompt_named(const std::string& name, const json& args) {
     return {{"messages", json::array({user_message(text_item("This is a simple prompt for testing."))})}};
   if (name == "test_prompt_with_arguments") {
     auto arg1 = string_argument(args, "arg1"), arg2 = string_argument(args, "arg2");
-    return {{"messages", json::array({user_message(
-                           text_item("Prompt with arguments: arg1='" + arg1 + "', arg2='" + arg2 + "'"))})}};
+    return {
+      {"messages",
+       json::array({user_message(text_item("Prompt with arguments: arg1='" + arg1 + "', arg2='" + arg2 + "'"))})}};
   }
   if (name == "test_prompt_with_embedded_resource") {
     auto uri = string_argument(args, "resourceUri");
-    json embedded = {{"type", "resource"},
-                     {"resource",
-                      {{"uri", uri}, {"mimeType", "text/plain"}, {"text", "Embedded resource content for testing."}}}};
+    json embedded = {
+      {"type", "resource"},
+      {"resource",
+       {{"uri", uri}, {"mimeType", "text/plain"}, {"text", "Embedded resource content for testing."}}}};
     return {{"messages", json::array({user_message(std::move(embedded)),
                                       user_message(text_item("Please process the embedded resource above."))})}};
   }
   if (name == "test_prompt_with_image")
-    return {{"messages",
-             json::array({user_message(image_item()), user_message(text_item("Please analyze the image above."))})}};
+    return {{"messages", json::array({user_message(image_item()),
+                                      user_message(text_item("Please analyze the image above."))})}};
   throw rpc_error{-32602, "Unknown prompt: " + name};
 }
 
@@ -286,7 +294,8 @@ std::optional<json> handler::conformance_request(const std::shared_ptr<peer>& p,
   if (method == "resources/subscribe" || method == "resources/unsubscribe") {
     auto uri = uri_of(params);
     bool subscribe = method == "resources/subscribe";
-    send_log(*p, "info", std::string(subscribe ? "Subscribed to resource: " : "Unsubscribed from resource: ") + uri);
+    send_log(*p, "info",
+             std::string(subscribe ? "Subscribed to resource: " : "Unsubscribed from resource: ") + uri);
     return json::object();
   }
   if (method == "prompts/list") return json{{"prompts", prompts()}};
@@ -300,7 +309,9 @@ std::optional<json> handler::conformance_request(const std::shared_ptr<peer>& p,
   if (method == "logging/setLevel") {
     auto level = params.value("level", json());
     int index = level.is_string() ? level_index(level.get<std::string>()) : -1;
-    if (index < 0) throw rpc_error{-32602, "level must be one of debug, info, notice, warning, error, critical, alert, emergency"};
+    if (index < 0)
+      throw rpc_error{-32602,
+                      "level must be one of debug, info, notice, warning, error, critical, alert, emergency"};
     p->log_level = index;
     send_log(*p, "info", "Log level set to: " + level.get<std::string>());
     return json::object();
@@ -322,21 +333,20 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
   if (name == "test_audio_content")
     return {{"content", json::array({{{"type", "audio"}, {"data", k_test_audio}, {"mimeType", "audio/wav"}}})}};
   if (name == "test_embedded_resource")
-    return {{"content",
-             json::array({{{"type", "resource"},
-                           {"resource",
-                            {{"uri", "test://embedded-resource"},
-                             {"mimeType", "text/plain"},
-                             {"text", "This is an embedded resource content."}}}}})}};
+    return {{"content", json::array({{{"type", "resource"},
+                                      {"resource",
+                                       {{"uri", "test://embedded-resource"},
+                                        {"mimeType", "text/plain"},
+                                        {"text", "This is an embedded resource content."}}}}})}};
   if (name == "test_multiple_content_types") {
     json data = {{"test", "data"}, {"value", 123}};
-    return {{"content",
-             json::array({text_item("Multiple content types test:"), image_item(),
-                          {{"type", "resource"},
-                           {"resource",
-                            {{"uri", "test://mixed-content-resource"},
-                             {"mimeType", "application/json"},
-                             {"text", data.dump()}}}}})}};
+    return {{"content", json::array({text_item("Multiple content types test:"),
+                                     image_item(),
+                                     {{"type", "resource"},
+                                      {"resource",
+                                       {{"uri", "test://mixed-content-resource"},
+                                        {"mimeType", "application/json"},
+                                        {"text", data.dump()}}}}})}};
   }
   if (name == "test_tool_with_logging") {
     const char* steps[] = {"Tool execution started", "Tool processing data", "Tool execution completed"};
@@ -350,7 +360,8 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
     // Notifications only for a caller that asked for them; the answer
     // names the token so a test can see which one arrived.
     std::optional<json> token;
-    if (auto meta = params.find("_meta"); meta != params.end() && meta->is_object() && meta->contains("progressToken"))
+    if (auto meta = params.find("_meta");
+        meta != params.end() && meta->is_object() && meta->contains("progressToken"))
       token = (*meta)["progressToken"];
     for (int step = 0; step <= 100; step += 50) {
       if (step > 0 && !life_.wait_for_or_stop(k_step)) return error_result("interrupted by shutdown");
@@ -368,9 +379,11 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
   }
   if (name == "test_error_handling") return error_result("This tool intentionally returns an error for testing");
   if (name == "test_reconnection")
-    return text_result("Reconnection test completed successfully. If you received this, the client properly "
-                       "reconnected after stream closure.");
-  if (name == "json_schema_2020_12_tool") return text_result("JSON Schema 2020-12 tool called with: " + args.dump());
+    return text_result(
+      "Reconnection test completed successfully. If you received this, the client properly "
+      "reconnected after stream closure.");
+  if (name == "json_schema_2020_12_tool")
+    return text_result("JSON Schema 2020-12 tool called with: " + args.dump());
 
   // Server-to-client requests, answered before this call is.
   auto ask = [&](const char* capability, const char* method, const json& request) -> std::optional<json> {
@@ -385,14 +398,16 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
   };
   if (name == "test_sampling") {
     auto prompt = args.find("prompt");
-    if (prompt == args.end() || !prompt->is_string()) return error_result("test_sampling: argument 'prompt' must be a string");
+    if (prompt == args.end() || !prompt->is_string())
+      return error_result("test_sampling: argument 'prompt' must be a string");
     json request = {{"messages", json::array({user_message(text_item(prompt->get<std::string>()))})},
                     {"maxTokens", 100}};
     auto reply = ask("sampling", "sampling/createMessage", request);
     if (!reply || !reply->contains("result")) return failure("sampling", reply);
     const auto& result = (*reply)["result"];
     std::string text = "No response";
-    if (result.contains("content") && result["content"].is_object() && result["content"].value("text", json()).is_string())
+    if (result.contains("content") && result["content"].is_object()
+        && result["content"].value("text", json()).is_string())
       text = result["content"]["text"].get<std::string>();
     return text_result("LLM response: " + text);
   }
@@ -402,7 +417,8 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
     const auto& result = (*reply)["result"];
     auto action = result.value("action", json("?"));
     auto content = result.value("content", json::object());
-    return text_result(std::string(label) + "action=" + (action.is_string() ? action.get<std::string>() : action.dump())
+    return text_result(std::string(label)
+                       + "action=" + (action.is_string() ? action.get<std::string>() : action.dump())
                        + ", content=" + content.dump());
   };
   if (name == "test_elicitation") {
