@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <regex>
@@ -1117,6 +1118,57 @@ TEST(conformance, http_refuses_a_foreign_host_or_origin) {
     "application/json");
   ASSERT_TRUE(local);
   EXPECT_EQ(local->status, 200);
+}
+
+TEST(conformance, http_sampling_goes_out_on_the_get_stream_during_the_call) {
+  http_server server({"--conformance"});
+  auto init = server.post(request_body(1, "initialize",
+                                       {{"protocolVersion", "2025-11-25"},
+                                        {"capabilities", {{"sampling", json::object()}}},
+                                        {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}));
+  ASSERT_TRUE(init);
+  auto session = init->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(session.empty());
+  server.post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, session);
+
+  // The call blocks until the client has answered, so it gets its own
+  // connection.
+  auto call = std::async(std::launch::async, [&] {
+    httplib::Client caller("127.0.0.1", server.port);
+    caller.set_read_timeout(10);
+    auto res = caller.Post(
+      "/mcp", {{"Mcp-Session-Id", session}, {"Accept", "application/json, text/event-stream"}},
+      request_body(2, "tools/call", {{"name", "test_sampling"}, {"arguments", {{"prompt", "p"}}}}).dump(),
+      "application/json");
+    return res ? json::parse(res->body, nullptr, false) : json();
+  });
+
+  std::string stream;
+  std::optional<json> ask;
+  auto deadline = steady::now() + k_timeout;
+  server.client->Get("/mcp", {{"Mcp-Session-Id", session}, {"Accept", "text/event-stream"}},
+                     [&](const char* data, std::size_t len) {
+                       stream.append(data, len);
+                       static const std::string prefix = "data: ";
+                       for (auto p = stream.find(prefix); p != std::string::npos; p = stream.find(prefix, p + 1)) {
+                         auto msg =
+                           json::parse(stream.substr(p + prefix.size(), stream.find('\n', p) - p - prefix.size()),
+                                       nullptr, false);
+                         if (!msg.is_discarded() && msg.value("method", "") == "sampling/createMessage") ask = msg;
+                       }
+                       return !ask && steady::now() < deadline;
+                     });
+  ASSERT_TRUE(ask) << stream;
+  auto reply =
+    server.post({{"jsonrpc", "2.0"},
+                 {"id", (*ask)["id"]},
+                 {"result", {{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "via http"}}}}}},
+                session);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 202);
+  ASSERT_EQ(call.wait_for(k_timeout), std::future_status::ready);
+  auto result = call.get();
+  EXPECT_EQ(text_of(result), "LLM response: via http") << result.dump();
 }
 
 // ---------------------------------------------------------------- OAuth (--oauth)
