@@ -394,7 +394,12 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
     if (!p->client_offers(capability))
       return error_result(std::string("the client did not declare the ") + capability + " capability");
     if (!reply) return error_result("the client did not answer in time");
-    return error_result("the client answered with an error: " + (*reply)["error"].dump());
+    if (reply->contains("error"))
+      return error_result("the client answered with an error: " + reply->at("error").dump());
+    return error_result("the client's result is not an object: " + reply->at("result").dump());
+  };
+  auto answered = [](const std::optional<json>& reply) {
+    return reply && reply->contains("result") && reply->at("result").is_object();
   };
   if (name == "test_sampling") {
     auto prompt = args.find("prompt");
@@ -403,18 +408,18 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
     json request = {{"messages", json::array({user_message(text_item(prompt->get<std::string>()))})},
                     {"maxTokens", 100}};
     auto reply = ask("sampling", "sampling/createMessage", request);
-    if (!reply || !reply->contains("result")) return failure("sampling", reply);
-    const auto& result = (*reply)["result"];
+    if (!answered(reply)) return failure("sampling", reply);
+    const auto& result = reply->at("result");
     std::string text = "No response";
-    if (result.contains("content") && result["content"].is_object()
-        && result["content"].value("text", json()).is_string())
-      text = result["content"]["text"].get<std::string>();
+    if (result.contains("content") && result.at("content").is_object()
+        && result.at("content").value("text", json()).is_string())
+      text = result.at("content").at("text").get<std::string>();
     return text_result("LLM response: " + text);
   }
   auto elicitation_outcome = [&](const char* label, const json& request) {
     auto reply = ask("elicitation", "elicitation/create", request);
-    if (!reply || !reply->contains("result")) return failure("elicitation", reply);
-    const auto& result = (*reply)["result"];
+    if (!answered(reply)) return failure("elicitation", reply);
+    const auto& result = reply->at("result");
     auto action = result.value("action", json("?"));
     auto content = result.value("content", json::object());
     return text_result(std::string(label)

@@ -972,6 +972,14 @@ TEST(conformance, sampling_error_or_missing_capability_is_a_tool_error) {
   EXPECT_EQ(resp["result"]["isError"], true);
   EXPECT_NE(text_of(resp).find("user said no"), std::string::npos) << resp.dump();
 
+  // A result that is not an object is no answer either.
+  id = server.send_request("tools/call", {{"name", "test_elicitation"}, {"arguments", {{"message", "m"}}}});
+  ask = server.wait_message([](const json& m) { return m.value("method", "") == "elicitation/create"; });
+  ASSERT_TRUE(ask);
+  server.send({{"jsonrpc", "2.0"}, {"id", (*ask)["id"]}, {"result", 5}});
+  resp = server.response_to(id);
+  EXPECT_EQ(resp["result"]["isError"], true) << resp.dump();
+
   // A client without the sampling capability is never asked.
   server_process plain({"--conformance"});
   initialize_as_suite_client(plain, json::object());
