@@ -47,8 +47,11 @@ Content:
                               are requests to the client made during the
                               call (stdio, or the --http session's GET
                               stream), answered within 5 s or the call fails
-                              with isError. Not with --tools, --prompts,
-                              --name-prefix or --client-tool
+                              with isError. With --http, a Host or Origin
+                              that is not localhost, 127.0.0.1 or [::1] gets
+                              403 (DNS-rebinding protection). Not with
+                              --tools, --prompts, --name-prefix or
+                              --client-tool
 
 Faults and timing:
   --startup-delay-ms D        wait D ms before reading stdin / listening
