@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <pthread.h>
 
+#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -140,6 +141,32 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(serialize_message(body), "application/json");
 }
 
+// "localhost:8080" -> "localhost", "[::1]:80" -> "[::1]" (lower-cased).
+std::string host_name(std::string host) {
+  for (auto& c : host)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.find(':'));
+}
+
+bool is_loopback_name(const std::string& name) {
+  return name == "localhost" || name == "127.0.0.1" || name == "[::1]";
+}
+
+// DNS-rebinding protection: a page on evil.example.com whose name resolves
+// to 127.0.0.1 reaches us with its own name in Host and Origin.
+bool from_loopback_origin(const httplib::Request& req) {
+  if (req.has_header("Host") && !is_loopback_name(host_name(req.get_header_value("Host")))) return false;
+  if (req.has_header("Origin")) {
+    auto origin = req.get_header_value("Origin");
+    auto scheme_end = origin.find("://");
+    if (scheme_end == std::string::npos) return false;
+    auto authority = origin.substr(scheme_end + 3);
+    if (!is_loopback_name(host_name(authority.substr(0, authority.find('/'))))) return false;
+  }
+  return true;
+}
+
 void send_rpc_reply(httplib::Response& res, const json& reply, bool sse) {
   res.status = 200;
   if (sse) res.set_content(sse_frame(reply), "text/event-stream");
@@ -165,6 +192,11 @@ int run_http(const options& opts, lifetime& life, handler& h) {
     oauth->install(svr);
   }
   auto admitted = [&](const httplib::Request& req, httplib::Response& res) {
+    // --conformance: the suite's dns-rebinding-protection scenario.
+    if (opts.conformance && !from_loopback_origin(req)) {
+      send_json(res, 403, make_error(nullptr, -32000, "Forbidden: Host or Origin is not a loopback name"));
+      return false;
+    }
     return !oauth || oauth->admit(req, res);
   };
 

@@ -28,6 +28,30 @@ Content:
   --prompts N                 offer N prompts <prefix>prompt_1..N
   --page-size K               items per tools/list or prompts/list page (50)
   --name-prefix P             prefix every tool and prompt name with P
+  --conformance               instead of the content above, exactly what the
+                              official MCP conformance suite's server
+                              scenarios call, as its reference
+                              everything-server offers it: tools test_*
+                              (text, image, audio, embedded resource, mixed,
+                              logging, progress, error, sampling,
+                              elicitation, SEP-1034 defaults, SEP-1330 enums)
+                              and json_schema_2020_12_tool; resources
+                              test://static-text, test://static-binary,
+                              test://watched-resource and the template
+                              test://template/{id}/data, with subscribe;
+                              prompts test_simple_prompt,
+                              test_prompt_with_arguments,
+                              test_prompt_with_embedded_resource,
+                              test_prompt_with_image; logging/setLevel;
+                              completion/complete. Sampling and elicitation
+                              are requests to the client made during the
+                              call (stdio, or the --http session's GET
+                              stream), answered within 5 s or the call fails
+                              with isError. With --http, a Host or Origin
+                              that is not localhost, 127.0.0.1 or [::1] gets
+                              403 (DNS-rebinding protection). Not with
+                              --tools, --prompts, --name-prefix or
+                              --client-tool
 
 Faults and timing:
   --startup-delay-ms D        wait D ms before reading stdin / listening
@@ -197,6 +221,8 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       ok = flag(out.request_sampling);
     } else if (arg == "--client-tool") {
       ok = flag(out.client_tool);
+    } else if (arg == "--conformance") {
+      ok = flag(out.conformance);
     } else if (arg == "--invalid-utf8") {
       auto v = value();
       ok = v.has_value() && !v->empty();
@@ -262,6 +288,13 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
   }
   if (oauth_detail && !out.oauth) {
     std::fprintf(stderr, "mcprt-test-server: --oauth-* flags need --oauth\n(see --help)\n");
+    return parse_outcome::exit_usage;
+  }
+  // The conformance content replaces the usual one; mixing them would
+  // offer tools the suite's scenarios never expect.
+  if (out.conformance && (out.tools > 0 || out.prompts > 0 || !out.name_prefix.empty() || out.client_tool)) {
+    std::fprintf(stderr, "mcprt-test-server: --conformance does not mix with --tools, --prompts, --name-prefix "
+                         "or --client-tool\n(see --help)\n");
     return parse_outcome::exit_usage;
   }
   if (out.sse_responses && out.http_port < 0)

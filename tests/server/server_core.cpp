@@ -17,11 +17,6 @@ constexpr const char* k_cursor_prefix = "mcprt-cursor:";
 constexpr std::size_t k_builtin_tools = 4;
 constexpr auto k_client_reply_timeout = std::chrono::milliseconds(5000);
 
-struct rpc_error {
-  int code;
-  std::string message;
-};
-
 rpc_error invalid_params(const std::string& message) {
   return {-32602, message};
 }
@@ -230,8 +225,13 @@ std::optional<json> handler::handle_request(const std::shared_ptr<peer>& p, cons
         return std::nullopt;
       }
       result = initialize(params);
+      p->set_client_capabilities(params.value("capabilities", json::object()));
     } else if (method == "ping") {
       result = json::object();
+    } else if (opts_.conformance) {
+      auto answer = conformance_request(p, method, params);
+      if (!answer) throw rpc_error{-32601, "Method not found: " + method};
+      result = std::move(*answer);
     } else if (method == "tools/list") {
       result = list_tools(*p, params);
     } else if (method == "tools/call") {
@@ -340,6 +340,7 @@ json handler::initialize(const json& params) const {
 
   json capabilities = {{"tools", {{"listChanged", true}}}};
   if (opts_.prompts > 0) capabilities["prompts"] = {{"listChanged", true}};
+  if (opts_.conformance) capabilities = conformance_initialize_capabilities();
   std::string name = k_server_name;
   if (opts_.invalid_utf8_in("server-info")) name += std::string(" ") + k_invalid_utf8_marker;
   return {{"protocolVersion", version},

@@ -48,6 +48,10 @@ struct options {
   // Adds the tool ask_client {method, params}: sends that request to the
   // client and returns its whole reply (JSON-RPC result or error) as text.
   bool client_tool = false;
+  // --conformance: instead of the usual content, exactly the tools,
+  // resources, prompts, logging and completion that the official MCP
+  // conformance suite's server scenarios call (conformance.cpp).
+  bool conformance = false;
 
   // -- hostile output (--invalid-utf8) --------------------------------------
   // Where to put bytes that are not UTF-8: "stderr", "stdout" (a raw
@@ -171,6 +175,34 @@ public:
 
   std::atomic<bool> late_tool{false};
   std::atomic<bool> initialized{false};
+  // logging/setLevel's level as an index into k_log_levels; 0 (debug) lets
+  // every notifications/message through.
+  std::atomic<int> log_level{0};
+
+  // What the client declared in initialize; a server must not ask for
+  // sampling or elicitation that the client did not offer.
+  void set_client_capabilities(json caps) {
+    std::lock_guard<std::mutex> lock(caps_mu_);
+    client_capabilities_ = std::move(caps);
+  }
+  bool client_offers(const char* capability) const {
+    std::lock_guard<std::mutex> lock(caps_mu_);
+    return client_capabilities_.is_object() && client_capabilities_.contains(capability);
+  }
+
+private:
+  mutable std::mutex caps_mu_;
+  json client_capabilities_ = json::object();
+};
+
+// RFC 5424 severities as MCP names them, least severe first.
+inline constexpr const char* k_log_levels[] = {"debug",    "info",     "notice", "warning",
+                                               "error",    "critical", "alert",  "emergency"};
+
+// Thrown by request handlers; handle_request turns it into a JSON-RPC error.
+struct rpc_error {
+  int code;
+  std::string message;
 };
 
 enum class message_kind { request, notification, response, invalid };
@@ -202,6 +234,16 @@ private:
   // within k_client_reply_timeout.
   std::optional<json> ask_client(const std::shared_ptr<peer>& p, const std::string& method,
                                  const json& params);
+
+  // --conformance (conformance.cpp): the result of one request, nullopt
+  // for a method this mode does not offer.
+  std::optional<json> conformance_request(const std::shared_ptr<peer>& p, const std::string& method,
+                                          const json& params);
+  json conformance_initialize_capabilities() const;
+  json conformance_call_tool(const std::shared_ptr<peer>& p, const json& params);
+  // A notifications/message to the client unless its level is below the
+  // one logging/setLevel chose.
+  void send_log(peer& p, const std::string& level, const json& data);
 
   const options& opts_;
   lifetime& life_;

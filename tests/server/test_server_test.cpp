@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <regex>
@@ -700,6 +702,7 @@ TEST(cli, version_and_help) {
                      "--spawn-child",
                      "--ping-client-after-ms",
                      "--request-sampling",
+                     "--conformance",
                      "--pid-file",
                      "--grandchild-in-group",
                      "--grandchild-setsid",
@@ -845,6 +848,335 @@ TEST(http, sigterm_exits_zero) {
   EXPECT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << "\n"
                                   << server.process().stderr_text();
   EXPECT_EQ(exit_code(status), 0);
+}
+
+// ---------------------------------------------------------------- --conformance
+
+// The client side of a conformance-suite session: it declares sampling and
+// elicitation, as the suite's client does.
+void initialize_as_suite_client(server_process& server, json capabilities = {{"sampling", json::object()},
+                                                                             {"elicitation", json::object()}}) {
+  auto resp = server.request("initialize", {{"protocolVersion", "2025-11-25"},
+                                            {"capabilities", std::move(capabilities)},
+                                            {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}});
+  ASSERT_TRUE(resp.contains("result")) << resp.dump();
+  server.notify("notifications/initialized");
+}
+
+std::set<std::string> names_in(const json& items, const char* key = "name") {
+  std::set<std::string> names;
+  for (auto& item : items)
+    names.insert(item.at(key).get<std::string>());
+  return names;
+}
+
+// Messages that came before the response to `id`, in order (the response
+// itself is taken out).
+std::vector<json> before_response(server_process& server, int id, json& response) {
+  response = server.response_to(id);
+  std::vector<json> earlier(server.inbox.begin(), server.inbox.end());
+  server.inbox.clear();
+  return earlier;
+}
+
+TEST(conformance, offers_exactly_the_suites_tools_resources_and_prompts) {
+  server_process server({"--conformance"});
+  auto init = server.request("initialize", {{"protocolVersion", "2025-11-25"},
+                                            {"capabilities", json::object()},
+                                            {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}});
+  auto& caps = init["result"]["capabilities"];
+  EXPECT_EQ(caps["resources"]["subscribe"], true);
+  EXPECT_TRUE(caps.contains("logging"));
+  EXPECT_TRUE(caps.contains("completions"));
+  EXPECT_TRUE(caps.contains("prompts"));
+
+  auto tools = server.request("tools/list")["result"]["tools"];
+  EXPECT_EQ(names_in(tools),
+            (std::set<std::string>{
+              "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
+              "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress",
+              "test_error_handling", "test_reconnection", "test_sampling", "test_elicitation",
+              "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool"}));
+  for (auto& tool : tools) {
+    EXPECT_TRUE(tool["description"].is_string()) << tool.dump();
+    EXPECT_EQ(tool["inputSchema"]["type"], "object") << tool.dump();
+    if (tool["name"] == "json_schema_2020_12_tool") {
+      EXPECT_EQ(tool["inputSchema"]["$schema"], "https://json-schema.org/draft/2020-12/schema");
+      EXPECT_EQ(tool["inputSchema"]["$defs"]["address"]["type"], "object");
+      EXPECT_EQ(tool["inputSchema"]["additionalProperties"], false);
+    }
+  }
+  EXPECT_EQ(names_in(server.request("resources/list")["result"]["resources"], "uri"),
+            (std::set<std::string>{"test://static-text", "test://static-binary", "test://watched-resource"}));
+  EXPECT_EQ(names_in(server.request("resources/templates/list")["result"]["resourceTemplates"], "uriTemplate"),
+            (std::set<std::string>{"test://template/{id}/data"}));
+  EXPECT_EQ(names_in(server.request("prompts/list")["result"]["prompts"]),
+            (std::set<std::string>{"test_simple_prompt", "test_prompt_with_arguments",
+                                   "test_prompt_with_embedded_resource", "test_prompt_with_image"}));
+}
+
+TEST(conformance, content_tools) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  EXPECT_EQ(text_of(server.call_tool("test_simple_text")), "This is a simple text response for testing.");
+
+  auto image = server.call_tool("test_image_content")["result"]["content"];
+  ASSERT_EQ(image.size(), 1u);
+  EXPECT_EQ(image[0]["type"], "image");
+  EXPECT_EQ(image[0]["mimeType"], "image/png");
+  EXPECT_EQ(image[0]["data"].get<std::string>().rfind("iVBORw0KGgo", 0), 0u) << "not a base64 PNG";
+
+  auto mixed = server.call_tool("test_multiple_content_types")["result"]["content"];
+  std::vector<std::string> types;
+  for (auto& item : mixed)
+    types.push_back(item["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"text", "image", "resource"}));
+  EXPECT_EQ(json::parse(mixed[2]["resource"]["text"].get<std::string>()),
+            (json{{"test", "data"}, {"value", 123}}));
+
+  auto error = server.call_tool("test_error_handling");
+  EXPECT_EQ(error["result"]["isError"], true);
+  EXPECT_EQ(text_of(error), "This tool intentionally returns an error for testing");
+  EXPECT_EQ(server.call_tool("echo")["error"]["code"], -32602) << "the usual tools are not offered";
+}
+
+TEST(conformance, sampling_round_trip_during_the_call) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  int id =
+    server.send_request("tools/call", {{"name", "test_sampling"}, {"arguments", {{"prompt", "two words"}}}});
+  auto ask = server.wait_message([](const json& m) { return m.value("method", "") == "sampling/createMessage"; });
+  ASSERT_TRUE(ask);
+  EXPECT_EQ((*ask)["params"]["messages"][0]["content"]["text"], "two words");
+  EXPECT_EQ((*ask)["params"]["maxTokens"], 100);
+  server.send({{"jsonrpc", "2.0"},
+               {"id", (*ask)["id"]},
+               {"result",
+                {{"role", "assistant"},
+                 {"content", {{"type", "text"}, {"text", "from gtest"}}},
+                 {"model", "m"},
+                 {"stopReason", "endTurn"}}}});
+  auto resp = server.response_to(id);
+  EXPECT_EQ(text_of(resp), "LLM response: from gtest");
+  EXPECT_FALSE(resp["result"].contains("isError"));
+}
+
+TEST(conformance, sampling_error_or_missing_capability_is_a_tool_error) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  int id = server.send_request("tools/call", {{"name", "test_sampling"}, {"arguments", {{"prompt", "p"}}}});
+  auto ask = server.wait_message([](const json& m) { return m.value("method", "") == "sampling/createMessage"; });
+  ASSERT_TRUE(ask);
+  server.send({{"jsonrpc", "2.0"}, {"id", (*ask)["id"]}, {"error", {{"code", -1}, {"message", "user said no"}}}});
+  auto resp = server.response_to(id);
+  EXPECT_EQ(resp["result"]["isError"], true);
+  EXPECT_NE(text_of(resp).find("user said no"), std::string::npos) << resp.dump();
+
+  // A result that is not an object is no answer either.
+  id = server.send_request("tools/call", {{"name", "test_elicitation"}, {"arguments", {{"message", "m"}}}});
+  ask = server.wait_message([](const json& m) { return m.value("method", "") == "elicitation/create"; });
+  ASSERT_TRUE(ask);
+  server.send({{"jsonrpc", "2.0"}, {"id", (*ask)["id"]}, {"result", 5}});
+  resp = server.response_to(id);
+  EXPECT_EQ(resp["result"]["isError"], true) << resp.dump();
+
+  // A client without the sampling capability is never asked.
+  server_process plain({"--conformance"});
+  initialize_as_suite_client(plain, json::object());
+  json answer;
+  auto earlier = before_response(
+    plain, plain.send_request("tools/call", {{"name", "test_sampling"}, {"arguments", {{"prompt", "p"}}}}),
+    answer);
+  EXPECT_EQ(answer["result"]["isError"], true);
+  EXPECT_NE(text_of(answer).find("sampling capability"), std::string::npos) << answer.dump();
+  for (auto& m : earlier)
+    EXPECT_NE(m.value("method", ""), "sampling/createMessage");
+}
+
+TEST(conformance, elicitation_with_defaults_round_trip) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  int id = server.send_request("tools/call",
+                               {{"name", "test_elicitation_sep1034_defaults"}, {"arguments", json::object()}});
+  auto ask = server.wait_message([](const json& m) { return m.value("method", "") == "elicitation/create"; });
+  ASSERT_TRUE(ask);
+  auto& props = (*ask)["params"]["requestedSchema"]["properties"];
+  EXPECT_EQ(props["name"]["default"], "John Doe");
+  EXPECT_EQ(props["age"]["default"], 30);
+  EXPECT_EQ(props["score"]["default"], 95.5);
+  EXPECT_EQ(props["status"]["default"], "active");
+  EXPECT_EQ(props["verified"]["default"], true);
+  server.send(
+    {{"jsonrpc", "2.0"}, {"id", (*ask)["id"]}, {"result", {{"action", "accept"}, {"content", {{"age", 7}}}}}});
+  EXPECT_EQ(text_of(server.response_to(id)), R"(Elicitation completed: action=accept, content={"age":7})");
+}
+
+TEST(conformance, logging_and_progress_arrive_before_the_answer) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  json answer;
+  auto earlier = before_response(server, server.send_request("logging/setLevel", {{"level", "info"}}), answer);
+  EXPECT_EQ(answer["result"], json::object());
+
+  earlier =
+    before_response(server, server.send_request("tools/call", {{"name", "test_tool_with_logging"}}), answer);
+  std::vector<std::string> logged;
+  for (auto& m : earlier)
+    if (m.value("method", "") == "notifications/message" && m["params"]["level"] == "info")
+      logged.push_back(m["params"]["data"]);
+  // The setLevel's own "Log level set to" note may be among them.
+  logged.erase(std::remove(logged.begin(), logged.end(), "Log level set to: info"), logged.end());
+  EXPECT_EQ(logged, (std::vector<std::string>{"Tool execution started", "Tool processing data",
+                                              "Tool execution completed"}));
+
+  earlier = before_response(server,
+                            server.send_request("tools/call", {{"name", "test_tool_with_progress"},
+                                                               {"_meta", {{"progressToken", "tok-1"}}}}),
+                            answer);
+  std::vector<int> progress;
+  for (auto& m : earlier)
+    if (m.value("method", "") == "notifications/progress" && m["params"]["progressToken"] == "tok-1")
+      progress.push_back(m["params"]["progress"]);
+  EXPECT_EQ(progress, (std::vector<int>{0, 50, 100}));
+  EXPECT_EQ(text_of(answer), "tok-1");
+
+  // Above the chosen level nothing is logged.
+  before_response(server, server.send_request("logging/setLevel", {{"level", "error"}}), answer);
+  earlier =
+    before_response(server, server.send_request("tools/call", {{"name", "test_tool_with_logging"}}), answer);
+  for (auto& m : earlier)
+    EXPECT_NE(m.value("method", ""), "notifications/message") << m.dump();
+  EXPECT_EQ(server.request("logging/setLevel", {{"level", "loud"}})["error"]["code"], -32602);
+}
+
+TEST(conformance, resources_read_and_subscribe) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  auto text = server.request("resources/read", {{"uri", "test://static-text"}})["result"]["contents"][0];
+  EXPECT_EQ(text["text"], "This is the content of the static text resource.");
+  EXPECT_EQ(text["mimeType"], "text/plain");
+  auto blob = server.request("resources/read", {{"uri", "test://static-binary"}})["result"]["contents"][0];
+  EXPECT_EQ(blob["mimeType"], "image/png");
+  EXPECT_TRUE(blob["blob"].is_string());
+  auto templated = server.request("resources/read", {{"uri", "test://template/42/data"}})["result"]["contents"][0];
+  EXPECT_EQ(templated["uri"], "test://template/42/data");
+  EXPECT_EQ(json::parse(templated["text"].get<std::string>())["id"], "42");
+  EXPECT_EQ(server.request("resources/read", {{"uri", "test://nothing"}})["error"]["code"], -32002);
+  EXPECT_EQ(server.request("resources/read", {{"uri", "test://template/a/b/data"}})["error"]["code"], -32002);
+
+  json answer;
+  auto earlier = before_response(
+    server, server.send_request("resources/subscribe", {{"uri", "test://watched-resource"}}), answer);
+  EXPECT_EQ(answer["result"], json::object());
+  ASSERT_EQ(earlier.size(), 1u);
+  EXPECT_EQ(earlier[0]["params"]["data"], "Subscribed to resource: test://watched-resource");
+  EXPECT_EQ(server.request("resources/unsubscribe", {{"uri", "test://watched-resource"}})["result"],
+            json::object());
+}
+
+TEST(conformance, prompts_and_completion) {
+  server_process server({"--conformance"});
+  initialize_as_suite_client(server);
+  auto simple = server.request("prompts/get", {{"name", "test_simple_prompt"}})["result"]["messages"];
+  ASSERT_EQ(simple.size(), 1u);
+  EXPECT_EQ(simple[0]["content"]["text"], "This is a simple prompt for testing.");
+  auto with_args = server.request(
+    "prompts/get", {{"name", "test_prompt_with_arguments"}, {"arguments", {{"arg1", "x"}, {"arg2", "y"}}}});
+  EXPECT_EQ(with_args["result"]["messages"][0]["content"]["text"], "Prompt with arguments: arg1='x', arg2='y'");
+  EXPECT_EQ(server.request("prompts/get", {{"name", "test_prompt_with_arguments"},
+                                           {"arguments", {{"arg1", "x"}}}})["error"]["code"],
+            -32602);
+  auto embedded =
+    server.request("prompts/get", {{"name", "test_prompt_with_embedded_resource"},
+                                   {"arguments", {{"resourceUri", "test://r"}}}})["result"]["messages"];
+  EXPECT_EQ(embedded[0]["content"]["type"], "resource");
+  EXPECT_EQ(embedded[0]["content"]["resource"]["uri"], "test://r");
+  auto image = server.request("prompts/get", {{"name", "test_prompt_with_image"}})["result"]["messages"];
+  EXPECT_EQ(image[0]["content"]["type"], "image");
+
+  auto completion = server.request("completion/complete",
+                                   {{"ref", {{"type", "ref/prompt"}, {"name", "test_prompt_with_arguments"}}},
+                                    {"argument", {{"name", "arg1"}, {"value", "b"}}}});
+  EXPECT_EQ(completion["result"]["completion"]["values"], json::array({"beta"}));
+}
+
+TEST(conformance, does_not_mix_with_the_usual_content) {
+  server_process server({"--conformance", "--tools", "3"});
+  EXPECT_EQ(exit_code(server.wait_exit()), 2);
+}
+
+TEST(conformance, http_refuses_a_foreign_host_or_origin) {
+  http_server server({"--conformance"});
+  auto init = request_body(1, "initialize",
+                           {{"protocolVersion", "2025-11-25"},
+                            {"capabilities", json::object()},
+                            {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}});
+  auto evil =
+    server.client->Post("/mcp", {{"Host", "evil.example.com"}, {"Accept", "application/json, text/event-stream"}},
+                        init.dump(), "application/json");
+  ASSERT_TRUE(evil);
+  EXPECT_EQ(evil->status, 403);
+  auto evil_origin = server.client->Post(
+    "/mcp", {{"Origin", "http://evil.example.com:80"}, {"Accept", "application/json, text/event-stream"}},
+    init.dump(), "application/json");
+  ASSERT_TRUE(evil_origin);
+  EXPECT_EQ(evil_origin->status, 403);
+  auto local = server.client->Post(
+    "/mcp", {{"Origin", "http://localhost:8080"}, {"Accept", "application/json, text/event-stream"}}, init.dump(),
+    "application/json");
+  ASSERT_TRUE(local);
+  EXPECT_EQ(local->status, 200);
+}
+
+TEST(conformance, http_sampling_goes_out_on_the_get_stream_during_the_call) {
+  http_server server({"--conformance"});
+  auto init = server.post(request_body(1, "initialize",
+                                       {{"protocolVersion", "2025-11-25"},
+                                        {"capabilities", {{"sampling", json::object()}}},
+                                        {"clientInfo", {{"name", "gtest"}, {"version", "0"}}}}));
+  ASSERT_TRUE(init);
+  auto session = init->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(session.empty());
+  server.post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, session);
+
+  // The call blocks until the client has answered, so it gets its own
+  // connection.
+  auto call = std::async(std::launch::async, [&] {
+    httplib::Client caller("127.0.0.1", server.port);
+    caller.set_read_timeout(10);
+    auto res = caller.Post(
+      "/mcp", {{"Mcp-Session-Id", session}, {"Accept", "application/json, text/event-stream"}},
+      request_body(2, "tools/call", {{"name", "test_sampling"}, {"arguments", {{"prompt", "p"}}}}).dump(),
+      "application/json");
+    return res ? json::parse(res->body, nullptr, false) : json();
+  });
+
+  std::string stream;
+  std::optional<json> ask;
+  auto deadline = steady::now() + k_timeout;
+  server.client->Get("/mcp", {{"Mcp-Session-Id", session}, {"Accept", "text/event-stream"}},
+                     [&](const char* data, std::size_t len) {
+                       stream.append(data, len);
+                       static const std::string prefix = "data: ";
+                       for (auto p = stream.find(prefix); p != std::string::npos; p = stream.find(prefix, p + 1)) {
+                         auto msg =
+                           json::parse(stream.substr(p + prefix.size(), stream.find('\n', p) - p - prefix.size()),
+                                       nullptr, false);
+                         if (!msg.is_discarded() && msg.value("method", "") == "sampling/createMessage") ask = msg;
+                       }
+                       return !ask && steady::now() < deadline;
+                     });
+  ASSERT_TRUE(ask) << stream;
+  auto reply =
+    server.post({{"jsonrpc", "2.0"},
+                 {"id", (*ask)["id"]},
+                 {"result", {{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "via http"}}}}}},
+                session);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 202);
+  ASSERT_EQ(call.wait_for(k_timeout), std::future_status::ready);
+  auto result = call.get();
+  EXPECT_EQ(text_of(result), "LLM response: via http") << result.dump();
 }
 
 // ---------------------------------------------------------------- OAuth (--oauth)
