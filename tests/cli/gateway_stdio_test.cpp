@@ -326,7 +326,8 @@ class scripted_endpoint {
 public:
   using script_fn = std::function<bool(const httplib::Request&, httplib::Response&)>;
 
-  explicit scripted_endpoint(script_fn script = {}) : script_(std::move(script)) {
+  explicit scripted_endpoint(script_fn script = {}, script_fn get_script = {})
+      : script_(std::move(script)), get_script_(std::move(get_script)) {
     auto record = [this](const httplib::Request& req) {
       seen_request s{req.method, {}, req.body};
       for (auto& [k, v] : req.headers) {
@@ -355,8 +356,9 @@ public:
         res.status = 202;
       }
     });
-    svr_.Get("/mcp", [record](const httplib::Request& req, httplib::Response& res) {
+    svr_.Get("/mcp", [this, record](const httplib::Request& req, httplib::Response& res) {
       record(req);
+      if (get_script_ && get_script_(req, res)) return;
       res.status = 405;
     });
     svr_.Delete("/mcp", [record](const httplib::Request& req, httplib::Response& res) {
@@ -399,7 +401,7 @@ public:
   }
 
 private:
-  script_fn script_;
+  script_fn script_, get_script_;
   httplib::Server svr_;
   std::thread thread_;
   int port_ = 0;
@@ -468,6 +470,51 @@ TEST_F(GatewayScripted, SendsTheHeadersAndDeletesTheSessionOnEof) {
   for (auto& s : ep.seen())
     gets += s.method == "GET";
   EXPECT_EQ(gets, 1);
+}
+
+TEST_F(GatewayScripted, TheEventStreamIsResumedWithLastEventId) {
+  std::atomic<int> gets{0};
+  scripted_endpoint ep({}, [&](const httplib::Request&, httplib::Response& res) {
+    int n = ++gets;
+    if (n > 2) return false; // 405: no more
+    // Each stream carries one event and ends; `retry` keeps the test quick.
+    auto note = json{{"jsonrpc", "2.0"}, {"method", "notifications/message"}, {"params", {{"n", n}}}};
+    res.set_content("retry: 100\nid: ev-" + std::to_string(n) + "\nevent: message\ndata: " + note.dump() + "\n\n",
+                    "text/event-stream");
+    return true;
+  });
+  gateway_proc gw({"--url", ep.url()}, home_);
+  gw.send(initialize(1));
+  ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
+  gw.send(initialized);
+  for (int n : {1, 2}) {
+    auto note = gw.message([&](const json& j) { return j.value("method", "") == "notifications/message"; });
+    ASSERT_TRUE(note.is_object()) << gw.err();
+    EXPECT_EQ(note["params"].value("n", 0), n);
+  }
+  auto second = ep.wait_for([](const seen_request& s) { return s.method == "GET" && !header(s, "last-event-id").empty(); });
+  ASSERT_TRUE(second);
+  EXPECT_EQ(header(*second, "last-event-id"), "ev-1");
+  EXPECT_EQ(header(*second, "mcp-session-id"), "session-abc123");
+  // The third GET gets 405: the gateway stops asking, and goes on.
+  EXPECT_TRUE(ep.wait_for([](const seen_request& s) { return header(s, "last-event-id") == "ev-2"; }));
+  gw.send(request(2, "ping"));
+  EXPECT_TRUE(gw.response(2).contains("result"));
+  gw.close_stdin();
+  EXPECT_EQ(gw.wait_exit(15s), 0) << gw.err();
+  EXPECT_EQ(gets.load(), 3);
+}
+
+TEST_F(GatewayScripted, SigtermDeletesTheSessionAndExitsZero) {
+  scripted_endpoint ep;
+  gateway_proc gw({"--url", ep.url()}, home_);
+  gw.send(initialize(1));
+  ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
+  ::kill(gw.pid(), SIGTERM);
+  auto del = ep.wait_for([](const seen_request& s) { return s.method == "DELETE"; });
+  ASSERT_TRUE(del) << gw.err();
+  EXPECT_EQ(header(*del, "mcp-session-id"), "session-abc123");
+  EXPECT_EQ(gw.wait_exit(15s), 0) << gw.err();
 }
 
 TEST_F(GatewayScripted, AFailedPostAnswersItsRequestAndKeepsTheTokenOutOfStderr) {
