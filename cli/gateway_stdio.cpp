@@ -353,6 +353,9 @@ private:
       if (method == "\"initialize\"") initialize_ids_.insert(id);
       pending_.insert(std::move(id));
     }
+    // A cancelled request may never be answered: no longer waited for.
+    if (method == "\"notifications/cancelled\"")
+      if (auto id = json_value_text(msg, {"params", "requestId"})) pending_.erase(std::string(trim_space(*id)));
     transport_->send(msg);
     // The event stream belongs to an initialized session; the transport
     // opens it once this notification was accepted.
