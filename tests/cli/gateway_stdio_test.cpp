@@ -241,6 +241,18 @@ TEST_F(GatewayTestServer, BridgesInitializeListAndCallThenExitsOnEof) {
   EXPECT_TRUE(gw->skipped.empty()) << gw->skipped.front();
 }
 
+TEST_F(GatewayTestServer, LinesWrittenBeforeInitializeIsAnsweredWaitForItsSession) {
+  auto url = start_server({});
+  ASSERT_FALSE(url.empty());
+  gateway_proc gw({"--url", url}, home_);
+  // All at once, as a script piping its lines would: the later ones need
+  // the session id the initialize answer brings.
+  gw.send_raw(initialize(1).dump() + "\n" + initialized.dump() + "\n" + request(2, "tools/list").dump() + "\n");
+  EXPECT_TRUE(gw.response(1).contains("result")) << gw.err();
+  auto list = gw.response(2);
+  EXPECT_TRUE(list.contains("result")) << list.dump() << gw.err();
+}
+
 TEST_F(GatewayTestServer, SseAnswersAreForwardedOneLineEach) {
   auto url = start_server({"--tools", "1", "--sse-responses"});
   ASSERT_FALSE(url.empty());
@@ -690,6 +702,24 @@ TEST_F(GatewayDaemon, TwoGatewaysStartedTogetherShareOneDaemon) {
   EXPECT_EQ(b.wait_exit(15s), 0) << b.err();
   // The daemon stays for the next client.
   EXPECT_EQ(serve_processes(ws_).size(), 1u);
+}
+
+TEST_F(GatewayDaemon, AStaleDaemonFileIsReplacedByANewDaemon) {
+  // The file of a daemon that was killed: its pid is gone.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  write_file(ws_ / ".mcprt" / "daemon.json",
+             json{{"url", "http://127.0.0.1:1"}, {"pid", dead}, {"instance", "0123"}, {"workspace", ws_.string()}}.dump());
+  ::chmod((ws_ / ".mcprt" / "daemon.json").c_str(), 0600);
+  gateway_proc gw(gateway_args(), home_);
+  gw.send(request(1, "ping"));
+  ASSERT_TRUE(gw.response(1, 90s).is_object()) << gw.err();
+  EXPECT_NE(gw.err().find("started a daemon"), std::string::npos) << gw.err();
+  auto daemons = serve_processes(ws_);
+  ASSERT_EQ(daemons.size(), 1u);
+  auto record = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+  EXPECT_EQ(record.value("pid", 0), daemons.front());
 }
 
 TEST_F(GatewayDaemon, ALaterGatewayUsesTheRunningDaemon) {
