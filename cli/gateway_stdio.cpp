@@ -188,8 +188,9 @@ std::string reject_line(const std::string& line, bool oversized, std::size_t lim
            + json(message).dump() + "}}";
   };
   if (oversized)
-    return error(tied_id(line), -32600,
-                 "Invalid Request: the message is longer than " + std::to_string(limit) + " bytes (mcprt gateway)");
+    return error(
+      tied_id(line), -32600,
+      "Invalid Request: the message is longer than " + std::to_string(limit) + " bytes (mcprt gateway)");
   auto v = json::parse(line, nullptr, false);
   if (v.is_discarded()) return error(tied_id(line), -32700, "Parse error (mcprt gateway)");
   if (!v.is_object() && !(v.is_array() && !v.empty()))
@@ -373,10 +374,12 @@ private:
       std::lock_guard<std::mutex> lock(pending_mu_);
       waiting.swap(pending_);
     }
-    const std::string why = "the MCP session at " + (transport_ ? transport_->display_url() : std::string("the endpoint"))
-                            + " is gone (HTTP 404: the daemon restarted or ended it); mcprt gateway exits, start it again";
+    const std::string why =
+      "the MCP session at " + (transport_ ? transport_->display_url() : std::string("the endpoint"))
+      + " is gone (HTTP 404: the daemon restarted or ended it); mcprt gateway exits, start it again";
     for (const auto& id : waiting)
-      write_line(R"({"jsonrpc":"2.0","id":)" + id + R"(,"error":{"code":-32000,"message":)" + json(why).dump() + "}}");
+      write_line(R"({"jsonrpc":"2.0","id":)" + id + R"(,"error":{"code":-32000,"message":)" + json(why).dump()
+                 + "}}");
     log_error(redact(why));
     expired_ = true;
     stop_with(exit_failure);
@@ -479,7 +482,8 @@ std::string log_tail(const fs::path& log) {
   std::ifstream in(log, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (text.size() > 2000) text = text.substr(text.size() - 2000);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
   return text;
 }
 
@@ -596,7 +600,8 @@ struct lock_file {
 /// that start together take turns under an flock on
 /// `<ws>/.mcprt/gateway.lock`: the first starts the daemon and holds the
 /// lock until its daemon.json is usable, the others then find it.
-std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const gateway_flags& f, std::string& error) {
+std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const gateway_flags& f,
+                                                    std::string& error) {
   // Only a daemon that passes every check is used; a file that fails one
   // while its daemon runs is not replaced behind the user's back.
   auto usable = [&](bool& start) -> std::optional<verified_daemon> {
@@ -651,14 +656,14 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
     if (process_ended(pid)) {
       // It may have lost to a daemon someone started by hand meanwhile.
       if (auto again = check_daemon(ws); again.daemon) return again.daemon;
-      error = "the daemon it started (pid " + std::to_string(pid) + ") exited; its log " + log.string() + " ends:\n"
-              + escape_for_display(log_tail(log));
+      error = "the daemon it started (pid " + std::to_string(pid) + ") exited; its log " + log.string()
+              + " ends:\n" + escape_for_display(log_tail(log));
       return std::nullopt;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      error = "the daemon it started (pid " + std::to_string(pid) + ") did not write a usable "
-              + daemon_file(ws) + " within " + std::to_string(f.daemon_start_timeout.count()) + " ms ("
-              + check.error + "); see " + log.string();
+      error = "the daemon it started (pid " + std::to_string(pid) + ") did not write a usable " + daemon_file(ws)
+              + " within " + std::to_string(f.daemon_start_timeout.count()) + " ms (" + check.error + "); see "
+              + log.string();
       return std::nullopt;
     }
     std::this_thread::sleep_for(50ms);
@@ -675,8 +680,10 @@ std::string prove_daemon(const verified_daemon& d, const std::string& token) {
   auto r = cli.Get("/healthz");
   if (!r) return "cannot reach the daemon at " + d.url + ": " + httplib::to_string(r.error());
   if (r->status == 401)
-    return "the daemon at " + d.url + " requires a bearer token: pass --token-file FILE (the one it was started with)";
-  if (r->status != 200) return "the daemon at " + d.url + " answered /healthz with HTTP " + std::to_string(r->status);
+    return "the daemon at " + d.url
+           + " requires a bearer token: pass --token-file FILE (the one it was started with)";
+  if (r->status != 200)
+    return "the daemon at " + d.url + " answered /healthz with HTTP " + std::to_string(r->status);
   auto j = json::parse(r->body, nullptr, false);
   if (d.instance.empty() || !j.is_object() || j.value("instance", std::string()) != d.instance)
     return "the daemon at " + d.url + " is not the one its daemon.json names (its instance id differs)";
@@ -705,12 +712,15 @@ int run_gateway(const gateway_flags& f) {
     std::string why;
     if ((f.url.rfind("http://", 0) != 0 && f.url.rfind("https://", 0) != 0) || !http_url::parse(f.url, &why)) {
       // Not the text itself: a URL may carry credentials.
-      log_error("--url must be an http:// or https:// URL of a streamable HTTP endpoint (e.g. "
-                "http://127.0.0.1:PORT/mcp)" + (why.empty() ? std::string() : ": " + why));
+      log_error(
+        "--url must be an http:// or https:// URL of a streamable HTTP endpoint (e.g. "
+        "http://127.0.0.1:PORT/mcp)"
+        + (why.empty() ? std::string() : ": " + why));
       return exit_usage;
     }
     if (!f.serve_args.empty()) {
-      log_error("daemon flags (" + f.serve_args.front() + ") need no --url: they are for the daemon a gateway starts");
+      log_error("daemon flags (" + f.serve_args.front()
+                + ") need no --url: they are for the daemon a gateway starts");
       return exit_usage;
     }
     return run_stdio_bridge(f.url, token);

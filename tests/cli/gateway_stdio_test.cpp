@@ -121,8 +121,9 @@ public:
 
   /// The response with this id.
   json response(const json& id, std::chrono::milliseconds timeout = 30s) {
-    return message([&](const json& j) { return j.is_object() && !j.contains("method") && j.value("id", json()) == id; },
-                   timeout);
+    return message(
+      [&](const json& j) { return j.is_object() && !j.contains("method") && j.value("id", json()) == id; },
+      timeout);
   }
 
   std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
@@ -279,8 +280,9 @@ TEST_F(GatewayTestServer, BadLinesGetErrorsAndTheBridgeGoesOn) {
   EXPECT_EQ(cut["error"].value("code", 0), -32700) << cut.dump();
 
   // Longer than 4 MiB: refused under its id, the rest of the line skipped.
-  std::string big = R"({"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":")"
-                    + std::string((4u << 20) + 1000, 'x') + "\"}}}";
+  std::string big =
+    R"({"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":")"
+    + std::string((4u << 20) + 1000, 'x') + "\"}}}";
   ASSERT_TRUE(gw->send(big));
   auto too_big = gw->response(42);
   EXPECT_EQ(too_big["error"].value("code", 0), -32600) << too_big.dump().substr(0, 300);
@@ -307,7 +309,8 @@ TEST_F(GatewayTestServer, TheEventStreamIsForwarded) {
   auto url = start_server({"--list-changed-after-ms", "50"});
   ASSERT_FALSE(url.empty());
   auto gw = initialized_gateway(url);
-  auto note = gw->message([](const json& j) { return j.value("method", "") == "notifications/tools/list_changed"; });
+  auto note =
+    gw->message([](const json& j) { return j.value("method", "") == "notifications/tools/list_changed"; });
   EXPECT_TRUE(note.is_object()) << gw->err();
 }
 
@@ -318,7 +321,8 @@ TEST_F(GatewayTestServer, AServerRequestIsAnsweredThroughTheGateway) {
   gw->send(request(2, "tools/call", {{"name", "ask_client"}, {"arguments", {{"method", "roots/list"}}}}));
   auto ask = gw->message([](const json& j) { return j.value("method", "") == "roots/list" && j.contains("id"); });
   ASSERT_TRUE(ask.is_object()) << gw->err();
-  gw->send(json{{"jsonrpc", "2.0"}, {"id", ask["id"]}, {"result", {{"roots", {{{"uri", "file:///w"}, {"name", "w"}}}}}}});
+  gw->send(
+    json{{"jsonrpc", "2.0"}, {"id", ask["id"]}, {"result", {{"roots", {{{"uri", "file:///w"}, {"name", "w"}}}}}}});
   auto call = gw->response(2);
   EXPECT_NE(tool_text(call).find("file:///w"), std::string::npos) << call.dump();
 }
@@ -358,12 +362,17 @@ public:
       auto j = json::parse(req.body, nullptr, false);
       if (j.value("method", "") == "initialize") {
         res.set_header("Mcp-Session-Id", "session-abc123");
-        res.set_content(json{{"jsonrpc", "2.0"}, {"id", j["id"]},
-                             {"result", {{"protocolVersion", "2025-03-26"}, {"capabilities", json::object()},
-                                         {"serverInfo", {{"name", "scripted"}, {"version", "1"}}}}}}.dump(),
+        res.set_content(json{{"jsonrpc", "2.0"},
+                             {"id", j["id"]},
+                             {"result",
+                              {{"protocolVersion", "2025-03-26"},
+                               {"capabilities", json::object()},
+                               {"serverInfo", {{"name", "scripted"}, {"version", "1"}}}}}}
+                          .dump(),
                         "application/json");
       } else if (j.contains("method") && j.contains("id")) {
-        res.set_content(json{{"jsonrpc", "2.0"}, {"id", j["id"]}, {"result", json::object()}}.dump(), "application/json");
+        res.set_content(json{{"jsonrpc", "2.0"}, {"id", j["id"]}, {"result", json::object()}}.dump(),
+                        "application/json");
       } else {
         res.status = 202;
       }
@@ -504,7 +513,8 @@ TEST_F(GatewayScripted, TheEventStreamIsResumedWithLastEventId) {
     ASSERT_TRUE(note.is_object()) << gw.err();
     EXPECT_EQ(note["params"].value("n", 0), n);
   }
-  auto second = ep.wait_for([](const seen_request& s) { return s.method == "GET" && !header(s, "last-event-id").empty(); });
+  auto second =
+    ep.wait_for([](const seen_request& s) { return s.method == "GET" && !header(s, "last-event-id").empty(); });
   ASSERT_TRUE(second);
   EXPECT_EQ(header(*second, "last-event-id"), "ev-1");
   EXPECT_EQ(header(*second, "mcp-session-id"), "session-abc123");
@@ -709,8 +719,9 @@ TEST_F(GatewayDaemon, AStaleDaemonFileIsReplacedByANewDaemon) {
   pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
   ::waitpid(dead, nullptr, 0);
-  write_file(ws_ / ".mcprt" / "daemon.json",
-             json{{"url", "http://127.0.0.1:1"}, {"pid", dead}, {"instance", "0123"}, {"workspace", ws_.string()}}.dump());
+  write_file(
+    ws_ / ".mcprt" / "daemon.json",
+    json{{"url", "http://127.0.0.1:1"}, {"pid", dead}, {"instance", "0123"}, {"workspace", ws_.string()}}.dump());
   ::chmod((ws_ / ".mcprt" / "daemon.json").c_str(), 0600);
   gateway_proc gw(gateway_args(), home_);
   gw.send(request(1, "ping"));
