@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <list>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
 #include "cli/client.hpp"
+#include "cli/gateway_stdio.hpp"
 #include "cli/one_shot.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
@@ -349,6 +351,44 @@ int main(int argc, char** argv) {
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--event-history", serve_flags.event_history)->group("")->check(CLI::PositiveNumber);
 
+  // `mcprt gateway`: serve's flags are mirrored from the serve command (so
+  // they cannot drift) and handed to a daemon the gateway starts.
+  cli::gateway_flags gateway_flags;
+  auto* gateway = app.add_subcommand(
+    "gateway",
+    "Speak MCP over stdio and bridge every message to the workspace daemon's streamable HTTP endpoint (/mcp),\n"
+    "  for clients that only spawn servers. Starts the daemon (detached, shared by every gateway of the\n"
+    "  workspace: one pool, one budget) when none runs; its output goes to <ws>/.mcprt/daemon.log, and it\n"
+    "  keeps running after the gateway exits. In .mcp.json:\n"
+    "    {\"mcpServers\": {\"workspace\": {\"command\": \"mcprt\", \"args\": [\"gateway\", \"--workspace\", \".\"]}}}\n"
+    "  stdin: one JSON-RPC message per line (at most 4 MiB; a bad line is answered with a JSON-RPC error\n"
+    "  and the bridge goes on). stdout: every message of the answers and of the server's event stream, one\n"
+    "  per line. stdin EOF or SIGTERM ends the session (DELETE) and exits 0. When the server forgets the\n"
+    "  session (HTTP 404: the daemon restarted), the waiting requests get a JSON-RPC error and the gateway\n"
+    "  exits 1, so that the client starts it again. Logs go to stderr, never the token.\n"
+    "  The serve flags below only apply to a daemon the gateway starts.");
+  gateway->add_option("--workspace,-w", gateway_flags.workspace, "Workspace whose daemon to use (default: current directory)");
+  gateway->add_option("--url", gateway_flags.url,
+                      "Bridge to this streamable HTTP endpoint instead (e.g. http://127.0.0.1:PORT/mcp); no daemon is started");
+  gateway->add_option("--token-file", gateway_flags.token_file,
+                      "File holding the bearer token to send (and that a daemon the gateway starts requires)");
+  std::list<std::vector<std::string>> gateway_values;
+  std::vector<std::pair<CLI::Option*, std::string>> gateway_serve_opts;
+  for (auto* o : serve->get_options()) {
+    if (o == serve->get_help_ptr() || o->get_positional() || o->get_lnames().empty()) continue;
+    auto name = "--" + o->get_lnames().front();
+    if (name == "--workspace" || name == "--token-file") continue;
+    CLI::Option* mirror;
+    if (o->get_items_expected_max() == 0) {
+      mirror = gateway->add_flag(name, o->get_description());
+    } else {
+      gateway_values.emplace_back();
+      mirror = gateway->add_option(name, gateway_values.back(), o->get_description())->allow_extra_args(false);
+    }
+    mirror->group(o->get_group().empty() ? "" : "Daemon (serve) options");
+    gateway_serve_opts.emplace_back(mirror, name);
+  }
+
   auto add_client_flags = [](CLI::App* cmd, cli::client_flags& f) {
     cmd->add_option("--workspace,-w", f.workspace, "Workspace whose daemon to use (default: current directory)");
     cmd->add_option("--url", f.url, "Daemon URL (default: from <workspace>/.mcprt/daemon.json)");
@@ -436,6 +476,20 @@ int main(int argc, char** argv) {
     return cli::run_inspect(inspect_opts);
   }
   if (*serve) return cli::run_serve(serve_flags);
+  if (*gateway) {
+    for (auto& [o, name] : gateway_serve_opts) {
+      if (o->count() == 0) continue;
+      if (o->get_items_expected_max() == 0) {
+        gateway_flags.serve_args.push_back(name);
+        continue;
+      }
+      for (auto& v : o->results()) {
+        gateway_flags.serve_args.push_back(name);
+        gateway_flags.serve_args.push_back(v);
+      }
+    }
+    return cli::run_gateway(gateway_flags);
+  }
   if (*status) return cli::run_status(status_flags);
   if (*events) return cli::run_events(events_flags, since_opt->count() ? std::optional<unsigned long long>(events_since)
                                                                         : std::nullopt);

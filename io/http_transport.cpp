@@ -385,11 +385,11 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         resume(*client, pending, parser, sid);
       } else if (!closing_flag.load()) {
         if (too_big) {
-          error("POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+          post_failed(pending, "POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
         } else if (!ok) {
-          error("POST " + display + ": " + describe_http_error(err, opts.request_timeout));
+          post_failed(pending, "POST " + display + ": " + describe_http_error(err, opts.request_timeout));
         } else {
-          handle_post_response(res, status, sse, body, had_session, sent_session);
+          handle_post_response(res, status, sse, body, had_session, sent_session, pending);
         }
       }
       break;
@@ -421,8 +421,16 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (!closing) session = id;
   }
 
+  // A POST failed: on_error, and with answer_failed_requests an error
+  // response for each request of it still waiting for one.
+  void post_failed(const std::vector<std::string>& pending, const std::string& reason) {
+    if (opts.answer_failed_requests && !pending.empty()) fail_requests(pending, reason);
+    error(reason);
+  }
+
   void handle_post_response(const httplib::Response& res, int status, bool sse, const std::string& body,
-                            bool had_session, const std::string& sent_session) {
+                            bool had_session, const std::string& sent_session,
+                            const std::vector<std::string>& pending) {
     if (status == 404 && had_session) {
       session_expired(sent_session);
       return;
@@ -435,8 +443,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         messages_from_body(body);
         return;
       }
-      error("POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
-            + excerpt(type, 60) + "'");
+      post_failed(pending, "POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
+                             + excerpt(type, 60) + "'");
       return;
     }
     // A JSON-RPC error answer to one of our requests (some servers use 4xx
@@ -455,14 +463,14 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         auto r = redact(reason);
         emit([&] { events.on_auth_required(r); });
       } else {
-        error(reason);
+        post_failed(pending, reason);
       }
       return;
     }
     std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
     if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
     if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
-    error(reason);
+    post_failed(pending, reason);
   }
 
   // ---- resuming a POST response stream (SEP-1699) -----------------------
@@ -713,6 +721,11 @@ http_transport::http_transport(std::string url, std::map<std::string, std::strin
       continue;
     }
     if (value.size() >= 4) state_->secrets.push_back(value);
+    // "Bearer TOKEN": a server that echoes the token alone must not get it
+    // into a reason either.
+    if (ascii_iequals(name, "Authorization"))
+      if (auto sp = value.find(' '); sp != std::string::npos && value.size() - sp - 1 >= 4)
+        state_->secrets.push_back(value.substr(sp + 1));
     if (transport_owned_header(name)) continue;
     state_->base_headers.emplace(name, value);
   }

@@ -81,6 +81,13 @@ struct http_transport_options {
   /// again after an authorization at most three times (a server that keeps
   /// asking for more scope must not loop).
   std::shared_ptr<http_auth> auth;
+  /// A POST that fails (unreachable, timeout, an HTTP error status, a
+  /// response too large or of an unexpected type) also completes each
+  /// JSON-RPC request it carried with a JSON-RPC error (-32000, the reason as
+  /// its message) through on_message, besides on_error. For a proxy that must
+  /// answer every request it forwards (`mcprt gateway`); off, on_error alone
+  /// reports it (the runtime's sessions fail the connection).
+  bool answer_failed_requests = false;
 };
 
 /// The client side of the MCP streamable HTTP transport, CAF-free.

@@ -570,6 +570,33 @@ TEST(HttpTransport, HttpErrorsCarryABodyExcerptButNoHeaderValues) {
   EXPECT_FALSE(contains(e, "token=abc")) << e;
 }
 
+TEST(HttpTransport, AnswerFailedRequestsCompletesEachRequestOfAFailedPost) {
+  local_server ls;
+  ls.svr().Post("/mcp", [](const httplib::Request& req, httplib::Response& res) {
+    // A careless server that echoes the bare token back.
+    auto auth = req.get_header_value("Authorization");
+    res.status = 500;
+    res.set_content("boom for " + auth.substr(auth.find(' ') + 1), "text/plain");
+  });
+  http_worker_pool pool(2);
+  recorder r;
+  http_transport_options o;
+  o.answer_failed_requests = true;
+  http_transport t(ls.url("/mcp"), {{"Authorization", "Bearer SECRET-123"}}, r.events(), pool, o);
+  t.send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  t.send(request(7, "ping"));
+  auto reply = r.message_with(id_tag(7));
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(contains(*reply, "-32000")) << *reply;
+  EXPECT_TRUE(contains(*reply, "HTTP 500")) << *reply;
+  EXPECT_FALSE(contains(*reply, "SECRET")) << *reply;
+  // The notification failed too: reported, but it has no one to answer.
+  ASSERT_TRUE(r.wait([&] { return r.errors.size() >= 2; }));
+  EXPECT_EQ(r.message_list().size(), 1u);
+  for (auto& e : r.error_list())
+    EXPECT_FALSE(contains(e, "SECRET")) << e;
+}
+
 TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
   // Declared before the server, so they outlive its handler threads.
   std::mutex mu;
