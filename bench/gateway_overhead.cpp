@@ -224,7 +224,7 @@ public:
     httplib::Headers h = {{"Accept", "application/json, text/event-stream"}};
     if (!session_id_.empty()) {
       h.emplace("Mcp-Session-Id", session_id_);
-      h.emplace("MCP-Protocol-Version", k_protocol);
+      h.emplace("MCP-Protocol-Version", version_);
     }
     auto res = cli_.Post(path_, h, msg.dump(), "application/json");
     if (!res) {
@@ -253,7 +253,15 @@ public:
   }
 
   bool open(std::string& err) override {
-    if (!post(request(0, "initialize", init_params()), 0, err)) return false;
+    auto init = post(request(0, "initialize", init_params()), 0, err);
+    if (!init) return false;
+    if (!init->contains("result")) {
+      err = "initialize: " + init->dump().substr(0, 200);
+      return false;
+    }
+    // The version the server chose goes on every later request.
+    if (init->contains("result") && (*init)["result"].contains("protocolVersion"))
+      version_ = (*init)["result"]["protocolVersion"].get<std::string>();
     return post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, -1, err).has_value();
   }
 
@@ -278,6 +286,7 @@ private:
   httplib::Client cli_;
   std::string path_;
   std::string session_id_;
+  std::string version_ = k_protocol;
   bool keep_alive_;
 };
 
