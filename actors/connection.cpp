@@ -26,6 +26,7 @@ using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int error_internal = -32603; // JSON-RPC "Internal error"
+constexpr uint32_t log_burst = 100;      // log messages a second on the bus, per connection
 
 struct connection_state {
   static inline const char* name = "mcprt.connection";
@@ -62,6 +63,11 @@ struct connection_state {
   // Host requests forwarded to cfg.host and not yet answered or withdrawn,
   // by the session's token.
   std::set<uint64_t> host_pending;
+  // Log messages let through in the current second, and those dropped since
+  // the last one let through.
+  clock::time_point log_window{};
+  uint32_t logs_in_window = 0;
+  uint32_t logs_dropped = 0;
   // Counts sessions (a new one after an HTTP re-initialize): an answer meant
   // for the previous session's token must not reach the new one.
   uint64_t session_epoch = 0;
@@ -213,6 +219,7 @@ void schedule_tick(self_ptr self) {
 }
 
 void forward_host_requests(self_ptr self, const session_effects& fx);
+void publish_logs(self_ptr self, const std::vector<server_log_message>& logs);
 
 void apply(self_ptr self, session_effects fx) {
   auto& st = self->state;
@@ -265,9 +272,37 @@ void apply(self_ptr self, session_effects fx) {
   for (auto& uri : fx.resources_updated)
     publish(self, st.cfg.bus, events::resource_updated{st.cfg.server.name, uri});
   if (fx.resources_changed) publish(self, st.cfg.bus, events::resource_list_changed{st.cfg.server.name});
+  if (!fx.logs.empty()) publish_logs(self, fx.logs);
   if (!fx.host_requests.empty() || !fx.withdrawn_host_requests.empty()) forward_host_requests(self, fx);
   if (fx.failure) fail(self, *fx.failure);
   schedule_tick(self);
+}
+
+// A chatty server must not flood the bus (and every event stream): at most
+// log_burst messages a second, the rest counted into the next one let through.
+void publish_logs(self_ptr self, const std::vector<server_log_message>& logs) {
+  auto& st = self->state;
+  auto now = clock::now();
+  if (now - st.log_window >= std::chrono::seconds(1)) {
+    st.log_window = now;
+    st.logs_in_window = 0;
+  }
+  for (auto& m : logs) {
+    if (st.logs_in_window >= log_burst) {
+      ++st.logs_dropped;
+      continue;
+    }
+    ++st.logs_in_window;
+    events::server_log ev;
+    ev.server = st.cfg.server.name;
+    ev.level = m.level;
+    ev.logger = m.logger;
+    ev.data = json_value{m.data};
+    ev.dropped = std::exchange(st.logs_dropped, 0);
+    for (auto& [token, h] : st.call_handles)
+      ev.call_ids.push_back(h.call_id);
+    publish(self, st.cfg.bus, std::move(ev));
+  }
 }
 
 // The host's answer goes to the session that asked, unless the request was
@@ -424,7 +459,8 @@ connection_info info_of(const connection_state& st) {
     info.server_version = st.session->server_info().version;
     info.protocol = st.session->negotiated_protocol().value_or("");
     for (auto& t : st.session->visible_tools())
-      info.tools.push_back({t.name, t.description, json_value{t.input_schema}});
+      info.tools.push_back({t.name, t.description, json_value{t.input_schema}, json_value{t.raw}});
+    info.capabilities = json_value{st.session->server_capabilities()};
     for (auto& p : st.session->prompts())
       info.prompts.push_back({p.name, p.description});
   }

@@ -161,6 +161,7 @@ gating_snapshot snapshot_of(const gating_state& st) {
     g.scope = to_string(cfg.scope);
     g.transport = to_string(cfg.transport());
     g.fingerprint = cfg.connection_id_cache.empty() ? connection_id(cfg) : cfg.connection_id_cache;
+    g.prefix = cfg.prefix ? *cfg.prefix : name + "__";
     auto a = model.gating().servers.find(name);
     if (a != model.gating().servers.end()) {
       g.admitted = a->second.admitted;

@@ -308,25 +308,22 @@ void step_done(self_ptr self) {
   if (--self->state.pending == 0) finish_pass(self);
 }
 
-/// The session stops using `name`'s connection. The pool is told at once,
-/// unless `replaced_by_new` (a changed config): then the caller detaches the
-/// returned id once the replacement has settled, so the old process is not
-/// stopped while the new one starts (on a small machine they compete), and
-/// the slot of the name stays held in between.
-std::optional<std::string> let_go(self_ptr self, const std::string& name, const std::string& why,
-                                  release_reason reason, bool replaced_by_new = false) {
+/// The session stops using `name`'s connection; the pool is told at once.
+void let_go(self_ptr self, const std::string& name, const std::string& why, release_reason reason) {
   auto& st = self->state;
   auto i = st.live.find(name);
-  if (i == st.live.end()) return std::nullopt;
+  if (i == st.live.end()) return;
   auto s = std::move(i->second);
   st.erase_live(name);
-  if (!replaced_by_new) self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id, reason});
+  self->send(st.opts.pool, pool_detach{st.opts.pool_session, s.id, reason});
   publish(self, st.opts.bus, events::client_update::disconnected(st.opts.session, name, s.id, why));
-  return s.id;
 }
 
-/// Acquires `cfg`; `replaced` is the connection it replaces, let go of once
-/// the acquire has settled either way (the settings no longer want it).
+/// Acquires `cfg`; `replaced` is the live connection of a changed config it
+/// replaces make-before-break: the old one stays live (calls go to it, its
+/// tools stay listed) until the new one is up, then is let go. When the new
+/// one fails, the old one stays and the failure is reported; the next pass
+/// tries the new config again.
 void connect(self_ptr self, const server_config& cfg, std::optional<std::string> replaced = std::nullopt) {
   auto& st = self->state;
   auto name = cfg.name;
@@ -336,6 +333,13 @@ void connect(self_ptr self, const server_config& cfg, std::optional<std::string>
   auto release_replaced = [self, replaced] {
     if (replaced)
       self->send(self->state.opts.pool, pool_detach{self->state.opts.pool_session, *replaced, release_reason::changed});
+  };
+  // Whether the replaced connection is still the live one (it may have
+  // failed meanwhile, and left the live set).
+  auto old_still_live = [self, name, replaced] {
+    auto& st = self->state;
+    auto i = st.live.find(name);
+    return replaced && i != st.live.end() && i->second.id == *replaced;
   };
   self->request(st.opts.pool, st.opts.acquire_timeout, pool_acquire{st.opts.pool_session, cfg, holder})
     .then(
@@ -354,8 +358,14 @@ void connect(self_ptr self, const server_config& cfg, std::optional<std::string>
         acquire_settled(self, cfg.name);
         step_done(self);
       },
-      [self, name, release_replaced](caf::error& e) {
+      [self, name, release_replaced, old_still_live](caf::error& e) {
         auto& st = self->state;
+        if (old_still_live()) {
+          st.report.errors.emplace_back(name, self->system().render(e) + " (the previous connection stays)");
+          acquire_settled(self, name);
+          step_done(self);
+          return;
+        }
         release_replaced();
         if (is(e, errc::budget_exhausted)) {
           st.report.skipped.push_back({name, "budget_exhausted",
@@ -422,9 +432,10 @@ void run_pass(self_ptr self) {
   if (st.opts.budget) self->send(st.opts.budget, atom::begin_pass_v, false);
   for (auto& name : plan.removed)
     let_go(self, name, "removed", release_reason::removed);
+  // Changed servers stay live until their replacement is up (connect).
   std::map<std::string, std::optional<std::string>> replaced;
   for (auto& name : plan.restarted)
-    replaced[name] = let_go(self, name, "restarting", release_reason::changed, true);
+    if (auto i = st.live.find(name); i != st.live.end()) replaced[name] = i->second.id;
   for (auto i = st.retries.begin(); i != st.retries.end();)
     i = st.desired_map.count(i->first) ? std::next(i) : st.retries.erase(i);
   st.pending = 1; // held until every step below has been issued
@@ -642,6 +653,26 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
           self->request(conn, std::chrono::seconds(10), atom::info_v)
             .then([rp, cfg](connection_info& ci) mutable { rp.deliver(filter_tools_info(ci.tools, cfg)); },
                   [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        },
+        [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
+    [self](atom::info, const std::string& server) -> caf::result<connection_info> {
+      auto& st = self->state;
+      auto i = st.live.find(server);
+      if (i == st.live.end()) return unavailable_error(st, server);
+      auto rp = self->make_response_promise<connection_info>();
+      auto cfg = i->second.cfg;
+      with_connection(
+        self, i->second,
+        [self, rp, cfg](connection_actor conn) mutable {
+          self->request(conn, std::chrono::seconds(10), atom::info_v)
+            .then(
+              [rp, cfg](connection_info& ci) mutable {
+                ci.tools = filter_tools_info(ci.tools, cfg);
+                rp.deliver(std::move(ci));
+              },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
         },
         [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
       return rp;

@@ -16,9 +16,12 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "cli/event_stream.hpp"
 #include "cli/host_requests.hpp"
+#include "cli/mcp_http.hpp"
 #include "core/http_rules.hpp"
 #include "core/untrusted_text.hpp"
+#include "mcprt/gateway.hpp"
 #include "mcprt/runtime.hpp"
 #include "messages/unavailable_error.hpp"
 
@@ -207,107 +210,6 @@ private:
 
 // -- event streams -------------------------------------------------------------------------
 
-using frame_ptr = std::shared_ptr<const std::string>;
-
-/// One connected event stream: a bounded queue of ready SSE frames, pulled
-/// by the server's loop. `push` comes from the bus subscriber and only
-/// takes a short lock: it never waits for a client.
-class event_stream final : public http_stream {
-public:
-  explicit event_stream(std::size_t limit) : limit_(limit) {}
-
-  /// What the stream starts with (replayed events, a gap marker) and the
-  /// highest event id in it: queued events up to that id are skipped.
-  void set_initial(std::string head, uint64_t last) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    current_ = std::move(head);
-    offset_ = 0;
-    last_ = std::max(last_, last);
-  }
-
-  /// False when this push made the stream fall behind (it is dropped).
-  bool push(uint64_t seq, frame_ptr frame) {
-    bool wake_up = false;
-    bool dropped_now = false;
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (dropped_ || closed_) return true;
-      if (queue_.size() >= limit_) {
-        dropped_ = true;
-        dropped_now = true;
-        queue_.clear();
-      } else {
-        queue_.emplace_back(seq, std::move(frame));
-      }
-      wake_up = std::exchange(waiting_, false);
-    }
-    if (dropped_now) abort();
-    else if (wake_up) wake();
-    return !dropped_now;
-  }
-
-  /// The daemon stops: the stream ends cleanly after what is queued.
-  void close() {
-    bool wake_up;
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      closed_ = true;
-      wake_up = std::exchange(waiting_, false);
-    }
-    if (wake_up) wake();
-  }
-
-  /// A comment when nothing was sent for a while.
-  void keepalive() {
-    bool wake_up;
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (!waiting_ || dropped_ || closed_ || !queue_.empty()) return;
-      // Not a function-local static: the loop may still run while statics go at exit.
-      queue_.emplace_back(0, std::make_shared<const std::string>(": keep-alive\n\n"));
-      wake_up = std::exchange(waiting_, false);
-    }
-    if (wake_up) wake();
-  }
-
-  chunk pull(char* buf, std::size_t max) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (dropped_) return {state::fail, 0};
-    while (offset_ >= current_.size()) {
-      current_.clear();
-      offset_ = 0;
-      if (queue_.empty()) {
-        if (closed_) return {state::end, 0};
-        waiting_ = true;
-        return {state::wait, 0};
-      }
-      auto [seq, frame] = std::move(queue_.front());
-      queue_.pop_front();
-      // seq 0: a keep-alive; otherwise skip what the replay already sent.
-      if (seq != 0) {
-        if (seq <= last_) continue;
-        last_ = seq;
-      }
-      current_ = *frame;
-    }
-    auto n = std::min(max, current_.size() - offset_);
-    std::copy_n(current_.data() + offset_, n, buf);
-    offset_ += n;
-    return {state::data, n};
-  }
-
-private:
-  std::mutex mtx_;
-  std::deque<std::pair<uint64_t, frame_ptr>> queue_;
-  std::string current_;
-  std::size_t offset_ = 0;
-  uint64_t last_ = 0;
-  std::size_t limit_;
-  bool waiting_ = false;
-  bool dropped_ = false;
-  bool closed_ = false;
-};
-
 /// Fans bus events out to the streams.
 class event_hub {
 public:
@@ -439,11 +341,20 @@ struct http_api::impl {
   worker_lane reads;
   worker_lane changes;
   warn_limiter warnings;
+  std::unique_ptr<mcp_http> mcp; // the gateway's routes, when it runs
 
   impl(runtime& r, caf::actor_system& s, std::string sess, http_api_options o)
     : rt(r), sys(s), session(std::move(sess)), opts(std::move(o)),
       hub(std::make_shared<event_hub>(opts.sse_queue, opts.max_streams)), reads(opts.lane_threads, opts.lane_queue),
-      changes(opts.lane_threads, opts.lane_queue) {}
+      changes(opts.lane_threads, opts.lane_queue) {
+    if (opts.gateway) {
+      mcp_http_options mo;
+      mo.max_body = opts.max_body;
+      mo.max_json_depth = opts.max_json_depth;
+      mo.stream_queue = opts.sse_queue;
+      mcp = std::make_unique<mcp_http>(*opts.gateway, mo);
+    }
+  }
 
   std::optional<http_response> head_checks(const http_request& req);
   void route(const std::shared_ptr<http_exchange>& ex);
@@ -501,8 +412,16 @@ std::optional<http_response> http_api::impl::head_checks(const http_request& req
   int p = port.load();
   if (p == 0) return error_response(503, "unavailable", "the daemon is starting");
   if (auto r = http::check_host(req.headers, {opts.host, p})) return refuse(*r, r->status == 403);
-  auto origin = http::check_origin(req.headers, opts.allowed_origins);
+  // The listener's own origin is not a cross-site page (only a page the
+  // daemon served could send it, and it serves none), so it passes too:
+  // clients that send Origin on every request, as browsers' fetch does,
+  // work without --allow-origin. No CORS headers for it: it needs none.
+  auto origins = opts.allowed_origins;
+  for (auto& h : http::allowed_hosts({opts.host, p}))
+    origins.push_back("http://" + h);
+  auto origin = http::check_origin(req.headers, origins);
   if (origin.refused) return refuse(*origin.refused, true);
+  if (origin.allowed_origin) origin.allowed_origin = http::check_origin(req.headers, opts.allowed_origins).allowed_origin;
   if (req.method == "OPTIONS") {
     auto routing = http::resolve_route("GET", req.target);
     if (routing.allow.empty()) return refusal_response(*routing.refused);
@@ -513,7 +432,9 @@ std::optional<http_response> http_api::impl::head_checks(const http_request& req
     if (origin.allowed_origin) {
       add_cors(r, origin.allowed_origin);
       r.headers.emplace_back("Access-Control-Allow-Methods", routing.allow);
-      r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+      r.headers.emplace_back("Access-Control-Allow-Headers",
+                             "Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, MCP-Protocol-Version");
+      r.headers.emplace_back("Access-Control-Expose-Headers", "Mcp-Session-Id");
       r.headers.emplace_back("Access-Control-Max-Age", "600");
     } else {
       r = error_response(405, "method_not_allowed", "OPTIONS is only a CORS preflight of an allowed origin");
@@ -576,11 +497,27 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
       submit(reads, ex, [this] {
         auto snap = redact(rt.snapshot());
         if (opts.asks) snap["pending_host_requests"] = opts.asks->pending();
+        if (opts.gateway) snap["gateway"] = opts.gateway->snapshot();
         return json_response(200, snap);
       });
       return;
     case http::route_id::events: events(ex); return;
     case http::route_id::call: call(ex); return;
+    case http::route_id::mcp_post:
+    case http::route_id::mcp_get:
+    case http::route_id::mcp_delete:
+    case http::route_id::legacy_sse:
+    case http::route_id::legacy_messages: {
+      if (!mcp) {
+        respond(ex, error_response(404, "not_found", "the gateway is off (--no-gateway)"));
+        return;
+      }
+      http_response cors;
+      add_cors(cors, allowed_origin(req, opts.allowed_origins));
+      if (!cors.headers.empty()) cors.headers.emplace_back("Access-Control-Expose-Headers", "Mcp-Session-Id");
+      mcp->handle(ex, m.id, cors.headers);
+      return;
+    }
     case http::route_id::reload:
       if (!object_body(ex, true)) return;
       submit(changes, ex, [this] {
@@ -891,6 +828,7 @@ http_api::~http_api() {
 
 void http_api::stop() {
   impl_->hub->stop();
+  if (impl_->mcp) impl_->mcp->stop();
   impl_->reads.close_and_join();
   impl_->changes.close_and_join();
 }
@@ -901,6 +839,7 @@ bool http_api::install(http_server& server) {
   if (!p.rt.subscribe(p.sink)) return false;
   auto hub = p.hub;
   server.every(p.opts.keepalive, [hub] { hub->keepalive(); });
+  if (auto* mcp = p.mcp.get()) server.every(p.opts.keepalive, [mcp] { mcp->keepalive(); });
   return true;
 }
 

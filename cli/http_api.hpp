@@ -41,6 +41,7 @@
 
 namespace mcprt {
 class runtime;
+class gateway;
 }
 
 namespace mcprt::cli {
@@ -77,6 +78,8 @@ struct http_api_options {
   /// Servers' requests for the host, answered over HTTP (issue 15); null:
   /// the daemon does not ask, and the answer routes say 404.
   host_requests* asks = nullptr;
+  /// The gateway behind /mcp, /sse and /messages (issue 17); null: off.
+  mcprt::gateway* gateway = nullptr;
 };
 
 class http_api final : public http_handler {

@@ -343,6 +343,11 @@ int main(int argc, char** argv) {
   serve->add_option("--sampling", serve_flags.sampling,
                     "off (default: not offered to servers) or ask: a sampling_requested event, answered by "
                     "POST /workspace/mcp/sampling/{id}");
+  serve->add_flag("--no-gateway", serve_flags.no_gateway,
+                  "do not serve MCP at /mcp (and /sse, /messages) for other clients");
+  serve->add_option("--gateway-idle-timeout", serve_flags.gateway_idle_ms,
+                    "ms: a gateway client's session with no request and no open stream for this long ends "
+                    "(default 1800000)");
   serve->add_option("--host-request-timeout", serve_flags.host_request_timeout_ms,
                     "Milliseconds an asked request waits for its answer over HTTP before it is declined "
                     "(elicitation) or refused (sampling) (default 120000)");

@@ -37,6 +37,7 @@
 #include "core/settings.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
+#include "mcprt/gateway.hpp"
 #include "mcprt/runtime.hpp"
 
 namespace mcprt::cli {
@@ -204,6 +205,39 @@ int fail_usage(const std::string& msg) {
 
 } // namespace
 
+namespace {
+
+/// Servers' requests for the host: those of a gateway client's call go to
+/// that client; the rest to what the daemon had without the gateway.
+struct host_router {
+  std::atomic<gateway*> gw{nullptr};
+  host_handlers fallback;
+
+  host_handlers handlers() {
+    host_handlers h;
+    // Set after the runtime starts, cleared before the gateway stops; the
+    // runtime's one host thread is the only caller.
+    auto self = this;
+    h.sampling = [self](server_request req, host_responder r) {
+      if (auto* g = self->gw.load(); g && g->forward(req, r)) return;
+      if (self->fallback.sampling) return self->fallback.sampling(std::move(req), std::move(r));
+      r.fail(-1, "sampling is answered only for the calls of a gateway client (or with mcprt serve --sampling ask)");
+    };
+    h.elicitation = [self](server_request req, host_responder r) {
+      if (auto* g = self->gw.load(); g && g->forward(req, r)) return;
+      if (self->fallback.elicitation) return self->fallback.elicitation(std::move(req), std::move(r));
+      r.answer(nlohmann::json{{"action", "decline"}});
+    };
+    h.withdrawn = [self](const std::string& id) {
+      if (auto* g = self->gw.load()) g->withdraw(id);
+      if (self->fallback.withdrawn) self->fallback.withdrawn(id);
+    };
+    return h;
+  }
+};
+
+} // namespace
+
 int run_serve(const serve_flags& f) {
   // -- flags, all checked before anything starts --------------------------------------
   runtime_options opts;
@@ -323,6 +357,16 @@ int run_serve(const serve_flags& f) {
     asks.emplace(hro);
     opts.host = asks->handlers(ask_elicitation, f.sampling == "ask");
   }
+  // The gateway's clients answer the requests of their own calls; the rest
+  // go where they went without it (the HTTP answer routes, or declined /
+  // refused). So servers are offered sampling, and `ask` elicitation, once
+  // the gateway runs.
+  auto router = std::make_shared<host_router>();
+  if (!f.no_gateway) {
+    router->fallback = std::move(opts.host);
+    if (opts.elicitation == elicitation_policy::decline) opts.elicitation = elicitation_policy::ask;
+    opts.host = router->handlers();
+  }
   auto started = runtime::start(sys, opts);
   if (!started) {
     spdlog::error("cannot start: {}", sys.render(started.error()));
@@ -360,6 +404,21 @@ int run_serve(const serve_flags& f) {
   so.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   so.max_body = ho.max_body;
   so.sndbuf = static_cast<int>(std::max(0LL, std::min<long long>(f.sndbuf, 1 << 30)));
+  std::optional<gateway> gw;
+  if (!f.no_gateway) {
+    gateway_options go;
+    go.catalog_session = session;
+    go.idle_timeout = std::chrono::milliseconds(f.gateway_idle_ms);
+    go.version = "0.1.0";
+    gw.emplace(rt, sys, go);
+    if (!gw->start()) {
+      spdlog::error("cannot start the gateway (event bus subscription)");
+      rt.shutdown();
+      return 1;
+    }
+    router->gw = &*gw;
+    ho.gateway = &*gw;
+  }
   http_api api(rt, sys, session, ho);
   http_server server(api, so);
   if (!api.install(server)) {
@@ -429,6 +488,10 @@ int run_serve(const serve_flags& f) {
   }
   // Streams end, waiting requests get 503, then the runtime drains.
   api.stop();
+  if (gw) {
+    router->gw = nullptr;
+    gw->stop();
+  }
   // Parked requests are declined / refused, never left hanging; before the
   // server stops, so the tool calls waiting on them still get their answer.
   if (asks) asks->stop();

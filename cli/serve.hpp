@@ -37,6 +37,9 @@ struct serve_flags {
   std::string elicitation;            // decline | accept-defaults | ask; empty: the runtime's default
   std::string sampling = "off";       // off | ask
   long long host_request_timeout_ms = 120000;
+  // The gateway (issue 17): MCP at /mcp for any client.
+  bool no_gateway = false;
+  long long gateway_idle_ms = 30LL * 60 * 1000; // a client session with no request this long ends
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

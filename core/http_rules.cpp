@@ -86,6 +86,12 @@ constexpr route_pattern patterns[] = {
   // OAuth (issue 16)
   {"POST", 4, {"workspace", "mcp", "*", "auth"}, route_id::auth},
   {"DELETE", 4, {"workspace", "mcp", "*", "auth"}, route_id::auth_logout},
+  // the gateway (issue 17)
+  {"POST", 1, {"mcp"}, route_id::mcp_post},
+  {"GET", 1, {"mcp"}, route_id::mcp_get},
+  {"DELETE", 1, {"mcp"}, route_id::mcp_delete},
+  {"GET", 1, {"sse"}, route_id::legacy_sse},
+  {"POST", 1, {"messages"}, route_id::legacy_messages},
 };
 
 bool matches(const route_pattern& p, const std::vector<std::string>& segs, std::string& server) {

@@ -114,6 +114,8 @@ enum class route_id {
   call_cancel,
   // OAuth (issue 16): POST starts an authorization, DELETE forgets the tokens
   auth, auth_logout,
+  // the gateway (issue 17): streamable HTTP at /mcp, the 2024-11-05 pair
+  mcp_post, mcp_get, mcp_delete, legacy_sse, legacy_messages,
 };
 
 struct route_match {

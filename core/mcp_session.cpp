@@ -303,6 +303,7 @@ session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_poin
     fx.resources_changed |= one.resources_changed;
     fx.progress.insert(fx.progress.end(), std::make_move_iterator(one.progress.begin()),
                        std::make_move_iterator(one.progress.end()));
+    fx.logs.insert(fx.logs.end(), std::make_move_iterator(one.logs.begin()), std::make_move_iterator(one.logs.end()));
     if (one.failure) {
       fx.failure = std::move(one.failure);
       return fx;
@@ -598,6 +599,12 @@ void mcp_session::handle_notification(const json& msg, session_effects& fx, time
       handle_progress(*p, fx);
     return;
   }
+  if (method == "notifications/message") {
+    auto p = msg.find("params");
+    if (p != msg.end() && p->is_object())
+      handle_log(*p, fx);
+    return;
+  }
   // Before initialize is answered the first listing is still to come, so
   // a list_changed then carries no news.
   if (state_ != session_state::discovering && state_ != session_state::ready)
@@ -614,6 +621,32 @@ void mcp_session::handle_notification(const json& msg, session_effects& fx, time
   }
   // Everything else (logging, progress, resources, a server cancelling a
   // request we already answered) needs nothing from us.
+}
+
+static bool is_log_level(std::string_view s) {
+  for (auto l : {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"})
+    if (s == l) return true;
+  return false;
+}
+
+void mcp_session::handle_log(const json& params, session_effects& fx) {
+  auto level = params.find("level");
+  if (level == params.end() || !level->is_string() || !is_log_level(level->get_ref<const std::string&>()))
+    return;
+  server_log_message m;
+  m.level = level->get<std::string>();
+  auto logger = params.find("logger");
+  if (logger != params.end() && logger->is_string())
+    m.logger = replace_invalid_utf8(logger->get_ref<const std::string&>().substr(0, 256));
+  auto data = params.find("data");
+  if (data != params.end()) {
+    auto text = dump_json(*data);
+    if (text.size() > max_log_data_bytes)
+      m.data = json{{"truncated", true}, {"bytes", text.size()}};
+    else
+      m.data = *data;
+  }
+  fx.logs.push_back(std::move(m));
 }
 
 void mcp_session::handle_progress(const json& params, session_effects& fx) {
@@ -1065,6 +1098,7 @@ constexpr client_method client_methods[] = {
     {"prompts/get", "prompts", nullptr, nullptr},
     {"completion/complete", "completions", nullptr, nullptr},
     {"prompts/list", "prompts", nullptr, "prompts"},
+    {"logging/setLevel", "logging", nullptr, nullptr},
 };
 
 bool feature_present(const json& caps, const char* capability, const char* feature) {
@@ -1108,6 +1142,12 @@ std::string check_params(std::string_view method, const json& params) {
     if (a != params.end() && !a->is_null() && !object_of_strings(*a))
       return "arguments must be an object of strings";
     return {};
+  }
+  if (method == "logging/setLevel") {
+    auto l = params.find("level");
+    return l != params.end() && l->is_string() && is_log_level(l->get_ref<const std::string&>())
+               ? std::string()
+               : "level must be one of debug, info, notice, warning, error, critical, alert, emergency";
   }
   if (method == "completion/complete") {
     auto ref = params.find("ref");

@@ -113,6 +113,17 @@ struct call_progress {
   std::string message;         // valid UTF-8, at most max_progress_message bytes; may be empty
 };
 
+/// A server's log message (notifications/message), bounded: `level` one of
+/// RFC 5424's eight names, `logger` at most 256 bytes, `data` a stub
+/// `{"truncated": true, "bytes": N}` past max_log_data_bytes of JSON.
+struct server_log_message {
+  std::string level;
+  std::string logger;
+  nlohmann::json data;
+};
+
+inline constexpr std::size_t max_log_data_bytes = 16 * 1024;
+
 /// What the caller must do after each input.
 struct session_effects {
   std::vector<std::string> send; // JSON-RPC messages, one line each, no trailing newline
@@ -137,11 +148,13 @@ struct session_effects {
   std::vector<std::string> resources_updated;
   /// notifications/resources/list_changed came.
   bool resources_changed = false;
+  /// Log messages of the server, in arrival order (the gateway, issue 17).
+  std::vector<server_log_message> logs;
 
   bool empty() const {
     return send.empty() && !ready && !tools_changed && !prompts_changed && !pong && !failure &&
            completed_calls.empty() && host_requests.empty() && withdrawn_host_requests.empty() &&
-           progress.empty() && resources_updated.empty() && !resources_changed;
+           progress.empty() && resources_updated.empty() && !resources_changed && logs.empty();
   }
 };
 
@@ -348,6 +361,7 @@ private:
   nlohmann::json client_capabilities() const;
   void handle_notification(const nlohmann::json& msg, session_effects& fx, time_point now);
   void handle_progress(const nlohmann::json& params, session_effects& fx);
+  void handle_log(const nlohmann::json& params, session_effects& fx);
 
   void on_initialize_result(const nlohmann::json& result, session_effects& fx, time_point now);
   void begin_list(request_kind kind, session_effects& fx, time_point now);
@@ -404,9 +418,9 @@ private:
 };
 
 /// The methods mcp_session::request() sends.
-inline constexpr std::array<std::string_view, 8> client_request_methods = {
+inline constexpr std::array<std::string_view, 9> client_request_methods = {
     "resources/list",   "resources/templates/list", "resources/read",     "resources/subscribe",
     "resources/unsubscribe", "prompts/get",          "completion/complete",
-    "prompts/list"};
+    "prompts/list", "logging/setLevel"};
 
 } // namespace mcprt

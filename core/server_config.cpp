@@ -228,6 +228,16 @@ server_parse_result parse_server_config(const std::string& name, const json& val
       else if (!policy || *policy == elicitation_policy::ask)
         check.refuse(field("elicitation"), "expected \"decline\" or \"accept-defaults\"");
       else c.elicitation = *policy;
+    } else if (key == "prefix") {
+      std::string px;
+      if (check.string(v, field("prefix"), c.prefix, nullptr)) {
+        px = *c.prefix;
+        bool ok = px.size() <= 64 && std::all_of(px.begin(), px.end(), [](char ch) {
+          return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                 ch == '-' || ch == '.';
+        });
+        if (!ok) check.refuse(field("prefix"), "expected at most 64 ASCII letters, digits, '_', '-' or '.'");
+      }
     } else if (key == "includeTools") {
       std::vector<std::string> xs;
       if (check.string_list(v, field("includeTools"), xs)) c.include_tools = std::move(xs);

@@ -53,6 +53,10 @@ struct server_config {
   /// elicitation requests are answered; unset, the runtime's default. Part
   /// of the connection id, since the session advertises it at initialize.
   std::optional<elicitation_policy> elicitation;
+  /// `"prefix"`: what the gateway puts before this server's tool and prompt
+  /// names; unset, `<name>__`. At most 64 bytes of ASCII letters, digits,
+  /// `_`, `-` and `.` (the characters MCP allows in tool names); may be "".
+  std::optional<std::string> prefix;
 
   transport_kind transport() const;
 

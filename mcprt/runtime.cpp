@@ -652,6 +652,17 @@ bool is_valid_call_id(const std::string& id) {
   });
 }
 
+std::string runtime::wire_id(const std::string& call_id) const {
+  auto& reg = *impl_->in_flight;
+  std::lock_guard<std::mutex> guard{reg.mtx};
+  auto i = reg.by_call_id.find(call_id);
+  if (i == reg.by_call_id.end()) return {};
+  auto l = reg.live.find(i->second);
+  if (l == reg.live.end()) return {};
+  auto job = l->second.first.lock();
+  return job ? job->wire_id : std::string{};
+}
+
 bool runtime::cancel_call(const std::string& call_id) {
   auto& reg = *impl_->in_flight;
   caf::actor runner;
@@ -752,6 +763,22 @@ caf::expected<std::vector<tool_info>> runtime::tools(const std::string& session,
   auto s = impl_->find_session(session);
   if (!s) return make_error(errc::unknown_session, "no session " + session);
   return impl_->ask<std::vector<tool_info>>(s->reconciler, std::chrono::seconds(30), atom::tools_v, server);
+}
+
+caf::expected<connection_info> runtime::server_info(const std::string& session, const std::string& server) {
+  auto s = impl_->find_session(session);
+  if (!s) return make_error(errc::unknown_session, "no session " + session);
+  return impl_->ask<connection_info>(s->reconciler, std::chrono::seconds(30), atom::info_v, server);
+}
+
+caf::expected<gating_snapshot> runtime::gating_state() {
+  return impl_->ask<gating_snapshot>(impl_->gating, std::chrono::seconds(10), atom::snapshot_v);
+}
+
+caf::expected<session_snapshot> runtime::session_state(const std::string& session) {
+  auto s = impl_->find_session(session);
+  if (!s) return make_error(errc::unknown_session, "no session " + session);
+  return impl_->ask<session_snapshot>(s->reconciler, std::chrono::seconds(30), atom::snapshot_v);
 }
 
 caf::expected<uint64_t> runtime::subscribe(event_subscriber_actor sink, std::vector<event_kind> kinds) {

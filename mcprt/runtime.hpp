@@ -295,8 +295,25 @@ public:
   /// sends: it never blocks.
   bool cancel_call(const std::string& call_id);
 
+  /// The id the connection knows a tool call in flight by (what a
+  /// `server_log` event's `call_ids` name); empty when no call of that id
+  /// is in flight.
+  std::string wire_id(const std::string& call_id) const;
+
   /// The session's tools of one server (after includeTools / excludeTools).
   caf::expected<std::vector<tool_info>> tools(const std::string& session, const std::string& server);
+
+  /// What the session's connection to `server` knows: its tools after the
+  /// filter (each with the server's whole tool object in `raw`), its
+  /// capabilities, name and version. errc::unavailable when it is not live.
+  caf::expected<connection_info> server_info(const std::string& session, const std::string& server);
+
+  /// The session's reconciler state: its servers and their status, the
+  /// budget refusals and failures of its last pass.
+  caf::expected<session_snapshot> session_state(const std::string& session);
+
+  /// Every configured server: admitted or why not, and its gateway prefix.
+  caf::expected<gating_snapshot> gating_state();
 
   // -- resources, prompts and completion (issue 15) ---------------------------
   //

@@ -30,6 +30,7 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::host_request_ended, "host_request_ended"},
   {event_kind::call_progress, "call_progress"},
   {event_kind::auth_required, "auth_required"},
+  {event_kind::server_log, "server_log"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -257,6 +258,13 @@ void to_json(json& j, const call_progress& x) {
 
 void to_json(json& j, const auth_required& x) {
   j = json{{"server", x.server}, {"reason", x.reason}, {"remedy", x.remedy}};
+}
+
+void to_json(json& j, const server_log& x) {
+  j = json{{"server", x.server}, {"level", x.level}, {"data", x.data.value}};
+  if (!x.logger.empty()) j["logger"] = x.logger;
+  if (x.dropped > 0) j["dropped"] = x.dropped;
+  if (!x.call_ids.empty()) j["call_ids"] = x.call_ids;
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

@@ -49,6 +49,8 @@ enum class event_kind : uint8_t {
   call_progress,
   // -- OAuth (issue 16) --
   auth_required,
+  // -- the gateway (issue 17) --
+  server_log,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -472,6 +474,31 @@ typename Inspector::result_type inspect(Inspector& f, auth_required& x) {
 
 void to_json(nlohmann::json& j, const auth_required& x);
 
+// -- the gateway (issue 17) ----------------------------------------------------------
+
+/// {"server", "level", "logger"?, "data"}: a server's log message
+/// (notifications/message). UNTRUSTED: `data` is the server's JSON, cut to
+/// a marked stub past 16 KiB; `logger` at most 256 bytes. A connection
+/// publishes at most 100 a second; the rest are counted in the next one's
+/// `dropped`. `call_ids` are the runtime's tool calls then in flight on the
+/// connection (whom the message most likely concerns).
+struct server_log {
+  std::string server;
+  std::string level;
+  std::string logger;
+  json_value data;
+  uint32_t dropped = 0;
+  std::vector<std::string> call_ids;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, server_log& x) {
+  return f(caf::meta::type_name("mcprt.events.server_log"), x.server, x.level, x.logger, x.data, x.dropped,
+           x.call_ids);
+}
+
+void to_json(nlohmann::json& j, const server_log& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -596,9 +623,9 @@ using event_payload =
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
                events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
                events::elicitation_requested, events::sampling_requested, events::host_request_ended,
-               events::call_progress, events::auth_required>;
+               events::call_progress, events::auth_required, events::server_log>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::auth_required) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::server_log) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -743,4 +770,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::host_request_ended))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::call_progress))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::auth_required))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::server_log))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

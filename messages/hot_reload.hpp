@@ -108,12 +108,15 @@ struct gated_server {
   bool admitted = false;
   std::string reason;   // empty when admitted
   std::string approval; // pending | approved | rejected; empty if not gated
+  /// What the gateway puts before its tool and prompt names (the entry's
+  /// `"prefix"`, else `<name>__`).
+  std::string prefix;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gated_server& x) {
   return f(caf::meta::type_name("mcprt.gated_server"), x.name, x.scope, x.transport, x.fingerprint, x.admitted,
-           x.reason, x.approval);
+           x.reason, x.approval, x.prefix);
 }
 
 struct gating_snapshot {
@@ -211,6 +214,9 @@ using reconciler_actor = caf::typed_actor<
   caf::replies_to<atom::cancel, std::string>::with<bool>,
   // The session's tools of one server, after its tool filter.
   caf::replies_to<atom::tools, std::string>::with<std::vector<tool_info>>,
+  // What the session's connection to a server knows (tools after the
+  // session's filter, capabilities): the gateway's view of it.
+  caf::replies_to<atom::info, std::string>::with<connection_info>,
   // request(server, method, params) → the server's result: a client request
   // other than tools/call, gated and parked like a call.
   caf::replies_to<atom::mcp_request, std::string, std::string, json_value>::with<json_value>,

@@ -103,11 +103,14 @@ struct tool_info {
   std::string name;
   std::string description;
   json_value input_schema;
+  /// The tool as the server listed it (title, annotations, outputSchema,
+  /// ...), for the gateway to pass on whole.
+  json_value raw;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tool_info& x) {
-  return f(caf::meta::type_name("mcprt.tool_info"), x.name, x.description, x.input_schema);
+  return f(caf::meta::type_name("mcprt.tool_info"), x.name, x.description, x.input_schema, x.raw);
 }
 
 struct prompt_info {
@@ -152,13 +155,15 @@ struct connection_info {
   std::vector<prompt_info> prompts;
   std::vector<std::string> stderr_tail;
   std::string last_error;
+  /// The server's `capabilities` from initialize (an object; empty before).
+  json_value capabilities;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, connection_info& x) {
   return f(caf::meta::type_name("mcprt.connection_info"), x.server, x.connection_id, x.generation,
            x.status, x.pid, x.server_name, x.server_version, x.protocol, x.tools, x.prompts,
-           x.stderr_tail, x.last_error);
+           x.stderr_tail, x.last_error, x.capabilities);
 }
 
 /// includeTools / excludeTools; `has_*` false means "not set".

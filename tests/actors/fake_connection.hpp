@@ -115,7 +115,7 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
       ci.stderr_tail = st.stderr_tail;
       ci.last_error = st.last_error;
       for (auto& t : st.cfg.server.spec.value("tools", nlohmann::json::array()))
-        ci.tools.push_back(tool_info{t.get<std::string>(), "", json_value{nlohmann::json::object()}});
+        ci.tools.push_back(tool_info{t.get<std::string>(), "", json_value{nlohmann::json::object()}, json_value{}});
       return ci;
     },
     [=](atom::call, const std::string& tool, const json_value&) {

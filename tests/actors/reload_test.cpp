@@ -512,6 +512,11 @@ protected:
     ASSERT_EQ(spawns_of("a"), 2u);
     EXPECT_EQ(stops_of("a"), 0u);
     EXPECT_TRUE(finished().empty()) << "the pass waits for the new connection";
+    // Meanwhile the old connection stays the session's: listed with its
+    // tools (the gateway's catalog never sees a moment with none).
+    ASSERT_EQ(snap().servers.size(), 1u);
+    EXPECT_EQ(snap().servers[0].tools, 2u);
+    EXPECT_EQ(snap().servers[0].status, connection_status::connected);
     // Connected: the old one is stopped at once (no drain: the settings
     // changed it), and the pass reports the restart.
     self->send(world->spawns.back().conn, atom::tick_v);
@@ -521,16 +526,18 @@ protected:
     ASSERT_EQ(f.size(), 1u);
     EXPECT_EQ(strings(f[0]["restarted"]), names{"a"});
     EXPECT_TRUE(f[0]["errors"].empty());
-    // A replacement that fails lets go of the old one too.
+    // A replacement that fails leaves the old one in place, and says so.
     auto v2 = world->spawns[1].cfg; // a copy: the next spawn may move the vector
     EXPECT_FALSE(world->was_stopped(connection_id(v2.server), v2.generation));
     user["mcpServers"]["a"] = stdio("fail", {"--v3"});
     push();
-    EXPECT_TRUE(world->was_stopped(connection_id(v2.server), v2.generation));
+    EXPECT_FALSE(world->was_stopped(connection_id(v2.server), v2.generation));
     f = finished();
     ASSERT_EQ(f.size(), 1u);
-    EXPECT_EQ(f[0]["errors"].size(), 1u);
-    EXPECT_TRUE(live_names().empty());
+    ASSERT_EQ(f[0]["errors"].size(), 1u);
+    EXPECT_NE(f[0]["errors"][0].dump().find("previous connection stays"), std::string::npos) << f[0].dump();
+    EXPECT_EQ(live_names(), names{"a"});
+    EXPECT_EQ(snap().servers.at(0).tools, 2u);
   }
 };
 

@@ -57,8 +57,10 @@ class spawned {
 public:
   /// Runs `program` (MCPRT_BIN by default) with `args`, HOME=home and every
   /// MCPRT_* variable cleared (then `env` applied).
+  /// With `pipe_stdin`, its stdin is a pipe for `write` (else /dev/null).
   spawned(const std::vector<std::string>& args, const fs::path& home,
-          const std::map<std::string, std::string>& env = {}, const std::string& program = MCPRT_BIN) {
+          const std::map<std::string, std::string>& env = {}, const std::string& program = MCPRT_BIN,
+          bool pipe_stdin = false) {
     std::vector<std::string> argv_s{program};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<std::string> env_s;
@@ -78,19 +80,24 @@ public:
     for (auto& e : env_s)
       envp.push_back(e.data());
     envp.push_back(nullptr);
-    int out[2], err[2];
+    int out[2], err[2], in[2] = {-1, -1};
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    if (pipe_stdin && ::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
-      int devnull = ::open("/dev/null", O_RDONLY);
+      int devnull = pipe_stdin ? in[0] : ::open("/dev/null", O_RDONLY);
       if (devnull >= 0) ::dup2(devnull, 0);
       ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
     ::close(out[1]);
     ::close(err[1]);
+    if (pipe_stdin) {
+      ::close(in[0]);
+      in_fd_ = in[1];
+    }
     out_fd_ = out[0];
     err_fd_ = err[0];
     err_reader_ = std::thread([this] {
@@ -111,8 +118,28 @@ public:
       wait_exit(10s);
     }
     if (err_reader_.joinable()) err_reader_.join();
+    close_stdin();
     ::close(out_fd_);
     ::close(err_fd_);
+  }
+
+  /// Writes `text` to its stdin (a pipe_stdin child); false when it closed.
+  bool write(const std::string& text) {
+    // A child that exited must give false here, not kill the test.
+    static const bool no_sigpipe = (::signal(SIGPIPE, SIG_IGN), true);
+    (void)no_sigpipe;
+    std::size_t done = 0;
+    while (in_fd_ >= 0 && done < text.size()) {
+      auto n = ::write(in_fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<std::size_t>(n);
+    }
+    return in_fd_ >= 0;
+  }
+  /// EOF on its stdin.
+  void close_stdin() {
+    if (in_fd_ >= 0) ::close(std::exchange(in_fd_, -1));
   }
 
   /// The next stdout line, or nullopt at EOF / deadline.
@@ -180,7 +207,7 @@ public:
 
 private:
   pid_t pid_ = -1;
-  int out_fd_ = -1, err_fd_ = -1;
+  int out_fd_ = -1, err_fd_ = -1, in_fd_ = -1;
   std::string out_;
   std::mutex mtx_;
   std::condition_variable err_grew_;

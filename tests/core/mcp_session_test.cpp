@@ -1312,3 +1312,24 @@ TEST_F(McpSession, HostRequestsInABatchOnStdioAreAllReported) {
   auto fx = s->on_bytes(bytes.data(), bytes.size(), now);
   EXPECT_EQ(fx.host_requests.size(), 2u);
 }
+
+// -- server logs (the gateway, issue 17) ----------------------------------------
+
+TEST_F(McpSession, ServerLogMessagesAreReportedBoundedAndBadOnesDropped) {
+  auto s = ready_with({"a"});
+  std::string big(mcprt::max_log_data_bytes + 10, 'x');
+  auto line = [](json params) {
+    return json{{"jsonrpc", "2.0"}, {"method", "notifications/message"}, {"params", std::move(params)}}.dump();
+  };
+  std::string bytes = line({{"level", "warning"}, {"logger", "db"}, {"data", {{"n", 1}}}}) + "\n" +
+                      line({{"level", "loud"}, {"data", "dropped: no such level"}}) + "\n" +
+                      line({{"level", "error"}, {"data", big}}) + "\n";
+  auto fx = s->on_bytes(bytes.data(), bytes.size(), now);
+  ASSERT_EQ(fx.logs.size(), 2u);
+  EXPECT_EQ(fx.logs[0].level, "warning");
+  EXPECT_EQ(fx.logs[0].logger, "db");
+  EXPECT_EQ(fx.logs[0].data["n"], 1);
+  EXPECT_EQ(fx.logs[1].level, "error");
+  EXPECT_TRUE(fx.logs[1].data["truncated"].get<bool>());
+  EXPECT_FALSE(fx.empty());
+}

@@ -1,0 +1,405 @@
+#include "cli/mcp_http.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <random>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/event_stream.hpp"
+#include "core/ascii.hpp"
+#include "core/gateway_session.hpp"
+#include "core/oauth.hpp"
+#include "core/untrusted_text.hpp"
+#include "mcprt/gateway.hpp"
+
+namespace mcprt::cli {
+
+using nlohmann::json;
+
+namespace {
+
+http_response rpc_error_response(int status, int code, const std::string& message, const mcp_http::header_list& extra) {
+  http_response r;
+  r.status = status;
+  r.body = dump_json(gateway_session::error(nullptr, code, message)) + "\n";
+  r.headers = extra;
+  return r;
+}
+
+http_response plain_response(int status, const mcp_http::header_list& extra) {
+  http_response r;
+  r.status = status;
+  r.content_type = "text/plain";
+  r.headers = extra;
+  return r;
+}
+
+bool accepts(const http_request& req, std::string_view type) {
+  for (auto v : http::header_values(req.headers, "accept")) {
+    auto lower = ascii_lower(v);
+    if (lower.find(type) != std::string::npos || lower.find("*/*") != std::string::npos) return true;
+  }
+  return false;
+}
+
+/// The one Mcp-Session-Id, "" when absent; nullopt when there are several.
+std::optional<std::string> session_header(const http_request& req) {
+  auto v = http::header_values(req.headers, "mcp-session-id");
+  if (v.empty()) return std::string{};
+  if (v.size() > 1) return std::nullopt;
+  return std::string{v.front()};
+}
+
+std::string new_legacy_id() {
+  std::random_device rd;
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+http_response stream_response(std::shared_ptr<event_stream> s, const mcp_http::header_list& extra) {
+  http_response r;
+  r.content_type = "text/event-stream";
+  r.headers = extra;
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  r.headers.emplace_back("X-Accel-Buffering", "no");
+  r.stream = std::move(s);
+  return r;
+}
+
+/// Messages as SSE `message` events on one stream, in the order sent (the
+/// stream drops a frame whose number is not above the last one's, so
+/// numbering and queueing happen under one lock).
+class sse_channel final : public gateway_channel {
+public:
+  sse_channel(const std::shared_ptr<event_stream>& s, bool end_on_last) : stream_(s), end_on_last_(end_on_last) {}
+
+  void send(const json& msg, bool last) override {
+    auto s = stream_.lock();
+    if (!s) return;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      auto n = ++seq_;
+      s->push(n, std::make_shared<const std::string>("id: " + std::to_string(n) + "\nevent: message\ndata: "
+                                                     + dump_json(msg) + "\n\n"));
+    }
+    if (last && end_on_last_) s->close();
+  }
+  bool open() const override { return !stream_.expired(); }
+  void close() override {
+    if (auto s = stream_.lock()) s->close();
+  }
+
+private:
+  std::weak_ptr<event_stream> stream_;
+  bool end_on_last_;
+  std::mutex mtx_;
+  uint64_t seq_ = 0;
+};
+
+/// A request's answer as a JSON body. An initialize answer waits for its
+/// session's id (the response header carries it).
+class json_channel final : public gateway_channel {
+public:
+  json_channel(std::shared_ptr<http_exchange> ex, mcp_http::header_list extra, bool session_known)
+    : ex_(std::move(ex)), extra_(std::move(extra)), session_known_(session_known) {}
+
+  void send(const json& msg, bool last) override {
+    if (!last) return; // progress and logs need a stream; this client took JSON
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (done_) return;
+    if (!session_known_) {
+      held_ = msg;
+      return;
+    }
+    respond(msg);
+  }
+
+  void set_session(const std::string& id) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    session_ = id;
+    session_known_ = true;
+    if (held_ && !done_) respond(*held_);
+  }
+
+  bool open() const override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return !done_;
+  }
+
+  void close() override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (done_) return;
+    done_ = true;
+    ex_->respond(rpc_error_response(404, gateway_error::internal, "the session ended", extra_));
+  }
+
+private:
+  void respond(const json& msg) {
+    done_ = true;
+    http_response r;
+    r.body = dump_json(msg) + "\n";
+    r.headers = extra_;
+    if (!session_.empty()) r.headers.emplace_back("Mcp-Session-Id", session_);
+    ex_->respond(std::move(r));
+  }
+
+  std::shared_ptr<http_exchange> ex_;
+  mcp_http::header_list extra_;
+  mutable std::mutex mtx_;
+  bool session_known_;
+  bool done_ = false;
+  std::string session_;
+  std::optional<json> held_;
+};
+
+} // namespace
+
+struct mcp_http::legacy {
+  std::weak_ptr<event_stream> stream;
+  std::shared_ptr<sse_channel> channel;
+  std::string session; // the gateway's, once initialize came
+};
+
+mcp_http::mcp_http(gateway& gw, mcp_http_options opts) : gw_(gw), opts_(std::move(opts)) {}
+
+mcp_http::~mcp_http() = default;
+
+void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id route, header_list extra) {
+  auto& req = ex->request();
+  // A revision the client says it speaks must be one we speak (the header
+  // is absent on initialize and from 2025-03-26 clients).
+  auto versions = http::header_values(req.headers, "mcp-protocol-version");
+  if (versions.size() > 1 ||
+      (versions.size() == 1 && std::find(gateway_protocols.begin(), gateway_protocols.end(), versions.front()) ==
+                                 gateway_protocols.end())) {
+    ex->respond(rpc_error_response(400, gateway_error::invalid_request,
+                                   "unsupported MCP-Protocol-Version (mcprt speaks 2025-11-25, 2025-06-18, 2025-03-26)",
+                                   extra));
+    return;
+  }
+  switch (route) {
+    case http::route_id::mcp_post: post(ex, extra); return;
+    case http::route_id::mcp_get: get(ex, extra); return;
+    case http::route_id::mcp_delete: remove(ex, extra); return;
+    case http::route_id::legacy_sse: legacy_stream(ex, extra); return;
+    case http::route_id::legacy_messages: legacy_post(ex, extra); return;
+    default: ex->respond(plain_response(404, extra)); return;
+  }
+}
+
+namespace {
+
+std::optional<json> parse_message(const std::shared_ptr<http_exchange>& ex, const mcp_http_options& opts,
+                                   const mcp_http::header_list& extra) {
+  json_limits lim;
+  lim.max_bytes = opts.max_body;
+  lim.max_depth = opts.max_json_depth;
+  auto parsed = parse_bounded_json(ex->request().body, lim);
+  if (!parsed.ok()) {
+    ex->respond(rpc_error_response(400, gateway_error::parse, "Parse error: " + parsed.error->message, extra));
+    return std::nullopt;
+  }
+  return std::move(parsed.value);
+}
+
+} // namespace
+
+void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+  auto& req = ex->request();
+  auto sid = session_header(req);
+  if (!sid) {
+    ex->respond(rpc_error_response(400, gateway_error::invalid_request, "more than one Mcp-Session-Id", extra));
+    return;
+  }
+  auto msg = parse_message(ex, opts_, extra);
+  if (!msg) return;
+  bool request = msg->is_object() && msg->contains("method") && msg->contains("id");
+  std::string method = request && (*msg)["method"].is_string() ? (*msg)["method"].get<std::string>() : "";
+  std::shared_ptr<gateway_channel> channel;
+  std::shared_ptr<json_channel> json_reply;
+  if (request && method == "tools/call" && accepts(req, "text/event-stream")) {
+    auto s = std::make_shared<event_stream>(opts_.stream_queue);
+    s->set_initial(": mcprt\n\n", 0);
+    channel = std::make_shared<sse_channel>(s, true);
+    if (!gw_.has_session(*sid)) {
+      ex->respond(rpc_error_response(sid->empty() ? 400 : 404, gateway_error::invalid_request,
+                                     sid->empty() ? "no Mcp-Session-Id: initialize first"
+                                                  : "no such session (it ended, or the daemon restarted)",
+                                     extra));
+      return;
+    }
+    ex->respond(stream_response(s, extra));
+  } else if (request) {
+    json_reply = std::make_shared<json_channel>(ex, extra, !sid->empty());
+    channel = json_reply;
+  }
+  auto r = gw_.post(*sid, std::move(*msg), channel);
+  if (r.status == 200) {
+    if (json_reply && !r.session.empty()) json_reply->set_session(r.session);
+    return;
+  }
+  if (r.status == 202) {
+    ex->respond(plain_response(202, extra));
+    return;
+  }
+  // Refused before anything was sent on the channel.
+  if (channel && !json_reply) {
+    channel->close();
+    return;
+  }
+  ex->respond(rpc_error_response(r.status, gateway_error::invalid_request, r.error, extra));
+}
+
+void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+  auto& req = ex->request();
+  if (!accepts(req, "text/event-stream")) {
+    ex->respond(rpc_error_response(406, gateway_error::invalid_request, "GET /mcp needs Accept: text/event-stream",
+                                   extra));
+    return;
+  }
+  auto sid = session_header(req);
+  if (!sid || sid->empty()) {
+    ex->respond(rpc_error_response(400, gateway_error::invalid_request, "GET /mcp needs one Mcp-Session-Id", extra));
+    return;
+  }
+  if (req.method == "HEAD") {
+    ex->respond(stream_response(nullptr, extra));
+    return;
+  }
+  auto s = std::make_shared<event_stream>(opts_.stream_queue);
+  s->set_initial(": mcprt\n\n", 0);
+  auto channel = std::make_shared<sse_channel>(s, false);
+  if (!gw_.listen(*sid, channel)) {
+    ex->respond(rpc_error_response(404, gateway_error::invalid_request,
+                                   "no such session (it ended, or the daemon restarted)", extra));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    streams_.push_back(s);
+  }
+  ex->respond(stream_response(s, extra));
+}
+
+void mcp_http::remove(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+  auto sid = session_header(ex->request());
+  if (!sid || sid->empty()) {
+    ex->respond(rpc_error_response(400, gateway_error::invalid_request, "DELETE /mcp needs one Mcp-Session-Id",
+                                   extra));
+    return;
+  }
+  if (!gw_.close(*sid)) {
+    ex->respond(rpc_error_response(404, gateway_error::invalid_request, "no such session", extra));
+    return;
+  }
+  ex->respond(plain_response(200, extra));
+}
+
+void mcp_http::legacy_stream(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+  if (ex->request().method == "HEAD") {
+    ex->respond(stream_response(nullptr, extra));
+    return;
+  }
+  auto s = std::make_shared<event_stream>(opts_.stream_queue);
+  auto id = new_legacy_id();
+  s->set_initial("event: endpoint\ndata: /messages?sessionId=" + id + "\n\n", 0);
+  auto l = std::make_shared<legacy>();
+  l->stream = s;
+  l->channel = std::make_shared<sse_channel>(s, false);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (legacy_.size() >= opts_.max_legacy_streams) {
+      ex->respond(rpc_error_response(503, gateway_error::internal, "too many 2024-11-05 streams", extra));
+      return;
+    }
+    legacy_[id] = l;
+    streams_.push_back(s);
+  }
+  ex->respond(stream_response(s, extra));
+}
+
+void mcp_http::legacy_post(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+  auto& target = ex->request().target;
+  auto q = target.find('?');
+  std::string id;
+  if (q != std::string::npos)
+    for (auto& [k, v] : oauth::parse_query(std::string_view(target).substr(q + 1)))
+      if (k == "sessionId") id = v;
+  std::shared_ptr<legacy> l;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto it = legacy_.find(id);
+    if (it != legacy_.end() && !it->second->stream.expired()) l = it->second;
+  }
+  if (!l) {
+    ex->respond(rpc_error_response(404, gateway_error::invalid_request, "no such sessionId (open GET /sse first)",
+                                   extra));
+    return;
+  }
+  auto msg = parse_message(ex, opts_, extra);
+  if (!msg) return;
+  std::string sid;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    sid = l->session;
+  }
+  auto r = gw_.post(sid, std::move(*msg), l->channel);
+  if (r.status != 200 && r.status != 202) {
+    ex->respond(rpc_error_response(r.status, gateway_error::invalid_request, r.error, extra));
+    return;
+  }
+  if (!r.session.empty()) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      l->session = r.session;
+    }
+    gw_.listen(r.session, l->channel);
+  }
+  auto resp = plain_response(202, extra);
+  resp.body = "Accepted";
+  ex->respond(std::move(resp));
+}
+
+void mcp_http::keepalive() {
+  std::vector<std::shared_ptr<event_stream>> live;
+  std::vector<std::string> ended;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    streams_.erase(std::remove_if(streams_.begin(), streams_.end(), [](auto& w) { return w.expired(); }),
+                   streams_.end());
+    for (auto& w : streams_)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    for (auto it = legacy_.begin(); it != legacy_.end();) {
+      if (it->second->stream.expired()) {
+        if (!it->second->session.empty()) ended.push_back(it->second->session);
+        it = legacy_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& s : live)
+    s->keepalive();
+  // A 2024-11-05 client's session lives as long as its stream.
+  for (auto& sid : ended)
+    gw_.close(sid);
+}
+
+void mcp_http::stop() {
+  std::vector<std::shared_ptr<event_stream>> live;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& w : streams_)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    streams_.clear();
+    legacy_.clear();
+  }
+  for (auto& s : live)
+    s->close();
+}
+
+} // namespace mcprt::cli

@@ -1,0 +1,881 @@
+#include "mcprt/gateway.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/gateway_session.hpp"
+#include "core/untrusted_text.hpp"
+#include "mcprt/runtime.hpp"
+#include "messages/unavailable_error.hpp"
+
+namespace mcprt {
+
+using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+std::string random_session_id() {
+  // 128 bits: a session id is the only thing tying a POST to its session.
+  std::random_device rd;
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    auto x = rd();
+    for (int j = 0; j < 8; ++j, x >>= 4)
+      out += hex[x & 15];
+  }
+  return out;
+}
+
+std::string key_of(const json& id) {
+  return id.dump();
+}
+
+int level_rank(const std::string& level) {
+  static const char* levels[] = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"};
+  for (int i = 0; i < 8; ++i)
+    if (level == levels[i]) return i;
+  return 0;
+}
+
+bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
+std::string message_of(caf::actor_system& sys, const caf::error& e) {
+  if (e.category() == caf::atom("mcprt")) {
+    auto& ctx = e.context();
+    if (!ctx.empty() && ctx.match_element<std::string>(0)) return ctx.get_as<std::string>(0);
+  }
+  return sys.render(e);
+}
+
+json tool_error_result(const std::string& text) {
+  return json{{"content", json::array({json{{"type", "text"}, {"text", text}}})}, {"isError", true}};
+}
+
+/// A small queue of jobs on one thread.
+class job_thread {
+public:
+  explicit job_thread(const char* name) : name_(name) {}
+  ~job_thread() { stop(); }
+
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
+
+  bool submit(std::function<void()> job) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (stopped_) return false;
+    jobs_.push_back(std::move(job));
+    cv_.notify_one();
+    return true;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stopped_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  }
+
+private:
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock{mtx_};
+        cv_.wait(lock, [&] { return stopped_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      try {
+        job();
+      } catch (const std::exception& e) {
+        spdlog::error("gateway: a job of {} failed: {}", name_, escape_for_display(e.what()));
+      }
+    }
+  }
+
+  const char* name_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+} // namespace
+
+// -- state ------------------------------------------------------------------------
+
+struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
+  struct pending_request {
+    std::shared_ptr<gateway_channel> reply;
+    std::string call_id; // tools/call: ours, for cancel and the server's requests
+    std::string wire;    // tools/call: the connection's, for the server's logs
+    std::string server;
+    std::string method;
+    std::string uri; // resources/subscribe and unsubscribe
+  };
+
+  struct session {
+    std::string id;
+    std::string runtime_session; // "" until opened
+    gateway_session engine;
+    std::shared_ptr<gateway_channel> stream;
+    std::deque<json> backlog;
+    std::map<std::string, pending_request> requests; // by key_of(id)
+    struct outbound {
+      std::optional<host_responder> responder; // none: our own roots/list
+      std::string request_id;                  // the runtime's server_request id
+    };
+    std::map<std::uint64_t, outbound> outbound;
+    std::set<std::pair<std::string, std::string>> subscriptions; // (server, uri)
+    clock_type::time_point last_active = clock_type::now();
+    std::chrono::system_clock::time_point opened = std::chrono::system_clock::now();
+    std::chrono::system_clock::time_point last_active_wall = opened;
+
+    explicit session(gateway_session::options o) : engine(std::move(o)) {}
+  };
+
+  runtime& rt;
+  caf::actor_system& sys;
+  gateway_options opts;
+
+  mutable std::mutex mtx;
+  std::map<std::string, std::shared_ptr<session>> sessions;
+  // Tool calls in flight: the runtime's call id -> (session, request key).
+  std::map<std::string, std::pair<std::string, std::string>> calls;
+  // The same calls by the id their connection knows them by (server logs).
+  std::map<std::string, std::pair<std::string, std::string>> wires;
+  // Upstream resource subscriptions, shared by sessions: one subscribe per
+  // (server, uri), one unsubscribe when the last session lets go.
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> subscribers;
+  std::shared_ptr<const gateway_catalog> catalog = std::make_shared<gateway_catalog>(gateway_catalog::build({}));
+  uint64_t next_call = 1;
+  bool stopping = false;
+
+  job_thread sessions_thread{"gateway-sessions"};
+  // The rebuilder: dirty flag and its own thread.
+  std::mutex refresh_mtx;
+  std::condition_variable refresh_cv;
+  bool dirty = true;
+  bool refresh_stop = false;
+  std::thread refresher;
+  caf::actor subscriber;
+
+  impl(runtime& r, caf::actor_system& s, gateway_options o) : rt(r), sys(s), opts(std::move(o)) {}
+
+  std::shared_ptr<session> find(const std::string& id) const {
+    auto it = sessions.find(id);
+    return it == sessions.end() ? nullptr : it->second;
+  }
+
+  // Under mtx: a message not tied to a request.
+  void send_unrelated(session& s, json msg) {
+    if (s.stream && s.stream->open()) {
+      s.stream->send(msg, false);
+      return;
+    }
+    s.backlog.push_back(std::move(msg));
+    while (s.backlog.size() > opts.backlog)
+      s.backlog.pop_front();
+  }
+
+  // Under mtx: a message tied to request `key` when it is still open, else
+  // the session's stream.
+  void send_related(session& s, const std::string& key, json msg) {
+    auto r = s.requests.find(key);
+    if (r != s.requests.end() && r->second.reply && r->second.reply->open()) r->second.reply->send(msg, false);
+    else send_unrelated(s, std::move(msg));
+  }
+
+  void finish(const std::string& sid, const std::string& key, json answer) {
+    std::shared_ptr<gateway_channel> reply;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      auto s = find(sid);
+      if (!s) return;
+      auto r = s->requests.find(key);
+      if (r == s->requests.end()) return;
+      reply = std::move(r->second.reply);
+      if (!r->second.call_id.empty()) calls.erase(r->second.call_id);
+      if (!r->second.wire.empty()) wires.erase(r->second.wire);
+      s->requests.erase(r);
+    }
+    if (reply) reply->send(answer, true);
+  }
+
+  void dispatch(const std::shared_ptr<session>& s, const std::string& runtime_session, gateway_dispatch d);
+  void stale_call(const std::string& sid, const std::string& key, const gateway_dispatch& d);
+  void answered(session& s, std::uint64_t id, const json& msg);
+  void ask_roots(session& s);
+  void close_session(const std::string& sid);
+  void on_event(const event& ev);
+  void rebuild();
+  void refresh_loop();
+};
+
+// -- requests upstream -------------------------------------------------------------------
+
+void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::string& runtime_session,
+                             gateway_dispatch d) {
+  auto key = key_of(d.id);
+  std::weak_ptr<impl> weak = shared_from_this();
+  auto sid = s->id;
+  if (d.method == "tools/call" && d.stale) {
+    sessions_thread.submit([weak, sid, key, d] {
+      if (auto self = weak.lock()) self->stale_call(sid, key, d);
+    });
+    return;
+  }
+  call_options o;
+  o.wait_connecting = opts.wait_connecting;
+  if (d.method == "tools/call") {
+    o.timeout = opts.call_timeout;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      o.call_id = "gw-" + sid.substr(0, 8) + "-" + std::to_string(next_call++);
+      auto r = s->requests.find(key);
+      if (r != s->requests.end()) r->second.call_id = o.call_id;
+      calls[o.call_id] = {sid, key};
+    }
+    if (d.progress_token) {
+      auto token = *d.progress_token;
+      o.progress = [weak, sid, key, token](const tool_call_progress& p) {
+        auto self = weak.lock();
+        if (!self) return;
+        json params{{"progressToken", token}, {"progress", p.progress}};
+        if (p.total) params["total"] = *p.total;
+        if (!p.message.empty()) params["message"] = p.message;
+        std::lock_guard<std::mutex> guard{self->mtx};
+        if (auto s = self->find(sid))
+          self->send_related(*s, key, gateway_session::notification("notifications/progress", std::move(params)));
+      };
+    }
+    auto id = d.id;
+    auto call_id = o.call_id;
+    rt.call_tool_async(
+      runtime_session, d.server, d.name, std::move(d.params),
+      [weak, sid, key, id](caf::expected<json> r) {
+        auto self = weak.lock();
+        if (!self) return;
+        if (r) {
+          self->finish(sid, key, gateway_session::result(id, std::move(*r)));
+        } else if (is(r.error(), errc::cancelled)) {
+          self->finish(sid, key, gateway_session::error(id, -32800, "Request cancelled"));
+        } else {
+          auto text = message_of(self->sys, r.error());
+          if (auto u = unavailability_of(r.error()))
+            text = "server is not available: " + u->reason + (u->remedy.empty() ? "" : " (" + u->remedy + ")");
+          self->finish(sid, key, gateway_session::result(id, tool_error_result(text)));
+        }
+      },
+      std::move(o));
+    // The call is registered before call_tool_async returns, long before its
+    // server can log anything about it.
+    if (auto wire = rt.wire_id(call_id); !wire.empty()) {
+      std::lock_guard<std::mutex> guard{mtx};
+      auto r = s->requests.find(key);
+      if (r != s->requests.end() && r->second.call_id == call_id) {
+        r->second.wire = wire;
+        wires[wire] = {sid, key};
+      }
+    }
+    return;
+  }
+  // Subscriptions are the connection's, shared by sessions: counted here.
+  if (d.method == "resources/subscribe" || d.method == "resources/unsubscribe") {
+    auto uri = d.params.value("uri", std::string{});
+    std::pair<std::string, std::string> sub{d.server, uri};
+    bool upstream = true;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      auto& who = subscribers[sub];
+      if (d.method == "resources/subscribe") {
+        upstream = who.empty();
+        who.insert(sid);
+        s->subscriptions.insert(sub);
+      } else {
+        who.erase(sid);
+        s->subscriptions.erase(sub);
+        upstream = who.empty();
+        if (who.empty()) subscribers.erase(sub);
+      }
+    }
+    if (!upstream) {
+      finish(sid, key, gateway_session::result(d.id, json::object()));
+      return;
+    }
+  }
+  auto id = d.id;
+  auto method = d.method;
+  rt.mcp_request_async(
+    runtime_session, d.server, d.method, std::move(d.params),
+    [weak, sid, key, id, method](caf::expected<json> r) {
+      auto self = weak.lock();
+      if (!self) return;
+      if (r) {
+        self->finish(sid, key, gateway_session::result(id, std::move(*r)));
+        return;
+      }
+      int code = gateway_error::internal;
+      if (is(r.error(), errc::not_advertised)) code = gateway_error::method_not_found;
+      else if (is(r.error(), errc::bad_request)) code = gateway_error::invalid_params;
+      auto text = message_of(self->sys, r.error());
+      if (auto u = unavailability_of(r.error()))
+        text = "server is not available: " + u->reason + (u->remedy.empty() ? "" : " (" + u->remedy + ")");
+      self->finish(sid, key, gateway_session::error(id, code, escape_for_display(text)));
+    },
+    std::move(o));
+}
+
+void gateway::impl::stale_call(const std::string& sid, const std::string& key, const gateway_dispatch& d) {
+  if (d.server.empty()) {
+    finish(sid, key, gateway_session::error(d.id, gateway_error::invalid_params,
+                                            "Unknown tool: " + escape_for_display(d.name.substr(0, 128))));
+    return;
+  }
+  std::string text = "the tool '" + escape_for_display(d.name.substr(0, 128)) + "' of server '" + d.server
+                     + "' is not available";
+  auto u = rt.unavailable_reason(d.server);
+  if (u && !u->reason.empty()) {
+    text += ": " + u->reason;
+    if (!u->remedy.empty()) text += " — " + u->remedy;
+  } else {
+    text += ": the server does not list it now (connecting, restarting, or the tool is gone)";
+  }
+  finish(sid, key, gateway_session::result(d.id, tool_error_result(text)));
+}
+
+// -- requests of servers for the client ---------------------------------------------------
+
+bool gateway::forward(const server_request& req, const host_responder& responder) {
+  auto& p = *impl_;
+  std::lock_guard<std::mutex> guard{p.mtx};
+  // The runtime names the call when it can tell (one call of that tool in
+  // flight); otherwise the one gateway tool call in flight on that server.
+  std::optional<std::pair<std::string, std::string>> owner;
+  if (req.call) {
+    auto c = p.calls.find(req.call->call_id);
+    if (c == p.calls.end()) return false;
+    owner = c->second;
+  } else {
+    for (auto& [sid, sess] : p.sessions)
+      for (auto& [key, r] : sess->requests)
+        if (!r.call_id.empty() && r.server == req.server) {
+          if (owner) return false; // several: whose it is cannot be told
+          owner = std::make_pair(sid, key);
+        }
+    if (!owner) return false;
+  }
+  auto s = p.find(owner->first);
+  if (!s) return false;
+  auto& e = s->engine;
+  bool sampling = req.method == "sampling/createMessage";
+  if (sampling && !e.client_can("sampling")) {
+    responder.fail(-1, "the client of this call does not support sampling");
+    return true;
+  }
+  if (!sampling) {
+    std::string mode = req.params.is_object() ? req.params.value("mode", std::string{"form"}) : "form";
+    if (!e.client_elicits(mode)) {
+      responder.answer(json{{"action", "decline"}});
+      return true;
+    }
+  }
+  auto [id, msg] = e.request(req.method, req.params);
+  s->outbound[id] = {responder, req.id};
+  p.send_related(*s, owner->second, std::move(msg));
+  return true;
+}
+
+void gateway::withdraw(const std::string& request_id) {
+  auto& p = *impl_;
+  std::lock_guard<std::mutex> guard{p.mtx};
+  for (auto& [sid, s] : p.sessions)
+    for (auto it = s->outbound.begin(); it != s->outbound.end(); ++it)
+      if (it->second.request_id == request_id) {
+        auto id = it->first;
+        s->outbound.erase(it);
+        s->engine.forget_request(id);
+        p.send_unrelated(*s, gateway_session::notification("notifications/cancelled",
+                                                           {{"requestId", id}, {"reason", "withdrawn by the server"}}));
+        return;
+      }
+}
+
+// Under mtx.
+void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
+  auto it = s.outbound.find(id);
+  if (it == s.outbound.end()) return;
+  auto out = std::move(it->second);
+  s.outbound.erase(it);
+  auto result = msg.find("result");
+  if (!out.responder) {
+    // Our roots/list: the runtime offers one set of roots to the shared
+    // pool, so the latest client to answer sets it.
+    if (result == msg.end() || !result->is_object()) return;
+    auto roots = result->find("roots");
+    if (roots == result->end() || !roots->is_array()) return;
+    std::vector<mcp_root> xs;
+    for (auto& r : *roots) {
+      if (!r.is_object() || !r.contains("uri") || !r["uri"].is_string()) continue;
+      auto uri = r["uri"].get<std::string>();
+      if (uri.rfind("file://", 0) != 0 || uri.size() > 4096) continue;
+      xs.push_back({uri, r.value("name", std::string{}).substr(0, 256)});
+      if (xs.size() >= 64) break;
+    }
+    rt.set_roots(std::move(xs));
+    return;
+  }
+  if (result != msg.end() && result->is_object()) {
+    out.responder->answer(*result);
+    return;
+  }
+  auto err = msg.find("error");
+  int code = gateway_error::internal;
+  std::string text = "the client answered with an error";
+  if (err != msg.end() && err->is_object()) {
+    if (err->contains("code") && (*err)["code"].is_number_integer()) code = (*err)["code"].get<int>();
+    if (err->contains("message") && (*err)["message"].is_string())
+      text = replace_invalid_utf8((*err)["message"].get<std::string>().substr(0, 1024));
+  }
+  out.responder->fail(code, text);
+}
+
+// Under mtx.
+void gateway::impl::ask_roots(session& s) {
+  if (!s.engine.client_can("roots")) return;
+  auto [id, msg] = s.engine.request("roots/list", nullptr);
+  s.outbound[id] = {std::nullopt, {}};
+  send_unrelated(s, std::move(msg));
+}
+
+// -- sessions ------------------------------------------------------------------------------
+
+gateway::gateway(runtime& rt, caf::actor_system& sys, gateway_options opts)
+  : impl_(std::make_shared<impl>(rt, sys, std::move(opts))) {}
+
+gateway::~gateway() {
+  stop();
+}
+
+gateway::post_result gateway::post(const std::string& sid, json msg, std::shared_ptr<gateway_channel> reply) {
+  auto& p = *impl_;
+  bool is_request = msg.is_object() && msg.contains("method") && msg.contains("id");
+  if (sid.empty()) {
+    if (!is_request || msg["method"] != "initialize")
+      return {400, "", "no Mcp-Session-Id: the first request of a session must be initialize"};
+    auto s = std::make_shared<impl::session>(gateway_session::options{"mcprt", p.opts.version, {}});
+    s->id = random_session_id();
+    {
+      std::lock_guard<std::mutex> guard{p.mtx};
+      if (p.stopping) return {503, "", "the gateway is stopping"};
+      if (p.sessions.size() >= p.opts.max_sessions) return {503, "", "too many open sessions"};
+      p.sessions[s->id] = s;
+    }
+    std::weak_ptr<impl> weak = impl_;
+    auto id = s->id;
+    bool queued = p.sessions_thread.submit([weak, id, msg = std::move(msg), reply] {
+      auto self = weak.lock();
+      if (!self) return;
+      auto rs = self->rt.open_session();
+      gateway_effects fx;
+      {
+        std::lock_guard<std::mutex> guard{self->mtx};
+        auto s = self->find(id);
+        if (!s) {
+          self->sessions_thread.submit([self, rs] { self->rt.close_session(rs); });
+          return;
+        }
+        s->runtime_session = rs;
+        fx = s->engine.on_message(msg, *self->catalog);
+      }
+      for (auto& m : fx.send)
+        reply->send(m, true);
+      spdlog::info("gateway: session {} opened", id.substr(0, 8));
+    });
+    if (!queued) {
+      std::lock_guard<std::mutex> guard{p.mtx};
+      p.sessions.erase(s->id);
+      return {503, "", "the gateway is stopping"};
+    }
+    return {200, s->id, ""};
+  }
+  std::shared_ptr<impl::session> s;
+  gateway_effects fx;
+  std::string runtime_session;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    s = p.find(sid);
+    if (!s) return {404, "", "no such session (it ended, or the daemon restarted): initialize again"};
+    s->last_active = clock_type::now();
+    s->last_active_wall = std::chrono::system_clock::now();
+    fx = s->engine.on_message(msg, *p.catalog);
+    runtime_session = s->runtime_session;
+    for (auto& d : fx.dispatch) {
+      impl::pending_request pr;
+      pr.reply = reply;
+      pr.server = d.server;
+      pr.method = d.method;
+      s->requests[key_of(d.id)] = std::move(pr);
+    }
+    for (auto& [id, m] : fx.answers)
+      p.answered(*s, id, m);
+    if (fx.initialized || fx.roots_changed) p.ask_roots(*s);
+  }
+  for (auto& m : fx.send)
+    if (reply) reply->send(m, true);
+  for (auto& d : fx.dispatch)
+    p.dispatch(s, runtime_session, std::move(d));
+  for (auto& id : fx.cancelled) {
+    std::string call_id;
+    {
+      std::lock_guard<std::mutex> guard{p.mtx};
+      auto r = s->requests.find(key_of(id));
+      if (r != s->requests.end()) call_id = r->second.call_id;
+    }
+    if (!call_id.empty()) p.rt.cancel_call(call_id);
+  }
+  if (fx.log_level) {
+    // Every server that logs, at the most verbose level any session asked for.
+    auto level = *fx.log_level;
+    std::vector<std::string> servers;
+    {
+      std::lock_guard<std::mutex> guard{p.mtx};
+      for (auto& [id, other] : p.sessions)
+        if (auto l = other->engine.log_level(); l && level_rank(*l) < level_rank(level)) level = *l;
+      servers = p.catalog->servers_with("logging");
+    }
+    for (auto& server : servers)
+      p.rt.mcp_request_async(runtime_session, server, "logging/setLevel", json{{"level", level}},
+                             [](caf::expected<json>) {});
+  }
+  return {is_request ? 200 : 202, "", ""};
+}
+
+bool gateway::listen(const std::string& sid, std::shared_ptr<gateway_channel> stream) {
+  auto& p = *impl_;
+  std::shared_ptr<gateway_channel> previous;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    auto s = p.find(sid);
+    if (!s) return false;
+    previous = std::exchange(s->stream, stream);
+    s->last_active = clock_type::now();
+    while (!s->backlog.empty()) {
+      stream->send(s->backlog.front(), false);
+      s->backlog.pop_front();
+    }
+  }
+  if (previous) previous->close();
+  return true;
+}
+
+void gateway::impl::close_session(const std::string& sid) {
+  std::shared_ptr<session> s;
+  std::vector<std::string> cancels;
+  std::vector<std::pair<std::string, std::string>> unsubscribe;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto it = sessions.find(sid);
+    if (it == sessions.end()) return;
+    s = it->second;
+    sessions.erase(it);
+    for (auto& [key, r] : s->requests) {
+      if (!r.call_id.empty()) {
+        cancels.push_back(r.call_id);
+        calls.erase(r.call_id);
+      }
+      if (!r.wire.empty()) wires.erase(r.wire);
+    }
+    for (auto& sub : s->subscriptions) {
+      auto w = subscribers.find(sub);
+      if (w == subscribers.end()) continue;
+      w->second.erase(sid);
+      if (w->second.empty()) {
+        subscribers.erase(w);
+        unsubscribe.push_back(sub);
+      }
+    }
+    for (auto& [id, out] : s->outbound)
+      if (out.responder) out.responder->fail(gateway_error::internal, "the client's session ended");
+    s->outbound.clear();
+  }
+  for (auto& c : cancels)
+    rt.cancel_call(c);
+  for (auto& [key, r] : s->requests)
+    if (r.reply) r.reply->close();
+  if (s->stream) s->stream->close();
+  auto rs = s->runtime_session;
+  for (auto& [server, uri] : unsubscribe)
+    if (!rs.empty()) rt.mcp_request_async(rs, server, "resources/unsubscribe", json{{"uri", uri}}, [](caf::expected<json>) {});
+  std::weak_ptr<impl> weak = shared_from_this();
+  if (!rs.empty())
+    sessions_thread.submit([weak, rs] {
+      if (auto self = weak.lock()) self->rt.close_session(rs);
+    });
+  spdlog::info("gateway: session {} closed", sid.substr(0, 8));
+}
+
+bool gateway::close(const std::string& sid) {
+  if (!has_session(sid)) return false;
+  impl_->close_session(sid);
+  return true;
+}
+
+bool gateway::has_session(const std::string& sid) const {
+  std::lock_guard<std::mutex> guard{impl_->mtx};
+  return impl_->find(sid) != nullptr;
+}
+
+std::string gateway::protocol(const std::string& sid) const {
+  std::lock_guard<std::mutex> guard{impl_->mtx};
+  auto s = impl_->find(sid);
+  return s ? s->engine.protocol() : std::string{};
+}
+
+// -- events and the catalog -------------------------------------------------------------
+
+void gateway::impl::on_event(const event& ev) {
+  switch (ev.kind) {
+    case event_kind::reconcile_finished:
+    case event_kind::client_update:
+    case event_kind::resource_list_changed:
+    case event_kind::pending_approval_changed: {
+      std::lock_guard<std::mutex> guard{refresh_mtx};
+      dirty = true;
+      refresh_cv.notify_one();
+      return;
+    }
+    case event_kind::resource_updated: {
+      auto& u = std::get<events::resource_updated>(ev.payload);
+      std::lock_guard<std::mutex> guard{mtx};
+      auto w = subscribers.find({u.server, u.uri});
+      if (w == subscribers.end()) return;
+      for (auto& sid : w->second)
+        if (auto s = find(sid))
+          send_unrelated(*s, gateway_session::notification("notifications/resources/updated", {{"uri", u.uri}}));
+      return;
+    }
+    case event_kind::server_log: {
+      auto& l = std::get<events::server_log>(ev.payload);
+      json params{{"level", l.level}, {"data", l.data.value}};
+      params["logger"] = l.logger.empty() ? l.server : l.logger;
+      auto note = gateway_session::notification("notifications/message", params);
+      std::lock_guard<std::mutex> guard{mtx};
+      std::set<std::string> told;
+      for (auto& wire : l.call_ids) {
+        auto c = wires.find(wire);
+        if (c == wires.end()) continue;
+        auto s = find(c->second.first);
+        if (!s || told.count(s->id)) continue;
+        auto want = s->engine.log_level();
+        if (want && level_rank(l.level) < level_rank(*want)) continue;
+        told.insert(s->id);
+        send_related(*s, c->second.second, note);
+      }
+      // Not tied to a call: the sessions that asked for logs.
+      if (l.call_ids.empty())
+        for (auto& [sid, s] : sessions) {
+          auto want = s->engine.log_level();
+          if (want && level_rank(l.level) >= level_rank(*want)) send_unrelated(*s, note);
+        }
+      return;
+    }
+    default: return;
+  }
+}
+
+void gateway::impl::rebuild() {
+  std::vector<gateway_server_view> views;
+  auto gating = rt.gating_state();
+  auto state = rt.session_state(opts.catalog_session);
+  std::map<std::string, connection_status> live;
+  if (state)
+    for (auto& s : state->servers)
+      live[s.name] = s.status;
+  if (gating) {
+    for (auto& g : gating->servers) {
+      gateway_server_view v;
+      v.name = g.name;
+      v.prefix = g.prefix;
+      auto l = live.find(g.name);
+      if (g.admitted && l != live.end() && l->second == connection_status::connected) {
+        if (auto info = rt.server_info(opts.catalog_session, g.name)) {
+          v.available = true;
+          v.capabilities = info->capabilities.value.is_object() ? info->capabilities.value : json::object();
+          for (auto& t : info->tools) {
+            if (t.raw.value.is_object() && !t.raw.value.empty()) {
+              v.tools.push_back(t.raw.value);
+            } else {
+              json tool{{"name", t.name}, {"inputSchema", t.input_schema.value}};
+              if (!t.description.empty()) tool["description"] = t.description;
+              v.tools.push_back(std::move(tool));
+            }
+          }
+          auto list = [&](const char* capability, const char* method, const char* key, std::vector<json>& out) {
+            if (!v.capabilities.contains(capability)) return;
+            auto r = rt.mcp_request(opts.catalog_session, g.name, method, json::object(), std::chrono::seconds(10));
+            if (!r || !r->is_object() || !r->contains(key) || !(*r)[key].is_array()) return;
+            for (auto& x : (*r)[key])
+              out.push_back(x);
+          };
+          list("prompts", "prompts/list", "prompts", v.prompts);
+          list("resources", "resources/list", "resources", v.resources);
+          list("resources", "resources/templates/list", "resourceTemplates", v.resource_templates);
+        }
+      }
+      views.push_back(std::move(v));
+    }
+  }
+  auto next = std::make_shared<gateway_catalog>(gateway_catalog::build(std::move(views)));
+  std::lock_guard<std::mutex> guard{mtx};
+  auto changes = gateway_catalog::diff(*catalog, *next);
+  catalog = std::move(next);
+  if (!changes.any()) return;
+  for (auto& [sid, s] : sessions) {
+    if (!s->engine.initialized()) continue;
+    if (changes.tools) send_unrelated(*s, gateway_session::notification("notifications/tools/list_changed"));
+    if (changes.prompts) send_unrelated(*s, gateway_session::notification("notifications/prompts/list_changed"));
+    if (changes.resources) send_unrelated(*s, gateway_session::notification("notifications/resources/list_changed"));
+  }
+}
+
+void gateway::impl::refresh_loop() {
+  auto next_sweep = clock_type::now() + std::chrono::seconds(30);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock{refresh_mtx};
+      refresh_cv.wait_until(lock, next_sweep, [&] { return refresh_stop || dirty; });
+      if (refresh_stop) return;
+      if (dirty) {
+        // Changes come in bursts (a reconcile pass, then each connection's
+        // update): one rebuild for the burst.
+        refresh_cv.wait_for(lock, opts.coalesce, [&] { return refresh_stop; });
+        if (refresh_stop) return;
+        dirty = false;
+      }
+    }
+    try {
+      rebuild();
+    } catch (const std::exception& e) {
+      spdlog::error("gateway: cannot rebuild the catalog: {}", escape_for_display(e.what()));
+    }
+    if (clock_type::now() >= next_sweep) {
+      next_sweep = clock_type::now() + std::chrono::seconds(30);
+      std::vector<std::string> idle;
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        auto now = clock_type::now();
+        for (auto& [sid, s] : sessions)
+          if (s->requests.empty() && !(s->stream && s->stream->open()) && now - s->last_active >= opts.idle_timeout)
+            idle.push_back(sid);
+      }
+      for (auto& sid : idle) {
+        spdlog::info("gateway: session {} idle for {} s: closed", sid.substr(0, 8),
+                     std::chrono::duration_cast<std::chrono::seconds>(opts.idle_timeout).count());
+        close_session(sid);
+      }
+    }
+  }
+}
+
+void gateway::refresh() {
+  impl_->rebuild();
+}
+
+bool gateway::start() {
+  auto& p = *impl_;
+  std::weak_ptr<impl> weak = impl_;
+  auto sink = p.sys.spawn([weak](event_subscriber_actor::pointer) -> event_subscriber_actor::behavior_type {
+    return {[weak](event& ev) {
+      if (auto self = weak.lock()) self->on_event(ev);
+    }};
+  });
+  p.subscriber = caf::actor_cast<caf::actor>(sink);
+  auto subscribed = p.rt.subscribe(sink, {event_kind::reconcile_finished, event_kind::client_update,
+                                          event_kind::resource_list_changed, event_kind::pending_approval_changed,
+                                          event_kind::resource_updated, event_kind::server_log});
+  if (!subscribed) return false;
+  p.sessions_thread.start();
+  p.refresher = std::thread([weak] {
+    if (auto self = weak.lock()) self->refresh_loop();
+  });
+  return true;
+}
+
+void gateway::stop() {
+  auto& p = *impl_;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    if (p.stopping) return;
+    p.stopping = true;
+    for (auto& [sid, s] : p.sessions)
+      ids.push_back(sid);
+  }
+  {
+    std::lock_guard<std::mutex> guard{p.refresh_mtx};
+    p.refresh_stop = true;
+    p.refresh_cv.notify_all();
+  }
+  if (p.refresher.joinable()) p.refresher.join();
+  for (auto& sid : ids)
+    p.close_session(sid);
+  p.sessions_thread.stop();
+  if (p.subscriber) {
+    p.rt.unsubscribe(caf::actor_cast<event_subscriber_actor>(p.subscriber));
+    caf::anon_send_exit(p.subscriber, caf::exit_reason::user_shutdown);
+  }
+}
+
+json gateway::snapshot() const {
+  auto& p = *impl_;
+  auto iso = [](std::chrono::system_clock::time_point t) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    return ms;
+  };
+  std::lock_guard<std::mutex> guard{p.mtx};
+  json sessions = json::array();
+  for (auto& [sid, s] : p.sessions)
+    sessions.push_back({{"id", sid.substr(0, 8)},
+                        {"client", {{"name", s->engine.client_name()}, {"version", s->engine.client_version()}}},
+                        {"protocol", s->engine.protocol()},
+                        {"opened_ms", iso(s->opened)},
+                        {"last_active_ms", iso(s->last_active_wall)},
+                        {"in_flight", s->requests.size()},
+                        {"stream", s->stream && s->stream->open()}});
+  json left = json::array();
+  for (auto& l : p.catalog->left_out())
+    left.push_back({{"server", l.server}, {"kind", l.kind}, {"name", l.name}, {"exposed", l.exposed},
+                    {"reason", l.reason}, {"kept_by", l.kept_by}});
+  auto count = [](const json& j, const char* key) { return j.contains(key) ? j[key].size() : 0; };
+  return json{{"sessions", sessions},
+              {"left_out", left},
+              {"catalog",
+               {{"tools", count(p.catalog->tools_list(), "tools")},
+                {"prompts", count(p.catalog->prompts_list(), "prompts")},
+                {"resources", count(p.catalog->resources_list(), "resources")},
+                {"resource_templates", count(p.catalog->resource_templates_list(), "resourceTemplates")}}}};
+}
+
+} // namespace mcprt

@@ -1,0 +1,122 @@
+#pragma once
+
+// The workspace as one MCP server (issue 17): downstream MCP sessions of
+// any client, each a runtime session over the shared pool, seeing the
+// tools, prompts and resources of every server the workspace runs under
+// one catalog (core/gateway_catalog), with list_changed when it changes.
+//
+// Transport-free: the daemon's HTTP side (streamable HTTP at /mcp, and the
+// 2024-11-05 SSE pair) hands each client message to `post` with a channel
+// for the messages tied to it, and each session's stream of the rest to
+// `listen`. Nothing here blocks the caller: work that waits on the runtime
+// runs on the gateway's own two threads (one for sessions opening and
+// closing and for answers that need the gating actor, one that rebuilds
+// the catalog).
+//
+// The catalog is built from one runtime session, the daemon's own (which
+// holds every admitted server), and shared by all downstream sessions: one
+// rebuild after a change, however many clients are connected.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/gateway_catalog.hpp"
+
+namespace mcprt {
+
+class runtime;
+struct server_request;
+class host_responder;
+
+struct gateway_options {
+  /// The runtime session whose servers make the catalog (the daemon's own).
+  std::string catalog_session;
+  /// A session with no request for this long, and no stream open, is closed.
+  std::chrono::milliseconds idle_timeout = std::chrono::minutes(30);
+  std::size_t max_sessions = 4096;
+  /// A tool call's answer (the client may cancel sooner).
+  std::chrono::milliseconds call_timeout = std::chrono::minutes(10);
+  /// A server still connecting when a call comes (just approved, restarting)
+  /// is waited for this long.
+  std::chrono::milliseconds wait_connecting = std::chrono::seconds(10);
+  /// Changes arriving within this window make one catalog rebuild.
+  std::chrono::milliseconds coalesce = std::chrono::milliseconds(20);
+  /// Messages kept for a session with no stream open (oldest dropped).
+  std::size_t backlog = 64;
+  std::string version = "0.1.0";
+};
+
+/// Where messages to one client go. Thread-safe, never blocks.
+class gateway_channel {
+public:
+  virtual ~gateway_channel() = default;
+  /// One message; `last`: a request's answer, nothing more comes here.
+  virtual void send(const nlohmann::json& msg, bool last) = 0;
+  /// The client has gone (a closed stream): messages go elsewhere.
+  virtual bool open() const { return true; }
+  /// The session closed: end the stream.
+  virtual void close() {}
+};
+
+class gateway {
+public:
+  gateway(runtime& rt, caf::actor_system& sys, gateway_options opts);
+  ~gateway();
+
+  gateway(const gateway&) = delete;
+  gateway& operator=(const gateway&) = delete;
+
+  /// Subscribes to the runtime's events and builds the first catalog.
+  bool start();
+  /// Closes every session (their runtime sessions too). Idempotent.
+  void stop();
+
+  struct post_result {
+    /// 200: a request; its answer comes on the channel. 202: a notification
+    /// or response, taken. 400: bad (see error). 404: no such session.
+    /// 503: too many sessions, or stopping.
+    int status = 200;
+    /// A new session's id (initialize).
+    std::string session;
+    std::string error;
+  };
+
+  /// One message of a client. No `session`: it must be an initialize
+  /// request, which opens one.
+  post_result post(const std::string& session, nlohmann::json msg, std::shared_ptr<gateway_channel> reply);
+  /// The stream of the session's messages not tied to a request (list
+  /// changes, resource updates, server logs, requests to the client). A
+  /// second stream replaces the first. False: no such session.
+  bool listen(const std::string& session, std::shared_ptr<gateway_channel> stream);
+  /// Ends a session (DELETE, the client's exit). False: no such session.
+  bool close(const std::string& session);
+  bool has_session(const std::string& session) const;
+  /// The protocol revision a session negotiated ("" before initialize, or
+  /// no such session).
+  std::string protocol(const std::string& session) const;
+
+  /// Requests of servers only the host can answer (sampling, elicitation).
+  /// True: it belongs to a call of a gateway session and went to its
+  /// client (or was refused for it); false: not ours.
+  bool forward(const server_request& req, const host_responder& responder);
+  /// A request forwarded earlier no longer wants an answer.
+  void withdraw(const std::string& request_id);
+
+  /// {"sessions": [...], "left_out": [...], "catalog": {...counts}}.
+  nlohmann::json snapshot() const;
+  /// Rebuilds the catalog now (and tells the sessions what changed).
+  void refresh();
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+} // namespace mcprt

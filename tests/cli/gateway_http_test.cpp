@@ -1,0 +1,343 @@
+// The gateway (issue 17) black-box: the real `mcprt serve`, real test
+// servers, and the official TypeScript SDK's client (tests/peers, npm) as
+// the downstream client over streamable HTTP at /mcp.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/cli/daemon_test_util.hpp"
+
+namespace mcprt_cli_test {
+namespace {
+
+const fs::path peers = fs::path(MCPRT_SOURCE_DIR) / "tests/peers";
+
+bool sdk_installed() {
+  return fs::exists(peers / "node_modules/@modelcontextprotocol/sdk/package.json");
+}
+
+/// The SDK client of tests/peers/gateway_client.mjs, one command at a time.
+class sdk_client {
+public:
+  explicit sdk_client(const fs::path& home)
+    : proc_({"node", (peers / "gateway_client.mjs").string()}, home, {}, "/usr/bin/env", true) {}
+
+  /// Sends {"op": op, ...args} and returns its answer ({"ok": op, ...} or
+  /// {"error": op, ...}); events read meanwhile are kept for `event`.
+  json run(const std::string& op, json args = json::object(), std::chrono::milliseconds timeout = 60s) {
+    args["op"] = op;
+    if (!proc_.write(args.dump() + "\n")) return json{{"error", op}, {"message", "the client has exited"}};
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      auto line = proc_.line(left_until(deadline));
+      if (!line) return json{{"error", op}, {"message", "no answer; stderr: " + proc_.err()}};
+      auto j = json::parse(*line, nullptr, false);
+      if (j.is_object() && j.contains("event")) {
+        events_.push_back(j);
+        continue;
+      }
+      if (j.is_object() && (j.value("ok", "") == op || j.value("error", "") == op)) return j;
+    }
+  }
+
+  /// Waits for an event of that name (kept ones first); removes it.
+  std::optional<json> event(const std::string& name, std::chrono::milliseconds timeout = 30s) {
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      for (auto it = events_.begin(); it != events_.end(); ++it)
+        if ((*it)["event"] == name) {
+          auto e = *it;
+          events_.erase(it);
+          return e;
+        }
+      auto line = proc_.line(left_until(deadline));
+      if (!line) return std::nullopt;
+      auto j = json::parse(*line, nullptr, false);
+      if (j.is_object() && j.contains("event")) events_.push_back(j);
+    }
+  }
+
+  void forget_events() { events_.clear(); }
+  spawned& process() { return proc_; }
+
+private:
+  spawned proc_;
+  std::vector<json> events_;
+};
+
+std::vector<std::string> tool_names(const json& answer) {
+  std::vector<std::string> out;
+  if (answer.contains("tools"))
+    for (auto& t : answer["tools"])
+      out.push_back(t.value("name", ""));
+  return out;
+}
+
+bool has(const std::vector<std::string>& xs, const std::string& x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+std::string text_of(const json& call_answer) {
+  auto& r = call_answer["result"];
+  std::string out;
+  if (r.contains("content"))
+    for (auto& c : r["content"])
+      out += c.value("text", "");
+  return out;
+}
+
+class GatewayHttp : public graceful_daemon_test {
+protected:
+  void SetUp() override {
+    graceful_daemon_test::SetUp();
+    if (!sdk_installed()) GTEST_SKIP() << "tests/peers not installed (scripts/setup.sh): no SDK client";
+  }
+
+  json connect(sdk_client& c, json extra = json::object()) {
+    extra["url"] = url_ + "/mcp";
+    return c.run("connect", extra);
+  }
+
+  void write_user(json servers) { write_file(user_settings(), json{{"mcpServers", std::move(servers)}}.dump(2)); }
+
+  /// The tools the client lists, until `pred` holds on them (each try after
+  /// a list_changed or at most every 2 s).
+  bool tools_until(sdk_client& c, const std::function<bool(const std::vector<std::string>&)>& pred,
+                   std::chrono::milliseconds timeout = 30s) {
+    auto deadline = clock_type::now() + timeout;
+    for (;;) {
+      if (pred(tool_names(c.run("listTools")))) return true;
+      if (clock_type::now() >= deadline) return false;
+      c.event("tools_list_changed", std::min<std::chrono::milliseconds>(left_until(deadline), 2s));
+    }
+  }
+};
+
+TEST_F(GatewayHttp, TheSdkClientListsAndCallsPrefixedTools) {
+  write_user({{"echo", test_server_config({"--tools", "1"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  sdk_client c(home_);
+  auto hello = connect(c);
+  ASSERT_EQ(hello.value("ok", ""), "connect") << hello.dump();
+  EXPECT_EQ(hello["server"]["name"], "mcprt");
+  EXPECT_TRUE(hello["caps"]["tools"]["listChanged"].get<bool>());
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "echo__echo") && has(names, "echo__tool_1"); }));
+  auto call = c.run("callTool", {{"name", "echo__echo"}, {"arguments", {{"text", "through the gateway"}}}});
+  ASSERT_EQ(call.value("ok", ""), "callTool") << call.dump();
+  EXPECT_NE(text_of(call).find("through the gateway"), std::string::npos) << call.dump();
+  // The snapshot lists the session with the client's name.
+  auto snap = snapshot();
+  ASSERT_TRUE(snap.contains("gateway")) << snap.dump();
+  ASSERT_EQ(snap["gateway"]["sessions"].size(), 1u) << snap.dump();
+  EXPECT_EQ(snap["gateway"]["sessions"][0]["client"]["name"], "gateway-test-client");
+  EXPECT_EQ(c.run("close").value("ok", ""), "close");
+  EXPECT_TRUE(wait_until([&] { return snapshot()["gateway"]["sessions"].empty(); }));
+}
+
+TEST_F(GatewayHttp, ASettingsEditThatAddsAServerSendsToolsListChanged) {
+  write_user({{"echo", test_server_config({"--tools", "1"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "echo__echo"); }));
+  c.forget_events();
+  write_user({{"echo", test_server_config({"--tools", "1"})}, {"calc", test_server_config({"--name-prefix", "calc_"})}});
+  ASSERT_TRUE(c.event("tools_list_changed", 30s)) << "no list_changed after adding a server";
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "calc__calc_echo") && has(names, "echo__echo"); }));
+}
+
+TEST_F(GatewayHttp, ApprovalMakesAProjectServersToolsAppear) {
+  write_file(project_file(), json{{"mcpServers", {{"proj", test_server_config({"--name-prefix", "p_"})}}}}.dump(2));
+  ASSERT_TRUE(start());
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  EXPECT_FALSE(has(tool_names(c.run("listTools")), "proj__p_echo"));
+  // A stale client calling it anyway learns why and what to do.
+  auto early = c.run("callTool", {{"name", "proj__p_echo"}, {"arguments", {{"text", "x"}}}});
+  ASSERT_EQ(early.value("ok", ""), "callTool") << early.dump();
+  EXPECT_TRUE(early["result"].value("isError", false)) << early.dump();
+  EXPECT_NE(text_of(early).find("approve"), std::string::npos) << early.dump();
+  auto r = post("/workspace/mcp/proj/approve");
+  ASSERT_TRUE(r && r->status == 200);
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "proj__p_echo"); }));
+  auto call = c.run("callTool", {{"name", "proj__p_echo"}, {"arguments", {{"text", "approved"}}}});
+  EXPECT_NE(text_of(call).find("approved"), std::string::npos) << call.dump();
+}
+
+TEST_F(GatewayHttp, AfterACrashTheRestartedServersToolsAnswerAgain) {
+  write_user({{"echo", test_server_config({})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "echo__pid"); }));
+  auto first = text_of(c.run("callTool", {{"name", "echo__pid"}}));
+  ASSERT_FALSE(first.empty());
+  ::kill(std::stoi(first), SIGKILL);
+  // The pool restarts it; the same tool name answers from the new process.
+  std::string second;
+  auto deadline = clock_type::now() + 30s;
+  while (clock_type::now() < deadline) {
+    auto call = c.run("callTool", {{"name", "echo__pid"}});
+    if (call.contains("result") && !call["result"].value("isError", false)) {
+      second = text_of(call);
+      if (!second.empty() && second != first) break;
+    }
+    c.event("tools_list_changed", 500ms);
+  }
+  EXPECT_FALSE(second.empty());
+  EXPECT_NE(second, first);
+}
+
+TEST_F(GatewayHttp, SamplingAndElicitationReachTheClientWhoseCallAskedAndProgressComesBack) {
+  write_user({{"asker", test_server_config({"--client-tool"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("asker"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c, {{"sampling", true}, {"elicitation", true}, {"elicitationContent", {{"name", "Ada"}}}})
+              .value("ok", ""),
+            "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "asker__ask_client"); }));
+  auto sampled = c.run("callTool", {{"name", "asker__ask_client"},
+                                    {"arguments",
+                                     {{"method", "sampling/createMessage"},
+                                      {"params",
+                                       {{"messages", json::array({{{"role", "user"},
+                                                                   {"content", {{"type", "text"}, {"text", "hi"}}}}})},
+                                        {"maxTokens", 10}}}}}});
+  ASSERT_EQ(sampled.value("ok", ""), "callTool") << sampled.dump();
+  EXPECT_NE(text_of(sampled).find("sampled by the sdk client"), std::string::npos) << sampled.dump();
+  EXPECT_TRUE(c.event("sampling", 5s));
+  auto elicited = c.run("callTool", {{"name", "asker__ask_client"},
+                                     {"arguments",
+                                      {{"method", "elicitation/create"},
+                                       {"params",
+                                        {{"message", "your name?"},
+                                         {"requestedSchema",
+                                          {{"type", "object"}, {"properties", {{"name", {{"type", "string"}}}}}}}}}}}});
+  EXPECT_NE(text_of(elicited).find("Ada"), std::string::npos) << elicited.dump();
+  EXPECT_TRUE(c.event("elicitation", 5s));
+  auto slept = c.run("callTool", {{"name", "asker__sleep"}, {"arguments", {{"ms", 50}}}, {"progress", true}});
+  ASSERT_EQ(slept.value("ok", ""), "callTool") << slept.dump();
+  EXPECT_TRUE(c.event("progress", 5s)) << "no progress notification came through";
+}
+
+TEST_F(GatewayHttp, TwoServersWithTheSameNameUnprefixedKeepTheFirstAndReportTheOther) {
+  auto a = test_server_config({});
+  a["prefix"] = "";
+  auto b = test_server_config({});
+  b["prefix"] = "";
+  write_user({{"alpha", a}, {"beta", b}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("alpha"));
+  ASSERT_TRUE(connected("beta"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "echo"); }));
+  EXPECT_TRUE(wait_until([&] {
+    auto snap = snapshot();
+    for (auto& l : snap["gateway"]["left_out"])
+      if (l["server"] == "beta" && l["reason"] == "name_conflict" && l["kept_by"] == "alpha") return true;
+    return false;
+  })) << snapshot().dump();
+}
+
+TEST_F(GatewayHttp, ACrossSiteRequestOrAForeignHostIsRefused) {
+  ASSERT_TRUE(start());
+  httplib::Client h(url_);
+  std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}})";
+  // A web page's form post (text/plain needs no preflight).
+  auto plain = h.Post("/mcp", init, "text/plain");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->status, 415);
+  auto evil = h.Post("/mcp", httplib::Headers{{"Origin", "http://evil.example"}}, init, "application/json");
+  ASSERT_TRUE(evil);
+  EXPECT_EQ(evil->status, 403);
+  auto rebound = h.Post("/mcp", httplib::Headers{{"Host", "evil.example:" + std::to_string(port_)}}, init,
+                        "application/json");
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403);
+  // And the same request, well-formed, opens a session.
+  auto ok = h.Post("/mcp", httplib::Headers{{"Accept", "application/json, text/event-stream"}}, init,
+                   "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_FALSE(ok->get_header_value("Mcp-Session-Id").empty());
+  // A session id nobody was given is 404; a request without one is 400.
+  auto unknown = h.Post("/mcp", httplib::Headers{{"Mcp-Session-Id", "0123456789abcdef0123456789abcdef"}},
+                        R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", "application/json");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  auto none = h.Post("/mcp", R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 400);
+}
+
+TEST_F(GatewayHttp, TheTokenAppliesToMcp) {
+  auto token_file = home_ / "token";
+  write_file(token_file, "gateway-secret-token\n");
+  ::chmod(token_file.c_str(), 0600);
+  ASSERT_TRUE(start({"--token-file", token_file.string()}));
+  httplib::Client h(url_);
+  std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}})";
+  auto refused = h.Post("/mcp", init, "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  sdk_client c(home_);
+  auto hello = connect(c, {{"token", "gateway-secret-token"}});
+  EXPECT_EQ(hello.value("ok", ""), "connect") << hello.dump();
+}
+
+/// `mcprt gateway` over stdio, spawned by the SDK's stdio transport: two
+/// clients, one daemon (started by the first gateway), one pool.
+class GatewayStdioSdk : public cli_test {
+protected:
+  void SetUp() override {
+    cli_test::SetUp();
+    if (!sdk_installed()) GTEST_SKIP() << "tests/peers not installed (scripts/setup.sh): no SDK client";
+  }
+  void TearDown() override {
+    // The daemon outlives its gateways by design: stop it here.
+    auto record = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+    if (record.is_object() && record.value("pid", 0) > 0) {
+      pid_t pid = record["pid"].get<int>();
+      ::kill(pid, SIGTERM);
+      EXPECT_TRUE(gone_within(pid, 30s)) << "daemon " << pid << " did not stop";
+    }
+    cli_test::TearDown();
+  }
+  json stdio_connect(sdk_client& c, const std::string& name) {
+    return c.run("connect", {{"command", MCPRT_BIN},
+                             {"name", name},
+                             {"args", {"gateway", "--workspace", ws_.string(), "--home", home_.string(),
+                                       "--debounce-ms", "50"}}},
+                 90s);
+  }
+};
+
+TEST_F(GatewayStdioSdk, TwoClientsOverStdioShareOneDaemonAndOneServerProcess) {
+  write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({})}}}}.dump(2));
+  sdk_client a(home_), b(home_);
+  ASSERT_EQ(stdio_connect(a, "client-a").value("ok", ""), "connect");
+  ASSERT_EQ(stdio_connect(b, "client-b").value("ok", ""), "connect");
+  auto pid_of = [](sdk_client& c) {
+    auto deadline = clock_type::now() + 30s;
+    while (clock_type::now() < deadline) {
+      auto call = c.run("callTool", {{"name", "echo__pid"}});
+      if (call.contains("result") && !call["result"].value("isError", false)) return text_of(call);
+      c.event("tools_list_changed", 1s);
+    }
+    return std::string{};
+  };
+  auto pa = pid_of(a);
+  auto pb = pid_of(b);
+  ASSERT_FALSE(pa.empty());
+  EXPECT_EQ(pa, pb) << "both clients' calls reach the one pooled server process";
+  EXPECT_EQ(a.run("close").value("ok", ""), "close");
+  EXPECT_EQ(b.run("close").value("ok", ""), "close");
+}
+
+} // namespace
+} // namespace mcprt_cli_test
