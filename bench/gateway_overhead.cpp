@@ -659,7 +659,10 @@ int gateway_overhead(const std::vector<std::string>& args) {
     fs::create_directories(tmp + "/home/.mcprt");
     std::ofstream(tmp + "/home/.mcprt/settings.json")
       << json{{"mcpServers", {{"echo", {{"command", server}, {"args", json::array()}}}}}}.dump(2) << "\n";
-    auto c = spawn({mcprt, "serve", "--workspace", tmp + "/ws", "--home", tmp + "/home", "--listen", "127.0.0.1:0"},
+    auto c = spawn({mcprt, "serve", "--workspace", tmp + "/ws", "--home", tmp + "/home", "--listen", "127.0.0.1:0",
+                    // The gateway is measured, not the per-server limit of
+                    // calls in flight (16 by default): room for every client.
+                    "--max-calls-per-server", std::to_string(*std::max_element(levels.begin(), levels.end()))},
                    tmp + "/mcprt.out", tmp + "/mcprt.err");
     auto line = first_line(c, 20);
     int port = line ? port_of(*line) : 0;
