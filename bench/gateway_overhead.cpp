@@ -682,6 +682,16 @@ int gateway_overhead(const std::vector<std::string>& args) {
         std::cerr << "gateway_overhead: initialize at mcprt's /mcp failed: " << err << "\n";
         broke = true;
       } else {
+        // "connected" in the snapshot can come a moment before the gateway
+        // lists the server's tools: wait (unmeasured) until a call answers.
+        bool warm = false;
+        for (int i = 0; i < 200 && !warm; ++i) {
+          auto a = probe.call(request(i + 1, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "warm"}}}}),
+                              i + 1, err);
+          warm = a && a->contains("result") && !(*a)["result"].value("isError", false);
+          if (!warm) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        if (!warm) std::cerr << "gateway_overhead: echo__echo never answered through mcprt's /mcp\n";
         probe.close();
         run_all("mcprt", [port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "echo__echo", c.pid);
       }
