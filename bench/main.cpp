@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     {"hot_reload_latency", hot_reload_latency},
     {"soak", soak},
     {"gateway_scale", gateway_scale},
+    {"gateway_overhead", gateway_overhead},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";
