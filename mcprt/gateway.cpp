@@ -395,7 +395,10 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     return true;
   }
   if (!sampling) {
-    std::string mode = req.params.is_object() ? req.params.value("mode", std::string{"form"}) : "form";
+    // The server's params: a mode that is not a string is the default.
+    std::string mode = "form";
+    if (req.params.is_object())
+      if (auto m = req.params.find("mode"); m != req.params.end() && m->is_string()) mode = m->get<std::string>();
     if (!e.client_elicits(mode)) {
       responder.answer(json{{"action", "decline"}});
       return true;
@@ -440,7 +443,8 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
       if (!r.is_object() || !r.contains("uri") || !r["uri"].is_string()) continue;
       auto uri = r["uri"].get<std::string>();
       if (uri.rfind("file://", 0) != 0 || uri.size() > 4096) continue;
-      xs.push_back({uri, r.value("name", std::string{}).substr(0, 256)});
+      auto name = r.find("name");
+      xs.push_back({uri, name != r.end() && name->is_string() ? name->get<std::string>().substr(0, 256) : ""});
       if (xs.size() >= 64) break;
     }
     rt.set_roots(std::move(xs));
