@@ -810,11 +810,15 @@ void gateway::refresh() {
 bool gateway::start() {
   auto& p = *impl_;
   std::weak_ptr<impl> weak = impl_;
-  auto sink = p.sys.spawn([weak](event_subscriber_actor::pointer) -> event_subscriber_actor::behavior_type {
-    return {[weak](event& ev) {
-      if (auto self = weak.lock()) self->on_event(ev);
-    }};
-  });
+  // With an argument: CAF 0.17 binds a null tuple for a function spawned
+  // without any, which UBSan reports.
+  auto sink = p.sys.spawn(
+    [](event_subscriber_actor::pointer, std::weak_ptr<impl> gw) -> event_subscriber_actor::behavior_type {
+      return {[gw](event& ev) {
+        if (auto self = gw.lock()) self->on_event(ev);
+      }};
+    },
+    weak);
   p.subscriber = caf::actor_cast<caf::actor>(sink);
   auto subscribed = p.rt.subscribe(sink, {event_kind::reconcile_finished, event_kind::client_update,
                                           event_kind::resource_list_changed, event_kind::pending_approval_changed,
