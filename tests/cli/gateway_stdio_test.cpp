@@ -391,9 +391,12 @@ public:
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
   }
   ~scripted_endpoint() {
-    // stop() before the loop runs would be lost.
-    for (int i = 0; i < 5000 && !svr_.is_running(); ++i)
-      std::this_thread::sleep_for(1ms);
+    // stop() before the loop runs would be lost: an answered request (a 404
+    // for a path no test uses; it queues since the bind) proves it runs.
+    httplib::Client probe("127.0.0.1", port_);
+    probe.set_connection_timeout(5, 0);
+    probe.set_read_timeout(5, 0);
+    probe.Get("/ready");
     svr_.stop();
     thread_.join();
   }
