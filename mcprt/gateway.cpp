@@ -858,7 +858,7 @@ void gateway::stop() {
 
 json gateway::snapshot() const {
   auto& p = *impl_;
-  auto iso = [](std::chrono::system_clock::time_point t) {
+  auto epoch_ms = [](std::chrono::system_clock::time_point t) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
     return ms;
   };
@@ -868,8 +868,8 @@ json gateway::snapshot() const {
     sessions.push_back({{"id", sid.substr(0, 8)},
                         {"client", {{"name", s->engine.client_name()}, {"version", s->engine.client_version()}}},
                         {"protocol", s->engine.protocol()},
-                        {"opened_ms", iso(s->opened)},
-                        {"last_active_ms", iso(s->last_active_wall)},
+                        {"opened_ms", epoch_ms(s->opened)},
+                        {"last_active_ms", epoch_ms(s->last_active_wall)},
                         {"in_flight", s->requests.size()},
                         {"stream", s->stream && s->stream->open()}});
   json left = json::array();
