@@ -26,9 +26,12 @@ using nlohmann::json;
 struct live_server {
   server_config cfg; // the session's view: its tool filter applies here
   std::string id;
-  /// The handle of the last acquire, which a crash restart replaces; calls
-  /// resolve the current one through the pool.
+  /// The handle of the last acquire or lookup, which a crash restart
+  /// replaces: good for calls while `conn_generation` is the entry's
+  /// `generation` and the server is connected; otherwise calls resolve the
+  /// current one through the pool (and keep it for the next call).
   connection_actor conn;
+  uint64_t conn_generation = 0;
   uint64_t generation = 0; // of the entry's connection, as the pool last said
   connection_status status = connection_status::connecting;
   int32_t pid = -1;
@@ -126,11 +129,27 @@ bool is(const caf::error& e, errc x) {
 
 // -- resolving a server's current connection ---------------------------------------
 
+// A call goes straight to the handle the session holds while the pool has
+// said nothing of a restart since: the pool is one actor every session's
+// calls would otherwise queue at, twice per call.
 template <class OnConn, class OnError>
 void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnError on_error) {
+  if (s.conn && s.status == connection_status::connected && s.conn_generation == s.generation) {
+    on_conn(s.conn);
+    return;
+  }
   self->request(self->state.opts.pool, std::chrono::seconds(10), pool_lookup{s.id})
-    .then([on_conn](pool_handle& h) mutable { on_conn(h.connection); },
-          [on_error](caf::error& e) mutable { on_error(e); });
+    .then(
+      [self, id = s.id, name = s.cfg.name, on_conn](pool_handle& h) mutable {
+        auto& st = self->state;
+        if (auto i = st.live.find(name); i != st.live.end() && i->second.id == id && h.generation >= i->second.generation) {
+          i->second.conn = h.connection;
+          i->second.conn_generation = h.generation;
+          i->second.generation = h.generation;
+        }
+        on_conn(h.connection);
+      },
+      [on_error](caf::error& e) mutable { on_error(e); });
 }
 
 caf::error unavailable_error(const reconciler_state& st, const std::string& server) {
@@ -350,6 +369,7 @@ void connect(self_ptr self, const server_config& cfg, std::optional<std::string>
         s.cfg = cfg;
         s.id = h.connection_id;
         s.conn = h.connection;
+        s.conn_generation = h.generation;
         s.generation = h.generation;
         s.status = connection_status::connected;
         st.set_live(cfg.name, std::move(s));
