@@ -224,6 +224,9 @@ struct call_registry {
   std::map<uint64_t, std::pair<std::weak_ptr<call_job>, caf::actor>> live;
   /// Tool calls in flight by their call id (issue 15: cancel).
   std::map<std::string, uint64_t> by_call_id;
+  /// Whether the deadline sweeper has a tick on its way: it has while any
+  /// call is in flight, and stops ticking when none is.
+  bool sweeping = false;
 
   void erase(uint64_t id, const std::string& call_id) {
     std::lock_guard<std::mutex> guard{mtx};
@@ -302,9 +305,9 @@ bool is_not_connected(const caf::error& e) {
   return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(errc::not_connected);
 }
 
+// The call's deadline is the sweeper's (call_deadline_sweeper): requests
+// here wait without a timeout of their own.
 void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job) {
-  auto now = std::chrono::steady_clock::now();
-  auto left = std::max<caf::timespan>(std::chrono::milliseconds(1), job->deadline - now);
   auto answered = [self, job](json_value& r) {
     job->finish(std::move(r.value));
     self->quit();
@@ -319,19 +322,37 @@ void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::sh
     self->quit();
   };
   if (job->method.empty()) {
-    // A call the runner gave up on (its timeout) is cancelled in the session:
-    // the server hears of it and its late answer goes nowhere.
-    auto failed_or_timed_out = [self, target, job, failed](caf::error& e) mutable {
-      if (e == caf::sec::request_timeout) self->send(target, atom::cancel_v, job->wire_id);
-      failed(e);
-    };
     progress_sink_actor sink;
     if (job->wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
-    self->request(target, left, atom::call_v, job->server, job->tool, json_value{job->arguments}, job->wire_id, sink)
-      .then(answered, failed_or_timed_out);
-  } else
-    self->request(target, left, atom::mcp_request_v, job->server, job->method, json_value{job->arguments})
+    self->request(target, caf::infinite, atom::call_v, job->server, job->tool, json_value{job->arguments},
+                  job->wire_id, sink)
       .then(answered, failed);
+  } else
+    self->request(target, caf::infinite, atom::mcp_request_v, job->server, job->method, json_value{job->arguments})
+      .then(answered, failed);
+}
+
+/// Ends the calls whose deadline has passed. One tick every 50 ms while
+/// calls are in flight, instead of a timeout per request: each timeout is a
+/// wake-up of CAF's clock thread when it is set and another when it fires,
+/// on every call's path.
+caf::behavior call_deadline_sweeper(caf::event_based_actor* self, std::shared_ptr<call_registry> reg) {
+  return {
+    [self, reg](caf::tick_atom) {
+      auto now = std::chrono::steady_clock::now();
+      std::vector<caf::actor> expired;
+      {
+        std::lock_guard<std::mutex> guard{reg->mtx};
+        for (auto& [id, entry] : reg->live)
+          if (auto job = entry.first.lock(); job && entry.second && job->deadline <= now)
+            expired.push_back(entry.second);
+        reg->sweeping = !reg->live.empty() && !reg->closed;
+      }
+      for (auto& runner : expired)
+        self->send(runner, caf::timeout_atom::value);
+      if (reg->sweeping) self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
+    },
+  };
 }
 
 /// Asks the session's reconciler for one call; a server still connecting is
@@ -341,6 +362,13 @@ caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target,
   attempt_call(self, target, job);
   return {
     [self, target, job](caf::tick_atom) { attempt_call(self, target, job); },
+    [self, target, job](caf::timeout_atom) {
+      // Given up on: the session takes the call back, so the server hears
+      // of it and its late answer goes nowhere.
+      if (job->method.empty()) self->send(target, atom::cancel_v, job->wire_id);
+      job->finish(caf::make_error(caf::sec::request_timeout));
+      self->quit();
+    },
     // -- progress and cancel (issue 15) --
     [job, self, bus](const call_progress_update& u) {
       tool_call_progress step{job->call_id, job->session, job->server, job->tool, u.progress, std::nullopt, u.message};
@@ -394,6 +422,7 @@ struct runtime::impl {
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   std::shared_ptr<call_limiter> calls;
   std::shared_ptr<call_registry> in_flight = std::make_shared<call_registry>();
+  caf::actor deadlines; // call_deadline_sweeper over in_flight
   // Requests for the host (issue 15): null without host handlers.
   std::unique_ptr<host_bridge> host;
   // The roots connections started from now on offer (nullopt: none).
@@ -484,6 +513,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   bo.replay_capacity = std::max<std::size_t>(1, opts.event_history);
   bo.show_connection_id = p->show_id;
   p->bus = spawn_event_bus(sys, std::move(bo));
+  p->deadlines = sys.spawn(call_deadline_sweeper, p->in_flight);
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   p->oauth = std::make_shared<oauth_broker>(opts.oauth_file);
@@ -716,6 +746,7 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
   job->connecting_deadline = now + opts.wait_connecting;
   job->registry = p.in_flight;
   bool taken = false;
+  bool arm = false;
   {
     std::lock_guard<std::mutex> guard{p.in_flight->mtx};
     if (!p.in_flight->closed) {
@@ -728,9 +759,11 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
         job->wire_id = "mcprt-call-" + std::to_string(job->id);
         p.in_flight->live[job->id].first = job;
         p.in_flight->by_call_id[call_id] = job->id;
+        arm = !std::exchange(p.in_flight->sweeping, true);
       }
     }
   }
+  if (arm) caf::anon_send(p.deadlines, caf::tick_atom::value);
   if (taken) {
     job->finish(make_error(errc::bad_request, "a call with id " + call_id + " is already in flight"));
     return call_id;
@@ -977,6 +1010,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     if (job) job->finish(make_error(errc::not_connected, "the runtime stopped before " + job->server + " answered"));
     kill(runner);
   }
+  kill(p.deadlines);
   kill(p.watcher);
   std::vector<std::string> ids;
   {
