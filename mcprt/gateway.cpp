@@ -63,6 +63,17 @@ std::string message_of(caf::actor_system& sys, const caf::error& e) {
   return sys.render(e);
 }
 
+/// The number at the end of a gateway call id ("gw-<session>-<n>"): the
+/// gateway numbers its calls in the order they go out.
+std::uint64_t call_number(const std::string& call_id) {
+  auto dash = call_id.rfind('-');
+  if (dash == std::string::npos) return 0;
+  std::uint64_t n = 0;
+  for (auto c : call_id.substr(dash + 1))
+    if (c >= '0' && c <= '9') n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  return n;
+}
+
 json tool_error_result(const std::string& text) {
   return json{{"content", json::array({json{{"type", "text"}, {"text", text}}})}, {"isError", true}};
 }
@@ -371,18 +382,24 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   auto& p = *impl_;
   std::lock_guard<std::mutex> guard{p.mtx};
   // The runtime names the call when it can tell (one call of that tool in
-  // flight); otherwise the one gateway tool call in flight on that server.
+  // flight); otherwise the gateway's tool calls in flight on that server
+  // tell it when they all belong to one session: the request goes out on
+  // the stream of the oldest of them (a client takes a server's request on
+  // any of its session's streams).
   std::optional<std::pair<std::string, std::string>> owner;
   if (req.call) {
     auto c = p.calls.find(req.call->call_id);
     if (c == p.calls.end()) return false;
     owner = c->second;
   } else {
+    std::string oldest_call;
     for (auto& [sid, sess] : p.sessions)
       for (auto& [key, r] : sess->requests)
         if (!r.call_id.empty() && r.server == req.server) {
-          if (owner) return false; // several: whose it is cannot be told
+          if (owner && owner->first != sid) return false; // several sessions: whose it is cannot be told
+          if (owner && call_number(r.call_id) > call_number(oldest_call)) continue;
           owner = std::make_pair(sid, key);
+          oldest_call = r.call_id;
         }
     if (!owner) return false;
   }

@@ -224,6 +224,32 @@ TEST_F(GatewayHttp, SamplingAndElicitationReachTheClientWhoseCallAskedAndProgres
   EXPECT_TRUE(c.event("progress", 5s)) << "no progress notification came through";
 }
 
+// Two calls of one tool in flight at once on one server: the server's
+// requests cannot be told apart by call, but both calls are this session's,
+// so both requests reach its client. The client answers neither before it
+// has both, so each was forwarded while the other call was still out.
+TEST_F(GatewayHttp, SamplingOfTwoConcurrentCallsOfOneSessionReachesItsClient) {
+  write_user({{"asker", test_server_config({"--client-tool"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("asker"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c, {{"sampling", true}, {"samplingBarrier", 2}}).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "asker__ask_client"); }));
+  json ask{{"name", "asker__ask_client"},
+           {"arguments",
+            {{"method", "sampling/createMessage"},
+             {"params",
+              {{"messages", json::array({{{"role", "user"}, {"content", {{"type", "text"}, {"text", "hi"}}}}})},
+               {"maxTokens", 10}}}}}};
+  auto both = c.run("callTools", {{"calls", json::array({ask, ask})}}, 30s);
+  ASSERT_EQ(both.value("ok", ""), "callTools") << both.dump();
+  ASSERT_EQ(both["results"].size(), 2u) << both.dump();
+  for (auto& r : both["results"]) {
+    EXPECT_NE(text_of(json{{"result", r}}).find("sampled by the sdk client"), std::string::npos) << both.dump();
+    EXPECT_FALSE(r.value("isError", false)) << both.dump();
+  }
+}
+
 TEST_F(GatewayHttp, TwoServersWithTheSameNameUnprefixedKeepTheFirstAndReportTheOther) {
   auto a = test_server_config({});
   a["prefix"] = "";

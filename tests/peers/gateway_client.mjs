@@ -6,8 +6,11 @@
 //   {"op": "connect", "url": URL, "token": T?}          streamable HTTP
 //   {"op": "connect", "command": C, "args": [...]}      stdio (mcprt gateway)
 //       "sampling": true, "elicitation": true, "roots": [{uri, name}]?
+//       "samplingBarrier": N?  answer no sampling request before N have come
+//                              (or 10 s have passed): proves N were out at once
 //   {"op": "listTools"} {"op": "listPrompts"} {"op": "listResources"}
 //   {"op": "callTool", "name": N, "arguments": {...}, "progress": true?}
+//   {"op": "callTools", "calls": [{name, arguments}, ...]}  at once; results in order
 //   {"op": "readResource", "uri": U} {"op": "getPrompt", "name": N, "arguments": {}}
 //   {"op": "close"}                                     ends the session, exits
 import readline from 'node:readline';
@@ -28,6 +31,18 @@ const print = (x) => process.stdout.write(JSON.stringify(x) + '\n');
 let client;
 let transport;
 
+let sampled = 0;
+const sampledWaiters = [];
+function samplingBarrier(n) {
+  sampled += 1;
+  if (sampled >= n) sampledWaiters.splice(0).forEach((wake) => wake());
+  if (sampled >= n) return Promise.resolve();
+  return new Promise((wake) => {
+    sampledWaiters.push(wake);
+    setTimeout(wake, 10000);
+  });
+}
+
 async function connect(cmd) {
   const capabilities = {};
   if (cmd.sampling) capabilities.sampling = {};
@@ -42,6 +57,7 @@ async function connect(cmd) {
   if (cmd.sampling)
     client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
       print({ event: 'sampling', params: req.params });
+      if (cmd.samplingBarrier) await samplingBarrier(cmd.samplingBarrier);
       return { role: 'assistant', content: { type: 'text', text: 'sampled by the sdk client' }, model: 'test-model' };
     });
   if (cmd.elicitation)
@@ -72,6 +88,10 @@ async function run(cmd) {
       const opts = {};
       if (cmd.progress) opts.onprogress = (p) => print({ event: 'progress', params: p });
       return { result: await client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} }, undefined, opts) };
+    }
+    case 'callTools': {
+      const calls = cmd.calls.map((c) => client.callTool({ name: c.name, arguments: c.arguments ?? {} }));
+      return { results: await Promise.all(calls) };
     }
     case 'close': {
       if (transport?.terminateSession) await transport.terminateSession();
