@@ -587,6 +587,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
   std::string mcprt = exe_dir() + "/mcprt";
   std::string hub = std::string(MCPRT_SOURCE_DIR) + "/tests/peers/node_modules/mcp-hub/dist/cli.js";
   bool want_hub = true;
+  std::vector<std::string> extra_serve_args;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--seconds" && i + 1 < args.size()) seconds = std::stod(args[++i]);
     else if (args[i] == "--clients" && i + 1 < args.size()) {
@@ -599,9 +600,10 @@ int gateway_overhead(const std::vector<std::string>& args) {
     else if (args[i] == "--mcprt" && i + 1 < args.size()) mcprt = args[++i];
     else if (args[i] == "--mcp-hub" && i + 1 < args.size()) hub = args[++i];
     else if (args[i] == "--no-mcp-hub") want_hub = false;
+    else if (args[i] == "--serve-arg" && i + 1 < args.size()) extra_serve_args.push_back(args[++i]);
     else {
       std::cerr << "usage: mcprt-bench gateway_overhead [--seconds S] [--clients 1,64] [--server PATH]\n"
-                   "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub]\n";
+                   "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub] [--serve-arg ARG]...\n";
       return 2;
     }
   }
@@ -659,11 +661,13 @@ int gateway_overhead(const std::vector<std::string>& args) {
     fs::create_directories(tmp + "/home/.mcprt");
     std::ofstream(tmp + "/home/.mcprt/settings.json")
       << json{{"mcpServers", {{"echo", {{"command", server}, {"args", json::array()}}}}}}.dump(2) << "\n";
-    auto c = spawn({mcprt, "serve", "--workspace", tmp + "/ws", "--home", tmp + "/home", "--listen", "127.0.0.1:0",
-                    // The gateway is measured, not the per-server limit of
-                    // calls in flight (16 by default): room for every client.
-                    "--max-calls-per-server", std::to_string(*std::max_element(levels.begin(), levels.end()))},
-                   tmp + "/mcprt.out", tmp + "/mcprt.err");
+    std::vector<std::string> serve_args{
+      mcprt, "serve", "--workspace", tmp + "/ws", "--home", tmp + "/home", "--listen", "127.0.0.1:0",
+      // The gateway is measured, not the per-server limit of calls in
+      // flight (16 by default): room for every client.
+      "--max-calls-per-server", std::to_string(*std::max_element(levels.begin(), levels.end()))};
+    serve_args.insert(serve_args.end(), extra_serve_args.begin(), extra_serve_args.end());
+    auto c = spawn(serve_args, tmp + "/mcprt.out", tmp + "/mcprt.err");
     auto line = first_line(c, 20);
     int port = line ? port_of(*line) : 0;
     if (!port) {
