@@ -97,6 +97,20 @@ std::string ms_text(std::chrono::milliseconds d) {
 struct reactor::impl {
   enum class timer_kind { term, kill, drain, stdout_closed };
 
+  // Lets the writer's thread write a server's stdin itself while nothing
+  // is queued for it: a hand-over to the reactor thread (a wake-up, a
+  // context switch) on every message was the largest cost of a tool call's
+  // way out. `direct` holds while stdin is open, not shutting down, the
+  // backlog is empty and no write is posted; writes and the closing of `fd`
+  // happen under `mtx`, so a direct write never meets a closed (or reused)
+  // descriptor.
+  struct stdin_lane {
+    std::mutex mtx;
+    int fd = -1;
+    bool direct = false;
+    std::size_t posted = 0; // writes on their way to the reactor thread
+  };
+
   // One server: the runtime's ends of its pipes; the process itself is the
   // reaper's child.
   struct process {
@@ -122,6 +136,7 @@ struct reactor::impl {
     std::string err_line;
     std::size_t err_cut = 0; // bytes dropped from the current stderr line
     bool stdout_closed_early = false;
+    std::shared_ptr<stdin_lane> lane = std::make_shared<stdin_lane>();
 
     process(process_id i, pid_t p, int in, int out, int err)
         : id(i), pid(p), in_fd(in), out_fd(out), err_fd(err) {}
@@ -199,6 +214,16 @@ struct reactor::impl {
   }
 
   // False when the reactor is stopping (the command was not queued).
+  // The stdin lanes by process, for writers on other threads.
+  std::mutex lanes_mtx;
+  std::unordered_map<process_id, std::shared_ptr<stdin_lane>> lanes;
+
+  std::shared_ptr<stdin_lane> lane_of(process_id id) {
+    std::lock_guard<std::mutex> guard{lanes_mtx};
+    auto i = lanes.find(id);
+    return i == lanes.end() ? nullptr : i->second;
+  }
+
   bool post(command c) {
     {
       std::lock_guard<std::mutex> lk(mtx);
@@ -271,6 +296,15 @@ struct reactor::impl {
     // Edge-triggered: only interesting after a write hit EAGAIN.
     add_fd(p->in_fd, EPOLLOUT | EPOLLET, tag(p->id, k_stdin));
     spawned s{p->id, pid};
+    {
+      std::lock_guard<std::mutex> guard{p->lane->mtx};
+      p->lane->fd = p->in_fd;
+      p->lane->direct = true;
+    }
+    {
+      std::lock_guard<std::mutex> guard{lanes_mtx};
+      lanes.emplace(p->id, p->lane);
+    }
     procs.emplace(p->id, std::move(p));
     live.fetch_add(1);
     return s;
@@ -366,10 +400,21 @@ struct reactor::impl {
     p.backlog_bytes = 0;
   }
 
+  // On the reactor thread: whether writers may write `p`'s stdin directly.
+  void update_lane(process& p) {
+    std::lock_guard<std::mutex> guard{p.lane->mtx};
+    p.lane->direct = p.stdin_open && !p.shutting_down && !p.reaped && p.backlog.empty() && p.lane->posted == 0;
+  }
+
   void close_stdin(process& p) {
     if (!p.stdin_open) return;
     del_fd(p.in_fd);
-    ::close(p.in_fd);
+    {
+      std::lock_guard<std::mutex> guard{p.lane->mtx};
+      p.lane->direct = false;
+      p.lane->fd = -1;
+      ::close(p.in_fd);
+    }
     p.in_fd = -1;
     p.stdin_open = false;
     drop_backlog(p);
@@ -399,10 +444,15 @@ struct reactor::impl {
       }
     }
     if (p.close_stdin_when_flushed) close_stdin(p);
+    else update_lane(p);
   }
 
   void do_write(process_id id, std::string bytes) {
     auto* p = find(id);
+    if (p) {
+      std::lock_guard<std::mutex> guard{p->lane->mtx};
+      if (p->lane->posted > 0) --p->lane->posted;
+    }
     if (!p || !p->stdin_open || p->shutting_down || p->reaped || bytes.empty()) return;
     p->backlog_bytes += bytes.size();
     p->backlog.push_back(std::move(bytes));
@@ -425,6 +475,7 @@ struct reactor::impl {
     auto* p = find(id);
     if (!p || p->reaped || p->shutting_down) return;
     p->shutting_down = true;
+    update_lane(*p);
     p->term_grace = term_grace;
     p->close_stdin_when_flushed = true;
     if (p->backlog.empty()) close_stdin(*p);
@@ -565,6 +616,16 @@ struct reactor::impl {
     if (it == procs.end()) return;
     auto p = std::move(it->second);
     procs.erase(it);
+    {
+      std::lock_guard<std::mutex> guard{lanes_mtx};
+      lanes.erase(id);
+    }
+    {
+      // ~process closes the descriptor: no direct write may still use it.
+      std::lock_guard<std::mutex> guard{p->lane->mtx};
+      p->lane->direct = false;
+      p->lane->fd = -1;
+    }
     if (p->stdout_open) del_fd(p->out_fd);
     if (p->stderr_open) del_fd(p->err_fd);
     if (!p->err_line.empty() || p->err_cut > 0) flush_stderr_line(*p);
@@ -666,6 +727,15 @@ struct reactor::impl {
     reaper.shutdown();
     forget_reaper_fd();
     reaper_pid.store(-1);
+    {
+      std::lock_guard<std::mutex> guard{lanes_mtx};
+      lanes.clear();
+    }
+    for (auto& [id, p] : procs) {
+      std::lock_guard<std::mutex> guard{p->lane->mtx};
+      p->lane->direct = false;
+      p->lane->fd = -1;
+    }
     procs.clear();
     live.store(0);
     current = nullptr;
@@ -712,10 +782,35 @@ reactor::spawned reactor::spawn(const spawn_options& opts, process_events events
 
 void reactor::write(process_id id, std::string bytes) {
   auto* self = impl_.get();
-  auto shared = std::make_shared<std::string>(std::move(bytes));
-  impl_->post([self, id, shared](bool cancelled) {
-    if (!cancelled) self->do_write(id, std::move(*shared));
-  });
+  if (bytes.empty()) return;
+  auto post_write = [self, id](std::string rest) {
+    auto shared = std::make_shared<std::string>(std::move(rest));
+    self->post([self, id, shared](bool cancelled) {
+      if (!cancelled) self->do_write(id, std::move(*shared));
+    });
+  };
+  auto lane = impl_->lane_of(id);
+  if (!lane) {
+    post_write(std::move(bytes)); // not started, or gone: do_write decides
+    return;
+  }
+  // Posted under the lane's lock, so that writes reach the pipe in the
+  // order they were made.
+  std::lock_guard<std::mutex> guard{lane->mtx};
+  if (lane->direct) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(lane->fd, bytes.data() + done, bytes.size() - done);
+      if (n > 0) done += static_cast<std::size_t>(n);
+      else if (n < 0 && errno == EINTR) continue;
+      else break; // EAGAIN, EPIPE, ...: the reactor thread takes the rest (and the error)
+    }
+    if (done == bytes.size()) return;
+    bytes.erase(0, done);
+    lane->direct = false;
+  }
+  ++lane->posted;
+  post_write(std::move(bytes));
 }
 
 void reactor::shutdown(process_id id, std::chrono::milliseconds stdin_grace,
