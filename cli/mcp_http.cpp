@@ -206,6 +206,77 @@ std::optional<json> parse_message(const std::shared_ptr<http_exchange>& ex, cons
   return std::move(parsed.value);
 }
 
+/// A tools/call whose client takes either: answered as JSON when the answer
+/// is the first thing to send (one write, where a stream costs the client a
+/// wake-up per chunk), as an event stream from the first progress, log or
+/// server request on.
+class call_channel final : public gateway_channel {
+public:
+  call_channel(std::shared_ptr<http_exchange> ex, mcp_http::header_list extra, std::size_t queue)
+    : ex_(std::move(ex)), extra_(std::move(extra)), queue_(queue) {}
+
+  void send(const json& msg, bool last) override {
+    std::shared_ptr<sse_channel> sse;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (!sse_) {
+        if (done_) return;
+        if (last) {
+          done_ = true;
+          http_response r;
+          r.body = dump_json(msg) + "\n";
+          r.headers = extra_;
+          ex_->respond(std::move(r));
+          return;
+        }
+        auto s = std::make_shared<event_stream>(queue_);
+        stream_ = s; // kept until the exchange has taken it
+        sse_ = std::make_shared<sse_channel>(s, true);
+        ex_->respond(stream_response(s, extra_));
+      }
+      sse = sse_;
+    }
+    sse->send(msg, last);
+    std::lock_guard<std::mutex> guard{mtx_};
+    stream_.reset();
+  }
+
+  bool open() const override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return sse_ ? sse_->open() : !done_;
+  }
+
+  void close() override {
+    std::shared_ptr<sse_channel> sse;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (!sse_) {
+        if (done_) return;
+        done_ = true;
+        ex_->respond(rpc_error_response(404, gateway_error::internal, "the session ended", extra_));
+        return;
+      }
+      sse = sse_;
+    }
+    sse->close();
+  }
+
+  /// Whether nothing has been sent: a refusal can still be an HTTP error.
+  bool untouched() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return !sse_ && !done_;
+  }
+
+private:
+  std::shared_ptr<http_exchange> ex_;
+  mcp_http::header_list extra_;
+  std::size_t queue_;
+  mutable std::mutex mtx_;
+  bool done_ = false;
+  std::shared_ptr<sse_channel> sse_;
+  std::shared_ptr<event_stream> stream_;
+};
+
 } // namespace
 
 void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
@@ -221,18 +292,10 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
   std::string method = request && (*msg)["method"].is_string() ? (*msg)["method"].get<std::string>() : "";
   std::shared_ptr<gateway_channel> channel;
   std::shared_ptr<json_channel> json_reply;
+  std::shared_ptr<call_channel> call_reply;
   if (request && method == "tools/call" && accepts(req, "text/event-stream")) {
-    auto s = std::make_shared<event_stream>(opts_.stream_queue);
-    s->set_initial(": mcprt\n\n", 0);
-    channel = std::make_shared<sse_channel>(s, true);
-    if (!gw_.has_session(*sid)) {
-      ex->respond(rpc_error_response(sid->empty() ? 400 : 404, gateway_error::invalid_request,
-                                     sid->empty() ? "no Mcp-Session-Id: initialize first"
-                                                  : "no such session (it ended, or the daemon restarted)",
-                                     extra));
-      return;
-    }
-    ex->respond(stream_response(s, extra));
+    call_reply = std::make_shared<call_channel>(ex, extra, opts_.stream_queue);
+    channel = call_reply;
   } else if (request) {
     json_reply = std::make_shared<json_channel>(ex, extra, !sid->empty());
     channel = json_reply;
@@ -246,9 +309,9 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
     ex->respond(plain_response(202, extra));
     return;
   }
-  // Refused before anything was sent on the channel.
-  if (channel && !json_reply) {
-    channel->close();
+  // Refused: before anything was sent on the channel, as an HTTP error.
+  if (call_reply && !call_reply->untouched()) {
+    call_reply->close();
     return;
   }
   ex->respond(rpc_error_response(r.status, gateway_error::invalid_request, r.error, extra));

@@ -301,6 +301,56 @@ TEST_F(GatewayHttp, ACrossSiteRequestOrAForeignHostIsRefused) {
   EXPECT_EQ(none->status, 400);
 }
 
+// A client that takes either gets a tools/call answer as one JSON body when
+// nothing comes before it, and as an event stream when progress does.
+TEST_F(GatewayHttp, ACallIsAnsweredAsJsonUnlessProgressComesFirst) {
+  write_user({{"echo", test_server_config({})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  httplib::Client h(url_);
+  httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
+  auto init = h.Post("/mcp", both,
+                     R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
+                     R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})",
+                     "application/json");
+  ASSERT_TRUE(init);
+  ASSERT_EQ(init->status, 200);
+  auto sid = init->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(sid.empty());
+  both.emplace("Mcp-Session-Id", sid);
+  auto note = h.Post("/mcp", both, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", "application/json");
+  ASSERT_TRUE(note);
+  EXPECT_EQ(note->status, 202);
+  // The catalog follows the server's connect a moment later.
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = h.Post("/mcp", both, R"({"jsonrpc":"2.0","id":9,"method":"tools/list"})", "application/json");
+    return listed && listed->body.find("echo__sleep") != std::string::npos;
+  }));
+  auto plain = h.Post("/mcp", both,
+                      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo__echo",)"
+                      R"("arguments":{"text":"as json"}}})",
+                      "application/json");
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200);
+  EXPECT_EQ(plain->get_header_value("Content-Type").rfind("application/json", 0), 0u) << plain->body;
+  auto answer = json::parse(plain->body, nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << plain->body;
+  EXPECT_EQ(answer["id"], 2);
+  EXPECT_NE(answer["result"].dump().find("as json"), std::string::npos) << plain->body;
+  auto streamed = h.Post("/mcp", both,
+                         R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo__sleep",)"
+                         R"("arguments":{"ms":50},"_meta":{"progressToken":"p1"}}})",
+                         "application/json");
+  ASSERT_TRUE(streamed);
+  ASSERT_EQ(streamed->status, 200);
+  EXPECT_EQ(streamed->get_header_value("Content-Type").rfind("text/event-stream", 0), 0u) << streamed->body;
+  auto progress = streamed->body.find("notifications/progress");
+  auto result = streamed->body.find("\"id\":3");
+  EXPECT_NE(progress, std::string::npos) << streamed->body;
+  EXPECT_NE(result, std::string::npos) << streamed->body;
+  EXPECT_LT(progress, result) << streamed->body;
+}
+
 TEST_F(GatewayHttp, TheTokenAppliesToMcp) {
   auto token_file = home_ / "token";
   write_file(token_file, "gateway-secret-token\n");
