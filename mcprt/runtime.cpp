@@ -224,9 +224,11 @@ struct call_registry {
   std::map<uint64_t, std::pair<std::weak_ptr<call_job>, caf::actor>> live;
   /// Tool calls in flight by their call id (issue 15: cancel).
   std::map<std::string, uint64_t> by_call_id;
-  /// Whether the deadline sweeper has a tick on its way: it has while any
-  /// call is in flight, and stops ticking when none is.
+  /// Whether the deadline sweeper has a tick on its way: it has while calls
+  /// are in flight and for a second after the last (so that a steady
+  /// stream of short calls does not re-arm it each time), then stops.
   bool sweeping = false;
+  int idle_ticks = 0;
 
   void erase(uint64_t id, const std::string& call_id) {
     std::lock_guard<std::mutex> guard{mtx};
@@ -333,9 +335,9 @@ void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::sh
 }
 
 /// Ends the calls whose deadline has passed. One tick every 50 ms while
-/// calls are in flight, instead of a timeout per request: each timeout is a
-/// wake-up of CAF's clock thread when it is set and another when it fires,
-/// on every call's path.
+/// calls come, instead of a timeout per request: each timeout is a wake-up
+/// of CAF's clock thread when it is set and another when it fires, on every
+/// call's path.
 caf::behavior call_deadline_sweeper(caf::event_based_actor* self, std::shared_ptr<call_registry> reg) {
   return {
     [self, reg](caf::tick_atom) {
@@ -346,7 +348,8 @@ caf::behavior call_deadline_sweeper(caf::event_based_actor* self, std::shared_pt
         for (auto& [id, entry] : reg->live)
           if (auto job = entry.first.lock(); job && entry.second && job->deadline <= now)
             expired.push_back(entry.second);
-        reg->sweeping = !reg->live.empty() && !reg->closed;
+        reg->idle_ticks = reg->live.empty() ? reg->idle_ticks + 1 : 0;
+        reg->sweeping = reg->idle_ticks < 20 && !reg->closed;
       }
       for (auto& runner : expired)
         self->send(runner, caf::timeout_atom::value);
@@ -760,6 +763,7 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
         p.in_flight->live[job->id].first = job;
         p.in_flight->by_call_id[call_id] = job->id;
         arm = !std::exchange(p.in_flight->sweeping, true);
+        if (arm) p.in_flight->idle_ticks = 0;
       }
     }
   }
