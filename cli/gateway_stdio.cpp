@@ -596,6 +596,15 @@ struct lock_file {
   }
 };
 
+/// Whether a daemon holds `lock` (mcprt serve keeps it while it runs).
+bool daemon_lock_held(const fs::path& lock) {
+  int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 /// The daemon of `ws`, started when none runs. Gateways of one workspace
 /// that start together take turns under an flock on
 /// `<ws>/.mcprt/gateway.lock`: the first starts the daemon and holds the
@@ -654,8 +663,13 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
     auto check = check_daemon(ws);
     if (check.daemon) return check.daemon;
     if (process_ended(pid)) {
-      // It may have lost to a daemon someone started by hand meanwhile.
+      // It may have lost to a daemon someone started by hand meanwhile,
+      // which may still be starting (it holds daemon.lock): wait for that.
       if (auto again = check_daemon(ws); again.daemon) return again.daemon;
+      if (daemon_lock_held(dir / "daemon.lock") && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(50ms);
+        continue;
+      }
       error = "the daemon it started (pid " + std::to_string(pid) + ") exited; its log " + log.string()
               + " ends:\n" + escape_for_display(log_tail(log));
       return std::nullopt;

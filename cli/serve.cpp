@@ -18,6 +18,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -330,6 +331,26 @@ int run_serve(const serve_flags& f) {
     }
     if (!other.absent) spdlog::warn("replacing {}: {}", daemon_path.string(), other.error);
     else if (fs::exists(daemon_path, ec)) spdlog::info("replacing {}: {}", daemon_path.string(), other.error);
+  }
+  // One daemon per workspace, also while the other one is still starting
+  // (its daemon.json not written yet): two would each run a pool and a
+  // budget of their own. Held until the process ends; not inherited.
+  auto lock_path = daemon_path.parent_path() / "daemon.lock";
+  fs::create_directories(lock_path.parent_path(), ec);
+  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock_fd < 0) {
+    std::cerr << "mcprt serve: cannot open " << lock_path.string() << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  while (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK)
+      std::cerr << "mcprt serve: another mcprt serve is starting or running for " << opts.workspace.string()
+                << " (it holds " << lock_path.string() << ")\n";
+    else
+      std::cerr << "mcprt serve: cannot lock " << lock_path.string() << ": " << std::strerror(errno) << "\n";
+    ::close(lock_fd);
+    return 1;
   }
   if (!block_stop_signals()) {
     std::cerr << "mcprt serve: cannot set up signal handling: " << std::strerror(errno) << "\n";

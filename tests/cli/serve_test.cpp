@@ -3,6 +3,10 @@
 // real HTTP on loopback. Every wait is on a condition (a stdout line, an SSE
 // frame, a snapshot field, a process exit) with a deadline.
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include "tests/cli/daemon_test_util.hpp"
 
 namespace mcprt_cli_test {
@@ -506,6 +510,24 @@ TEST_F(serve_test, one_daemon_per_workspace) {
   // The running daemon's file is untouched.
   auto doc = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
   EXPECT_EQ(doc["pid"], daemon_->pid());
+}
+
+// A daemon that is still starting has no daemon.json yet: its lock keeps a
+// second one out all the same (here the test holds the lock).
+TEST_F(serve_test, one_daemon_per_workspace_also_while_one_is_starting) {
+  fs::create_directories(ws_ / ".mcprt");
+  auto lock_path = ws_ / ".mcprt" / "daemon.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  auto r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("starting or running"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  ::close(fd);
+  // Let go, the next one starts.
+  ASSERT_TRUE(start());
+  EXPECT_TRUE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
 }
 
 // -- tokens and addresses ---------------------------------------------------------------------------
