@@ -166,6 +166,67 @@ void lifetime::spawn(std::vector<task>& group, std::function<void()> fn) {
   group.push_back({std::move(thread), std::move(done)});
 }
 
+void lifetime::spawn_worker(std::function<void()> fn) {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  if (pool_closing_) {
+    // Shutting down: nobody would join a new worker.
+    lock.unlock();
+    fn();
+    return;
+  }
+  pool_queue_.push_back(std::move(fn));
+  if (pool_idle_ >= pool_queue_.size()) {
+    pool_cv_.notify_one();
+    return;
+  }
+  pool_threads_.emplace_back([this] { work(); });
+}
+
+void lifetime::work() {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  for (;;) {
+    ++pool_idle_;
+    pool_cv_.wait(lock, [this] { return !pool_queue_.empty() || pool_closing_; });
+    --pool_idle_;
+    if (pool_queue_.empty()) return; // closing, and everything ran
+    auto job = std::move(pool_queue_.front());
+    pool_queue_.pop_front();
+    lock.unlock();
+    try {
+      job();
+    } catch (const std::exception& e) {
+      log_line(std::string("mcprt-test-server: thread failed: ") + e.what());
+    }
+    lock.lock();
+  }
+}
+
+void lifetime::join_workers() {
+  // Queued calls still run (and answer) before their workers end.
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pool_closing_ = true;
+    threads.swap(pool_threads_);
+  }
+  pool_cv_.notify_all();
+  for (auto& t : threads)
+    t.join();
+  // A worker's job may have queued another meanwhile: run the rest here.
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  while (!pool_queue_.empty()) {
+    auto job = std::move(pool_queue_.front());
+    pool_queue_.pop_front();
+    lock.unlock();
+    try {
+      job();
+    } catch (const std::exception& e) {
+      log_line(std::string("mcprt-test-server: thread failed: ") + e.what());
+    }
+    lock.lock();
+  }
+}
+
 void lifetime::join(std::vector<task>& group) {
   // Joined threads may spawn more (a worker never does today, but a
   // background task might), so keep going until the group stays empty.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -145,9 +146,12 @@ public:
   // Workers serve client requests and are drained before shutdown so
   // in-flight calls still get answered; background threads (timers,
   // server-initiated requests) are simply woken and joined.
-  void spawn_worker(std::function<void()> fn) { spawn(workers_, std::move(fn)); }
+  // Workers come from a pool that grows whenever every worker is busy, so
+  // a call never waits behind a sleeping one, and a stream of short calls
+  // does not start a thread each (which cost more than the call itself).
+  void spawn_worker(std::function<void()> fn);
   void spawn_background(std::function<void()> fn) { spawn(background_, std::move(fn)); }
-  void join_workers() { join(workers_); }
+  void join_workers();
   void join_background() { join(background_); }
 
 private:
@@ -162,8 +166,15 @@ private:
   std::condition_variable cv_;
   bool stop_ = false;
   std::mutex threads_mu_;
-  std::vector<task> workers_;
   std::vector<task> background_;
+  // The worker pool.
+  void work();
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::deque<std::function<void()>> pool_queue_;
+  std::size_t pool_idle_ = 0; // workers waiting for a job
+  bool pool_closing_ = false;
+  std::vector<std::thread> pool_threads_;
 };
 
 // One client connection: the stdio pipe pair, or one HTTP session.
