@@ -712,8 +712,9 @@ struct reactor::impl {
         handle(events[i].data.u64, events[i].events);
       fire_due_timers();
       // Exits read while a spawn waited for its answer, and signals queued
-      // by the handlers above.
-      service_reaper();
+      // by the handlers above. What the reaper sends, epoll reports (level
+      // triggered): no read on every turn of the loop.
+      if (reaper.has_buffered() || reaper.wants_write()) service_reaper();
     }
     // Whatever is still queued (a spawn caller may be waiting on it) is
     // cancelled; nothing can be queued any more.
