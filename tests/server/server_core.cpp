@@ -210,21 +210,10 @@ void lifetime::join_workers() {
     threads.swap(pool_threads_);
   }
   pool_cv_.notify_all();
+  // A worker ends only once the queue is empty, and nothing is queued
+  // after closing (spawn_worker runs it in place).
   for (auto& t : threads)
     t.join();
-  // A worker's job may have queued another meanwhile: run the rest here.
-  std::unique_lock<std::mutex> lock(pool_mu_);
-  while (!pool_queue_.empty()) {
-    auto job = std::move(pool_queue_.front());
-    pool_queue_.pop_front();
-    lock.unlock();
-    try {
-      job();
-    } catch (const std::exception& e) {
-      log_line(std::string("mcprt-test-server: thread failed: ") + e.what());
-    }
-    lock.lock();
-  }
 }
 
 void lifetime::join(std::vector<task>& group) {
