@@ -148,6 +148,29 @@ TEST_F(GatewayHttp, ASettingsEditThatAddsAServerSendsToolsListChanged) {
   ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "calc__calc_echo") && has(names, "echo__echo"); }));
 }
 
+// A new prefix renames the server's tools; the server itself did not
+// change, so the same process answers under the new names.
+TEST_F(GatewayHttp, ChangingAPrefixRenamesToolsWithoutRestartingTheServer) {
+  auto with_prefix = [&](const std::string& px) {
+    auto cfg = test_server_config({});
+    cfg["prefix"] = px;
+    write_user({{"echo", cfg}});
+  };
+  with_prefix("a_");
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "a_pid"); }));
+  auto before = text_of(c.run("callTool", {{"name", "a_pid"}}));
+  ASSERT_FALSE(before.empty());
+  c.forget_events();
+  with_prefix("b_");
+  ASSERT_TRUE(c.event("tools_list_changed", 30s)) << "no list_changed after the prefix changed";
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "b_pid") && !has(names, "a_pid"); }));
+  EXPECT_EQ(text_of(c.run("callTool", {{"name", "b_pid"}})), before);
+}
+
 TEST_F(GatewayHttp, ApprovalMakesAProjectServersToolsAppear) {
   write_file(project_file(), json{{"mcpServers", {{"proj", test_server_config({"--name-prefix", "p_"})}}}}.dump(2));
   ASSERT_TRUE(start());
