@@ -18,6 +18,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -213,7 +214,6 @@ struct reactor::impl {
     }
   }
 
-  // False when the reactor is stopping (the command was not queued).
   // The stdin lanes by process, for writers on other threads.
   std::mutex lanes_mtx;
   std::unordered_map<process_id, std::shared_ptr<stdin_lane>> lanes;
@@ -224,6 +224,7 @@ struct reactor::impl {
     return i == lanes.end() ? nullptr : i->second;
   }
 
+  // False when the reactor is stopping (the command was not queued).
   bool post(command c) {
     {
       std::lock_guard<std::mutex> lk(mtx);
