@@ -85,7 +85,8 @@ TEST_F(oauth_test, a_server_that_needs_authorization_waits_for_mcprt_auth_and_th
   ASSERT_FALSE(url.empty());
   configure(url);
   ASSERT_TRUE(start());
-  sse_stream events(port_);
+  // From the first event on: the refusal may come before the stream opens.
+  sse_stream events(port_, {{"Last-Event-ID", "0"}});
   ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
   auto required = events.wait_for("auth_required", [](const json& j) { return j.value("server", "") == "remote"; });
   ASSERT_TRUE(required);
