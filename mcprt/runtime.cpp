@@ -343,17 +343,20 @@ caf::behavior call_deadline_sweeper(caf::event_based_actor* self, std::shared_pt
     [self, reg](caf::tick_atom) {
       auto now = std::chrono::steady_clock::now();
       std::vector<caf::actor> expired;
+      bool again = false;
       {
         std::lock_guard<std::mutex> guard{reg->mtx};
         for (auto& [id, entry] : reg->live)
           if (auto job = entry.first.lock(); job && entry.second && job->deadline <= now)
             expired.push_back(entry.second);
         reg->idle_ticks = reg->live.empty() ? reg->idle_ticks + 1 : 0;
-        reg->sweeping = reg->idle_ticks < 20 && !reg->closed;
+        reg->sweeping = again = reg->idle_ticks < 20 && !reg->closed;
       }
       for (auto& runner : expired)
         self->send(runner, caf::timeout_atom::value);
-      if (reg->sweeping) self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
+      // Decided under the lock: a call that re-arms the sweeper after it let
+      // go must not find a second chain of ticks going.
+      if (again) self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
     },
   };
 }
