@@ -229,16 +229,15 @@ public:
           ex_->respond(std::move(r));
           return;
         }
+        // The answer holds the stream from here on; the channel only
+        // refers to it.
         auto s = std::make_shared<event_stream>(queue_);
-        stream_ = s; // kept until the exchange has taken it
         sse_ = std::make_shared<sse_channel>(s, true);
         ex_->respond(stream_response(s, extra_));
       }
       sse = sse_;
     }
     sse->send(msg, last);
-    std::lock_guard<std::mutex> guard{mtx_};
-    stream_.reset();
   }
 
   bool open() const override {
@@ -274,7 +273,6 @@ private:
   mutable std::mutex mtx_;
   bool done_ = false;
   std::shared_ptr<sse_channel> sse_;
-  std::shared_ptr<event_stream> stream_;
 };
 
 } // namespace

@@ -63,17 +63,6 @@ std::string message_of(caf::actor_system& sys, const caf::error& e) {
   return sys.render(e);
 }
 
-/// The number at the end of a gateway call id ("gw-<session>-<n>"): the
-/// gateway numbers its calls in the order they go out.
-std::uint64_t call_number(const std::string& call_id) {
-  auto dash = call_id.rfind('-');
-  if (dash == std::string::npos) return 0;
-  std::uint64_t n = 0;
-  for (auto c : call_id.substr(dash + 1))
-    if (c >= '0' && c <= '9') n = n * 10 + static_cast<std::uint64_t>(c - '0');
-  return n;
-}
-
 json tool_error_result(const std::string& text) {
   return json{{"content", json::array({json{{"type", "text"}, {"text", text}}})}, {"isError", true}};
 }
@@ -140,6 +129,7 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   struct pending_request {
     std::shared_ptr<gateway_channel> reply;
     std::string call_id; // tools/call: ours, for cancel and the server's requests
+    std::uint64_t call_number = 0; // tools/call: the order the gateway sent it in
     std::string wire;    // tools/call: the connection's, for the server's logs
     std::string server;
     std::string method;
@@ -263,9 +253,13 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
     o.timeout = opts.call_timeout;
     {
       std::lock_guard<std::mutex> guard{mtx};
-      o.call_id = "gw-" + sid.substr(0, 8) + "-" + std::to_string(next_call++);
+      auto number = next_call++;
+      o.call_id = "gw-" + sid.substr(0, 8) + "-" + std::to_string(number);
       auto r = s->requests.find(key);
-      if (r != s->requests.end()) r->second.call_id = o.call_id;
+      if (r != s->requests.end()) {
+        r->second.call_id = o.call_id;
+        r->second.call_number = number;
+      }
       calls[o.call_id] = {sid, key};
     }
     if (d.progress_token) {
@@ -392,14 +386,14 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     if (c == p.calls.end()) return false;
     owner = c->second;
   } else {
-    std::string oldest_call;
+    std::uint64_t oldest = 0;
     for (auto& [sid, sess] : p.sessions)
       for (auto& [key, r] : sess->requests)
         if (!r.call_id.empty() && r.server == req.server) {
           if (owner && owner->first != sid) return false; // several sessions: whose it is cannot be told
-          if (owner && call_number(r.call_id) > call_number(oldest_call)) continue;
+          if (owner && r.call_number > oldest) continue;
           owner = std::make_pair(sid, key);
-          oldest_call = r.call_id;
+          oldest = r.call_number;
         }
     if (!owner) return false;
   }
