@@ -15,6 +15,7 @@
 #include "core/approvals_store.hpp"
 #include "core/oauth_token_store.hpp"
 #include "mcprt/oauth_broker.hpp"
+#include "mcprt/version.hpp"
 #include "core/fingerprint.hpp"
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
@@ -236,7 +237,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"mcprt — keeps a workspace's MCP server connections in step with its settings files"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "mcprt 0.1.0");
+  app.set_version_flag("--version", "mcprt " MCPRT_VERSION);
 
   common_flags explain_flags;
   auto* explain = app.add_subcommand("explain", "Show which MCP servers would run in a workspace, and why the others would not. Starts no process.");

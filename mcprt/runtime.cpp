@@ -27,6 +27,7 @@
 #include "io/http_transport.hpp"
 #include "io/reactor.hpp"
 #include "mcprt/host_bridge.hpp"
+#include "mcprt/version.hpp"
 #include "pool/pool_supervisor.hpp"
 #include "pool/private_pool.hpp"
 
@@ -838,8 +839,8 @@ std::vector<event> runtime::replay(uint64_t after) {
 nlohmann::json runtime::snapshot() {
   auto& p = *impl_;
   auto timeout = std::chrono::seconds(10);
-  json out{{"v", 1}, {"workspace", p.opts.workspace.string()}, {"trusted", p.opts.trusted},
-           {"capabilities", capabilities()}};
+  json out{{"v", 1}, {"version", MCPRT_VERSION}, {"workspace", p.opts.workspace.string()},
+           {"trusted", p.opts.trusted}, {"capabilities", capabilities()}};
   auto g = p.ask<gating_snapshot>(p.gating, timeout, atom::snapshot_v);
   std::optional<session_snapshot> sess;
   std::vector<budget_actor> budgets;

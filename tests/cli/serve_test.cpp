@@ -38,6 +38,7 @@ TEST_F(serve_test, snapshot_has_the_documented_shape) {
   auto s = snapshot();
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s["v"], 1);
+  EXPECT_EQ(s["version"], MCPRT_PROJECT_VERSION);
   EXPECT_EQ(s["workspace"], ws_.string());
   EXPECT_EQ(s["trusted"], true);
   EXPECT_TRUE(s["capabilities"].is_array());

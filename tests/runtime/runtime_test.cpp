@@ -132,9 +132,10 @@ TEST_F(Runtime, SnapshotHasTheDocumentedShapeAndNoSecrets) {
   start(o);
   auto snap = wait_snapshot(connected({"a"}));
   EXPECT_EQ(snap["v"], 1);
+  EXPECT_EQ(snap["version"], MCPRT_PROJECT_VERSION);
   EXPECT_EQ(snap["workspace"], ws.string());
   EXPECT_EQ(snap["trusted"], true);
-  for (auto key : {"capabilities", "reconcile", "servers", "pool", "budgets"})
+  for (auto key : {"version", "capabilities", "reconcile", "servers", "pool", "budgets"})
     EXPECT_TRUE(snap.contains(key)) << key;
   auto& a = snap["servers"][0];
   for (auto key : {"name", "scope", "transport", "status", "reason", "approval", "fingerprint", "pid", "tools",
