@@ -21,6 +21,7 @@
 #include "core/settings.hpp"
 #include "cli/client.hpp"
 #include "cli/gateway_stdio.hpp"
+#include "cli/input_command.hpp"
 #include "cli/one_shot.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
@@ -260,6 +261,8 @@ int main(int argc, char** argv) {
   reject->add_option("name", reject_name, "Server name")->required();
   add_workspace_flags(reject, reject_flags);
 
+  cli::input_command input(app);
+
   // What a one-shot command (inspect, call --http / call -- COMMAND) offers
   // the server beyond listing and calling.
   auto add_one_shot_flags = [](CLI::App* cmd, cli::one_shot_target& t, long long& timeout) {
@@ -477,6 +480,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : exit_usage;
   }
   if (*explain) return run_explain(explain_flags);
+  if (input.given()) return input.run();
   if (*inspect) {
     if (inspect_timeout > 0) inspect_opts.target.timeout_ms = inspect_timeout;
     return cli::run_inspect(inspect_opts);
