@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "mcprt/version.hpp"
 #include "core/fingerprint.hpp"
 #include "core/mcp_session.hpp"
 #include "core/untrusted_text.hpp"
@@ -369,7 +370,7 @@ void start(self_ptr self) {
   bool remote = kind == transport_kind::http || kind == transport_kind::sse;
   auto& o = st.session_options;
   o.client_name = "mcprt";
-  o.client_version = "0.1.0";
+  o.client_version = MCPRT_VERSION;
   std::optional<milliseconds> configured;
   if (auto i = server.spec.find("discoveryTimeoutMs"); i != server.spec.end() && i->is_number_integer())
     configured = milliseconds(i->get<long long>());

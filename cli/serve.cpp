@@ -40,6 +40,7 @@
 #include "core/workspace_view.hpp"
 #include "mcprt/gateway.hpp"
 #include "mcprt/runtime.hpp"
+#include "mcprt/version.hpp"
 
 namespace mcprt::cli {
 
@@ -430,7 +431,7 @@ int run_serve(const serve_flags& f) {
     gateway_options go;
     go.catalog_session = session;
     go.idle_timeout = std::chrono::milliseconds(f.gateway_idle_ms);
-    go.version = "0.1.0";
+    go.version = MCPRT_VERSION;
     gw.emplace(rt, sys, go);
     if (!gw->start()) {
       spdlog::error("cannot start the gateway (event bus subscription)");

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mcprt/version.hpp"
 #include "core/gateway_catalog.hpp"
 
 namespace mcprt {
@@ -80,7 +81,7 @@ class gateway_session {
 public:
   struct options {
     std::string name = "mcprt";
-    std::string version = "0.1.0";
+    std::string version = MCPRT_VERSION;
     std::string instructions;
   };
 

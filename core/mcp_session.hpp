@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mcprt/version.hpp"
 #include "core/client_features.hpp"
 #include "core/line_reader.hpp"
 #include "core/tool_filter.hpp"
@@ -182,7 +183,7 @@ public:
 
   struct options {
     std::string client_name = "mcprt";
-    std::string client_version = "0.1.0";
+    std::string client_version = MCPRT_VERSION;
     std::chrono::milliseconds discovery_timeout = default_local_discovery_timeout;
     /// nullopt: calls never time out.
     std::optional<std::chrono::milliseconds> call_timeout = default_call_timeout;

@@ -26,6 +26,7 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
+#include "mcprt/version.hpp"
 #include "core/gateway_catalog.hpp"
 
 namespace mcprt {
@@ -49,7 +50,7 @@ struct gateway_options {
   std::chrono::milliseconds coalesce = std::chrono::milliseconds(20);
   /// Messages kept for a session with no stream open (oldest dropped).
   std::size_t backlog = 64;
-  std::string version = "0.1.0";
+  std::string version = MCPRT_VERSION;
 };
 
 /// Where messages to one client go. Thread-safe, never blocks.
