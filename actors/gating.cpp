@@ -26,7 +26,11 @@ struct gating_state {
   static inline const char* name = "mcprt.gating";
 
   std::unique_ptr<approvals_store> approvals;
+  std::unique_ptr<input_store> inputs;
   std::unique_ptr<workspace_gating> model;
+  // The variable problems last published, by server, so that one that
+  // stays is reported once.
+  std::map<std::string, std::string> published_problems;
   event_bus_actor bus;
   bool started = false;
   uint64_t revision = 0;
@@ -65,13 +69,34 @@ void push(self_ptr self, session_entry& s, bool reconcile) {
   if (reconcile) self->send(s.reconciler, atom::reconcile_v);
 }
 
+/// Publishes a settings_error for each admitted server whose variables
+/// cannot be expanded, once per problem; logs it too (never a value).
+void report_variable_errors(self_ptr self) {
+  auto& st = self->state;
+  std::map<std::string, std::string> now;
+  for (auto& [name, e] : st.model->variable_errors()) {
+    auto& known = st.published_problems[name];
+    if (known != e.message) {
+      auto scope = st.model->merged().servers.at(name).scope;
+      spdlog::warn("settings: {}: {}", escape_for_display(e.path), e.message);
+      publish(self, st.bus, events::settings_error{replace_invalid_utf8(e.path), to_string(scope), 0, 0, e.message});
+    }
+    now.emplace(name, e.message);
+  }
+  st.published_problems = std::move(now);
+}
+
 void push_all(self_ptr self) {
+  report_variable_errors(self);
   ++self->state.revision;
   for (auto& [addr, s] : self->state.sessions)
     push(self, s, true);
 }
 
-std::vector<settings_document> documents_of(settings_update& u, const std::vector<settings_document>& before) {
+std::vector<settings_document> documents_of(settings_update& u, const workspace_gating& model) {
+  auto& before = model.documents();
+  auto& o = model.options();
+  auto sources = settings_sources(o.home, o.workspace, o.settings_profile);
   std::vector<settings_document> docs;
   for (auto& f : u.files) {
     auto scope = parse_config_scope(f.scope).value_or(config_scope::user);
@@ -79,7 +104,8 @@ std::vector<settings_document> documents_of(settings_update& u, const std::vecto
     const settings_document* previous = nullptr;
     for (auto& d : before)
       if (d.path == f.path && d.scope == scope) previous = &d;
-    docs.push_back(document_from_json(f.path, scope, f.exists, std::move(f.content.value), previous));
+    docs.push_back(document_from_json(f.path, scope, f.exists, std::move(f.content.value), previous,
+                                      format_of(sources, f.path, scope)));
   }
   return docs;
 }
@@ -89,6 +115,9 @@ std::vector<settings_document> documents_of(settings_update& u, const std::vecto
 void log_store_warnings(self_ptr self) {
   for (auto& w : self->state.model->approvals().take_warnings())
     spdlog::warn("approvals: {}", escape_for_display(w));
+  if (auto* inputs = self->state.model->inputs())
+    for (auto& w : inputs->take_warnings())
+      spdlog::warn("inputs: {}", escape_for_display(w));
 }
 
 /// The decision in force for every configured gated server.
@@ -105,12 +134,13 @@ void reread_store(self_ptr self) {
   auto& model = *self->state.model;
   auto before = decisions_of(model);
   model.approvals().reload();
-  model.refresh();
+  if (model.inputs()) model.inputs()->reload();
+  bool changed = model.refresh();
   log_store_warnings(self);
-  if (decisions_of(model) != before) push_all(self);
+  if (changed || decisions_of(model) != before) push_all(self);
 }
 
-void start_store_watch(self_ptr self, const std::filesystem::path& file) {
+void start_store_watch(self_ptr self, std::vector<std::filesystem::path> files) {
   caf::actor_addr me = self->address();
   auto on_change = [me](const std::string& path) {
     if (auto a = caf::actor_cast<caf::actor>(me)) caf::anon_send(a, atom::fs_event_v, path);
@@ -119,8 +149,7 @@ void start_store_watch(self_ptr self, const std::filesystem::path& file) {
     spdlog::warn("approvals store watch: {}", escape_for_display(message));
   };
   try {
-    self->state.store_watch = std::make_unique<io::inotify_watch>(std::vector<std::filesystem::path>{file},
-                                                                  on_change, on_error);
+    self->state.store_watch = std::make_unique<io::inotify_watch>(std::move(files), on_change, on_error);
   } catch (const std::exception& e) {
     on_error(std::string("decisions written by other processes are not seen until a restart: ") + e.what());
   }
@@ -155,12 +184,16 @@ gating_snapshot snapshot_of(const gating_state& st) {
   s.promptable = model.gating().promptable;
   for (auto& e : model.top_tier_errors())
     s.errors.push_back(e.path + ":" + std::to_string(e.line) + ":" + std::to_string(e.column) + ": " + e.message);
+  for (auto& [name, e] : model.variable_errors())
+    s.errors.push_back(e.path + ": " + e.message);
   for (auto& [name, cfg] : model.merged().servers) {
     gated_server g;
     g.name = name;
     g.scope = to_string(cfg.scope);
     g.transport = to_string(cfg.transport());
-    g.fingerprint = cfg.connection_id_cache.empty() ? connection_id(cfg) : cfg.connection_id_cache;
+    // The id of the config as it runs: with its variables expanded.
+    auto x = model.gating().expanded.find(name);
+    g.fingerprint = connection_id(x != model.gating().expanded.end() ? x->second : cfg);
     g.prefix = cfg.prefix ? *cfg.prefix : name + "__";
     auto a = model.gating().servers.find(name);
     if (a != model.gating().servers.end()) {
@@ -177,15 +210,20 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
   auto& st = self->state;
   st.bus = std::move(bus);
   st.approvals = std::make_unique<approvals_store>(opts.approvals_file);
-  st.model = std::make_unique<workspace_gating>(std::move(opts.workspace), *st.approvals);
+  if (!opts.inputs_file.empty()) st.inputs = std::make_unique<input_store>(opts.inputs_file);
+  st.model = std::make_unique<workspace_gating>(std::move(opts.workspace), *st.approvals, st.inputs.get());
   st.debounce = opts.debounce;
   log_store_warnings(self);
-  if (opts.watch_approvals) start_store_watch(self, opts.approvals_file);
+  if (opts.watch_approvals) {
+    std::vector<std::filesystem::path> watched{opts.approvals_file};
+    if (!opts.inputs_file.empty()) watched.push_back(opts.inputs_file);
+    start_store_watch(self, std::move(watched));
+  }
   self->set_down_handler([self](const caf::down_msg& dm) { self->state.sessions.erase(dm.source); });
   return {
     [self](settings_update& u) {
       auto& model = *self->state.model;
-      bool changed = model.set_documents(documents_of(u, model.documents()));
+      bool changed = model.set_documents(documents_of(u, model));
       if (changed || u.forced) push_all(self);
     },
     [self](atom::approve, const std::string& name) { return decide(self, name, approval_state::approved); },

@@ -14,6 +14,9 @@ struct gating_options {
   workspace_options workspace;
   /// Where approval decisions live (approvals_store::default_path).
   std::filesystem::path approvals_file;
+  /// Where the values of `${input:ID}` live (input_store::default_path);
+  /// empty: no input has a value. Watched with the approvals file.
+  std::filesystem::path inputs_file;
   /// Watch the store's directory with inotify, so that decisions written by
   /// another process (`mcprt approve --home`, another daemon) take effect
   /// (the runtime turns it on with `runtime_options::watch`). Off by

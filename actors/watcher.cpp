@@ -81,7 +81,7 @@ std::optional<events::settings_error> note_error(file_slot& slot, const settings
 std::optional<events::settings_error> load_initial(file_slot& slot) {
   slot.last_good.path = slot.file.path.string();
   slot.last_good.scope = to_string(slot.file.scope);
-  auto doc = load_settings_file(slot.file.path, slot.file.scope);
+  auto doc = load_settings_file(slot.file.path, slot.file.scope, slot.file.format);
   if (!doc.ok()) {
     slot.last_good.exists = false;
     slot.last_good.content.value = nlohmann::json::object();
@@ -94,7 +94,7 @@ std::optional<events::settings_error> load_initial(file_slot& slot) {
 
 /// Re-reads one file against its last good content (SPEC 3.3 – 3.5).
 void rescan_one(file_slot& slot, scan_result& out) {
-  auto doc = load_settings_file(slot.file.path, slot.file.scope);
+  auto doc = load_settings_file(slot.file.path, slot.file.scope, slot.file.format);
   if (!doc.ok()) {
     if (auto payload = note_error(slot, *doc.error)) out.errors.push_back(std::move(*payload));
     return; // the last good content stays in force

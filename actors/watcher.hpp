@@ -16,6 +16,7 @@ namespace mcprt {
 struct watched_file {
   config_scope scope = config_scope::user;
   std::filesystem::path path;
+  settings_format format = settings_format::settings;
 };
 
 struct watcher_options {

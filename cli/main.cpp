@@ -52,8 +52,9 @@ struct common_flags {
 void add_workspace_flags(CLI::App* cmd, common_flags& f) {
   cmd->add_option("--workspace,-w", f.workspace, "Workspace directory (default: current directory)");
   cmd->add_option("--home", f.home, "Home directory holding user settings and approvals (default: $HOME)");
-  cmd->add_option("--profile", f.profile_name, "Settings layout: mcprt (.mcprt/), qwen (.qwen/), gemini (.gemini/)")
-    ->check(CLI::IsMember({"mcprt", "qwen", "gemini"}));
+  cmd->add_option("--profile", f.profile_name, "Whose files to read: mcprt (.mcprt/ + .mcp.json), qwen, gemini, vscode (.vscode/mcp.json), "
+                  "cursor (.cursor/mcp.json), claude (.mcp.json + ~/.claude.json)")
+    ->check(CLI::IsMember({"mcprt", "qwen", "gemini", "vscode", "cursor", "claude"}));
   cmd->add_option("--mcp-config", f.mcp_config, "Extra servers file ({\"mcpServers\": ...}) above all settings");
 }
 
@@ -104,9 +105,12 @@ std::string join(const std::vector<std::string>& xs) {
 
 // Reads the workspace as a command sees it; store warnings go to stderr.
 workspace_view read_workspace(const workspace_options& opts, approvals_store& approvals) {
-  auto view = load_workspace(opts, approvals);
+  input_store inputs(input_store::default_path(opts.home, opts.settings_profile.dir_name));
+  auto view = load_workspace(opts, approvals, &inputs);
   for (auto& w : approvals.take_warnings())
     std::cerr << "mcprt: warning: " << w << "\n";
+  for (auto& w : inputs.take_warnings())
+    std::cerr << "mcprt: warning: " << escape_for_display(w) << "\n";
   return view;
 }
 
@@ -306,8 +310,9 @@ int main(int argc, char** argv) {
                                             "  Prints `listening on http://HOST:PORT` first; writes <ws>/.mcprt/daemon.json.");
   serve->add_option("--workspace,-w", serve_flags.workspace, "Workspace directory (default: current directory)");
   serve->add_option("--home", serve_flags.home, "Home directory holding user settings and approvals (default: $HOME)");
-  serve->add_option("--profile", serve_flags.profile, "Settings layout: mcprt (.mcprt/), qwen (.qwen/), gemini (.gemini/)")
-    ->check(CLI::IsMember({"mcprt", "qwen", "gemini"}));
+  serve->add_option("--profile", serve_flags.profile, "Whose files to read: mcprt (.mcprt/ + .mcp.json), qwen, gemini, vscode (.vscode/mcp.json), "
+                  "cursor (.cursor/mcp.json), claude (.mcp.json + ~/.claude.json)")
+    ->check(CLI::IsMember({"mcprt", "qwen", "gemini", "vscode", "cursor", "claude"}));
   serve->add_option("--mcp-config", serve_flags.mcp_config, "Extra servers file ({\"mcpServers\": ...}) above all settings");
   serve->add_option("--allowed-mcp-server-names", serve_flags.allowed_names,
                     "Comma-separated upper bound on admitted servers (names or globs)");

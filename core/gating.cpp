@@ -15,6 +15,8 @@ std::string to_string(unavailable_reason r) {
     case unavailable_reason::rejected: return "rejected";
     case unavailable_reason::untrusted: return "untrusted";
     case unavailable_reason::removed: return "removed";
+    case unavailable_reason::needs_input: return "needs_input";
+    case unavailable_reason::variable_error: return "variable_error";
   }
   return "unknown";
 }
@@ -36,6 +38,12 @@ std::string remedy(unavailable_reason r, const std::string& server) {
       return "the workspace folder is not trusted; no MCP server starts there";
     case unavailable_reason::removed:
       return "it was removed from the settings during this session; add it back to use it";
+    case unavailable_reason::needs_input:
+      return "it uses an ${input:ID} with no stored value — run `mcprt input set ID` for it (`mcprt explain` "
+             "names the input)";
+    case unavailable_reason::variable_error:
+      return "a variable it uses cannot be expanded — set it in mcprt's environment or give it a default "
+             "(${VAR:-default}), then restart mcprt (`mcprt explain` names the variable)";
   }
   return {};
 }
@@ -92,9 +100,44 @@ gating_result compute_gating(const gating_input& in) {
     else if (adm.approval == approval_state::pending)
       adm.reason = unavailable_reason::pending_approval;
     else if (adm.approval == approval_state::rejected) adm.reason = unavailable_reason::rejected;
+    if (!adm.reason && in.variables) {
+      // Only what may run is expanded: a server waiting for approval names
+      // no variable it would read.
+      auto x = expand_server(cfg, *in.variables);
+      if (x.problem) {
+        adm.reason = x.needs_input() ? unavailable_reason::needs_input : unavailable_reason::variable_error;
+        adm.problem = std::move(x.problem);
+      } else if (x.config) {
+        out.expanded.emplace(name, std::move(*x.config));
+      }
+    }
     adm.admitted = !adm.reason;
     out.servers.emplace(name, adm);
   }
+  return out;
+}
+
+server_expansion expand_server(const server_config& cfg, const variable_context& ctx) {
+  server_expansion out;
+  auto x = expand_server_spec(cfg.spec, ctx);
+  if (x.problem) {
+    out.problem = std::move(x.problem);
+    return out;
+  }
+  if (x.spec == cfg.spec) return out; // nothing to expand: the config runs as written
+  auto parsed = parse_server_config(cfg.name, x.spec, cfg.scope);
+  if (parsed.error) {
+    // A value that arrived through a variable broke a rule the file obeys
+    // (a line break in a header, a NUL): said without the value.
+    expansion_problem p;
+    p.what = expansion_problem::kind::invalid_value;
+    p.key_path = parsed.error->path_string();
+    p.detail = parsed.error->message;
+    out.problem = std::move(p);
+    return out;
+  }
+  out.config = std::move(parsed.config);
+  out.config->source = cfg.source;
   return out;
 }
 
@@ -102,7 +145,9 @@ server_map gating_result::admitted(const server_map& all) const {
   server_map out;
   for (auto& [name, cfg] : all) {
     auto i = servers.find(name);
-    if (i != servers.end() && i->second.admitted) out.emplace(name, cfg);
+    if (i == servers.end() || !i->second.admitted) continue;
+    auto x = expanded.find(name);
+    out.emplace(name, x != expanded.end() ? x->second : cfg);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "core/approvals_store.hpp"
 #include "core/server_config.hpp"
+#include "core/variables.hpp"
 
 namespace mcprt {
 
@@ -22,6 +23,11 @@ enum class unavailable_reason {
   rejected,
   untrusted,
   removed,
+  /// Admitted, but an `${input:ID}` it uses has no stored value.
+  needs_input,
+  /// Admitted, but a variable it uses cannot be expanded (not set and no
+  /// default, unsupported, or its value is not valid where it goes).
+  variable_error,
 };
 
 std::string to_string(unavailable_reason r);
@@ -58,22 +64,39 @@ struct gating_input {
   bool trusted = true;
   /// Decision for a gated server's current config (hash-bound).
   std::function<approval_state(const server_config&)> approval;
+  /// Expands `${...}` in the servers that pass every other gate; without
+  /// it, values are taken as written.
+  const variable_context* variables = nullptr;
 };
 
 struct server_admission {
   bool admitted = false;
   std::optional<unavailable_reason> reason;
   std::optional<approval_state> approval; // gated servers only
+  /// needs_input / variable_error: which variable, where (never a value).
+  std::optional<expansion_problem> problem;
 };
 
 struct gating_result {
   gating_lists lists;
   std::vector<std::string> promptable; // gated servers strictly pending
   std::map<std::string, server_admission> servers;
+  /// Admitted servers whose config uses variables, as they run: expanded,
+  /// re-validated, with their own connection id. Their values are secrets
+  /// like `env`; the approval hash is over the config as written.
+  server_map expanded;
 
-  /// The servers that may connect now.
+  /// The servers that may connect now, expanded.
   server_map admitted(const server_map& all) const;
 };
+
+/// `cfg` with its variables expanded and validated again, or the problem.
+struct server_expansion {
+  std::optional<server_config> config;
+  std::optional<expansion_problem> problem;
+  bool needs_input() const { return problem && problem->what == expansion_problem::kind::missing_input; }
+};
+server_expansion expand_server(const server_config& cfg, const variable_context& ctx);
 
 gating_result compute_gating(const gating_input& in);
 

@@ -19,10 +19,41 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::optional<profile> profile::parse(std::string_view name) {
-  if (name == "mcprt") return profile{".mcprt"};
-  if (name == "qwen") return profile{".qwen"};
-  if (name == "gemini") return profile{".gemini"};
+  if (name == "mcprt") return profile{"mcprt", ".mcprt"};
+  if (name == "qwen") return profile{"qwen", ".qwen"};
+  if (name == "gemini") return profile{"gemini", ".gemini"};
+  // Other clients' directories hold their own state: mcprt keeps its
+  // approvals and tokens under .mcprt for them.
+  if (name == "vscode") return profile{"vscode", ".mcprt"};
+  if (name == "cursor") return profile{"cursor", ".mcprt"};
+  if (name == "claude") return profile{"claude", ".mcprt"};
   return std::nullopt;
+}
+
+const char* profile::names() {
+  return "mcprt, qwen, gemini, vscode, cursor, claude";
+}
+
+std::string to_string(settings_format f) {
+  switch (f) {
+    case settings_format::settings: return "settings";
+    case settings_format::mcp_json: return "mcp.json";
+    case settings_format::vscode: return "vscode";
+    case settings_format::claude_user: return "claude";
+  }
+  return "settings";
+}
+
+settings_format default_format(config_scope scope) {
+  return scope == config_scope::user || scope == config_scope::workspace ? settings_format::settings
+                                                                         : settings_format::mcp_json;
+}
+
+settings_format format_of(const std::vector<settings_source>& sources, const std::string& path,
+                          config_scope scope) {
+  for (auto& s : sources)
+    if (s.scope == scope && s.path.string() == path) return s.format;
+  return default_format(scope);
 }
 
 std::optional<fs::path> resolve_home(std::string_view home_flag, const char* home_env, std::string* error) {
@@ -41,10 +72,20 @@ std::optional<fs::path> resolve_home(std::string_view home_flag, const char* hom
   return home.lexically_normal();
 }
 
-settings_paths resolve_settings_paths(const fs::path& home, const fs::path& workspace,
-                                      const profile& p) {
-  return {home / p.dir_name / "settings.json", workspace / ".mcp.json",
-          workspace / p.dir_name / "settings.json"};
+std::vector<settings_source> settings_sources(const fs::path& home, const fs::path& workspace, const profile& p) {
+  using f = settings_format;
+  auto user = config_scope::user;
+  auto project = config_scope::project;
+  if (p.name == "vscode")
+    return {{user, home / ".config" / "Code" / "User" / "mcp.json", f::vscode},
+            {project, workspace / ".vscode" / "mcp.json", f::vscode}};
+  if (p.name == "cursor")
+    return {{user, home / ".cursor" / "mcp.json", f::mcp_json}, {project, workspace / ".cursor" / "mcp.json", f::mcp_json}};
+  if (p.name == "claude")
+    return {{user, home / ".claude.json", f::claude_user}, {project, workspace / ".mcp.json", f::mcp_json}};
+  return {{user, home / p.dir_name / "settings.json", f::settings},
+          {project, workspace / ".mcp.json", f::mcp_json},
+          {config_scope::workspace, workspace / p.dir_name / "settings.json", f::settings}};
 }
 
 namespace {
@@ -122,11 +163,12 @@ settings_document fill_document(settings_document doc, json parsed, const settin
     auto err = error_at_path(where, std::move(msg));
     return failed(std::move(doc), std::move(err));
   };
-  if (auto servers = parsed.find("mcpServers"); servers != parsed.end() && !servers->is_null()) {
+  const std::string key = doc.format == settings_format::vscode ? "servers" : "mcpServers";
+  if (auto servers = parsed.find(key); servers != parsed.end() && !servers->is_null()) {
     if (!servers->is_object())
-      return fail({"mcpServers"}, "mcpServers: expected an object");
+      return fail({key}, key + ": expected an object");
     if (servers->size() > max_servers)
-      return fail({"mcpServers"}, "mcpServers: more than " + std::to_string(max_servers) + " servers in one file");
+      return fail({key}, key + ": more than " + std::to_string(max_servers) + " servers in one file");
     for (auto& [name, value] : servers->items()) {
       if (previous) {
         // An entry whose JSON did not change keeps its parse (and its
@@ -139,7 +181,7 @@ settings_document fill_document(settings_document doc, json parsed, const settin
           continue;
         }
       }
-      auto r = parse_server_config(name, value, scope, {"mcpServers", name});
+      auto r = parse_server_config(name, value, scope, {key, name});
       if (r.error)
         return fail(r.error->path, r.error->path_string() + ": " + r.error->message);
       r.config->source = doc.path;
@@ -147,9 +189,9 @@ settings_document fill_document(settings_document doc, json parsed, const settin
     }
   }
 
-  // `.mcp.json` and --mcp-config files only define servers.
-  bool settings_file = scope == config_scope::user || scope == config_scope::workspace;
-  if (settings_file) {
+  // Only settings.json files carry the lists; the other formats define
+  // servers.
+  if (doc.format == settings_format::settings) {
     if (auto mcp = parsed.find("mcp"); mcp != parsed.end() && !mcp->is_null()) {
       if (!mcp->is_object())
         return fail({"mcp"}, "mcp: expected an object");
@@ -159,6 +201,13 @@ settings_document fill_document(settings_document doc, json parsed, const settin
           || !read_list(*mcp, "excluded", doc.excluded, err, err_path))
         return fail(err_path, err);
     }
+  }
+  if (doc.format == settings_format::claude_user) {
+    // The rest of ~/.claude.json (history, caches, per-project state) can be
+    // megabytes that change on every use of that client: keep what we read.
+    auto kept = json::object();
+    if (auto servers = parsed.find(key); servers != parsed.end()) kept[key] = std::move(*servers);
+    parsed = std::move(kept);
   }
   doc.content = std::move(parsed);
   return doc;
@@ -186,10 +235,12 @@ std::string errno_text(int e) {
 
 } // namespace
 
-settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text) {
+settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text,
+                                      std::optional<settings_format> format) {
   settings_document doc;
   doc.path = std::move(path);
   doc.scope = scope;
+  doc.format = format.value_or(default_format(scope));
   doc.exists = true;
   settings_text src(text);
   // A copy: `doc` is moved into fill_document before errors are placed.
@@ -222,10 +273,11 @@ settings_document parse_settings_text(std::string path, config_scope scope, std:
 }
 
 settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
-                                       const settings_document* previous) {
+                                       const settings_document* previous, std::optional<settings_format> format) {
   settings_document doc;
   doc.path = std::move(path);
   doc.scope = scope;
+  doc.format = format.value_or(default_format(scope));
   doc.exists = true;
   auto where = doc.path;
   if (!content.is_object())
@@ -280,13 +332,15 @@ settings_read read_settings_bytes(const fs::path& path, std::size_t max_bytes) {
   return out;
 }
 
-settings_document load_settings_file(const fs::path& path, config_scope scope) {
+settings_document load_settings_file(const fs::path& path, config_scope scope,
+                                     std::optional<settings_format> format) {
   auto read = read_settings_bytes(path);
   if (read.result == settings_read::outcome::read)
-    return parse_settings_text(path.string(), scope, read.bytes);
+    return parse_settings_text(path.string(), scope, read.bytes, format);
   settings_document doc;
   doc.path = path.string();
   doc.scope = scope;
+  doc.format = format.value_or(default_format(scope));
   if (read.result == settings_read::outcome::missing) return doc;
   doc.exists = true;
   auto where = doc.path;

@@ -24,10 +24,18 @@ struct settings_error {
   std::string message;
 };
 
-/// Which client's layout to read: `.mcprt/` (default), `.qwen/`, `.gemini/`.
+/// Which client's files to read. `mcprt` (default), `qwen` and `gemini` are
+/// the settings layout of `.mcprt/`, `.qwen/`, `.gemini/` plus `.mcp.json`;
+/// `vscode`, `cursor` and `claude` read those clients' own MCP files (see
+/// settings_sources). `dir_name` is where mcprt keeps its own state under
+/// the home directory (approvals, OAuth tokens, stored inputs, the
+/// fingerprint key): mcprt never writes into another client's directory.
 struct profile {
+  std::string name = "mcprt";
   std::string dir_name = ".mcprt";
-  static std::optional<profile> parse(std::string_view name); // mcprt|qwen|gemini
+  static std::optional<profile> parse(std::string_view name); // mcprt|qwen|gemini|vscode|cursor|claude
+  /// The names parse accepts, for help texts and errors.
+  static const char* names();
 };
 
 /// The home directory user settings, approvals and the fingerprint key live
@@ -39,15 +47,52 @@ struct profile {
 std::optional<std::filesystem::path> resolve_home(std::string_view home_flag, const char* home_env,
                                                   std::string* error = nullptr);
 
-/// The settings files of one workspace, by scope.
-struct settings_paths {
-  std::filesystem::path user;      // <home>/.mcprt/settings.json
-  std::filesystem::path project;   // <ws>/.mcp.json
-  std::filesystem::path workspace; // <ws>/.mcprt/settings.json
+/// How a file spells its servers.
+enum class settings_format {
+  /// `mcpServers`, and `mcp.allowed` / `mcp.excluded` (settings.json of
+  /// mcprt, Qwen Code, Gemini CLI).
+  settings,
+  /// `mcpServers` only (`.mcp.json`, Cursor's `mcp.json`, --mcp-config).
+  mcp_json,
+  /// VS Code's `mcp.json`: `servers` (and `inputs`, whose values come from
+  /// mcprt's input store, never from a prompt).
+  vscode,
+  /// Claude Code's `~/.claude.json`: only its top-level `mcpServers` (the
+  /// user scope); everything else in that file is Claude Code's own state
+  /// and is neither read nor kept.
+  claude_user,
 };
-settings_paths resolve_settings_paths(const std::filesystem::path& home,
-                                      const std::filesystem::path& workspace,
-                                      const profile& p = {});
+
+std::string to_string(settings_format f);
+
+/// What a file in `scope` is read as when nobody says: settings.json for
+/// the user and workspace scopes, `.mcp.json` for the others.
+settings_format default_format(config_scope scope);
+
+/// One settings file of a workspace.
+struct settings_source {
+  config_scope scope = config_scope::user;
+  std::filesystem::path path;
+  settings_format format = settings_format::settings;
+};
+
+/// The files a profile reads, lowest priority first:
+/// - mcprt|qwen|gemini: <home>/<dir>/settings.json (user), <ws>/.mcp.json
+///   (project), <ws>/<dir>/settings.json (workspace);
+/// - vscode: <home>/.config/Code/User/mcp.json (user), <ws>/.vscode/mcp.json
+///   (project);
+/// - cursor: <home>/.cursor/mcp.json (user), <ws>/.cursor/mcp.json (project);
+/// - claude: <home>/.claude.json (user), <ws>/.mcp.json (project).
+/// Project and workspace files are gated, user files trusted, whatever the
+/// client: a file that arrives with a cloned repository is never trusted.
+std::vector<settings_source> settings_sources(const std::filesystem::path& home,
+                                              const std::filesystem::path& workspace,
+                                              const profile& p = {});
+
+/// The format `path` is read in among `sources`; default_format(scope)
+/// when it is not one of them.
+settings_format format_of(const std::vector<settings_source>& sources, const std::string& path,
+                          config_scope scope);
 
 /// One parsed settings file. A missing file is valid and empty; a file with
 /// an error has `error` set and empty `content`/`servers`, so a caller that
@@ -55,6 +100,7 @@ settings_paths resolve_settings_paths(const std::filesystem::path& home,
 struct settings_document {
   std::string path;
   config_scope scope = config_scope::user;
+  settings_format format = settings_format::settings;
   bool exists = false;
   nlohmann::json content = nlohmann::json::object();
   server_map servers;
@@ -65,15 +111,19 @@ struct settings_document {
   bool ok() const { return !error.has_value(); }
 };
 
-/// Parses settings text. `.mcp.json` and `--mcp-config` files carry only
-/// `mcpServers`; settings files may also carry `mcp.allowed` / `mcp.excluded`.
+/// Parses settings text in `format` (default_format(scope) when nullopt).
+/// `.mcp.json` and `--mcp-config` files carry only `mcpServers`; settings
+/// files may also carry `mcp.allowed` / `mcp.excluded`; VS Code files name
+/// the object `servers`. A Claude Code user file keeps only `mcpServers` as
+/// its content: the rest is that client's state, not ours to hold.
 /// Comments (// and /* */) and a UTF-8 byte-order mark are accepted, as
 /// editors of these files write them. The text is input from whoever wrote
 /// the repository: it must be UTF-8 (an invalid byte is an error at its
 /// position), at most `max_settings_bytes` long and nested at most
 /// `max_settings_depth` deep, and no error message quotes it (key paths are
 /// escaped for display, values never appear).
-settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text);
+settings_document parse_settings_text(std::string path, config_scope scope, std::string_view text,
+                                      std::optional<settings_format> format = std::nullopt);
 
 /// Builds a document from JSON content that was read before (the watcher
 /// hands its last good content over as JSON). Servers whose entry equals
@@ -82,7 +132,8 @@ settings_document parse_settings_text(std::string path, config_scope scope, std:
 /// `parse_settings_text` does, except for the number of servers: a host may
 /// hand over more than a file may hold.
 settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
-                                       const settings_document* previous = nullptr);
+                                       const settings_document* previous = nullptr,
+                                       std::optional<settings_format> format = std::nullopt);
 
 /// Limits on a settings file: the largest one read, the deepest nesting of
 /// objects and arrays parsed (a settings file needs about five levels), the
@@ -120,7 +171,8 @@ settings_read read_settings_bytes(const std::filesystem::path& path, std::size_t
 /// Reads and parses a file; a file that does not exist yields an empty,
 /// valid document with `exists == false`; a file that cannot be read is an
 /// error (line and column 0) with `exists == true`.
-settings_document load_settings_file(const std::filesystem::path& path, config_scope scope);
+settings_document load_settings_file(const std::filesystem::path& path, config_scope scope,
+                                     std::optional<settings_format> format = std::nullopt);
 
 /// The merged view of all scopes.
 struct assembled_settings {

@@ -53,12 +53,16 @@ std::string shown(std::string_view text) {
 }
 
 /// The `variable` of an unsupported reference: the whole text for the
-/// `NAME` and `prefix:argument` shapes (nothing a default could hide in),
-/// else the name and its operator, then "...".
+/// `NAME` shape and VS Code's `prefix:argument` forms (`config:`,
+/// `command:`, ...: nothing a default could hide in), else the name and its
+/// operator, then "..." (`${TOKEN:sk_live_...}`, a mistyped `:-`, must not
+/// put its text in a message).
 std::string shown_unsupported(std::string_view inner) {
   auto n = name_length(inner);
   auto rest = inner.substr(n);
-  if (!rest.empty() && rest[0] == ':') {
+  auto prefix = inner.substr(0, n);
+  bool vscode_form = prefix == "env" || prefix == "input" || prefix == "config" || prefix == "command";
+  if (!rest.empty() && rest[0] == ':' && vscode_form) {
     bool plain = true;
     for (char c : rest.substr(1))
       plain = plain && input_id_char(c);
@@ -217,7 +221,8 @@ std::string expansion_problem::message() const {
   case kind::missing_input: {
     std::string_view id = variable;
     if (id.rfind("input:", 0) == 0) id.remove_prefix(6);
-    return out + "input '" + std::string(id) + "' has no stored value";
+    return out + "input '" + std::string(id) + "' has no stored value (run `mcprt input set " + std::string(id)
+           + "`)";
   }
   case kind::unsupported:
     return out + "unsupported variable " + variable;
@@ -225,6 +230,8 @@ std::string expansion_problem::message() const {
     return out + "longer than " + std::to_string(max_expanded_bytes)
            + " bytes once its variables are expanded (or the entry's expanded strings add up to more than "
            + std::to_string(max_expanded_spec_bytes) + ")";
+  case kind::invalid_value:
+    return out + "not valid once its variables are expanded: " + detail;
   }
   return out + "variable problem";
 }

@@ -64,7 +64,9 @@ struct variable_context {
 
 /// A variable that could not be expanded. Never carries a value.
 struct expansion_problem {
-  enum class kind { missing_variable, missing_input, unsupported, too_long };
+  /// invalid_value: every variable expanded, but the value is not valid
+  /// where it goes (a line break in a header, a NUL); said in `detail`.
+  enum class kind { missing_variable, missing_input, unsupported, too_long, invalid_value };
   kind what = kind::unsupported;
   /// As written inside ${...}: "GITHUB_TOKEN", "env:GITHUB_TOKEN",
   /// "input:token", "config:x". Escaped for display and cut after 64 bytes.
@@ -78,6 +80,8 @@ struct expansion_problem {
   /// expand_server_spec; "" from expand_variables). Keys are shown as
   /// config_error::path_string shows them: escaped, cut after 64 bytes.
   std::string key_path;
+  /// invalid_value: what the settings validator said (never a value).
+  std::string detail;
 
   /// "args[2]: variable GITHUB_TOKEN is not set and has no default",
   /// "env.TOKEN: input 'token' has no stored value",

@@ -1,13 +1,14 @@
 #include "core/workspace_gating.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "core/fingerprint.hpp"
 
 namespace mcprt {
 
-workspace_gating::workspace_gating(workspace_options opts, approvals_store& approvals)
-  : opts_(std::move(opts)), approvals_(&approvals) {
+workspace_gating::workspace_gating(workspace_options opts, approvals_store& approvals, input_store* inputs)
+  : opts_(std::move(opts)), approvals_(&approvals), inputs_(inputs) {
   project_root_ = approvals_store::normalize_project_root(opts_.workspace.string());
   if (opts_.mcp_config) {
     auto top = load_settings_file(*opts_.mcp_config, config_scope::session);
@@ -22,8 +23,25 @@ workspace_gating::workspace_gating(workspace_options opts, approvals_store& appr
 }
 
 gating_result workspace_gating::compute(const assembled_settings& merged) const {
-  return gate(merged, opts_, project_root_, *approvals_);
+  return gate(merged, opts_, project_root_, *approvals_, inputs_);
 }
+
+namespace {
+
+/// What a session would run, and how: admission, reason, and the expanded
+/// config's connection id.
+std::map<std::string, std::string> admission_key(const gating_result& g) {
+  std::map<std::string, std::string> out;
+  for (auto& [name, adm] : g.servers) {
+    std::string k = adm.admitted ? "+" : "-";
+    if (adm.reason) k += to_string(*adm.reason);
+    if (auto x = g.expanded.find(name); x != g.expanded.end()) k += connection_id(x->second);
+    out.emplace(name, std::move(k));
+  }
+  return out;
+}
+
+} // namespace
 
 bool workspace_gating::set_documents(std::vector<settings_document> docs) {
   docs_ = std::move(docs);
@@ -41,7 +59,7 @@ bool workspace_gating::set_documents(std::vector<settings_document> docs) {
 
 bool workspace_gating::refresh() {
   auto gating = compute(merged_);
-  bool changed = !gating_equal(gating.lists, gating_.lists);
+  bool changed = !gating_equal(gating.lists, gating_.lists) || admission_key(gating) != admission_key(gating_);
   gating_ = std::move(gating);
   return changed;
 }
@@ -77,16 +95,22 @@ std::optional<unavailable_reason> workspace_gating::reason(const std::string& na
   return unavailable_reason_for(gating_, removals_, name);
 }
 
+std::vector<std::pair<std::string, settings_error>> workspace_gating::variable_errors() const {
+  return variable_errors_of(gating_, merged_.servers, docs_);
+}
+
 settings_document document_from_json(std::string path, config_scope scope, bool exists,
-                                     nlohmann::json content, const settings_document* previous) {
+                                     nlohmann::json content, const settings_document* previous,
+                                     std::optional<settings_format> format) {
   if (!exists) {
     settings_document d;
     d.path = std::move(path);
     d.scope = scope;
+    d.format = format.value_or(default_format(scope));
     return d;
   }
   if (content.is_null()) content = nlohmann::json::object();
-  return parse_settings_value(std::move(path), scope, std::move(content), previous);
+  return parse_settings_value(std::move(path), scope, std::move(content), previous, format);
 }
 
 } // namespace mcprt

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,8 @@ class workspace_gating {
 public:
   /// Reads the top tier (`--mcp-config`) once; the settings layers arrive
   /// through `set_documents`.
-  workspace_gating(workspace_options opts, approvals_store& approvals);
+  /// `inputs` holds the values of `${input:ID}` (none without it).
+  workspace_gating(workspace_options opts, approvals_store& approvals, input_store* inputs = nullptr);
 
   /// Replaces the settings layers (user, project, workspace) with their last
   /// good documents and recomputes. Answers whether the change gate opens:
@@ -41,7 +43,9 @@ public:
   /// compared as sets; a missing `mcp.allowed`, allow all, differs from `[]`).
   bool set_documents(std::vector<settings_document> docs);
 
-  /// Recomputes after a decision was stored; answers whether the gate opens.
+  /// Recomputes after a decision or an input was stored; answers whether
+  /// the gate opens: the lists, or what is admitted and how it runs (an
+  /// input's new value is a new expanded config), changed.
   bool refresh();
 
   /// Admission of the workspace servers plus a session's own top-tier
@@ -61,12 +65,17 @@ public:
   const std::string& project_root() const { return project_root_; }
   const workspace_options& options() const { return opts_; }
   approvals_store& approvals() const { return *approvals_; }
+  input_store* inputs() const { return inputs_; }
+
+  /// variable_errors_of the current gating.
+  std::vector<std::pair<std::string, settings_error>> variable_errors() const;
 
 private:
   gating_result compute(const assembled_settings& merged) const;
 
   workspace_options opts_;
   approvals_store* approvals_;
+  input_store* inputs_;
   std::string project_root_;
   server_map top_tier_;
   std::vector<settings_error> top_errors_;
@@ -79,6 +88,7 @@ private:
 /// A settings document from the JSON content a watcher kept for it;
 /// servers unchanged since `previous` keep their parse.
 settings_document document_from_json(std::string path, config_scope scope, bool exists,
-                                     nlohmann::json content, const settings_document* previous = nullptr);
+                                     nlohmann::json content, const settings_document* previous = nullptr,
+                                     std::optional<settings_format> format = std::nullopt);
 
 } // namespace mcprt

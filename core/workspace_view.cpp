@@ -26,9 +26,22 @@ std::vector<std::string> split_name_list(const std::string& text) {
   return out;
 }
 
+variable_context variables_of(const workspace_options& opts, const std::string& project_root,
+                              input_store* inputs) {
+  variable_context ctx;
+  ctx.env = opts.environment ? opts.environment : process_environment();
+  if (inputs)
+    ctx.input = [inputs, project_root](const std::string& id) { return inputs->get(project_root, id); };
+  ctx.workspace_folder = project_root;
+  ctx.user_home = opts.home.string();
+  return ctx;
+}
+
 gating_result gate(const assembled_settings& merged, const workspace_options& opts,
-                   const std::string& project_root, approvals_store& approvals) {
+                   const std::string& project_root, approvals_store& approvals, input_store* inputs) {
+  auto variables = variables_of(opts, project_root, inputs);
   gating_input in;
+  in.variables = &variables;
   in.servers = &merged.servers;
   in.settings_allowed = merged.allowed;
   in.settings_excluded = merged.excluded;
@@ -40,14 +53,15 @@ gating_result gate(const assembled_settings& merged, const workspace_options& op
   return compute_gating(in);
 }
 
-workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals) {
+workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals, input_store* inputs) {
   workspace_view view;
   view.workspace = approvals_store::normalize_project_root(opts.workspace.string());
-  auto paths = resolve_settings_paths(opts.home, view.workspace, opts.settings_profile);
-  view.documents.reserve(4); // `layers` points into it
-  view.documents.push_back(load_settings_file(paths.user, config_scope::user));
-  view.documents.push_back(load_settings_file(paths.project, config_scope::project));
-  view.documents.push_back(load_settings_file(paths.workspace, config_scope::workspace));
+  view.home = opts.home.string();
+  view.profile = opts.settings_profile.name;
+  auto sources = settings_sources(opts.home, view.workspace, opts.settings_profile);
+  view.documents.reserve(sources.size() + 1); // `layers` points into it
+  for (auto& s : sources)
+    view.documents.push_back(load_settings_file(s.path, s.scope, s.format));
   std::vector<const settings_document*> layers;
   for (auto& d : view.documents)
     layers.push_back(&d);
@@ -61,9 +75,31 @@ workspace_view load_workspace(const workspace_options& opts, approvals_store& ap
   }
   for (auto& d : view.documents)
     if (d.error) view.errors.push_back(*d.error);
+  view.file_errors = view.errors.size();
   view.merged = assemble(layers, overlay);
-  view.gating = gate(view.merged, opts, view.workspace, approvals);
+  view.gating = gate(view.merged, opts, view.workspace, approvals, inputs);
+  for (auto& [name, e] : variable_errors_of(view.gating, view.merged.servers, view.documents))
+    view.errors.push_back(std::move(e));
   return view;
+}
+
+std::vector<std::pair<std::string, settings_error>>
+variable_errors_of(const gating_result& g, const server_map& merged, const std::vector<settings_document>& docs) {
+  std::vector<std::pair<std::string, settings_error>> out;
+  for (auto& [name, adm] : g.servers) {
+    if (!adm.problem || adm.problem->what == expansion_problem::kind::missing_input) continue;
+    auto s = merged.find(name);
+    if (s == merged.end()) continue;
+    settings_error e;
+    e.path = s->second.source;
+    std::string key = "mcpServers";
+    for (auto& d : docs)
+      if (d.path == e.path && d.format == settings_format::vscode) key = "servers";
+    config_error where{{key, name}, ""};
+    e.message = where.path_string() + "." + adm.problem->message();
+    out.emplace_back(name, std::move(e));
+  }
+  return out;
 }
 
 namespace {
@@ -76,6 +112,22 @@ ordered_json optional_list(const std::optional<std::vector<std::string>>& xs) {
 
 std::string pad(const std::string& s, std::size_t w) {
   return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' ');
+}
+
+/// A settings file's path as a person recognises it: relative to the
+/// workspace inside it, `~/...` inside the home directory, else absolute.
+/// Escaped for the terminal.
+std::string shown_file(const std::string& path, const workspace_view& v) {
+  auto under = [&](const std::string& dir) {
+    return !dir.empty() && path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0
+           && path[dir.size()] == '/';
+  };
+  if (path.empty()) return "-";
+  if (under(v.workspace)) return escape_for_display(path.substr(v.workspace.size() + 1));
+  auto home = v.home;
+  while (home.size() > 1 && home.back() == '/') home.pop_back();
+  if (under(home)) return "~/" + escape_for_display(path.substr(home.size() + 1));
+  return escape_for_display(path);
 }
 
 /// Entries of a list from a settings file, escaped, comma-separated.
@@ -91,16 +143,28 @@ std::string shown_list(const std::vector<std::string>& xs) {
 ordered_json explain_json(const workspace_view& v, bool trusted, const std::optional<fingerprint_key>& key) {
   ordered_json out = ordered_json::object();
   out["workspace"] = v.workspace;
+  out["profile"] = v.profile;
   out["trusted"] = trusted;
+  out["files"] = ordered_json::array();
+  for (auto& d : v.documents)
+    out["files"].push_back({{"path", d.path},
+                            {"scope", to_string(d.scope)},
+                            {"format", to_string(d.format)},
+                            {"exists", d.exists},
+                            {"ok", d.ok()}});
   out["servers"] = ordered_json::array();
   for (auto& [name, cfg] : v.merged.servers) {
     ordered_json s = ordered_json::object();
     s["name"] = name;
     s["scope"] = to_string(cfg.scope);
+    s["source"] = cfg.source.empty() ? ordered_json(nullptr) : ordered_json(cfg.source);
     s["transport"] = to_string(cfg.transport());
-    s["fingerprint"] = key ? ordered_json(keyed_connection_id(connection_id(cfg), *key)) : ordered_json(nullptr);
+    auto x = v.gating.expanded.find(name);
+    auto& runs = x != v.gating.expanded.end() ? x->second : cfg;
+    s["fingerprint"] = key ? ordered_json(keyed_connection_id(connection_id(runs), *key)) : ordered_json(nullptr);
     auto adm = v.gating.servers.find(name);
     bool known = adm != v.gating.servers.end();
+    s["problem"] = known && adm->second.problem ? ordered_json(adm->second.problem->message()) : ordered_json(nullptr);
     s["admitted"] = known && adm->second.admitted;
     s["reason"] = known && adm->second.reason ? ordered_json(to_string(*adm->second.reason)) : ordered_json(nullptr);
     s["approval"] =
@@ -127,20 +191,26 @@ void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os
   if (v.merged.servers.empty()) {
     os << "no MCP servers configured\n";
   } else {
-    std::vector<std::string> shown;
-    std::size_t w = 6;
+    std::vector<std::string> shown, files;
+    std::size_t w = 6, fw = 6;
     for (auto& [name, cfg] : v.merged.servers) {
       shown.push_back(escape_for_display(name));
       w = std::max(w, shown.back().size() + 2);
+      files.push_back(shown_file(cfg.source, v));
+      fw = std::max(fw, files.back().size() + 2);
     }
-    os << pad("NAME", w) << pad("SCOPE", 11) << pad("TRANSPORT", 11) << pad("STATE", 10) << "WHY\n";
+    os << pad("NAME", w) << pad("SCOPE", 11) << pad("TRANSPORT", 11) << pad("FILE", fw) << pad("STATE", 10)
+       << "WHY\n";
     auto shown_name = shown.begin();
+    auto shown_source = files.begin();
     for (auto& [name, config] : v.merged.servers) {
       auto adm = v.gating.servers.find(name);
       bool admitted = adm != v.gating.servers.end() && adm->second.admitted;
       std::string why;
       if (adm != v.gating.servers.end()) {
-        if (adm->second.reason)
+        if (adm->second.problem) // names the variable or input, which the remedy cannot
+          why = to_string(*adm->second.reason) + ": " + adm->second.problem->message();
+        else if (adm->second.reason)
           why = to_string(*adm->second.reason) + ": " + escape_for_display(remedy(*adm->second.reason, name));
         else if (adm->second.approval)
           why = "approved";
@@ -150,18 +220,30 @@ void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os
       else if (oauth != v.oauth.end() && oauth->second == "needs_auth")
         why += std::string(why.empty() ? "" : "; ") + "needs_auth: run `mcprt auth " + escape_for_display(name) + "`";
       os << pad(*shown_name++, w) << pad(to_string(config.scope), 11) << pad(to_string(config.transport()), 11)
-         << pad(admitted ? "admitted" : "blocked", 10) << why << "\n";
+         << pad(*shown_source++, fw) << pad(admitted ? "admitted" : "blocked", 10) << why << "\n";
     }
   }
   os << "\nallowed:    " << (v.gating.lists.allowed ? shown_list(*v.gating.lists.allowed) : "all") << "\n"
      << "excluded:   " << shown_list(v.gating.lists.excluded) << "\n"
      << "pending:    " << shown_list(v.gating.lists.pending) << "\n"
      << "promptable: " << shown_list(v.gating.promptable) << "\n";
-  if (!v.errors.empty()) {
+  os << "\nfiles read (profile " << escape_for_display(v.profile) << "):\n";
+  for (auto& d : v.documents)
+    os << "  " << pad(to_string(d.scope), 11) << shown_file(d.path, v)
+       << (!d.exists ? "  (not found)" : d.ok() ? "" : "  (error, see below)") << "\n";
+  auto file_errors = std::min(v.file_errors, v.errors.size());
+  if (file_errors > 0) {
     os << "\nsettings errors (these files are ignored until fixed):\n";
     // Messages are printable by contract (settings_error); paths are not.
-    for (auto& e : v.errors)
+    for (std::size_t i = 0; i < file_errors; ++i) {
+      auto& e = v.errors[i];
       os << "  " << escape_for_display(e.path) << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
+    }
+  }
+  if (file_errors < v.errors.size()) {
+    os << "\nvariables (these servers do not start until fixed):\n";
+    for (std::size_t i = file_errors; i < v.errors.size(); ++i)
+      os << "  " << shown_file(v.errors[i].path, v) << ": " << v.errors[i].message << "\n";
   }
 }
 

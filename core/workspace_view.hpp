@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -11,6 +12,7 @@
 
 #include "core/approvals_store.hpp"
 #include "core/fingerprint_key.hpp"
+#include "core/input_store.hpp"
 #include "core/gating.hpp"
 #include "core/settings.hpp"
 
@@ -24,6 +26,10 @@ struct workspace_options {
   std::optional<std::filesystem::path> mcp_config;           // top tier
   std::optional<std::vector<std::string>> launch_bound;      // --allowed-mcp-server-names
   bool trusted = true;
+  /// Where `${VAR}` and `${env:VAR}` are looked up; empty: the process
+  /// environment, read when the settings are (a change of the environment
+  /// is not watched).
+  std::function<std::optional<std::string>(const std::string&)> environment;
 };
 
 /// Splits `a, b,,c` into names; empty entries are dropped.
@@ -32,10 +38,13 @@ std::vector<std::string> split_name_list(const std::string& text);
 /// One consistent reading of a workspace's settings and decisions.
 struct workspace_view {
   std::string workspace; // absolute, normalised: also the approvals' project root
+  std::string home;      // as given: files under it are shown as ~/...
+  std::string profile = "mcprt";
   std::vector<settings_document> documents; // user, project, workspace[, top tier]
   assembled_settings merged;
   gating_result gating;
-  std::vector<settings_error> errors;
+  std::vector<settings_error> errors; // files that failed, then variables that cannot be expanded
+  std::size_t file_errors = 0;        // how many of `errors` are files that failed
   /// Streamable-HTTP servers: "needs_auth" when the workspace's running
   /// daemon says the server refused it, else "stored" when mcp-oauth.json
   /// holds tokens for it, else "none" (filled by the caller; a server that
@@ -45,11 +54,27 @@ struct workspace_view {
 
 /// Reads every settings file and computes gating. Files with errors are
 /// reported in `errors` and contribute nothing; the rest is still used.
-workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals);
+/// `inputs` holds the values of `${input:ID}`; without it none has a value.
+workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals,
+                              input_store* inputs = nullptr);
 
-/// Gating for already-loaded documents (the watcher keeps last good ones).
+/// The variables of one workspace: its environment (opts.environment),
+/// folder, home and stored inputs.
+variable_context variables_of(const workspace_options& opts, const std::string& project_root,
+                              input_store* inputs);
+
+/// Gating for already-loaded documents (the watcher keeps last good ones),
+/// with the variables of admitted servers expanded.
 gating_result gate(const assembled_settings& merged, const workspace_options& opts,
-                   const std::string& project_root, approvals_store& approvals);
+                   const std::string& project_root, approvals_store& approvals, input_store* inputs = nullptr);
+
+/// Admitted servers whose variables cannot be expanded (not an input
+/// without a value: that is `needs_input`, not an error in the file), each
+/// with the settings_error that says which variable and where: path, the
+/// server's file; message, `mcpServers.<name>.<key>: ...` (`servers.` in a
+/// VS Code file), never a value.
+std::vector<std::pair<std::string, settings_error>>
+variable_errors_of(const gating_result& g, const server_map& merged, const std::vector<settings_document>& docs);
 
 /// `mcprt explain --json`: the servers with scope, transport, fingerprint
 /// (the keyed digest the daemon shows, with `key`; null without one) and

@@ -17,6 +17,7 @@
 #include "actors/reconciler.hpp"
 #include "actors/watcher.hpp"
 #include "core/approvals_store.hpp"
+#include "core/input_store.hpp"
 #include "core/oauth_token_store.hpp"
 #include "core/mcp_session.hpp"
 #include "core/event_payload.hpp"
@@ -493,6 +494,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (opts.mode == budget_mode::enforce && !opts.budget)
     return make_error(errc::io_error, "runtime: budget mode enforce needs a budget");
   if (opts.approvals_file.empty()) opts.approvals_file = approvals_store::default_path(opts.home, prof->dir_name);
+  if (opts.inputs_file.empty()) opts.inputs_file = input_store::default_path(opts.home, prof->dir_name);
   if (opts.oauth_file.empty()) opts.oauth_file = oauth_token_store::default_path(opts.home, prof->dir_name);
   if (opts.fingerprint_key_file.empty())
     opts.fingerprint_key_file = default_fingerprint_key_path(opts.home, prof->dir_name);
@@ -599,13 +601,13 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   go.workspace.launch_bound = opts.allowed_server_names;
   go.workspace.trusted = opts.trusted;
   go.approvals_file = opts.approvals_file;
+  go.inputs_file = opts.inputs_file;
   go.watch_approvals = opts.watch;
   go.debounce = opts.debounce;
   p->gating = spawn_gating(sys, go, p->bus);
-  auto paths = resolve_settings_paths(opts.home, opts.workspace, *prof);
   watcher_options wo;
-  wo.files = {{config_scope::user, paths.user}, {config_scope::project, paths.project},
-              {config_scope::workspace, paths.workspace}};
+  for (auto& s : settings_sources(opts.home, opts.workspace, *prof))
+    wo.files.push_back({s.scope, s.path, s.format});
   wo.debounce = opts.debounce;
   wo.use_inotify = opts.watch;
   p->watcher = spawn_watcher(sys, wo, p->gating, p->bus);

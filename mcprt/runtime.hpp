@@ -164,6 +164,9 @@ struct runtime_options {
   bool watch = true;
   /// Where approvals are stored. Empty: `<home>/<profile dir>/mcp-approvals.json`.
   std::filesystem::path approvals_file;
+  /// Where the values of `${input:ID}` are stored (`mcprt input set`).
+  /// Empty: `<home>/<profile dir>/mcp-inputs.json`.
+  std::filesystem::path inputs_file;
   /// Where OAuth credentials of remote servers are stored (mode 0600).
   /// Empty: `<home>/<profile dir>/mcp-oauth.json`.
   std::filesystem::path oauth_file;

@@ -745,9 +745,9 @@ TEST_F(usage_test, workspace_that_is_not_a_directory) {
 }
 
 TEST_F(usage_test, unknown_profile) {
-  auto r = explain({"--profile", "vscode"});
+  auto r = explain({"--profile", "zed"});
   EXPECT_EQ(r.code, 2) << describe(r);
-  EXPECT_NE(r.err.find("vscode"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("zed"), std::string::npos) << r.err;
 }
 
 TEST_F(usage_test, human_output_with_no_servers) {

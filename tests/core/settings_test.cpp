@@ -201,17 +201,132 @@ TEST(JsonLocate, PositionOfCountsLinesAndColumns) {
   EXPECT_EQ(p.column, 2);
 }
 
-TEST(SettingsPaths, ProfilesSwapTheConfigDirectory) {
-  auto p = resolve_settings_paths("/home/u", "/ws");
-  EXPECT_EQ(p.user, "/home/u/.mcprt/settings.json");
-  EXPECT_EQ(p.project, "/ws/.mcp.json");
-  EXPECT_EQ(p.workspace, "/ws/.mcprt/settings.json");
-  auto q = resolve_settings_paths("/home/u", "/ws", *profile::parse("qwen"));
-  EXPECT_EQ(q.user, "/home/u/.qwen/settings.json");
-  EXPECT_EQ(q.project, "/ws/.mcp.json");
-  EXPECT_EQ(q.workspace, "/ws/.qwen/settings.json");
-  EXPECT_EQ(resolve_settings_paths("/h", "/w", *profile::parse("gemini")).workspace, "/w/.gemini/settings.json");
-  EXPECT_FALSE(profile::parse("vscode"));
+TEST(SettingsSources, ProfilesSwapTheConfigDirectory) {
+  auto p = settings_sources("/home/u", "/ws");
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].path, "/home/u/.mcprt/settings.json");
+  EXPECT_EQ(p[0].scope, config_scope::user);
+  EXPECT_EQ(p[0].format, settings_format::settings);
+  EXPECT_EQ(p[1].path, "/ws/.mcp.json");
+  EXPECT_EQ(p[1].scope, config_scope::project);
+  EXPECT_EQ(p[1].format, settings_format::mcp_json);
+  EXPECT_EQ(p[2].path, "/ws/.mcprt/settings.json");
+  EXPECT_EQ(p[2].scope, config_scope::workspace);
+  auto q = settings_sources("/home/u", "/ws", *profile::parse("qwen"));
+  EXPECT_EQ(q[0].path, "/home/u/.qwen/settings.json");
+  EXPECT_EQ(q[1].path, "/ws/.mcp.json");
+  EXPECT_EQ(q[2].path, "/ws/.qwen/settings.json");
+  EXPECT_EQ(settings_sources("/h", "/w", *profile::parse("gemini"))[2].path, "/w/.gemini/settings.json");
+  EXPECT_FALSE(profile::parse("zed"));
+  EXPECT_FALSE(profile::parse(""));
+}
+
+// Other clients' files keep the gating of their scope: what comes with the
+// repository is a project file, what sits in the home directory is the
+// user's. mcprt's own state stays under .mcprt for them.
+TEST(SettingsSources, OtherClientsFilesKeepTheGatingOfTheirScope) {
+  auto vs = *profile::parse("vscode");
+  EXPECT_EQ(vs.dir_name, ".mcprt");
+  auto v = settings_sources("/home/u", "/ws", vs);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].path, "/home/u/.config/Code/User/mcp.json");
+  EXPECT_EQ(v[0].scope, config_scope::user);
+  EXPECT_EQ(v[1].path, "/ws/.vscode/mcp.json");
+  EXPECT_EQ(v[1].scope, config_scope::project);
+  EXPECT_EQ(v[1].format, settings_format::vscode);
+  EXPECT_TRUE(is_gated(v[1].scope));
+  EXPECT_FALSE(is_gated(v[0].scope));
+
+  auto c = settings_sources("/home/u", "/ws", *profile::parse("cursor"));
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].path, "/home/u/.cursor/mcp.json");
+  EXPECT_EQ(c[0].scope, config_scope::user);
+  EXPECT_EQ(c[0].format, settings_format::mcp_json);
+  EXPECT_EQ(c[1].path, "/ws/.cursor/mcp.json");
+  EXPECT_EQ(c[1].scope, config_scope::project);
+
+  auto cl = settings_sources("/home/u", "/ws", *profile::parse("claude"));
+  ASSERT_EQ(cl.size(), 2u);
+  EXPECT_EQ(cl[0].path, "/home/u/.claude.json");
+  EXPECT_EQ(cl[0].format, settings_format::claude_user);
+  EXPECT_EQ(cl[0].scope, config_scope::user);
+  EXPECT_EQ(cl[1].path, "/ws/.mcp.json");
+  EXPECT_EQ(cl[1].scope, config_scope::project);
+
+  EXPECT_EQ(format_of(v, "/ws/.vscode/mcp.json", config_scope::project), settings_format::vscode);
+  EXPECT_EQ(format_of(v, "/elsewhere.json", config_scope::session), settings_format::mcp_json);
+  EXPECT_EQ(format_of(v, "/elsewhere.json", config_scope::user), settings_format::settings);
+}
+
+TEST(SettingsFormats, VsCodeFilesNameTheirServersServers) {
+  auto doc = parse_settings_text("/ws/.vscode/mcp.json", config_scope::project, R"({
+    // VS Code writes comments too
+    "inputs": [{"type": "promptString", "id": "token", "password": true}],
+    "servers": {
+      "gh": {"type": "http", "url": "https://api.example/mcp", "headers": {"Authorization": "Bearer ${input:token}"}},
+      "fs": {"type": "stdio", "command": "npx", "args": ["-y", "server-filesystem"], "envFile": "${workspaceFolder}/.env"}
+    },
+    "mcpServers": {"ignored": {"command": "never"}}
+  })", settings_format::vscode);
+  ASSERT_TRUE(doc.ok()) << doc.error->message;
+  EXPECT_EQ(doc.format, settings_format::vscode);
+  ASSERT_EQ(doc.servers.size(), 2u);
+  EXPECT_EQ(doc.servers.at("gh").transport(), transport_kind::http);
+  EXPECT_EQ(doc.servers.at("fs").transport(), transport_kind::stdio);
+  EXPECT_EQ(doc.servers.at("fs").scope, config_scope::project);
+  EXPECT_EQ(doc.servers.at("fs").source, "/ws/.vscode/mcp.json");
+  EXPECT_FALSE(doc.servers.count("ignored"));
+
+  // The gating actor re-parses the kept content in the same format.
+  auto again = parse_settings_value(doc.path, doc.scope, doc.content, nullptr, settings_format::vscode);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(servers_equal(again.servers, doc.servers));
+}
+
+TEST(SettingsFormats, AVsCodeErrorNamesTheServersKeyAndItsPosition) {
+  auto doc = parse_settings_text("/ws/.vscode/mcp.json", config_scope::project,
+                                 "{\n  \"servers\": {\n    \"fs\": {\"command\": 7}\n  }\n}",
+                                 settings_format::vscode);
+  ASSERT_FALSE(doc.ok());
+  EXPECT_EQ(doc.error->line, 3);
+  EXPECT_EQ(doc.error->message.rfind("servers.fs.command", 0), 0u) << doc.error->message;
+  auto not_object = parse_settings_text("/ws/.vscode/mcp.json", config_scope::project, R"({"servers": []})",
+                                        settings_format::vscode);
+  ASSERT_FALSE(not_object.ok());
+  EXPECT_EQ(not_object.error->message, "servers: expected an object");
+}
+
+TEST(SettingsFormats, ClaudeUserFileKeepsOnlyItsServers) {
+  auto doc = parse_settings_text("/home/u/.claude.json", config_scope::user, R"({
+    "numStartups": 12,
+    "projects": {"/ws": {"mcpServers": {"local": {"command": "never"}}, "history": ["secret prompt"]}},
+    "mcpServers": {"mem": {"type": "stdio", "command": "npx", "args": ["-y", "server-memory"]}},
+    "mcp": {"allowed": ["nothing"]}
+  })", settings_format::claude_user);
+  ASSERT_TRUE(doc.ok()) << doc.error->message;
+  ASSERT_EQ(doc.servers.size(), 1u);
+  EXPECT_EQ(doc.servers.at("mem").scope, config_scope::user);
+  EXPECT_FALSE(doc.allowed); // not a settings.json: no lists
+  EXPECT_EQ(doc.content.size(), 1u);
+  EXPECT_TRUE(doc.content.contains("mcpServers"));
+  EXPECT_EQ(doc.content.dump().find("secret prompt"), std::string::npos);
+  auto none = parse_settings_text("/home/u/.claude.json", config_scope::user, R"({"numStartups": 1})",
+                                  settings_format::claude_user);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none.servers.empty());
+  EXPECT_EQ(none.content, nlohmann::json::object());
+}
+
+TEST(SettingsFormats, AnMcpJsonInTheUserScopeCarriesNoLists) {
+  // Cursor's ~/.cursor/mcp.json is user scope but only defines servers.
+  auto text = R"({"mcpServers": {"a": {"command": "x"}}, "mcp": {"excluded": ["a"]}})";
+  auto cursor = parse_settings_text("/home/u/.cursor/mcp.json", config_scope::user, text, settings_format::mcp_json);
+  ASSERT_TRUE(cursor.ok());
+  EXPECT_FALSE(cursor.excluded);
+  auto settings = parse_settings_text("/home/u/.mcprt/settings.json", config_scope::user, text);
+  ASSERT_TRUE(settings.ok());
+  ASSERT_TRUE(settings.excluded);
+  EXPECT_EQ(*settings.excluded, std::vector<std::string>{"a"});
 }
 
 // Layering precedence for every pair of scopes: the higher one replaces the

@@ -119,7 +119,7 @@ TEST(VariablesText, InputsComeFromTheInputLookup) {
   auto p = problem("${input:other}");
   EXPECT_EQ(p.what, kind::missing_input);
   EXPECT_EQ(p.variable, "input:other");
-  EXPECT_EQ(p.message(), "input 'other' has no stored value");
+  EXPECT_EQ(p.message(), "input 'other' has no stored value (run `mcprt input set other`)");
   // No input lookup at all: the same kind, so the caller asks for input.
   auto ctx = make_context();
   ctx.input = nullptr;
@@ -133,12 +133,13 @@ TEST(VariablesText, OtherWellFormedReferencesAreUnsupported) {
   for (auto [text, shown] : std::map<std::string, std::string>{
            {"${config:x}", "config:x"},
            {"${command:y.z}", "command:y.z"},
-           {"${foo:bar}", "foo:bar"},
+           {"${foo:bar}", "foo:..."},
+           {"${TOKEN:sk_live_123}", "TOKEN:..."},
            {"${env:1X}", "env:1X"},
            {"${env:}", "env:"},
            {"${input:}", "input:"},
            {"${input:a b}", "input:..."},
-           {"${workspaceFolder:other}", "workspaceFolder:other"},
+           {"${workspaceFolder:other}", "workspaceFolder:..."},
            {"${VAR-x}", "VAR-..."},
            {"${VAR:=x}", "VAR:=..."},
            {"${VAR:?x}", "VAR:?..."},
@@ -227,9 +228,13 @@ TEST(VariablesText, HasVariablesIsACheapContainsCheck) {
 
 TEST(VariablesText, ProblemNamesAreEscapedAndCut) {
   std::string long_prefix(200, 'p');
-  auto p = problem("${" + long_prefix + ":x}");
+  auto p = problem("${config:" + long_prefix + "}");
   EXPECT_EQ(p.what, kind::unsupported);
-  EXPECT_EQ(p.variable, std::string(64, 'p') + "...");
+  EXPECT_EQ(p.variable, "config:" + std::string(57, 'p') + "...");
+  // An unknown prefix shows only its name, cut too.
+  auto u = problem("${" + long_prefix + ":x}");
+  EXPECT_EQ(u.variable.rfind(std::string(64, 'p') + "...", 0), 0u) << u.variable;
+  EXPECT_EQ(u.variable.find('x'), std::string::npos) << u.variable;
   // A control character after the name: shown only up to the name.
   auto q = problem("${VAR\x1b[31m}");
   EXPECT_EQ(q.variable, "VAR...");
@@ -312,7 +317,7 @@ TEST(VariablesSpec, ReportsTheFirstProblemWithItsMessage) {
   r = expand_server_spec(spec, make_context());
   ASSERT_TRUE(r.problem);
   EXPECT_EQ(r.problem->what, kind::missing_input);
-  EXPECT_EQ(r.problem->message(), "env.TOKEN: input 'token2' has no stored value");
+  EXPECT_EQ(r.problem->message(), "env.TOKEN: input 'token2' has no stored value (run `mcprt input set token2`)");
   r = expand_server_spec({{"args", {"x", "y", "${GITHUB_TOKEN}"}}}, make_context());
   ASSERT_TRUE(r.problem);
   EXPECT_EQ(r.problem->message(), "args[2]: variable GITHUB_TOKEN is not set and has no default");
