@@ -307,7 +307,9 @@ int main(int argc, char** argv) {
 
   cli::serve_flags serve_flags;
   auto* serve = app.add_subcommand("serve", "Run the workspace's MCP servers and serve the HTTP API until SIGINT / SIGTERM.\n"
-                                            "  Prints `listening on http://HOST:PORT` first; writes <ws>/.mcprt/daemon.json.");
+                                            "  Prints `listening on http://HOST:PORT` first; writes <ws>/.mcprt/daemon.json.\n"
+                                            "  ${VAR} in settings is read from this process's environment when the settings are read;\n"
+                                            "  a change of the environment is not watched: restart the daemon to pick it up.");
   serve->add_option("--workspace,-w", serve_flags.workspace, "Workspace directory (default: current directory)");
   serve->add_option("--home", serve_flags.home, "Home directory holding user settings and approvals (default: $HOME)");
   serve->add_option("--profile", serve_flags.profile, "Whose files to read: mcprt (.mcprt/ + .mcp.json), qwen, gemini, vscode (.vscode/mcp.json), "

@@ -85,6 +85,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     docs.push_back(std::move(doc));
   }
 
+  // Other clients' formats: the same guarantees, and a Claude Code user
+  // file keeps nothing but its servers.
+  for (auto format : {settings_format::vscode, settings_format::claude_user, settings_format::mcp_json}) {
+    auto doc = parse_settings_text("/ws/.vscode/mcp.json", config_scope::user, text, format);
+    if (doc.error) {
+      require(doc.error->line >= 1 && doc.error->column >= 1);
+      require(printable(doc.error->message));
+      require(doc.servers.empty());
+      continue;
+    }
+    require(!doc.allowed && !doc.excluded);
+    if (format == settings_format::claude_user) require(doc.content.size() <= 1);
+    auto again = parse_settings_value(doc.path, doc.scope, doc.content, &doc, format);
+    require(again.ok() && servers_equal(again.servers, doc.servers));
+    auto fresh = parse_settings_value(doc.path, doc.scope, doc.content, nullptr, format);
+    require(fresh.ok() && servers_equal(fresh.servers, doc.servers));
+  }
+
   // Where an error would be placed, for paths the text may or may not hold.
   std::vector<std::string> path{"mcpServers"};
   if (!docs[0].servers.empty()) path.push_back(docs[0].servers.begin()->first);
@@ -98,6 +116,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
 
   workspace_view view;
   view.workspace = "/ws";
+  view.home = "/home/u";
+  for (auto& d : docs)
+    view.documents.push_back(d);
   std::vector<const settings_document*> layers{&docs[0], &docs[1], &docs[2]};
   view.merged = assemble(layers, docs[3].servers);
   for (auto& d : docs)
@@ -106,13 +127,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   in.servers = &view.merged.servers;
   in.settings_allowed = view.merged.allowed;
   in.settings_excluded = view.merged.excluded;
-  in.approval = [](const server_config&) { return approval_state::pending; };
+  // Every other server approved, so that variables are expanded too.
+  in.approval = [](const server_config& c) {
+    return c.name.size() % 2 ? approval_state::approved : approval_state::pending;
+  };
+  static const std::string secret = "fuzz-secret-value-41d7";
+  variable_context ctx;
+  ctx.env = [](const std::string& name) -> std::optional<std::string> {
+    if (name.size() % 3 == 0) return std::nullopt;
+    return name.size() % 3 == 1 ? secret : std::string("line\r\nbreak");
+  };
+  ctx.workspace_folder = "/ws";
+  ctx.user_home = "/home/u";
+  in.variables = &ctx;
   view.gating = compute_gating(in);
+  for (auto& [name, e] : variable_errors_of(view.gating, view.merged.servers, view.documents)) {
+    require(printable(e.message));
+    view.errors.push_back(e);
+  }
 
   auto shown = explain_json(view, true).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   require(!nlohmann::json::parse(shown, nullptr, false).is_discarded());
   std::ostringstream table;
   write_explain_table(view, true, table);
   require(printable_lines(table.str()));
+  // An expanded value is a secret: what explain shows never holds one
+  // (unless the file itself wrote it).
+  if (text.find(secret) == std::string_view::npos) {
+    require(shown.find(secret) == std::string::npos);
+    require(table.str().find(secret) == std::string::npos);
+  }
   return 0;
 }
