@@ -119,6 +119,7 @@ gating_result compute_gating(const gating_input& in) {
 
 server_expansion expand_server(const server_config& cfg, const variable_context& ctx) {
   server_expansion out;
+  if (!spec_has_variables(cfg.spec)) return out; // the common case: nothing copied
   auto x = expand_server_spec(cfg.spec, ctx);
   if (x.problem) {
     out.problem = std::move(x.problem);

@@ -244,8 +244,23 @@ expanded_text expand_variables(std::string_view text, const variable_context& ct
   return expand_bounded(text, ctx, max_expanded_bytes);
 }
 
+bool spec_has_variables(const nlohmann::json& spec) {
+  if (!spec.is_object()) return false;
+  auto has = [](const nlohmann::json& v) { return v.is_string() && has_variables(v.get_ref<const std::string&>()); };
+  for (auto* k : expandable_strings)
+    if (auto i = spec.find(k); i != spec.end() && has(*i)) return true;
+  if (auto args = spec.find("args"); args != spec.end() && args->is_array())
+    for (auto& a : *args)
+      if (has(a)) return true;
+  for (auto* k : expandable_maps)
+    if (auto m = spec.find(k); m != spec.end() && m->is_object())
+      for (auto& [name, v] : m->items())
+        if (has(v)) return true;
+  return false;
+}
+
 expanded_spec expand_server_spec(const nlohmann::json& spec, const variable_context& ctx) {
-  if (!spec.is_object()) return {spec, std::nullopt};
+  if (!spec_has_variables(spec)) return {spec, std::nullopt};
   nlohmann::json out = spec;
   std::size_t budget = max_expanded_spec_bytes;
 

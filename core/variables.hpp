@@ -119,6 +119,10 @@ struct expanded_spec {
 /// it): a 16 MiB file of `"${HOME}",` elements must not become gigabytes.
 expanded_spec expand_server_spec(const nlohmann::json& spec, const variable_context& ctx);
 
+/// Whether any string expand_server_spec would expand contains "${",
+/// without copying anything: gating asks it of every server on every pass.
+bool spec_has_variables(const nlohmann::json& spec);
+
 /// The process environment as a lookup: reads ::getenv at call time. The
 /// one impure piece here, and the `env` the runtime uses by default. Like
 /// getenv, not safe against a concurrent setenv.

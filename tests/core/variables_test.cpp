@@ -374,3 +374,14 @@ TEST(VariablesEnvironment, ProcessEnvironmentReadsAtCallTime) {
   EXPECT_EQ(env("MCPRT_VARIABLES_TEST"), "now set");
   ::unsetenv("MCPRT_VARIABLES_TEST");
 }
+
+TEST(VariablesSpec, SpecHasVariablesLooksOnlyWhereExpansionHappens) {
+  EXPECT_FALSE(spec_has_variables(nlohmann::json::parse(R"({"command": "x", "args": ["$HOME"], "env": {"A": "b"}})")));
+  EXPECT_FALSE(spec_has_variables(nlohmann::json::parse(R"({"command": "x", "description": "${NOT_EXPANDED}"})")));
+  EXPECT_FALSE(spec_has_variables(nlohmann::json::parse(R"({"command": "x", "env": {"${NAME}": "b"}})")));
+  EXPECT_FALSE(spec_has_variables(nlohmann::json::array()));
+  for (auto text : {R"({"command": "${X}"})", R"({"cwd": "${workspaceFolder}"})", R"({"url": "${U}"})",
+                    R"({"httpUrl": "${U}"})", R"({"args": ["a", "${X}"]})", R"({"env": {"A": "${X}"}})",
+                    R"({"headers": {"A": "${X}"}})"})
+    EXPECT_TRUE(spec_has_variables(nlohmann::json::parse(text))) << text;
+}
