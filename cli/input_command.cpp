@@ -96,7 +96,7 @@ void add_flags(CLI::App* cmd, input_flags& f) {
   cmd->add_option("--home", f.home, "Home directory holding the stored inputs (default: $HOME)");
   cmd->add_option("--profile", f.profile_name, "Whose files the workspace uses: mcprt, qwen, gemini, vscode, cursor, claude "
                                                "(inputs live under .mcprt/, or .qwen/ / .gemini/ for those)")
-    ->check(CLI::IsMember({"mcprt", "qwen", "gemini", "vscode", "cursor", "claude"}));
+    ->check(CLI::IsMember(profile::names()));
 }
 
 // The workspace's project root (the store's key) and the store, as

@@ -54,7 +54,7 @@ void add_workspace_flags(CLI::App* cmd, common_flags& f) {
   cmd->add_option("--home", f.home, "Home directory holding user settings and approvals (default: $HOME)");
   cmd->add_option("--profile", f.profile_name, "Whose files to read: mcprt (.mcprt/ + .mcp.json), qwen, gemini, vscode (.vscode/mcp.json), "
                   "cursor (.cursor/mcp.json), claude (.mcp.json + ~/.claude.json)")
-    ->check(CLI::IsMember({"mcprt", "qwen", "gemini", "vscode", "cursor", "claude"}));
+    ->check(CLI::IsMember(profile::names()));
   cmd->add_option("--mcp-config", f.mcp_config, "Extra servers file ({\"mcpServers\": ...}) above all settings");
 }
 
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   serve->add_option("--home", serve_flags.home, "Home directory holding user settings and approvals (default: $HOME)");
   serve->add_option("--profile", serve_flags.profile, "Whose files to read: mcprt (.mcprt/ + .mcp.json), qwen, gemini, vscode (.vscode/mcp.json), "
                   "cursor (.cursor/mcp.json), claude (.mcp.json + ~/.claude.json)")
-    ->check(CLI::IsMember({"mcprt", "qwen", "gemini", "vscode", "cursor", "claude"}));
+    ->check(CLI::IsMember(profile::names()));
   serve->add_option("--mcp-config", serve_flags.mcp_config, "Extra servers file ({\"mcpServers\": ...}) above all settings");
   serve->add_option("--allowed-mcp-server-names", serve_flags.allowed_names,
                     "Comma-separated upper bound on admitted servers (names or globs)");

@@ -30,8 +30,9 @@ std::optional<profile> profile::parse(std::string_view name) {
   return std::nullopt;
 }
 
-const char* profile::names() {
-  return "mcprt, qwen, gemini, vscode, cursor, claude";
+const std::vector<std::string>& profile::names() {
+  static const std::vector<std::string> all{"mcprt", "qwen", "gemini", "vscode", "cursor", "claude"};
+  return all;
 }
 
 std::string to_string(settings_format f) {

@@ -34,8 +34,8 @@ struct profile {
   std::string name = "mcprt";
   std::string dir_name = ".mcprt";
   static std::optional<profile> parse(std::string_view name); // mcprt|qwen|gemini|vscode|cursor|claude
-  /// The names parse accepts, for help texts and errors.
-  static const char* names();
+  /// The names parse accepts, for the commands' --profile checks.
+  static const std::vector<std::string>& names();
 };
 
 /// The home directory user settings, approvals and the fingerprint key live

@@ -219,6 +219,11 @@ TEST(SettingsSources, ProfilesSwapTheConfigDirectory) {
   EXPECT_EQ(settings_sources("/h", "/w", *profile::parse("gemini"))[2].path, "/w/.gemini/settings.json");
   EXPECT_FALSE(profile::parse("zed"));
   EXPECT_FALSE(profile::parse(""));
+  for (auto& name : profile::names()) {
+    auto parsed = profile::parse(name);
+    ASSERT_TRUE(parsed) << name;
+    EXPECT_EQ(parsed->name, name);
+  }
 }
 
 // Other clients' files keep the gating of their scope: what comes with the
