@@ -152,11 +152,14 @@ void finish_stop(self_ptr self) {
 }
 
 // A fatal problem: the connection reports `error` and lets its server go.
-void fail(self_ptr self, const std::string& reason, connection_status as = connection_status::error) {
+void fail(self_ptr self, const std::string& what, connection_status as = connection_status::error) {
   auto& st = self->state;
   if (st.status == connection_status::error || st.status == connection_status::disconnected
       || st.status == connection_status::needs_auth)
     return;
+  // An error may quote the URL's path or the command, which variables may
+  // have filled with a secret.
+  auto reason = without_secrets(st.cfg.server, what);
   // Reasons quote server output (stderr, HTTP bodies); last_error reaches
   // events and the snapshot as JSON, the log line a terminal.
   st.last_error = replace_invalid_utf8(reason);
@@ -176,7 +179,7 @@ void deliver(self_ptr self, const call_result& r) {
   bool is_request = st.request_tokens.erase(r.token) > 0;
   st.call_handles.erase(r.token);
   st.call_tools.erase(r.token);
-  std::string msg = r.error ? r.error->message : std::string{};
+  std::string msg = r.error ? without_secrets(st.cfg.server, r.error->message) : std::string{};
   if (is_request && r.outcome == call_outcome::rejected && r.error) {
     if (r.error->code == error_method_not_found) {
       rp.deliver(make_error(errc::not_advertised, st.cfg.server.name + ": " + msg));
@@ -567,8 +570,9 @@ connection_actor::behavior_type connection(self_ptr self, connection_config cfg,
       auto& st = self->state;
       if (st.session) apply(self, st.session->on_bytes(bytes.data(), bytes.size(), clock::now()));
     },
-    [=](atom::io_err, std::string& line) {
+    [=](atom::io_err, std::string& raw) {
       auto& st = self->state;
+      auto line = without_secrets(st.cfg.server, std::move(raw));
       spdlog::debug("[{}] stderr: {}", escape_for_display(st.cfg.server.name), escape_for_display(line));
       st.stderr_tail.push_back(replace_invalid_utf8(line));
       while (st.stderr_tail.size() > st.cfg.stderr_lines)

@@ -120,7 +120,10 @@ gating_result compute_gating(const gating_input& in) {
 server_expansion expand_server(const server_config& cfg, const variable_context& ctx) {
   server_expansion out;
   if (!spec_has_variables(cfg.spec)) return out; // the common case: nothing copied
-  auto x = expand_server_spec(cfg.spec, ctx);
+  std::vector<std::pair<std::string, std::string>> secrets;
+  auto recording = ctx;
+  recording.substitutions = &secrets;
+  auto x = expand_server_spec(cfg.spec, recording);
   if (x.problem) {
     out.problem = std::move(x.problem);
     return out;
@@ -139,6 +142,16 @@ server_expansion expand_server(const server_config& cfg, const variable_context&
   }
   out.config = std::move(parsed.config);
   out.config->source = cfg.source;
+  // Longest first, so that a value inside another is not replaced in it.
+  // Values of under 4 bytes are no secret anyone could use, and replacing
+  // them would garble every message ("HTTP 40${N}").
+  secrets.erase(std::remove_if(secrets.begin(), secrets.end(), [](const auto& s) { return s.first.size() < 4; }),
+                secrets.end());
+  std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) {
+    return a.first.size() != b.first.size() ? a.first.size() > b.first.size() : a < b;
+  });
+  secrets.erase(std::unique(secrets.begin(), secrets.end()), secrets.end());
+  out.config->secrets = std::move(secrets);
   return out;
 }
 

@@ -307,4 +307,12 @@ bool servers_equal(const server_map& a, const server_map& b) {
   return true;
 }
 
+std::string without_secrets(const server_config& c, std::string text) {
+  for (auto& [value, placeholder] : c.secrets) {
+    for (auto at = text.find(value); at != std::string::npos; at = text.find(value, at + placeholder.size()))
+      text.replace(at, value.size(), placeholder);
+  }
+  return text;
+}
+
 } // namespace mcprt

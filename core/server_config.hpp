@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,7 +68,17 @@ struct server_config {
   /// filter_key(*this), computed once by parse_server_config: the
   /// reconcile plan compares it for every live server on every pass.
   std::string filter_key_cache;
+  /// Values its variables took from the environment or stored inputs, each
+  /// with the placeholder as written (`${GH_TOKEN}`), longest first. They
+  /// are secrets like `env`, but can end up in what is shown: an error
+  /// quotes the URL's path or the command. without_secrets puts the
+  /// placeholders back. Empty for a config as written.
+  std::vector<std::pair<std::string, std::string>> secrets;
 };
+
+/// `text` (a message about `c`: an error, a stderr line) with every value in
+/// c.secrets replaced by its placeholder.
+std::string without_secrets(const server_config& c, std::string text);
 
 /// A validation failure, with the path of the offending value (object keys
 /// and array indices) so its position in the source text can be found.

@@ -106,6 +106,7 @@ struct resolved {
   std::optional<std::string> value;
   std::optional<expansion_problem> problem;
   std::string name; // shown in a too_long problem
+  bool secret = false; // from the environment or an input, not the file
 };
 
 resolved problem(kind what, std::string variable) {
@@ -133,26 +134,26 @@ resolved resolve(std::string_view inner, const variable_context& ctx) {
   if (rest.empty()) {
     auto v = variable_value(name);
     if (!v) return problem(kind::missing_variable, shown(name));
-    return {std::move(v), std::nullopt, std::string(name)};
+    return {std::move(v), std::nullopt, std::string(name), !is_predefined(name)};
   }
   if (rest.size() >= 2 && rest[0] == ':' && rest[1] == '-') {
     auto fallback = rest.substr(2);
     if (fallback.find("${") != std::string_view::npos) return problem(kind::unsupported, shown_unsupported(inner));
     auto v = variable_value(name);
     if (!v || v->empty()) return {std::string(fallback), std::nullopt, std::string(name)};
-    return {std::move(v), std::nullopt, std::string(name)};
+    return {std::move(v), std::nullopt, std::string(name), !is_predefined(name)};
   }
   if (rest[0] == ':') {
     auto arg = rest.substr(1);
     if (name == "env" && is_name(arg)) {
       auto v = lookup(ctx.env, arg);
       if (!v) return problem(kind::missing_variable, shown(inner));
-      return {std::move(v), std::nullopt, std::string(inner)};
+      return {std::move(v), std::nullopt, std::string(inner), true};
     }
     if (name == "input" && is_input_id(arg)) {
       auto v = lookup(ctx.input, arg);
       if (!v) return problem(kind::missing_input, shown(inner));
-      return {std::move(v), std::nullopt, std::string(inner)};
+      return {std::move(v), std::nullopt, std::string(inner), true};
     }
   }
   return problem(kind::unsupported, shown_unsupported(inner));
@@ -200,6 +201,8 @@ expanded_text expand_bounded(std::string_view text, const variable_context& ctx,
     auto r = resolve(inner, ctx);
     if (r.problem) return {{}, std::move(r.problem)};
     if (!append(out, *r.value, limit)) return too_long(shown(r.name));
+    if (r.secret && ctx.substitutions && !r.value->empty())
+      ctx.substitutions->emplace_back(std::move(*r.value), "${" + std::string(inner) + "}");
     pos = close + 1;
   }
   if (pos < text.size() && !append(out, text.substr(pos), limit)) return too_long("");

@@ -47,6 +47,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +62,10 @@ struct variable_context {
   std::function<std::optional<std::string>(const std::string&)> input;
   std::string workspace_folder; // ${workspaceFolder}; "" = none
   std::string user_home;        // ${userHome}; "" = unknown
+  /// When set, every value taken from `env` or `input` is appended with the
+  /// placeholder it replaced (`${GH_TOKEN}`), so that messages about the
+  /// server can show the placeholder instead (see server_config::secrets).
+  std::vector<std::pair<std::string, std::string>>* substitutions = nullptr;
 };
 
 /// A variable that could not be expanded. Never carries a value.

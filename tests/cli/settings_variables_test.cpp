@@ -91,6 +91,28 @@ TEST_F(variables_test, a_dot_mcp_json_with_placeholders_works_unchanged) {
   EXPECT_EQ(daemon_->err().find(token_value), std::string::npos) << "a secret was logged";
 }
 
+TEST_F(variables_test, errors_quoting_a_url_or_command_show_the_placeholder_not_the_value) {
+  const std::string path_secret = "p4th-s3cret-0e9a", command_secret = "/nonexistent/c0mmand-s3cret-77f1";
+  json web{{"httpUrl", "http://127.0.0.1:1/mcp/${MCP_PATH_KEY}"}};
+  json cmd{{"command", "${MCP_COMMAND}"}};
+  write_file(user_settings(), json{{"mcpServers", {{"web", web}, {"cmd", cmd}}}}.dump(2));
+  ASSERT_TRUE(start({}, {{"MCP_PATH_KEY", path_secret}, {"MCP_COMMAND", command_secret}}));
+  ASSERT_TRUE(wait_until([&] {
+    return !server("web").value("last_error", json()).is_null() && !server("cmd").value("last_error", json()).is_null();
+  })) << snapshot().dump(2);
+  auto web_error = server("web")["last_error"].get<std::string>();
+  auto cmd_error = server("cmd")["last_error"].get<std::string>();
+  EXPECT_NE(web_error.find("/mcp/${MCP_PATH_KEY}"), std::string::npos) << web_error;
+  EXPECT_NE(cmd_error.find("${MCP_COMMAND}"), std::string::npos) << cmd_error;
+  auto shown = snapshot().dump();
+  EXPECT_EQ(shown.find(path_secret), std::string::npos) << shown;
+  EXPECT_EQ(shown.find(command_secret), std::string::npos) << shown;
+  daemon_->signal(SIGTERM);
+  ASSERT_TRUE(daemon_->wait_exit(30s));
+  EXPECT_EQ(daemon_->err().find(path_secret), std::string::npos) << daemon_->err();
+  EXPECT_EQ(daemon_->err().find(command_secret), std::string::npos) << daemon_->err();
+}
+
 TEST_F(variables_test, a_vscode_input_is_needs_input_until_stored_then_connects) {
   json s = test_server_config({"--name-prefix", "vs_"});
   s["type"] = "stdio";

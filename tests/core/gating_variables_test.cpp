@@ -86,6 +86,26 @@ TEST(GatingVariables, AChangedValueIsANewConnectionButTheSameApproval) {
   EXPECT_EQ(approval_hash(asked[1]), approval_hash(servers.at("gh")));
 }
 
+TEST(GatingVariables, ValuesFromTheEnvironmentAreKeptAsSecretsToHideInMessages) {
+  auto servers = make_map(json::parse(R"({"h": {"type": "http", "url": "https://x.example/mcp/${KEY}/sse",
+                                                 "headers": {"A": "${SHORT}", "B": "${KEY:-unused}"},
+                                                 "cwd": "${workspaceFolder}", "env": {"D": "${UNSET:-default-text}"}}})"),
+                          config_scope::user);
+  fake_env env{{{"KEY", "k3y-s3cret"}, {"SHORT", "ab"}}};
+  variable_context ctx{env.lookup(), {}, "/ws/project", "/home/u"};
+  auto g = run(servers, ctx);
+  auto admitted = g.admitted(servers);
+  auto& runs = admitted.at("h");
+  using pair = std::pair<std::string, std::string>;
+  // From the environment only (not the workspace, not a default), and long
+  // enough to mean something; longest first.
+  EXPECT_EQ(runs.secrets, (std::vector<pair>{{"k3y-s3cret", "${KEY:-unused}"}, {"k3y-s3cret", "${KEY}"}}));
+  EXPECT_EQ(without_secrets(runs, "POST https://x.example:443/mcp/k3y-s3cret/sse: HTTP 401"),
+            "POST https://x.example:443/mcp/${KEY:-unused}/sse: HTTP 401");
+  EXPECT_EQ(without_secrets(runs, "cannot change to directory '/ws/project'"), "cannot change to directory '/ws/project'");
+  EXPECT_TRUE(servers.at("h").secrets.empty());
+}
+
 TEST(GatingVariables, AMissingVariableKeepsTheServerOutAndNamesIt) {
   fake_env env;
   variable_context ctx{env.lookup(), {}, "/ws", "/home/u"};
