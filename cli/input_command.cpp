@@ -164,9 +164,11 @@ struct input_command::state {
     std::string value;
     try {
       if (::isatty(STDIN_FILENO)) {
-        std::cerr << "value for " << id << ": " << std::flush;
         {
+          // Echo off before the prompt, as getpass does: whatever is typed
+          // once the prompt shows is never echoed.
           echo_off quiet;
+          std::cerr << "value for " << id << ": " << std::flush;
           value = read_stdin(limit, true);
         }
         // The user's Enter was not echoed.

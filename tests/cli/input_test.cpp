@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -262,31 +261,48 @@ TEST_F(input_test, on_a_terminal_it_prompts_on_stderr_and_does_not_echo) {
   int slave = ::open(slave_name.c_str(), O_RDWR | O_NOCTTY);
   ASSERT_GE(slave, 0);
   auto out = root_ / "stdout", err = root_ / "stderr";
+  // stderr is a pipe: the prompt comes after echo is off, so reading it
+  // (under a deadline) is the moment to type.
+  int err_pipe[2];
+  ASSERT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
   auto p = prepare(with_flags({"input", "set", "tty-key"}));
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::setsid();
-    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
-        e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (o < 0 || e < 0) ::_exit(126);
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0) ::_exit(126);
     ::dup2(slave, 0);
     ::dup2(o, 1);
-    ::dup2(e, 2);
+    ::dup2(err_pipe[1], 2);
     ::close(master);
     ::execve(p.argv[0], p.argv.data(), p.envp.data());
     ::_exit(127);
   }
-  // Wait until it turned echo off: input typed before would be flushed.
-  bool quiet = false;
-  for (int i = 0; i < 1000 && !quiet; ++i) {
-    termios t {};
-    quiet = ::tcgetattr(slave, &t) == 0 && !(t.c_lflag & ECHO);
-    if (!quiet) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::close(err_pipe[1]);
+  const std::string prompt = "value for tty-key: ";
+  std::string err_text;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (err_text.find(prompt) == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd pfd{err_pipe[0], POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) break;
+    char chunk[256];
+    auto n = ::read(err_pipe[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    err_text.append(chunk, static_cast<std::size_t>(n));
   }
-  EXPECT_TRUE(quiet) << "echo was never turned off";
+  termios t{};
+  EXPECT_TRUE(::tcgetattr(slave, &t) == 0 && !(t.c_lflag & ECHO)) << "echo is on at the prompt";
+  EXPECT_NE(err_text.find(prompt), std::string::npos) << "no prompt: " << err_text;
   std::string line = secret + "\n";
   ASSERT_EQ(::write(master, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  // The rest of stderr until the program exits and the pipe closes.
+  char chunk[4096];
+  for (ssize_t n; (n = ::read(err_pipe[0], chunk, sizeof chunk)) > 0;)
+    err_text.append(chunk, static_cast<std::size_t>(n));
+  ::close(err_pipe[0]);
+  write_file(err, err_text);
   auto r = collect(pid, out, err);
   // What the terminal showed.
   std::string shown;
