@@ -21,24 +21,14 @@
 #include "core/settings.hpp"
 #include "core/settings_schema.hpp"
 #include "core/untrusted_text.hpp"
+#include "tests/fuzz/fuzz_checks.hpp"
 #include "core/workspace_view.hpp"
 
 using namespace mcprt;
+using mcprt::fuzz::printable;
+using mcprt::fuzz::require;
 
 namespace {
-
-void require(bool ok) {
-  if (!ok) std::abort();
-}
-
-/// Valid UTF-8 without control characters: what a log line or a terminal
-/// may show as is (escape_for_display changes nothing but backslashes).
-bool printable(std::string_view s) {
-  std::size_t backslashes = 0;
-  for (char c : s)
-    backslashes += c == '\\';
-  return escape_for_display(s).size() == s.size() + backslashes;
-}
 
 /// Printable, line breaks allowed (a table is several lines).
 bool printable_lines(const std::string& s) {

@@ -14,24 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/untrusted_text.hpp"
+#include "tests/fuzz/fuzz_checks.hpp"
 #include "core/variables.hpp"
 
 using namespace mcprt;
+using mcprt::fuzz::printable;
+using mcprt::fuzz::require;
 
 namespace {
-
-void require(bool ok) {
-  if (!ok) std::abort();
-}
-
-/// Valid UTF-8 without control characters: what a log line or a terminal
-/// may show as is (escape_for_display changes nothing but backslashes).
-bool printable(std::string_view s) {
-  std::size_t backslashes = 0;
-  for (char c : s)
-    backslashes += c == '\\';
-  return escape_for_display(s).size() == s.size() + backslashes;
-}
 
 const std::string env_value = "SeCrEt-env-" + std::string(200, 'e') + "-${HOME}";
 const std::string input_value = "SeCrEt-input-${input:a}";
