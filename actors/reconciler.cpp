@@ -81,6 +81,11 @@ struct reconciler_state {
     progress_sink_actor sink;
   };
   std::map<std::string, std::vector<parked_call>> parked;
+  /// Servers named by calls parked before the first desired state arrived
+  /// (or before start): a session opened a moment ago has not heard from
+  /// gating yet, and "not configured" would be a lie.
+  std::set<std::string> parked_early;
+  bool awaiting_desired() const { return !started || !have_desired; }
   /// Calls under a call id that left the park (or never parked): the
   /// connection once the pool named it, so a cancel can reach it.
   struct cancellable_call {
@@ -258,12 +263,14 @@ caf::result<json_value> take_call(self_ptr self, const std::string& server, cons
   auto& st = self->state;
   auto rp = self->make_response_promise<json_value>();
   auto i = st.live.find(server);
-  if (i != st.live.end())
+  if (i != st.live.end()) {
     dispatch_call(self, i->second, tool, std::move(args), rp, std::move(call_id), std::move(sink));
-  else if (st.connecting.count(server))
+  } else if (st.connecting.count(server) || st.awaiting_desired()) {
+    if (st.awaiting_desired()) st.parked_early.insert(server);
     st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::move(call_id), std::move(sink)});
-  else
+  } else {
     rp.deliver(unavailable_error(st, server));
+  }
   return rp;
 }
 
@@ -280,10 +287,9 @@ void dispatch_request(self_ptr self, const live_server& s, const std::string& me
     [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
 }
 
-/// An acquire of `name` ended: parked calls go out, or fail with the reason.
-void acquire_settled(self_ptr self, const std::string& name) {
+/// The calls parked for `name` go out, or fail with the reason.
+void release_parked(self_ptr self, const std::string& name) {
   auto& st = self->state;
-  st.connecting.erase(name);
   auto p = st.parked.find(name);
   if (p == st.parked.end()) return;
   auto calls = std::move(p->second);
@@ -294,6 +300,22 @@ void acquire_settled(self_ptr self, const std::string& name) {
     else if (!c.method.empty()) dispatch_request(self, i->second, c.method, std::move(c.args), c.rp);
     else dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp, std::move(c.call_id), std::move(c.sink));
   }
+}
+
+/// An acquire of `name` ended: parked calls go out, or fail with the reason.
+void acquire_settled(self_ptr self, const std::string& name) {
+  self->state.connecting.erase(name);
+  release_parked(self, name);
+}
+
+/// Once the session has its desired state and has started its first pass,
+/// the calls parked before that go out, wait on their acquire like any
+/// other, or fail with the reason.
+void release_early(self_ptr self) {
+  auto& st = self->state;
+  if (st.awaiting_desired() || st.parked_early.empty()) return;
+  for (auto& name : std::exchange(st.parked_early, {}))
+    if (!st.connecting.count(name)) release_parked(self, name);
 }
 
 // -- a pass ---------------------------------------------------------------------------
@@ -436,7 +458,10 @@ void refilter(self_ptr self, const server_config& cfg) {
 void run_pass(self_ptr self) {
   auto& st = self->state;
   st.dirty = false;
-  if (!st.desired.trusted) return; // an untrusted folder starts nothing
+  if (!st.desired.trusted) { // an untrusted folder starts nothing
+    release_early(self);
+    return;
+  }
   st.in_progress = true;
   ++st.generation;
   st.report = {};
@@ -481,6 +506,7 @@ void run_pass(self_ptr self) {
   for (auto& name : plan.refiltered)
     refilter(self, st.desired_map.at(name));
   step_done(self);
+  release_early(self);
 }
 
 void request_pass(self_ptr self) {
@@ -653,12 +679,14 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
       auto& st = self->state;
       auto rp = self->make_response_promise<json_value>();
       auto i = st.live.find(server);
-      if (i != st.live.end())
+      if (i != st.live.end()) {
         dispatch_request(self, i->second, method, std::move(params), rp);
-      else if (st.connecting.count(server))
+      } else if (st.connecting.count(server) || st.awaiting_desired()) {
+        if (st.awaiting_desired()) st.parked_early.insert(server);
         st.parked[server].push_back({std::string{}, std::move(params), rp, method, std::string{}, progress_sink_actor{}});
-      else
+      } else {
         rp.deliver(unavailable_error(st, server));
+      }
       return rp;
     },
     [self](atom::tools, const std::string& server) -> caf::result<std::vector<tool_info>> {

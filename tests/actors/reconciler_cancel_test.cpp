@@ -1,7 +1,9 @@
-// Cancel by call id in the session's reconciler (issue 15), on CAF's test
-// coordinator with the real pool, gating and bus and fake connections: a
-// call parked while its server connects leaves the park at once and never
-// reaches the server; a call id is unique among the session's calls.
+// Parked calls of the session's reconciler, on CAF's test coordinator with
+// the real pool, gating and bus and fake connections. Cancel by call id
+// (issue 15): a call parked while its server connects leaves the park at
+// once and never reaches the server; a call id is unique among the
+// session's calls. A call that comes before the session's first desired
+// state (a session opened a moment ago) waits for it instead of failing.
 
 #include <filesystem>
 #include <memory>
@@ -51,6 +53,12 @@ protected:
 
   /// One user-scope server `name` in fake `mode` ("hang": connecting until a tick).
   void start(const std::string& name, const std::string& mode) {
+    spawn_session();
+    attach(name, mode);
+  }
+
+  /// The session's actors, before gating knows the session.
+  void spawn_session() {
     pool_options po;
     po.table.drain_delay = 1s;
     pool = track(spawn_pool(sys, fake_factory(world), budget_actor{}, event_bus_actor{}, po));
@@ -64,6 +72,10 @@ protected:
     go.approvals_file = dir / "approvals.json";
     gating = track(spawn_gating(sys, go, event_bus_actor{}));
     session = track(spawn_reconciler(sys, ro));
+  }
+
+  /// Gating reads the settings and pushes the session its desired state.
+  void attach(const std::string& name, const std::string& mode) {
     settings_update u;
     u.forced = true;
     json user = {{"mcpServers", {{name, {{"command", "fake-server"}, {"fake", mode}, {"tools", {"t1"}}}}}}};
@@ -129,4 +141,45 @@ TEST_F(ReconcilerCancel, ACallIdInFlightCannotBeTakenTwice) {
 TEST_F(ReconcilerCancel, CancelOfAnUnknownCallIdAnswersFalse) {
   start("fast", "ok");
   EXPECT_FALSE(cancel("nope"));
+}
+
+TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateWaitsForItAndIsAnswered) {
+  spawn_session();
+  auto early = call("fast", "c-1");
+  auto plain = self->request(session, caf::infinite, atom::call_v, std::string{"fast"}, std::string{"t1"},
+                             json_value{json::object()});
+  sched.run();
+  EXPECT_FALSE(self->has_next_message()) << "a call answered before the session knew its servers";
+  attach("fast", "ok");
+  int answered = 0;
+  early.receive([&](json_value&) { ++answered; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  plain.receive([&](json_value&) { ++answered; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_EQ(answered, 2);
+  EXPECT_EQ(world->calls, (std::vector<std::string>{"t1", "t1"}));
+}
+
+TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateForAnUnknownServerFailsOnceItArrives) {
+  spawn_session();
+  auto early = call("missing", "c-1");
+  sched.run();
+  EXPECT_FALSE(self->has_next_message());
+  attach("fast", "ok");
+  std::optional<caf::error> err;
+  early.receive([](json_value&) { ADD_FAILURE() << "a call to an unknown server answered"; },
+                [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "the early call never failed";
+  EXPECT_TRUE(is(*err, errc::unknown_server)) << sys.render(*err);
+}
+
+TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateCanBeCancelled) {
+  spawn_session();
+  auto early = call("fast", "c-1");
+  sched.run();
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> err;
+  early.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
+  attach("fast", "ok");
+  EXPECT_TRUE(world->calls.empty()) << "the cancelled call reached the server";
 }
