@@ -137,9 +137,13 @@ bool is(const caf::error& e, errc x) {
 // A call goes straight to the handle the session holds while the pool has
 // said nothing of a restart since: the pool is one actor every session's
 // calls would otherwise queue at, twice per call.
+bool has_current_connection(const live_server& s) {
+  return s.conn && s.status == connection_status::connected && s.conn_generation == s.generation;
+}
+
 template <class OnConn, class OnError>
 void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnError on_error) {
-  if (s.conn && s.status == connection_status::connected && s.conn_generation == s.generation) {
+  if (has_current_connection(s)) {
     on_conn(s.conn);
     return;
   }
@@ -197,6 +201,14 @@ void dispatch_call(self_ptr self, const live_server& s, const std::string& tool,
                           cfg.name + ": tool " + tool + " is hidden by this server's includeTools / excludeTools"));
     return;
   }
+  // The connection answers the caller itself: relaying every answer
+  // through the session cost a message and an actor's turn per call. A
+  // cancel finds such a call by asking the live connections (cancel_call).
+  if (has_current_connection(s)) {
+    if (call_id.empty()) rp.delegate(s.conn, atom::call_v, tool, std::move(args));
+    else rp.delegate(s.conn, atom::call_v, tool, std::move(args), std::move(call_id), std::move(sink));
+    return;
+  }
   if (call_id.empty()) {
     with_connection(
       self, s,
@@ -224,8 +236,32 @@ void dispatch_call(self_ptr self, const live_server& s, const std::string& tool,
     [self, rp, call_id](caf::error& e) { settle_cancellable(self, call_id, rp, std::move(e)); });
 }
 
+/// A call handed to its connection (dispatch_call) is known only there:
+/// the live connections are asked, and the answer is whether one had it.
+/// Cancels are rare, live connections few.
+caf::result<bool> cancel_on_connections(self_ptr self, const std::string& call_id) {
+  auto& st = self->state;
+  std::vector<connection_actor> conns;
+  for (auto& [name, s] : st.live)
+    if (s.conn) conns.push_back(s.conn);
+  if (conns.empty()) return false;
+  // One promise for all answers: copies of a promise do not share whether
+  // it was delivered.
+  auto rp = std::make_shared<caf::typed_response_promise<bool>>(self->make_response_promise<bool>());
+  auto left = std::make_shared<std::size_t>(conns.size());
+  auto answer = [rp, left](bool found) {
+    --*left;
+    if (found && rp->pending()) rp->deliver(true);
+    else if (*left == 0 && rp->pending()) rp->deliver(false);
+  };
+  for (auto& c : conns)
+    self->request(c, std::chrono::seconds(10), atom::cancel_v, call_id)
+      .then([answer](bool found) { answer(found); }, [answer](caf::error&) { answer(false); });
+  return *rp;
+}
+
 /// Cancels the call of `call_id`, parked or out on a connection.
-bool cancel_call(self_ptr self, const std::string& call_id) {
+caf::result<bool> cancel_call(self_ptr self, const std::string& call_id) {
   auto& st = self->state;
   for (auto p = st.parked.begin(); p != st.parked.end(); ++p) {
     auto& calls = p->second;
@@ -237,7 +273,7 @@ bool cancel_call(self_ptr self, const std::string& call_id) {
     return true;
   }
   auto i = st.cancellable.find(call_id);
-  if (i == st.cancellable.end()) return false;
+  if (i == st.cancellable.end()) return cancel_on_connections(self, call_id);
   auto call = std::move(i->second);
   st.cancellable.erase(i);
   if (call.conn) // the connection tells the server
@@ -277,6 +313,10 @@ caf::result<json_value> take_call(self_ptr self, const std::string& server, cons
 /// A client request other than tools/call: no tool filter applies.
 void dispatch_request(self_ptr self, const live_server& s, const std::string& method, json_value params,
                       caf::typed_response_promise<json_value> rp) {
+  if (has_current_connection(s)) {
+    rp.delegate(s.conn, atom::mcp_request_v, method, std::move(params));
+    return;
+  }
   with_connection(
     self, s,
     [self, rp, method, params](connection_actor conn) mutable {

@@ -10,11 +10,14 @@
 //   "fail"           publishes error before connecting (a failed spawn)
 //   "fail_restarts"  connects the first time, fails every later spawn of its id
 //   "stuck"          like ok, but never answers `stop`
+//   "held"           like ok, but a call with a call id waits until it is
+//                    cancelled (then fails with errc::cancelled)
 // Spec key "tools": the names of the tools it lists.
 // Triggers: `io_exit(desc)` = the server crashed (error), `http_gone` = a
 // disconnect nobody asked for, `io_err(line)` = a stderr line.
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -62,6 +65,7 @@ struct fake_state {
   std::string last_error;
   std::vector<std::string> stderr_tail;
   std::shared_ptr<fake_world> world;
+  std::map<std::string, caf::typed_response_promise<json_value>> held; // "held": calls by call id
 };
 
 using fake_ptr = connection_actor::stateful_pointer<fake_state>;
@@ -122,11 +126,23 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
       self->state.world->calls.push_back(tool);
       return json_value{nlohmann::json::object()};
     },
-    [=](atom::call, const std::string& tool, const json_value&, const std::string&, const progress_sink_actor&) {
-      self->state.world->calls.push_back(tool);
-      return json_value{nlohmann::json::object()};
+    [=](atom::call, const std::string& tool, const json_value&, const std::string& call_id,
+        const progress_sink_actor&) -> caf::result<json_value> {
+      auto& st = self->state;
+      st.world->calls.push_back(tool);
+      if (st.mode != "held") return json_value{nlohmann::json::object()};
+      auto rp = self->make_response_promise<json_value>();
+      st.held.emplace(call_id, rp);
+      return rp;
     },
-    [=](atom::cancel, const std::string&) { return false; },
+    [=](atom::cancel, const std::string& call_id) {
+      auto& held = self->state.held;
+      auto i = held.find(call_id);
+      if (i == held.end()) return false;
+      i->second.deliver(make_error(errc::cancelled, "call " + call_id + " was cancelled"));
+      held.erase(i);
+      return true;
+    },
     [=](atom::subscribe, event_sink_actor sink) { self->state.cfg.subscribers.push_back(sink); },
     [=](atom::filter, const tool_filter_spec&) {},
     [=](atom::ping) { return int64_t{1}; },

@@ -183,3 +183,18 @@ TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateCanBeCancelled) {
   attach("fast", "ok");
   EXPECT_TRUE(world->calls.empty()) << "the cancelled call reached the server";
 }
+
+TEST_F(ReconcilerCancel, ACallOutOnItsConnectionIsCancelledThereAndAnUnknownIdIsNot) {
+  start("held", "held");
+  auto out = call("held", "c-1");
+  sched.run();
+  ASSERT_EQ(world->calls, std::vector<std::string>{"t1"}) << "the call did not reach its connection";
+  EXPECT_FALSE(self->has_next_message()) << "a held call answered";
+  EXPECT_FALSE(cancel("c-2")) << "no call of that id is out";
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> err;
+  out.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "the cancelled call did not fail at once";
+  EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
+  EXPECT_FALSE(cancel("c-1")) << "a cancelled call is gone";
+}
