@@ -143,13 +143,13 @@ void add_cors(http_response& r, const std::optional<std::string>& origin) {
 // -- worker lanes -------------------------------------------------------------------------
 
 /// A few threads for the facade calls that block (snapshot, approve, …),
-/// with a bounded queue: a full lane refuses instead of piling up work.
+/// with a bounded queue: a full lane refuses instead of piling up work. A
+/// thread starts when a job finds none idle, so an idle daemon holds none
+/// (issue 20).
 class worker_lane {
 public:
-  worker_lane(std::size_t threads, std::size_t queue_limit) : limit_(queue_limit) {
-    for (std::size_t i = 0; i < std::max<std::size_t>(1, threads); ++i)
-      threads_.emplace_back([this] { work(); });
-  }
+  worker_lane(std::size_t threads, std::size_t queue_limit)
+      : max_threads_(std::max<std::size_t>(1, threads)), limit_(queue_limit) {}
 
   ~worker_lane() { close_and_join(); }
 
@@ -166,6 +166,7 @@ public:
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_ || jobs_.size() >= limit_) return false;
     jobs_.push_back(std::move(job));
+    if (idle_ < jobs_.size() && threads_.size() < max_threads_) threads_.emplace_back([this] { work(); });
     cv_.notify_one();
     return true;
   }
@@ -185,7 +186,9 @@ private:
       std::function<void()> job;
       {
         std::unique_lock<std::mutex> lock{mtx_};
+        ++idle_;
         cv_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
+        --idle_;
         if (jobs_.empty()) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -203,7 +206,9 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_; // grows under mtx_ until closed_
+  std::size_t max_threads_;
+  std::size_t idle_ = 0;
   std::size_t limit_;
   bool closed_ = false;
 };

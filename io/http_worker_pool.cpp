@@ -3,24 +3,27 @@
 namespace mcprt::io {
 
 http_worker_pool::http_worker_pool(std::size_t threads, std::size_t max_event_streams)
-    : max_streams_(max_event_streams) {
-  if (threads == 0) threads = 1;
-  workers_.reserve(threads);
-  for (std::size_t i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] {
-      for (;;) {
-        std::function<void()> job;
-        {
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-          if (jobs_.empty()) return; // stopping and drained
-          job = std::move(jobs_.front());
-          jobs_.pop_front();
-        }
-        job();
-      }
-    });
+    : max_workers_(threads == 0 ? 1 : threads), max_streams_(max_event_streams) {}
+
+void http_worker_pool::work() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++idle_;
+      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) return; // stopping and drained
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
   }
+}
+
+std::size_t http_worker_pool::thread_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_.size();
 }
 
 http_worker_pool::~http_worker_pool() {
@@ -44,6 +47,7 @@ void http_worker_pool::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(job));
+    if (idle_ < jobs_.size() && workers_.size() < max_workers_) workers_.emplace_back([this] { work(); });
   }
   cv_.notify_one();
 }

@@ -23,6 +23,9 @@ namespace mcprt::io {
 /// above the number of slow tool calls expected at the same time (a server
 /// request arriving on an SSE response needs a free worker for our answer).
 ///
+/// A worker thread starts when a job finds none idle, up to `threads`: a
+/// runtime with no HTTP server keeps none (issue 20, the idle footprint).
+///
 /// Destroy every transport before the pool: the destructor finishes the
 /// jobs already posted (requests of destroyed transports are aborted and
 /// end quickly) and joins all threads.
@@ -34,7 +37,10 @@ public:
   http_worker_pool& operator=(const http_worker_pool&) = delete;
 
   void post(std::function<void()> job);
-  std::size_t thread_count() const { return workers_.size(); }
+  /// The most worker threads it starts.
+  std::size_t thread_limit() const { return max_workers_; }
+  /// The worker threads started so far.
+  std::size_t thread_count() const;
   std::size_t max_event_streams() const { return max_streams_; }
   std::size_t active_event_streams() const;
   /// Waits until no event stream is running (each ends once its transport
@@ -51,6 +57,7 @@ private:
     std::shared_ptr<bool> done; // guarded by mu_
   };
   void reap_locked(std::vector<std::thread>& finished);
+  void work();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -58,6 +65,8 @@ private:
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+  std::size_t max_workers_;
+  std::size_t idle_ = 0; // workers waiting for a job; guarded by mu_
   std::size_t max_streams_;
   std::vector<stream_thread> streams_;
 };

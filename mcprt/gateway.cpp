@@ -67,20 +67,24 @@ json tool_error_result(const std::string& text) {
   return json{{"content", json::array({json{{"type", "text"}, {"text", text}}})}, {"isError", true}};
 }
 
-/// A small queue of jobs on one thread.
+/// A small queue of jobs on one thread. The thread starts with the first
+/// job after start(): a daemon no MCP client has used holds none (issue 20).
 class job_thread {
 public:
   explicit job_thread(const char* name) : name_(name) {}
   ~job_thread() { stop(); }
 
   void start() {
-    thread_ = std::thread([this] { run(); });
+    std::lock_guard<std::mutex> guard{mtx_};
+    started_ = true;
+    start_thread_locked();
   }
 
   bool submit(std::function<void()> job) {
     std::lock_guard<std::mutex> guard{mtx_};
     if (stopped_) return false;
     jobs_.push_back(std::move(job));
+    start_thread_locked();
     cv_.notify_one();
     return true;
   }
@@ -95,6 +99,10 @@ public:
   }
 
 private:
+  void start_thread_locked() {
+    if (started_ && !stopped_ && !jobs_.empty() && !thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+
   void run() {
     for (;;) {
       std::function<void()> job;
@@ -117,8 +125,9 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
+  bool started_ = false;
   bool stopped_ = false;
-  std::thread thread_;
+  std::thread thread_; // started under mtx_, never after stopped_
 };
 
 } // namespace

@@ -50,9 +50,11 @@ struct host_responder::state {
 namespace {
 
 /// Runs the host's callbacks one at a time, in order, off the actor threads.
+/// The thread starts with the first callback: most servers never ask the
+/// host anything (issue 20, the idle footprint).
 class host_thread {
 public:
-  host_thread() : thread_([this] { run(); }) {}
+  host_thread() = default;
   ~host_thread() { stop(); }
 
   void post(std::function<void()> f) {
@@ -60,6 +62,7 @@ public:
       std::lock_guard<std::mutex> guard{mtx_};
       if (!stopping_) {
         queue_.push_back(std::move(f));
+        if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
         cv_.notify_one();
         return;
       }
@@ -106,7 +109,7 @@ private:
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
-  std::thread thread_;
+  std::thread thread_; // started under mtx_, never after stopping_
 };
 
 struct bridge_shared {

@@ -274,7 +274,8 @@ TEST(JsonBatch, RecognizesRequests) {
 
 TEST(HttpWorkerPool, RunsJobsAndBoundsEventStreams) {
   http_worker_pool pool(3, 1);
-  EXPECT_EQ(pool.thread_count(), 3u);
+  EXPECT_EQ(pool.thread_limit(), 3u);
+  EXPECT_EQ(pool.thread_count(), 0u) << "a worker starts with the first job, not before";
   std::mutex mu;
   std::condition_variable cv;
   int done = 0;
@@ -295,6 +296,8 @@ TEST(HttpWorkerPool, RunsJobsAndBoundsEventStreams) {
     EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return done == 10; }));
     release = true;
   }
+  EXPECT_GE(pool.thread_count(), 1u);
+  EXPECT_LE(pool.thread_count(), 3u) << "never more workers than the limit";
   cv.notify_all();
   auto deadline = std::chrono::steady_clock::now() + 10s;
   while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
