@@ -12,6 +12,7 @@ int hot_reload_latency(const std::vector<std::string>& args);
 int soak(const std::vector<std::string>& args);
 int gateway_scale(const std::vector<std::string>& args);
 int gateway_overhead(const std::vector<std::string>& args);
+int idle_footprint(const std::vector<std::string>& args);
 
 /// Peak resident set size of this process, in MiB.
 double peak_rss_mb();

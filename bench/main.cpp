@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     {"soak", soak},
     {"gateway_scale", gateway_scale},
     {"gateway_overhead", gateway_overhead},
+    {"idle_footprint", idle_footprint},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";
