@@ -81,3 +81,37 @@ TEST(ReconcilePlan, MixedChanges) {
   EXPECT_EQ(p.kept, strings{"keep"});
   EXPECT_EQ(p.touched(), 3u);
 }
+
+// The plan a session makes after a delta of its desired state walks the
+// named servers alone; where nothing else moved it must equal the full plan.
+TEST(ReconcilePlan, PlanOfTheTouchedServersEqualsTheFullPlan) {
+  auto before = make_map(json::parse(
+    R"({"a": {"command": "a"}, "gone": {"command": "g"}, "edit": {"command": "e"}, "m": {"command": "m"},
+        "filter": {"command": "f"}, "z": {"command": "z"}})"));
+  auto after = make_map(json::parse(
+    R"({"a": {"command": "a"}, "edit": {"command": "e2"}, "m": {"command": "m"}, "new": {"command": "n"},
+        "filter": {"command": "f", "excludeTools": ["x"]}, "z": {"command": "z"}})"));
+  auto live = live_from(before);
+  auto full = plan_reconcile(after, live);
+  // A name the delta carried that did not move ("m") is kept, as in the full plan.
+  auto touched =
+    plan_reconcile(after, live, std::set<std::string>{"edit", "filter", "gone", "m", "new"}, names_of(live));
+  EXPECT_EQ(touched.removed, full.removed);
+  EXPECT_EQ(touched.restarted, full.restarted);
+  EXPECT_EQ(touched.added, full.added);
+  EXPECT_EQ(touched.refiltered, full.refiltered);
+  EXPECT_EQ(touched.kept, full.kept);
+  EXPECT_EQ(touched.removed, strings{"gone"});
+  EXPECT_EQ(touched.restarted, strings{"edit"});
+  EXPECT_EQ(touched.added, strings{"new"});
+  EXPECT_EQ(touched.refiltered, strings{"filter"});
+  EXPECT_EQ(touched.kept, (strings{"a", "m", "z"}));
+  // Nothing touched: everything live is kept, nothing else happens.
+  auto none = plan_reconcile(before, live, std::set<std::string>{}, names_of(live));
+  EXPECT_EQ(none.kept, (strings{"a", "edit", "filter", "gone", "m", "z"}));
+  EXPECT_TRUE(none.empty());
+  // A withdrawn name that was never live touches nothing.
+  auto ghost = plan_reconcile(before, live, std::set<std::string>{"never"}, names_of(live));
+  EXPECT_TRUE(ghost.empty());
+  EXPECT_EQ(ghost.kept.size(), 6u);
+}
