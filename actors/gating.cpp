@@ -20,6 +20,11 @@ namespace {
 struct session_entry {
   reconciler_actor reconciler;
   server_map servers; // the session's own top tier
+  /// The version (workspace_gating::versions) of each admitted server as
+  /// last sent, for sessions that get deltas (those with no servers of
+  /// their own); empty until their first, whole state.
+  std::map<std::string, uint64_t> sent;
+  bool synced = false;
 };
 
 struct gating_state {
@@ -46,14 +51,49 @@ struct gating_state {
 
 using self_ptr = gating_actor::stateful_pointer<gating_state>;
 
-desired_state desired_for(const workspace_gating& model, const server_map& session_servers, uint64_t revision) {
-  auto adm = model.admit(session_servers);
+/// The session's next state. A session with servers of its own gets it
+/// whole; the others get their first state whole and then only the servers
+/// whose version moved, so the cost of an edit follows the edit.
+desired_state desired_for(const workspace_gating& model, session_entry& s, uint64_t revision) {
+  bool delta = s.servers.empty() && s.synced;
+  auto adm = model.admit(s.servers, !delta);
   desired_state d;
   d.revision = revision;
   d.trusted = adm.trusted;
-  d.admitted.reserve(adm.admitted.size());
-  for (auto& [name, cfg] : adm.admitted)
-    d.admitted.push_back(std::move(cfg));
+  d.delta = delta;
+  if (!delta) {
+    d.admitted.reserve(adm.admitted.size());
+    for (auto& [name, cfg] : adm.admitted)
+      d.admitted.push_back(std::move(cfg));
+    if (s.servers.empty()) {
+      s.sent.clear();
+      for (auto& c : d.admitted)
+        s.sent.emplace(c.name, model.versions().at(c.name));
+      s.synced = true;
+    }
+  } else {
+    auto& versions = model.versions();
+    auto& gated = model.gating().servers;
+    // Both walks are in name order, as the maps are.
+    for (auto& [name, a] : gated) {
+      if (!a.admitted) continue;
+      auto v = versions.find(name);
+      auto version = v == versions.end() ? 0 : v->second;
+      auto [at, fresh] = s.sent.try_emplace(name, version);
+      if (!fresh && at->second == version) continue;
+      at->second = version;
+      if (auto* cfg = model.admitted_config(name)) d.admitted.push_back(*cfg);
+    }
+    for (auto i = s.sent.begin(); i != s.sent.end();) {
+      auto a = gated.find(i->first);
+      if (a != gated.end() && a->second.admitted) {
+        ++i;
+        continue;
+      }
+      d.withdrawn.push_back(i->first);
+      i = s.sent.erase(i);
+    }
+  }
   for (auto& u : adm.unavailable)
     d.unavailable.push_back({u.name, to_string(u.reason), remedy(u.reason, u.name)});
   d.promptable = std::move(adm.promptable);
@@ -65,7 +105,7 @@ desired_state desired_for(const workspace_gating& model, const server_map& sessi
 }
 
 void push(self_ptr self, session_entry& s, bool reconcile) {
-  self->send(s.reconciler, desired_for(*self->state.model, s.servers, self->state.revision));
+  self->send(s.reconciler, desired_for(*self->state.model, s, self->state.revision));
   if (reconcile) self->send(s.reconciler, atom::reconcile_v);
 }
 
@@ -238,8 +278,7 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
       return u;
     },
     [self](atom::config, const std::string& name) -> caf::result<server_config> {
-      auto adm = self->state.model->admit({});
-      if (auto i = adm.admitted.find(name); i != adm.admitted.end()) return i->second;
+      if (auto* cfg = self->state.model->admitted_config(name)) return *cfg;
       if (auto r = self->state.model->reason(name))
         return make_error(errc::unavailable, name + " is not admitted: " + to_string(*r) + "; " + remedy(*r, name));
       return make_error(errc::unknown_server, "no MCP server named " + name + " is configured");
@@ -250,6 +289,8 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
       auto& s = st.sessions[r.address()];
       s.reconciler = r;
       s.servers.clear();
+      s.sent.clear();
+      s.synced = false;
       for (auto& c : servers)
         s.servers.insert_or_assign(c.name, c);
       push(self, s, false);

@@ -35,7 +35,10 @@ struct gating_options {
 /// servers nor the gating lists changed (and the update is not a forced
 /// reload), nothing happens. Otherwise every attached session gets its new
 /// `desired_state` (the lists travel in it, so they are in place before the
-/// reconcile that follows) and then a `reconcile` request.
+/// reconcile that follows) and then a `reconcile` request. A session's
+/// first state is whole; after it, a session with no servers of its own
+/// gets deltas (only the servers whose version moved, and the names no
+/// longer admitted; see desired_state).
 ///
 /// `approve` / `reject` persist the decision for the server's current config
 /// hash and reconcile every session. Decisions written to the store by

@@ -55,18 +55,37 @@ struct reconciler_state {
   uint64_t generation = 0;
   desired_state desired;
   server_map desired_map;
+  /// Servers a delta of the desired state named since the last plan, and
+  /// whether the next plan must walk everything instead: after a whole
+  /// state, or once live may have drifted from desired (a connection lost,
+  /// a retry or budget slot due, a pass that left servers out).
+  std::set<std::string> changed;
+  bool plan_all = true;
   std::map<std::string, live_server> live;
   /// What the plan compares against, kept in step with `live` so a pass
   /// over 10,000 servers does not rebuild it.
   std::map<std::string, live_connection> live_view;
 
+  /// live_view's names in order, rebuilt only when a server joins or
+  /// leaves the live set (an edit that restarts one server keeps it).
+  std::vector<std::string> live_names;
+  bool live_names_stale = true;
+
   void set_live(const std::string& name, live_server s) {
-    live_view.insert_or_assign(name, live_connection{s.id, filter_key(s.cfg)});
+    auto [at, fresh] = live_view.insert_or_assign(name, live_connection{s.id, filter_key(s.cfg)});
+    if (fresh) live_names_stale = true;
     live.insert_or_assign(name, std::move(s));
   }
   void erase_live(const std::string& name) {
     live.erase(name);
-    live_view.erase(name);
+    if (live_view.erase(name)) live_names_stale = true;
+  }
+  const std::vector<std::string>& sorted_live_names() {
+    if (live_names_stale) {
+      live_names = names_of(live_view);
+      live_names_stale = false;
+    }
+    return live_names;
   }
   std::size_t pending = 0;
   pass_report report;
@@ -366,11 +385,16 @@ void finish_pass(self_ptr self) {
   auto& st = self->state;
   if (st.opts.budget) self->send(st.opts.budget, atom::end_pass_v);
   auto& r = st.report;
+  if (!r.errors.empty() || !r.skipped.empty()) st.plan_all = true;
+  // The pass that changed who is live pays for the names' array, not the
+  // next edit's plan.
+  st.sorted_live_names();
   st.last_error = r.errors.empty() ? std::string{} : r.errors.front().first + ": " + r.errors.front().second;
   auto apply_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - st.applied_from).count();
   publish(self, st.opts.bus,
           events::reconcile_finished{st.opts.session, st.generation, r.added, r.removed, r.restarted, r.refiltered,
-                                     r.kept, events::skipped_servers(r.skipped), events::server_errors(r.errors),
+                                     std::move(r.kept), events::skipped_servers(r.skipped),
+                                     events::server_errors(r.errors),
                                      st.plan_ms, apply_ms});
   st.skipped = std::move(r.skipped);
   st.failed.clear();
@@ -507,13 +531,16 @@ void run_pass(self_ptr self) {
   st.report = {};
   publish(self, st.opts.bus, events::reconcile_started{st.opts.session, st.generation, st.desired.revision});
   st.pass_start = std::chrono::steady_clock::now();
-  auto plan = plan_reconcile(st.desired_map, st.live_view);
+  auto plan = st.plan_all ? plan_reconcile(st.desired_map, st.live_view)
+                           : plan_reconcile(st.desired_map, st.live_view, st.changed, st.sorted_live_names());
+  st.plan_all = false;
+  st.changed.clear();
   st.applied_from = std::chrono::steady_clock::now();
   st.plan_ms = std::chrono::duration<double, std::milli>(st.applied_from - st.pass_start).count();
   st.report.removed = plan.removed;
   st.report.restarted = plan.restarted;
   st.report.refiltered = plan.refiltered;
-  st.report.kept = plan.kept;
+  st.report.kept = std::move(plan.kept);
   if (st.opts.budget) self->send(st.opts.budget, atom::begin_pass_v, false);
   for (auto& name : plan.removed)
     let_go(self, name, "removed", release_reason::removed);
@@ -635,6 +662,7 @@ caf::result<bool> stop(self_ptr self) {
           [self, rp](caf::error&) mutable { rp.deliver(true); self->quit(); });
   st.live.clear();
   st.live_view.clear();
+  st.live_names_stale = true;
   return rp;
 }
 
@@ -674,6 +702,7 @@ void entry_changed(self_ptr self, const pool_entry_changed& c) {
   r.not_before = now + delay;
   auto id = s.id;
   st.erase_live(c.server);
+  st.plan_all = true;
   publish(self, st.opts.bus, events::client_update::disconnected(st.opts.session, c.server, id, to_string(c.what)));
   request_pass(self);
 }
@@ -685,12 +714,21 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
       auto& st = self->state;
       // The configs move into the map: copying 10,000 of them per push
       // would cost more than the whole plan.
-      st.desired_map.clear();
+      if (!d.delta) {
+        st.desired_map.clear();
+        st.plan_all = true;
+      }
+      for (auto& name : d.withdrawn) {
+        st.desired_map.erase(name);
+        st.changed.insert(name);
+      }
       for (auto& c : d.admitted) {
         auto name = c.name;
+        if (d.delta) st.changed.insert(name);
         st.desired_map.insert_or_assign(std::move(name), std::move(c));
       }
       d.admitted.clear();
+      d.withdrawn.clear();
       st.desired = std::move(d);
       st.have_desired = true;
     },
@@ -770,6 +808,7 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     [self](const pool_entry_changed& c) { entry_changed(self, c); },
     [self](const budget_slot_freed&) {
       auto& st = self->state;
+      st.plan_all = true;
       auto refused = [](const std::vector<unavailability>& xs) {
         return std::any_of(xs.begin(), xs.end(), [](const unavailability& u) { return u.reason == "budget_exhausted"; });
       };
@@ -780,6 +819,7 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     },
     [self](atom::requeue) {
       self->state.requeue_armed = false;
+      self->state.plan_all = true;
       request_pass(self);
     },
   };

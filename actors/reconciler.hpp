@@ -35,7 +35,11 @@ struct reconciler_options {
 /// plan (core/reconcile_plan) the admitted servers against its live
 /// connections; release the removed and the changed ones first (with that
 /// reason, so the pool closes them at once), then acquire the added and the
-/// changed ones; re-filter filter-only edits without reconnecting. A
+/// changed ones; re-filter filter-only edits without reconnecting. After a
+/// delta of the desired state the plan walks only the servers it named
+/// (the rest of live is kept); it walks everything after a whole state and
+/// whenever live may have drifted (a connection lost, a retry or budget
+/// slot due, a pass that left servers out). A
 /// request during a pass sets a dirty flag; when the pass ends exactly one
 /// more pass runs on the latest state. Nothing runs before `start`, nor in
 /// an untrusted folder.

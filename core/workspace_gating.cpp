@@ -20,6 +20,7 @@ workspace_gating::workspace_gating(workspace_options opts, approvals_store& appr
   merged_ = assemble({}, top_tier_);
   gating_ = compute(merged_);
   removals_.update(merged_.servers);
+  update_versions({}, {});
 }
 
 gating_result workspace_gating::compute(const assembled_settings& merged) const {
@@ -51,20 +52,54 @@ bool workspace_gating::set_documents(std::vector<settings_document> docs) {
   auto merged = assemble(layers, top_tier_);
   auto gating = compute(merged);
   bool changed = !servers_equal(merged.servers, merged_.servers) || !gating_equal(gating.lists, gating_.lists);
-  merged_ = std::move(merged);
-  gating_ = std::move(gating);
+  std::swap(merged_, merged);
+  std::swap(gating_, gating);
   removals_.update(merged_.servers);
+  update_versions(merged.servers, gating);
   return changed;
 }
 
 bool workspace_gating::refresh() {
   auto gating = compute(merged_);
   bool changed = !gating_equal(gating.lists, gating_.lists) || admission_key(gating) != admission_key(gating_);
-  gating_ = std::move(gating);
+  std::swap(gating_, gating);
+  update_versions(merged_.servers, gating);
   return changed;
 }
 
-session_admission workspace_gating::admit(const server_map& session_servers) const {
+void workspace_gating::update_versions(const server_map& old_merged, const gating_result& old_gating) {
+  auto admission = [](const gating_result& g, const std::string& name) -> std::pair<bool, int> {
+    auto i = g.servers.find(name);
+    if (i == g.servers.end()) return {false, -1};
+    return {i->second.admitted, i->second.reason ? static_cast<int>(*i->second.reason) : -1};
+  };
+  auto expanded = [](const gating_result& g, const std::string& name) -> const server_config* {
+    auto i = g.expanded.find(name);
+    return i == g.expanded.end() ? nullptr : &i->second;
+  };
+  for (auto v = versions_.begin(); v != versions_.end();)
+    v = merged_.servers.count(v->first) ? std::next(v) : versions_.erase(v);
+  for (auto& [name, cfg] : merged_.servers) {
+    auto old = old_merged.find(name);
+    bool moved = old == old_merged.end() || !servers_equal(old->second, cfg)
+                 || admission(old_gating, name) != admission(gating_, name);
+    if (!moved) {
+      auto a = expanded(old_gating, name), b = expanded(gating_, name);
+      moved = (a == nullptr) != (b == nullptr) || (a && !servers_equal(*a, *b));
+    }
+    if (moved || !versions_.count(name)) versions_[name] = ++next_version_;
+  }
+}
+
+const server_config* workspace_gating::admitted_config(const std::string& name) const {
+  auto a = gating_.servers.find(name);
+  if (a == gating_.servers.end() || !a->second.admitted) return nullptr;
+  if (auto x = gating_.expanded.find(name); x != gating_.expanded.end()) return &x->second;
+  auto m = merged_.servers.find(name);
+  return m == merged_.servers.end() ? nullptr : &m->second;
+}
+
+session_admission workspace_gating::admit(const server_map& session_servers, bool with_configs) const {
   session_admission out;
   out.trusted = opts_.trusted;
   const assembled_settings* merged = &merged_;
@@ -79,7 +114,7 @@ session_admission workspace_gating::admit(const server_map& session_servers) con
     merged = &with_session;
     g = &session_gating;
   }
-  out.admitted = g->admitted(merged->servers);
+  if (with_configs) out.admitted = g->admitted(merged->servers);
   out.promptable = g->promptable;
   out.lists = g->lists;
   for (auto& [name, adm] : g->servers)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <optional>
 #include <utility>
 #include <string>
@@ -51,7 +52,20 @@ public:
   /// Admission of the workspace servers plus a session's own top-tier
   /// servers (which win over same-named settings servers and need no
   /// approval, but do obey the allow and exclude lists).
-  session_admission admit(const server_map& session_servers) const;
+  /// With `with_configs` false, `admitted` stays empty (the lists and
+  /// reasons are filled): for a caller that takes configs one by one
+  /// through admitted_config.
+  session_admission admit(const server_map& session_servers, bool with_configs = true) const;
+
+  /// The config a session with no servers of its own runs for `name` (its
+  /// variables expanded); null when `name` is not admitted.
+  const server_config* admitted_config(const std::string& name) const;
+
+  /// Per configured server, a number that changes whenever what a session
+  /// would run for it changes: its entry, its admission or its expanded
+  /// config. The gating actor sends a session only the servers whose number
+  /// moved since its last state.
+  const std::map<std::string, uint64_t>& versions() const { return versions_; }
 
   /// The reason `name` is out for a session with no servers of its own.
   std::optional<unavailable_reason> reason(const std::string& name) const;
@@ -72,6 +86,8 @@ public:
 
 private:
   gating_result compute(const assembled_settings& merged) const;
+  /// Moves versions_ on from the state before (`old_*`) to the current one.
+  void update_versions(const server_map& old_merged, const gating_result& old_gating);
 
   workspace_options opts_;
   approvals_store* approvals_;
@@ -83,6 +99,8 @@ private:
   assembled_settings merged_;
   gating_result gating_;
   removal_tracker removals_;
+  std::map<std::string, uint64_t> versions_;
+  uint64_t next_version_ = 0;
 };
 
 /// A settings document from the JSON content a watcher kept for it;

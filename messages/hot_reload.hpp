@@ -80,10 +80,19 @@ typename Inspector::result_type inspect(Inspector& f, unavailability& x) {
 /// admitted servers (settings layers, workspace top tier and the session's
 /// own servers), why every other configured server is out, the gating lists
 /// (pushed before any reconcile reads them) and the strictly pending servers.
+///
+/// With `delta` set, `admitted` holds only the servers added or changed since
+/// the session's previous state and `withdrawn` names those no longer
+/// admitted: an edit of one server among 10,000 sends one config, not
+/// 10,000, and the session plans only what the edit touched. A session's
+/// first state, and every state of a session with servers of its own, is
+/// whole (`delta` false). The other fields are always whole.
 struct desired_state {
   uint64_t revision = 0;
   bool trusted = true;
+  bool delta = false;
   std::vector<server_config> admitted;
+  std::vector<std::string> withdrawn;
   std::vector<unavailability> unavailable;
   std::vector<std::string> promptable;
   // gating lists: `has_allowed` false means allow all.
@@ -95,8 +104,8 @@ struct desired_state {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, desired_state& x) {
-  return f(caf::meta::type_name("mcprt.desired_state"), x.revision, x.trusted, x.admitted, x.unavailable,
-           x.promptable, x.has_allowed, x.allowed, x.excluded, x.pending);
+  return f(caf::meta::type_name("mcprt.desired_state"), x.revision, x.trusted, x.delta, x.admitted, x.withdrawn,
+           x.unavailable, x.promptable, x.has_allowed, x.allowed, x.excluded, x.pending);
 }
 
 /// One configured server as the gating actor sees it (for snapshots).

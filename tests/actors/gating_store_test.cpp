@@ -163,3 +163,69 @@ TEST_F(GatingStore, ABurstOfStoreEventsIsReadOnceAfterTheDebounce) {
   EXPECT_EQ(p.states.size(), 1u);
   EXPECT_EQ(p.reconciles, 1u);
 }
+
+// A session with no servers of its own gets its first state whole and then
+// only what changed: an edit among many servers sends one config.
+TEST_F(GatingStore, AfterItsFirstStateASessionGetsOnlyWhatChanged) {
+  auto update = [&](const json& user) {
+    settings_update u;
+    u.files.push_back({(ws / ".mcp.json").string(), "project", true, json_value{project}});
+    u.files.push_back({(dir / ".mcprt" / "settings.json").string(), "user", true, json_value{user}});
+    self->send(gating, u);
+    sched.run();
+    auto p = drain_pushes();
+    EXPECT_EQ(p.states.size(), 1u);
+    return p.states.empty() ? desired_state{} : std::move(p.states[0]);
+  };
+  auto names = [](const desired_state& d) {
+    std::vector<std::string> out;
+    for (auto& c : d.admitted)
+      out.push_back(c.name);
+    return out;
+  };
+  using strings = std::vector<std::string>;
+  json user = {{"mcpServers", {{"u1", {{"command", "one"}}}, {"u2", {{"command", "two"}}}}}};
+  auto added = update(user);
+  EXPECT_TRUE(added.delta);
+  EXPECT_EQ(names(added), (strings{"u1", "u2"}));
+  EXPECT_TRUE(added.withdrawn.empty());
+
+  user["mcpServers"]["u2"]["args"] = {"--edited"};
+  auto edited = update(user);
+  EXPECT_TRUE(edited.delta);
+  EXPECT_EQ(names(edited), strings{"u2"});
+  ASSERT_EQ(edited.admitted.size(), 1u);
+  EXPECT_EQ(edited.admitted[0].args, strings{"--edited"});
+  EXPECT_TRUE(edited.withdrawn.empty());
+
+  user["mcpServers"].erase("u1");
+  auto removed = update(user);
+  EXPECT_TRUE(removed.admitted.empty());
+  EXPECT_EQ(removed.withdrawn, strings{"u1"});
+  // The rest of the state stays whole: why u1 is out travels with it.
+  bool told = false;
+  for (auto& u : removed.unavailable)
+    told = told || (u.server == "u1" && u.reason == "removed");
+  EXPECT_TRUE(told);
+
+  // A decision moves one server in, and out again.
+  decide_elsewhere(ws.string(), "proj", hash_of("proj"), approval_state::approved);
+  store_event();
+  auto approved = drain_pushes();
+  ASSERT_EQ(approved.states.size(), 1u);
+  EXPECT_EQ(names(approved.states[0]), strings{"proj"});
+  decide_elsewhere(ws.string(), "proj", hash_of("proj"), approval_state::rejected);
+  store_event();
+  auto rejected = drain_pushes();
+  ASSERT_EQ(rejected.states.size(), 1u);
+  EXPECT_TRUE(rejected.states[0].admitted.empty());
+  EXPECT_EQ(rejected.states[0].withdrawn, strings{"proj"});
+
+  // Attached again, the session starts over from a whole state.
+  self->send(gating, atom::attach_v, caf::actor_cast<reconciler_actor>(self), std::vector<server_config>{});
+  sched.run();
+  auto again = drain_pushes();
+  ASSERT_EQ(again.states.size(), 1u);
+  EXPECT_FALSE(again.states[0].delta);
+  EXPECT_EQ(names(again.states[0]), strings{"u2"});
+}
