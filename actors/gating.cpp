@@ -74,7 +74,6 @@ desired_state desired_for(const workspace_gating& model, session_entry& s, uint6
   } else {
     auto& versions = model.versions();
     auto& gated = model.gating().servers;
-    // Both walks are in name order, as the maps are.
     for (auto& [name, a] : gated) {
       if (!a.admitted) continue;
       auto v = versions.find(name);
