@@ -162,10 +162,11 @@ void drain(self_ptr self, bool forced) {
   for (auto& e : found.errors) publish(self, st.bus, std::move(e));
   if (found.kept.empty() && !forced) return;
   ++st.batch;
-  std::optional<events::settings_changed> changed;
-  if (!found.kept.empty()) changed = changed_event(st.batch, found.kept);
+  // Published before the gating actor has the update: what it sets off
+  // (reconcile_started, client_update) reaches the bus after this, so the
+  // stream of events tells cause before effect.
+  if (!found.kept.empty()) publish(self, st.bus, changed_event(st.batch, found.kept));
   send_update(self, std::move(found.kept), forced);
-  if (changed) publish(self, st.bus, std::move(*changed));
 }
 
 /// Starts the inotify adapter; its callbacks only send messages. The actor
