@@ -154,10 +154,61 @@ bool read_list(const json& mcp, const char* key, std::optional<std::vector<std::
   return true;
 }
 
+/// Where a parse may take unchanged entries from: copied out of a document
+/// that stays, or moved out of one that is being replaced (then the names
+/// parsed anew are recorded).
+struct earlier_parse {
+  const settings_document* copy_from = nullptr;
+  settings_document* take_from = nullptr;
+  std::vector<std::string>* fresh = nullptr;
+};
+
+/// The servers of `entries` into `out`, built on the map `from` held:
+/// unchanged entries stay where they are, untouched. The entries edited or
+/// gone end up in `from`, the names parsed anew in `fresh`.
+/// JSON objects iterate in the server map's order, so one walk along both
+/// meets every name.
+std::optional<config_error> take_servers(server_map& out, const json& entries, settings_document& from,
+                                         std::vector<std::string>& fresh, const std::string& path,
+                                         config_scope scope, const std::string& key) {
+  out = std::move(from.servers);
+  from.servers.clear();
+  auto at = out.begin();
+  auto drop = [&](server_map::iterator i) {
+    auto next = std::next(i);
+    from.servers.insert(from.servers.end(), out.extract(i));
+    return next;
+  };
+  for (auto& [name, value] : entries.items()) {
+    while (at != out.end() && at->first < name)
+      at = drop(at); // gone from the file
+    bool known = at != out.end() && at->first == name;
+    if (known && at->second.scope == scope && at->second.spec == value) {
+      if (at->second.source != path) at->second.source = path;
+      ++at;
+      continue;
+    }
+    auto r = parse_server_config(name, value, scope, {key, name});
+    if (r.error) return std::move(r.error);
+    r.config->source = path;
+    fresh.push_back(name);
+    if (known) {
+      from.servers.emplace_hint(from.servers.end(), name, std::move(at->second));
+      at->second = std::move(*r.config);
+      ++at;
+    } else {
+      out.emplace_hint(at, name, std::move(*r.config));
+    }
+  }
+  while (at != out.end())
+    at = drop(at);
+  return std::nullopt;
+}
+
 /// The half of parsing that works on the JSON value: the servers and the
 /// `mcp` lists. `error_at(path, message)` places an error.
 template <class ErrorAt>
-settings_document fill_document(settings_document doc, json parsed, const settings_document* previous,
+settings_document fill_document(settings_document doc, json parsed, earlier_parse earlier,
                                 std::size_t max_servers, ErrorAt error_at_path) {
   auto scope = doc.scope;
   auto fail = [&](const std::vector<std::string>& where, std::string msg) {
@@ -170,23 +221,28 @@ settings_document fill_document(settings_document doc, json parsed, const settin
       return fail({key}, key + ": expected an object");
     if (servers->size() > max_servers)
       return fail({key}, key + ": more than " + std::to_string(max_servers) + " servers in one file");
-    for (auto& [name, value] : servers->items()) {
-      if (previous) {
+    if (auto* from = earlier.take_from) {
+      if (auto err = take_servers(doc.servers, *servers, *from, *earlier.fresh, doc.path, scope, key))
+        return fail(err->path, err->path_string() + ": " + err->message);
+    } else {
+      for (auto& [name, value] : servers->items()) {
         // An entry whose JSON did not change keeps its parse (and its
         // fingerprint): re-parsing 10,000 servers for one edit is waste.
-        auto p = previous->servers.find(name);
-        if (p != previous->servers.end() && p->second.scope == scope && p->second.spec == value) {
-          auto c = p->second;
-          c.source = doc.path;
-          doc.servers.emplace(name, std::move(c));
-          continue;
+        if (auto* from = earlier.copy_from) {
+          auto p = from->servers.find(name);
+          if (p != from->servers.end() && p->second.scope == scope && p->second.spec == value) {
+            auto c = p->second;
+            c.source = doc.path;
+            doc.servers.emplace_hint(doc.servers.end(), name, std::move(c));
+            continue;
+          }
         }
+        auto r = parse_server_config(name, value, scope, {key, name});
+        if (r.error)
+          return fail(r.error->path, r.error->path_string() + ": " + r.error->message);
+        r.config->source = doc.path;
+        doc.servers.emplace_hint(doc.servers.end(), name, std::move(*r.config));
       }
-      auto r = parse_server_config(name, value, scope, {key, name});
-      if (r.error)
-        return fail(r.error->path, r.error->path_string() + ": " + r.error->message);
-      r.config->source = doc.path;
-      doc.servers.emplace(name, std::move(*r.config));
     }
   }
 
@@ -266,15 +322,17 @@ settings_document parse_settings_text(std::string path, config_scope scope, std:
     auto err = error_at(src.bom, "expected a JSON object at the top level");
     return failed(std::move(doc), std::move(err));
   }
-  return fill_document(std::move(doc), std::move(parsed.value), nullptr, max_servers_per_file,
+  return fill_document(std::move(doc), std::move(parsed.value), {}, max_servers_per_file,
                        [&](const std::vector<std::string>& p, std::string msg) {
                          auto off = locate_json_value(text, p);
                          return error_at(off ? *off : src.bom, std::move(msg));
                        });
 }
 
-settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
-                                       const settings_document* previous, std::optional<settings_format> format) {
+namespace {
+
+settings_document document_of_value(std::string path, config_scope scope, nlohmann::json content,
+                                    earlier_parse earlier, std::optional<settings_format> format) {
   settings_document doc;
   doc.path = std::move(path);
   doc.scope = scope;
@@ -283,10 +341,28 @@ settings_document parse_settings_value(std::string path, config_scope scope, nlo
   auto where = doc.path;
   if (!content.is_object())
     return failed(std::move(doc), settings_error{where, 0, 0, "expected a JSON object at the top level"});
-  return fill_document(std::move(doc), std::move(content), previous, SIZE_MAX,
+  return fill_document(std::move(doc), std::move(content), earlier, SIZE_MAX,
                        [&](const std::vector<std::string>&, std::string msg) {
                          return settings_error{where, 0, 0, std::move(msg)};
                        });
+}
+
+} // namespace
+
+settings_document parse_settings_value(std::string path, config_scope scope, nlohmann::json content,
+                                       const settings_document* previous, std::optional<settings_format> format) {
+  earlier_parse earlier;
+  earlier.copy_from = previous;
+  return document_of_value(std::move(path), scope, std::move(content), earlier, format);
+}
+
+settings_document take_settings_value(std::string path, config_scope scope, nlohmann::json content,
+                                      settings_document& previous, std::vector<std::string>& fresh,
+                                      std::optional<settings_format> format) {
+  earlier_parse earlier;
+  earlier.take_from = &previous;
+  earlier.fresh = &fresh;
+  return document_of_value(std::move(path), scope, std::move(content), earlier, format);
 }
 
 settings_read read_settings_bytes(const fs::path& path, std::size_t max_bytes) {

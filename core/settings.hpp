@@ -135,6 +135,14 @@ settings_document parse_settings_value(std::string path, config_scope scope, nlo
                                        const settings_document* previous = nullptr,
                                        std::optional<settings_format> format = std::nullopt);
 
+/// As parse_settings_value, for the owner of `previous` who replaces it with
+/// the result: unchanged entries are moved over from it, not copied.
+/// Afterwards `previous.servers` holds only the entries that were edited or
+/// removed, and `fresh` has gained the names parsed anew (added or edited).
+settings_document take_settings_value(std::string path, config_scope scope, nlohmann::json content,
+                                      settings_document& previous, std::vector<std::string>& fresh,
+                                      std::optional<settings_format> format = std::nullopt);
+
 /// Limits on a settings file: the largest one read, the deepest nesting of
 /// objects and arrays parsed (a settings file needs about five levels), the
 /// servers one file may define and the entries of one `mcp.allowed` /

@@ -60,6 +60,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       require(again.ok() && servers_equal(again.servers, doc.servers));
       auto fresh = parse_settings_value("/ws/fuzz.json", scope, doc.content);
       require(fresh.ok() && servers_equal(fresh.servers, doc.servers));
+      // Taken over from a document of the same content: every entry moves,
+      // none is parsed anew, nothing is left behind.
+      auto previous = doc;
+      std::vector<std::string> parsed;
+      auto taken = take_settings_value("/ws/fuzz.json", scope, doc.content, previous, parsed);
+      require(taken.ok() && servers_equal(taken.servers, doc.servers));
+      require(parsed.empty() && previous.servers.empty());
+      // From the user scope's document of the same text: another scope
+      // shares no entry with it, so all is parsed anew and all left behind.
+      if (!docs.empty() && docs[0].ok()) {
+        auto other = docs[0];
+        auto taken_over = take_settings_value("/ws/fuzz.json", scope, doc.content, other, parsed);
+        require(taken_over.ok() && servers_equal(taken_over.servers, doc.servers));
+        require(parsed.size() == doc.servers.size() && other.servers.size() == docs[0].servers.size());
+      }
       for (auto& [name, cfg] : doc.servers) {
         require(!server_name_problem(name));
         (void)approval_hash(cfg);
