@@ -74,6 +74,52 @@ effective_allowed(const std::optional<std::vector<std::string>>& settings,
   return intersect_allow_lists(*settings, *bound, names);
 }
 
+namespace {
+
+/// One server's admission under `out.lists`, appended to `out` (its names
+/// in pending and promptable follow the order of the calls).
+void gate_server(const std::string& name, const server_config& cfg, const gating_input& in, gating_result& out) {
+  server_admission adm;
+  if (is_gated(cfg.scope)) {
+    adm.approval = in.approval ? in.approval(cfg) : approval_state::pending;
+    if (*adm.approval != approval_state::approved) out.lists.pending.push_back(name);
+    if (*adm.approval == approval_state::pending) out.promptable.push_back(name);
+  }
+  // First matching gate names the reason; the order puts the broadest
+  // gate first so the remedy addresses the real obstacle.
+  if (!in.trusted) adm.reason = unavailable_reason::untrusted;
+  else if (cfg.disabled) adm.reason = unavailable_reason::disabled;
+  else if (out.lists.allowed && !matches_any(*out.lists.allowed, name))
+    adm.reason = unavailable_reason::not_allowed;
+  else if (matches_any(out.lists.excluded, name)) adm.reason = unavailable_reason::excluded;
+  else if (adm.approval == approval_state::pending)
+    adm.reason = unavailable_reason::pending_approval;
+  else if (adm.approval == approval_state::rejected) adm.reason = unavailable_reason::rejected;
+  if (!adm.reason && in.variables) {
+    // Only what may run is expanded: a server waiting for approval names
+    // no variable it would read.
+    auto x = expand_server(cfg, *in.variables);
+    if (x.problem) {
+      adm.reason = x.needs_input() ? unavailable_reason::needs_input : unavailable_reason::variable_error;
+      adm.problem = std::move(x.problem);
+    } else if (x.config) {
+      out.expanded.emplace(name, std::move(*x.config));
+    }
+  }
+  adm.admitted = !adm.reason;
+  out.servers.emplace(name, adm);
+}
+
+/// Removes `name` from a sorted list, or inserts it in order.
+void set_listed(std::vector<std::string>& sorted, const std::string& name, bool listed) {
+  auto i = std::lower_bound(sorted.begin(), sorted.end(), name);
+  bool there = i != sorted.end() && *i == name;
+  if (listed && !there) sorted.insert(i, name);
+  if (!listed && there) sorted.erase(i);
+}
+
+} // namespace
+
 gating_result compute_gating(const gating_input& in) {
   gating_result out;
   static const server_map empty;
@@ -83,38 +129,22 @@ gating_result compute_gating(const gating_input& in) {
     names.push_back(name);
   out.lists.allowed = effective_allowed(in.settings_allowed, in.launch_bound, names);
   out.lists.excluded = sorted_unique(in.settings_excluded);
-  for (auto& [name, cfg] : servers) {
-    server_admission adm;
-    if (is_gated(cfg.scope)) {
-      adm.approval = in.approval ? in.approval(cfg) : approval_state::pending;
-      if (*adm.approval != approval_state::approved) out.lists.pending.push_back(name);
-      if (*adm.approval == approval_state::pending) out.promptable.push_back(name);
-    }
-    // First matching gate names the reason; the order puts the broadest
-    // gate first so the remedy addresses the real obstacle.
-    if (!in.trusted) adm.reason = unavailable_reason::untrusted;
-    else if (cfg.disabled) adm.reason = unavailable_reason::disabled;
-    else if (out.lists.allowed && !matches_any(*out.lists.allowed, name))
-      adm.reason = unavailable_reason::not_allowed;
-    else if (matches_any(out.lists.excluded, name)) adm.reason = unavailable_reason::excluded;
-    else if (adm.approval == approval_state::pending)
-      adm.reason = unavailable_reason::pending_approval;
-    else if (adm.approval == approval_state::rejected) adm.reason = unavailable_reason::rejected;
-    if (!adm.reason && in.variables) {
-      // Only what may run is expanded: a server waiting for approval names
-      // no variable it would read.
-      auto x = expand_server(cfg, *in.variables);
-      if (x.problem) {
-        adm.reason = x.needs_input() ? unavailable_reason::needs_input : unavailable_reason::variable_error;
-        adm.problem = std::move(x.problem);
-      } else if (x.config) {
-        out.expanded.emplace(name, std::move(*x.config));
-      }
-    }
-    adm.admitted = !adm.reason;
-    out.servers.emplace(name, adm);
-  }
+  for (auto& [name, cfg] : servers)
+    gate_server(name, cfg, in, out);
   return out;
+}
+
+void regate_server(gating_result& g, const std::string& name, const server_config* cfg, const gating_input& in) {
+  g.servers.erase(name);
+  g.expanded.erase(name);
+  gating_result one;
+  one.lists.allowed = g.lists.allowed;
+  one.lists.excluded = g.lists.excluded;
+  if (cfg) gate_server(name, *cfg, in, one);
+  set_listed(g.lists.pending, name, !one.lists.pending.empty());
+  set_listed(g.promptable, name, !one.promptable.empty());
+  g.servers.merge(one.servers);
+  g.expanded.merge(one.expanded);
 }
 
 server_expansion expand_server(const server_config& cfg, const variable_context& ctx) {
@@ -164,6 +194,15 @@ server_map gating_result::admitted(const server_map& all) const {
     out.emplace(name, x != expanded.end() ? x->second : cfg);
   }
   return out;
+}
+
+void removal_tracker::update_one(const std::string& name, bool configured) {
+  if (configured) {
+    current_.insert(name);
+    removed_.erase(name);
+  } else if (current_.erase(name)) {
+    removed_.insert(name);
+  }
 }
 
 void removal_tracker::update(const server_map& merged) {

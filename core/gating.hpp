@@ -98,6 +98,11 @@ struct server_expansion {
 };
 server_expansion expand_server(const server_config& cfg, const variable_context& ctx);
 
+/// Gates `name` again in `g`, under `g`'s lists: what compute_gating gives
+/// for it when the lists do not depend on which servers exist. A null `cfg`
+/// takes the server out. For an edit that touched a few servers of many.
+void regate_server(gating_result& g, const std::string& name, const server_config* cfg, const gating_input& in);
+
 gating_result compute_gating(const gating_input& in);
 
 /// Remembers which servers this process has seen configured, so that a
@@ -106,6 +111,8 @@ class removal_tracker {
  public:
   /// Feed the merged map (before allow-list filtering) after every load.
   void update(const server_map& merged);
+  /// The same for one server that came (`configured`) or went.
+  void update_one(const std::string& name, bool configured);
   bool was_removed(const std::string& name) const { return removed_.count(name) > 0; }
   const std::set<std::string>& removed() const { return removed_; }
 

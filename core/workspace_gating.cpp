@@ -46,6 +46,89 @@ std::map<std::string, std::string> admission_key(const gating_result& g) {
 
 bool workspace_gating::set_documents(std::vector<settings_document> docs) {
   docs_ = std::move(docs);
+  return recompute();
+}
+
+bool workspace_gating::set_contents(std::vector<settings_content> files) {
+  // Same layers in the same order, each with the same lists and no error:
+  // then only the servers whose entries changed need merging again.
+  bool same_layers = files.size() == docs_.size();
+  std::vector<std::string> touched;
+  std::vector<settings_document> docs;
+  docs.reserve(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    auto& f = files[i];
+    settings_document* previous = nullptr;
+    for (auto& d : docs_)
+      if (d.path == f.path && d.scope == f.scope) previous = &d;
+    same_layers = same_layers && previous == &docs_[i] && f.exists == previous->exists;
+    if (!f.exists || !previous) {
+      docs.push_back(document_from_json(std::move(f.path), f.scope, f.exists, std::move(f.content), previous,
+                                        f.format));
+      continue;
+    }
+    if (f.content.is_null()) f.content = nlohmann::json::object();
+    auto doc = take_settings_value(std::move(f.path), f.scope, std::move(f.content), *previous, touched, f.format);
+    same_layers = same_layers && doc.ok() && previous->ok() && doc.format == previous->format
+                  && doc.allowed == previous->allowed && doc.excluded == previous->excluded;
+    // What was not taken over was edited or removed.
+    for (auto& [name, cfg] : previous->servers)
+      touched.push_back(name);
+    docs.push_back(std::move(doc));
+  }
+  // The replaced documents hold the old content and every entry that was
+  // not taken over; freeing 10,000 entries costs milliseconds the sessions
+  // need not wait for.
+  retired_ = std::move(docs_);
+  docs_ = std::move(docs);
+  if (same_layers)
+    if (auto changed = recompute_touched(touched)) return *changed;
+  return recompute();
+}
+
+std::optional<bool> workspace_gating::recompute_touched(std::vector<std::string> touched) {
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  // The config that wins for a name: the top tier, else the highest layer.
+  auto winner = [this](const std::string& name) -> const server_config* {
+    if (auto t = top_tier_.find(name); t != top_tier_.end()) return &t->second;
+    for (auto d = docs_.rbegin(); d != docs_.rend(); ++d)
+      if (auto s = d->servers.find(name); s != d->servers.end()) return &s->second;
+    return nullptr;
+  };
+  std::vector<std::pair<std::string, const server_config*>> moved;
+  bool names_change = false;
+  for (auto& name : touched) {
+    auto* now = winner(name);
+    auto before = merged_.servers.find(name);
+    bool was = before != merged_.servers.end();
+    if (!now && !was) continue;
+    if (now && was && servers_equal(*now, before->second)) continue;
+    names_change = names_change || !now || !was;
+    moved.emplace_back(name, now);
+  }
+  if (moved.empty()) return false;
+  // An allow-list intersected with another (across scopes, or with the
+  // launch bound) depends on which names exist: gate everything again.
+  std::size_t allow_lists = opts_.launch_bound ? 1 : 0;
+  for (auto& d : docs_)
+    allow_lists += d.allowed ? 1 : 0;
+  if (names_change && allow_lists > 1) return std::nullopt;
+
+  auto variables = variables_of(opts_, project_root_, inputs_);
+  auto in = gating_input_of(merged_, opts_, project_root_, *approvals_, variables);
+  for (auto& [name, now] : moved) {
+    const server_config* merged = nullptr;
+    if (now) merged = &merged_.servers.insert_or_assign(name, *now).first->second;
+    else merged_.servers.erase(name);
+    regate_server(gating_, name, merged, in);
+    removals_.update_one(name, now != nullptr);
+    bump(name, now != nullptr);
+  }
+  return true;
+}
+
+bool workspace_gating::recompute() {
   std::vector<const settings_document*> layers;
   for (auto& d : docs_)
     layers.push_back(&d);
@@ -77,8 +160,11 @@ void workspace_gating::update_versions(const server_map& old_merged, const gatin
     auto i = g.expanded.find(name);
     return i == g.expanded.end() ? nullptr : &i->second;
   };
-  for (auto v = versions_.begin(); v != versions_.end();)
-    v = merged_.servers.count(v->first) ? std::next(v) : versions_.erase(v);
+  std::vector<std::string> gone;
+  for (auto& [name, version] : versions_)
+    if (!merged_.servers.count(name)) gone.push_back(name);
+  for (auto& name : gone)
+    bump(name, false);
   for (auto& [name, cfg] : merged_.servers) {
     auto old = old_merged.find(name);
     bool moved = old == old_merged.end() || !servers_equal(old->second, cfg)
@@ -87,8 +173,17 @@ void workspace_gating::update_versions(const server_map& old_merged, const gatin
       auto a = expanded(old_gating, name), b = expanded(gating_, name);
       moved = (a == nullptr) != (b == nullptr) || (a && !servers_equal(*a, *b));
     }
-    if (moved || !versions_.count(name)) versions_[name] = ++next_version_;
+    if (moved || !versions_.count(name)) bump(name, true);
   }
+}
+
+void workspace_gating::bump(const std::string& name, bool configured) {
+  auto [last, first] = last_change_.try_emplace(name, 0);
+  if (!first) changes_.erase(last->second);
+  last->second = ++next_version_;
+  changes_.emplace(next_version_, name);
+  if (configured) versions_[name] = next_version_;
+  else versions_.erase(name);
 }
 
 const server_config* workspace_gating::admitted_config(const std::string& name) const {

@@ -28,6 +28,15 @@ struct session_admission {
   gating_lists lists;
 };
 
+/// A settings layer's content as the watcher kept it (its last good JSON).
+struct settings_content {
+  std::string path;
+  config_scope scope = config_scope::user;
+  bool exists = false;
+  nlohmann::json content;
+  std::optional<settings_format> format;
+};
+
 /// The gating actor's model, free of actors and I/O except the approvals
 /// store it is handed: the last good settings documents, the top tier read
 /// once at start, the merged map and the gating computed from them.
@@ -43,6 +52,17 @@ public:
   /// the merged servers or the gating lists differ from before (lists
   /// compared as sets; a missing `mcp.allowed`, allow all, differs from `[]`).
   bool set_documents(std::vector<settings_document> docs);
+
+  /// The same from the JSON contents a watcher kept for the layers (in
+  /// layer order). Entries unchanged since the documents in force are moved
+  /// over, not parsed or copied; when the files keep their layers and
+  /// lists, only the servers an edit touched are merged and gated again, so
+  /// the cost of an edit follows the edit, not the number of servers.
+  bool set_contents(std::vector<settings_content> files);
+
+  /// Frees what set_contents replaced. A caller in a hurry calls it after
+  /// it has passed the new state on.
+  void release_replaced() { retired_.clear(); }
 
   /// Recomputes after a decision or an input was stored; answers whether
   /// the gate opens: the lists, or what is admitted and how it runs (an
@@ -67,6 +87,12 @@ public:
   /// moved since its last state.
   const std::map<std::string, uint64_t>& versions() const { return versions_; }
 
+  /// Every name whose version moved, or that left the settings, keyed by
+  /// the version of its latest change (one entry a name): a session synced
+  /// at version V needs only what follows V.
+  const std::map<uint64_t, std::string>& changes() const { return changes_; }
+  uint64_t latest_version() const { return next_version_; }
+
   /// The reason `name` is out for a session with no servers of its own.
   std::optional<unavailable_reason> reason(const std::string& name) const;
 
@@ -86,8 +112,17 @@ public:
 
 private:
   gating_result compute(const assembled_settings& merged) const;
+  /// Merges and gates every server of docs_ again.
+  bool recompute();
+  /// Merges and gates again only `touched` (names whose entry changed in
+  /// some layer); nullopt when that cannot stand for a full recompute (a
+  /// server came or went while an allow-list intersection depends on
+  /// which servers exist).
+  std::optional<bool> recompute_touched(std::vector<std::string> touched);
   /// Moves versions_ on from the state before (`old_*`) to the current one.
   void update_versions(const server_map& old_merged, const gating_result& old_gating);
+  /// Gives `name` a new version: it changed, or (`configured` false) left.
+  void bump(const std::string& name, bool configured);
 
   workspace_options opts_;
   approvals_store* approvals_;
@@ -96,10 +131,13 @@ private:
   server_map top_tier_;
   std::vector<settings_error> top_errors_;
   std::vector<settings_document> docs_;
+  std::vector<settings_document> retired_;
   assembled_settings merged_;
   gating_result gating_;
   removal_tracker removals_;
   std::map<std::string, uint64_t> versions_;
+  std::map<uint64_t, std::string> changes_;
+  std::map<std::string, uint64_t> last_change_; // name → its key in changes_
   uint64_t next_version_ = 0;
 };
 

@@ -37,9 +37,9 @@ variable_context variables_of(const workspace_options& opts, const std::string& 
   return ctx;
 }
 
-gating_result gate(const assembled_settings& merged, const workspace_options& opts,
-                   const std::string& project_root, approvals_store& approvals, input_store* inputs) {
-  auto variables = variables_of(opts, project_root, inputs);
+gating_input gating_input_of(const assembled_settings& merged, const workspace_options& opts,
+                             const std::string& project_root, approvals_store& approvals,
+                             const variable_context& variables) {
   gating_input in;
   in.variables = &variables;
   in.servers = &merged.servers;
@@ -47,10 +47,16 @@ gating_result gate(const assembled_settings& merged, const workspace_options& op
   in.settings_excluded = merged.excluded;
   in.launch_bound = opts.launch_bound;
   in.trusted = opts.trusted;
-  in.approval = [&](const server_config& c) {
+  in.approval = [&approvals, &project_root](const server_config& c) {
     return approvals.state(project_root, c.name, approval_hash(c));
   };
-  return compute_gating(in);
+  return in;
+}
+
+gating_result gate(const assembled_settings& merged, const workspace_options& opts,
+                   const std::string& project_root, approvals_store& approvals, input_store* inputs) {
+  auto variables = variables_of(opts, project_root, inputs);
+  return compute_gating(gating_input_of(merged, opts, project_root, approvals, variables));
 }
 
 workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals, input_store* inputs) {

@@ -63,6 +63,12 @@ workspace_view load_workspace(const workspace_options& opts, approvals_store& ap
 variable_context variables_of(const workspace_options& opts, const std::string& project_root,
                               input_store* inputs);
 
+/// What gate() computes from: the input for compute_gating or
+/// regate_server. It points into its arguments, which must outlive it.
+gating_input gating_input_of(const assembled_settings& merged, const workspace_options& opts,
+                             const std::string& project_root, approvals_store& approvals,
+                             const variable_context& variables);
+
 /// Gating for already-loaded documents (the watcher keeps last good ones),
 /// with the variables of admitted servers expanded.
 gating_result gate(const assembled_settings& merged, const workspace_options& opts,
