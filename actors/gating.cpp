@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <caf/all.hpp>
@@ -20,10 +21,11 @@ namespace {
 struct session_entry {
   reconciler_actor reconciler;
   server_map servers; // the session's own top tier
-  /// The version (workspace_gating::versions) of each admitted server as
-  /// last sent, for sessions that get deltas (those with no servers of
-  /// their own); empty until their first, whole state.
-  std::map<std::string, uint64_t> sent;
+  /// For sessions that get deltas (those with no servers of their own):
+  /// the admitted servers last sent, and the model's latest version then
+  /// (workspace_gating::changes). Empty until their first, whole state.
+  std::set<std::string> sent;
+  uint64_t synced_version = 0;
   bool synced = false;
 };
 
@@ -68,30 +70,24 @@ desired_state desired_for(const workspace_gating& model, session_entry& s, uint6
     if (s.servers.empty()) {
       s.sent.clear();
       for (auto& c : d.admitted)
-        s.sent.emplace(c.name, model.versions().at(c.name));
+        s.sent.insert(s.sent.end(), c.name);
+      s.synced_version = model.latest_version();
       s.synced = true;
     }
   } else {
-    auto& versions = model.versions();
-    auto& gated = model.gating().servers;
-    for (auto& [name, a] : gated) {
-      if (!a.admitted) continue;
-      auto v = versions.find(name);
-      auto version = v == versions.end() ? 0 : v->second;
-      auto [at, fresh] = s.sent.try_emplace(name, version);
-      if (!fresh && at->second == version) continue;
-      at->second = version;
-      if (auto* cfg = model.admitted_config(name)) d.admitted.push_back(*cfg);
-    }
-    for (auto i = s.sent.begin(); i != s.sent.end();) {
-      auto a = gated.find(i->first);
-      if (a != gated.end() && a->second.admitted) {
-        ++i;
-        continue;
+    // Every change to what a session runs for a name moved its version:
+    // the names changed since the last state are all there is to send.
+    auto& changes = model.changes();
+    for (auto c = changes.upper_bound(s.synced_version); c != changes.end(); ++c) {
+      auto& name = c->second;
+      if (auto* cfg = model.admitted_config(name)) {
+        d.admitted.push_back(*cfg);
+        s.sent.insert(name);
+      } else if (s.sent.erase(name)) {
+        d.withdrawn.push_back(name);
       }
-      d.withdrawn.push_back(i->first);
-      i = s.sent.erase(i);
     }
+    s.synced_version = model.latest_version();
   }
   for (auto& u : adm.unavailable)
     d.unavailable.push_back({u.name, to_string(u.reason), remedy(u.reason, u.name)});
@@ -132,21 +128,16 @@ void push_all(self_ptr self) {
     push(self, s, true);
 }
 
-std::vector<settings_document> documents_of(settings_update& u, const workspace_gating& model) {
-  auto& before = model.documents();
-  auto& o = model.options();
+std::vector<settings_content> contents_of(settings_update& u, const workspace_options& o) {
   auto sources = settings_sources(o.home, o.workspace, o.settings_profile);
-  std::vector<settings_document> docs;
+  std::vector<settings_content> files;
   for (auto& f : u.files) {
     auto scope = parse_config_scope(f.scope).value_or(config_scope::user);
     if (scope == config_scope::session) continue; // the top tier is read once, at start
-    const settings_document* previous = nullptr;
-    for (auto& d : before)
-      if (d.path == f.path && d.scope == scope) previous = &d;
-    docs.push_back(document_from_json(f.path, scope, f.exists, std::move(f.content.value), previous,
-                                      format_of(sources, f.path, scope)));
+    auto format = format_of(sources, f.path, scope);
+    files.push_back({std::move(f.path), scope, f.exists, std::move(f.content.value), format});
   }
-  return docs;
+  return files;
 }
 
 /// The store's problems (a symlinked lock file, a malformed store) reach
@@ -262,8 +253,9 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
   return {
     [self](settings_update& u) {
       auto& model = *self->state.model;
-      bool changed = model.set_documents(documents_of(u, model));
+      bool changed = model.set_contents(contents_of(u, model.options()));
       if (changed || u.forced) push_all(self);
+      model.release_replaced();
     },
     [self](atom::approve, const std::string& name) { return decide(self, name, approval_state::approved); },
     [self](atom::reject, const std::string& name) { return decide(self, name, approval_state::rejected); },
