@@ -808,14 +808,17 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
     [self](const pool_entry_changed& c) { entry_changed(self, c); },
     [self](const budget_slot_freed&) {
       auto& st = self->state;
-      st.plan_all = true;
       auto refused = [](const std::vector<unavailability>& xs) {
         return std::any_of(xs.begin(), xs.end(), [](const unavailability& u) { return u.reason == "budget_exhausted"; });
       };
       // During a pass, an acquire still in flight may be refused before this
       // slot's release reached the budget: one more pass settles it.
-      if (refused(st.skipped) || (st.in_progress && (refused(st.report.skipped) || !st.connecting.empty())))
+      // The servers refused are in desired and not live: a full plan finds
+      // them. A slot freed with nobody waiting for one changes no plan.
+      if (refused(st.skipped) || (st.in_progress && (refused(st.report.skipped) || !st.connecting.empty()))) {
+        st.plan_all = true;
         request_pass(self);
+      }
     },
     [self](atom::requeue) {
       self->state.requeue_armed = false;
