@@ -257,7 +257,7 @@ int reconcile_scale(const std::vector<std::string>& args) {
   std::cout << "  reconciler apply:                     " << apply_ms << " ms  (issue 20's target: plan + apply <= 2 ms: "
             << (plan_ms >= 0 && plan_ms + apply_ms <= 2 ? "ok" : "MISS") << ")\n";
   std::cout << "  end to end (update at gating → done): " << end_to_end_ms
-            << " ms  (adds assembling and gating 10k servers; issue 20's target: <= 20 ms: "
+            << " ms  (adds the gating actor taking in the file of 10k servers; issue 20's target: <= 20 ms: "
             << (end_to_end_ms <= 20 ? "ok" : "MISS") << ")\n";
   std::cout << "  connections touched:                  " << touched << "  (restarted "
             << (last.contains("restarted") ? last["restarted"].dump() : "?") << ")\n";
