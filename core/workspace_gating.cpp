@@ -63,7 +63,7 @@ bool workspace_gating::set_contents(std::vector<settings_content> files) {
       if (d.path == f.path && d.scope == f.scope) previous = &d;
     same_layers = same_layers && previous == &docs_[i] && f.exists == previous->exists;
     if (!f.exists || !previous) {
-      docs.push_back(document_from_json(std::move(f.path), f.scope, f.exists, std::move(f.content), previous,
+      docs.push_back(document_from_json(std::move(f.path), f.scope, f.exists, std::move(f.content), nullptr,
                                         f.format));
       continue;
     }
@@ -108,6 +108,9 @@ std::optional<bool> workspace_gating::recompute_touched(std::vector<std::string>
     moved.emplace_back(name, now);
   }
   if (moved.empty()) return false;
+  // Each server gated again moves the sorted pending list: past a quarter
+  // of the servers, gating them all at once costs less.
+  if (moved.size() > 64 && moved.size() * 4 > merged_.servers.size()) return std::nullopt;
   // An allow-list intersected with another (across scopes, or with the
   // launch bound) depends on which names exist: gate everything again.
   std::size_t allow_lists = opts_.launch_bound ? 1 : 0;
@@ -123,7 +126,7 @@ std::optional<bool> workspace_gating::recompute_touched(std::vector<std::string>
     else merged_.servers.erase(name);
     regate_server(gating_, name, merged, in);
     removals_.update_one(name, now != nullptr);
-    bump(name, now != nullptr);
+    bump(name);
   }
   return true;
 }
@@ -160,11 +163,8 @@ void workspace_gating::update_versions(const server_map& old_merged, const gatin
     auto i = g.expanded.find(name);
     return i == g.expanded.end() ? nullptr : &i->second;
   };
-  std::vector<std::string> gone;
-  for (auto& [name, version] : versions_)
-    if (!merged_.servers.count(name)) gone.push_back(name);
-  for (auto& name : gone)
-    bump(name, false);
+  for (auto& [name, cfg] : old_merged)
+    if (!merged_.servers.count(name)) bump(name);
   for (auto& [name, cfg] : merged_.servers) {
     auto old = old_merged.find(name);
     bool moved = old == old_merged.end() || !servers_equal(old->second, cfg)
@@ -173,17 +173,15 @@ void workspace_gating::update_versions(const server_map& old_merged, const gatin
       auto a = expanded(old_gating, name), b = expanded(gating_, name);
       moved = (a == nullptr) != (b == nullptr) || (a && !servers_equal(*a, *b));
     }
-    if (moved || !versions_.count(name)) bump(name, true);
+    if (moved) bump(name);
   }
 }
 
-void workspace_gating::bump(const std::string& name, bool configured) {
+void workspace_gating::bump(const std::string& name) {
   auto [last, first] = last_change_.try_emplace(name, 0);
   if (!first) changes_.erase(last->second);
   last->second = ++next_version_;
   changes_.emplace(next_version_, name);
-  if (configured) versions_[name] = next_version_;
-  else versions_.erase(name);
 }
 
 const server_config* workspace_gating::admitted_config(const std::string& name) const {

@@ -81,15 +81,11 @@ public:
   /// variables expanded); null when `name` is not admitted.
   const server_config* admitted_config(const std::string& name) const;
 
-  /// Per configured server, a number that changes whenever what a session
-  /// would run for it changes: its entry, its admission or its expanded
-  /// config. The gating actor sends a session only the servers whose number
-  /// moved since its last state.
-  const std::map<std::string, uint64_t>& versions() const { return versions_; }
-
-  /// Every name whose version moved, or that left the settings, keyed by
-  /// the version of its latest change (one entry a name): a session synced
-  /// at version V needs only what follows V.
+  /// Every configured server has a version number that changes whenever
+  /// what a session would run for it changes: its entry, its admission or
+  /// its expanded config; a server that leaves the settings gets one too.
+  /// This log holds each name once, keyed by the version of its latest
+  /// change: a session synced at version V needs only what follows V.
   const std::map<uint64_t, std::string>& changes() const { return changes_; }
   uint64_t latest_version() const { return next_version_; }
 
@@ -119,10 +115,11 @@ private:
   /// server came or went while an allow-list intersection depends on
   /// which servers exist).
   std::optional<bool> recompute_touched(std::vector<std::string> touched);
-  /// Moves versions_ on from the state before (`old_*`) to the current one.
+  /// Gives a new version to every server that changed from the state
+  /// before (`old_*`) to the current one, or left.
   void update_versions(const server_map& old_merged, const gating_result& old_gating);
-  /// Gives `name` a new version: it changed, or (`configured` false) left.
-  void bump(const std::string& name, bool configured);
+  /// Gives `name` a new version: it changed, or left.
+  void bump(const std::string& name);
 
   workspace_options opts_;
   approvals_store* approvals_;
@@ -135,7 +132,6 @@ private:
   assembled_settings merged_;
   gating_result gating_;
   removal_tracker removals_;
-  std::map<std::string, uint64_t> versions_;
   std::map<uint64_t, std::string> changes_;
   std::map<std::string, uint64_t> last_change_; // name → its key in changes_
   uint64_t next_version_ = 0;

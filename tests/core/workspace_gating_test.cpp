@@ -228,6 +228,22 @@ TEST_F(IncrementalGating, AnAllowListAloneLetsServersComeAndGoIncrementally) {
   EXPECT_EQ(incremental_->gating().servers.at("t2").reason, unavailable_reason::not_allowed);
 }
 
+TEST_F(IncrementalGating, AnEditOfMostServersIsGatedWholeAndGivesTheSameAnswers) {
+  content_[config_scope::user] = json::parse(R"({"mcpServers": {}})");
+  content_[config_scope::project] = json::object();
+  content_[config_scope::workspace] = json::object();
+  for (int i = 0; i < 100; ++i)
+    content_[config_scope::user]["mcpServers"]["s" + std::to_string(i)] = {{"command", "s"}};
+  content_[config_scope::project]["mcpServers"]["p"] = {{"command", "p"}};
+  EXPECT_TRUE(update());
+  auto v = incremental_->latest_version();
+  for (int i = 0; i < 100; ++i)
+    content_[config_scope::user]["mcpServers"]["s" + std::to_string(i)]["args"] = {"--edited"};
+  EXPECT_TRUE(update());
+  EXPECT_EQ(changed_since(v).size(), 100u); // the gated project server did not move
+  EXPECT_EQ(incremental_->gating().lists.pending, (std::vector<std::string>{"p"}));
+}
+
 TEST(TakeSettingsValue, MovesUnchangedEntriesAndLeavesTheEditedAndRemovedBehind) {
   auto before = json::parse(R"({"mcpServers": {"a": {"command": "a"}, "b": {"command": "b"},
                                                 "c": {"command": "c"}}})");
