@@ -39,7 +39,8 @@ struct live_server {
 };
 
 struct pass_report {
-  std::vector<std::string> added, removed, restarted, refiltered, kept;
+  std::vector<std::string> added, removed, restarted, refiltered;
+  shared_names kept;
   std::vector<unavailability> skipped;
   std::vector<std::pair<std::string, std::string>> errors;
 };
@@ -68,7 +69,8 @@ struct reconciler_state {
 
   /// live_view's names in order, rebuilt only when a server joins or
   /// leaves the live set (an edit that restarts one server keeps it).
-  std::vector<std::string> live_names;
+  /// Immutable once built: the kept lists of passes' events share it.
+  std::shared_ptr<const std::vector<std::string>> live_names;
   bool live_names_stale = true;
 
   void set_live(const std::string& name, live_server s) {
@@ -80,7 +82,7 @@ struct reconciler_state {
     live.erase(name);
     if (live_view.erase(name)) live_names_stale = true;
   }
-  const std::vector<std::string>& sorted_live_names() {
+  const std::shared_ptr<const std::vector<std::string>>& sorted_live_names() {
     if (live_names_stale) {
       live_names = names_of(live_view);
       live_names_stale = false;

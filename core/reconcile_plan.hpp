@@ -1,11 +1,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/server_config.hpp"
+#include "core/shared_names.hpp"
 
 namespace mcprt {
 
@@ -23,7 +25,7 @@ struct reconcile_plan {
   std::vector<std::string> restarted;  // transport changed: disconnect, then connect
   std::vector<std::string> added;      // desired, not live: connect
   std::vector<std::string> refiltered; // only the tool filter or trust changed
-  std::vector<std::string> kept;       // untouched: no disconnect, no gap in tools
+  shared_names kept;                   // untouched: no disconnect, no gap in tools
 
   /// Connections the plan touches (everything but `kept` and `refiltered`).
   std::size_t touched() const { return removed.size() + restarted.size() + added.size(); }
@@ -37,12 +39,13 @@ reconcile_plan plan_reconcile(const server_map& desired,
 /// between desired and live (every other live server is desired, as it
 /// runs): walks `touched` alone, and lists every other live server as kept.
 /// Under that condition it equals plan_reconcile(desired, live).
-/// `live_names` are live's names in order: read from one array, the kept
-/// list of 10,000 servers costs a tenth of walking the map's nodes.
+/// `live_names` are live's names in order; the kept list is that array
+/// less the touched names, shared, not copied: its cost follows the edit.
 reconcile_plan plan_reconcile(const server_map& desired, const std::map<std::string, live_connection>& live,
-                              const std::set<std::string>& touched, const std::vector<std::string>& live_names);
+                              const std::set<std::string>& touched,
+                              std::shared_ptr<const std::vector<std::string>> live_names);
 
 /// live's names in order, for the overload above.
-std::vector<std::string> names_of(const std::map<std::string, live_connection>& live);
+std::shared_ptr<const std::vector<std::string>> names_of(const std::map<std::string, live_connection>& live);
 
 } // namespace mcprt

@@ -59,6 +59,17 @@ struct utf8_scrubber {
   // A server's JSON (host requests' params, issue 15).
   void scrub(json_value& v) { make_payload_safe(v.value); }
 
+  // Names shared with a session: rebuilt, never written through.
+  void scrub(shared_names& names) {
+    for (auto& name : names)
+      if (first_invalid_utf8(name)) {
+        auto own = names.to_vector();
+        scrub(own);
+        names = shared_names(std::move(own));
+        return;
+      }
+  }
+
   template <class T>
   void scrub(events::optional_field<T>& o) {
     if (o.x) scrub(*o.x);
@@ -117,6 +128,14 @@ void make_publishable(event_payload& p, const std::function<std::string(const st
                p);
   utf8_scrubber scrubber;
   std::visit([&](auto& x) { inspect(scrubber, x); }, p);
+}
+
+void to_json(nlohmann::json& j, const shared_names& x) {
+  j = nlohmann::json::array();
+  auto& names = j.get_ref<nlohmann::json::array_t&>();
+  names.reserve(x.size());
+  for (auto& name : x)
+    names.emplace_back(name);
 }
 
 void add_event_types(caf::actor_system_config& cfg) {

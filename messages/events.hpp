@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/budget_ledger.hpp"
+#include "core/shared_names.hpp"
 #include "messages/messages.hpp"
 
 namespace mcprt {
@@ -150,6 +151,31 @@ inspect(Inspector& f, finite_double_field& d) {
   return f(value, caf::meta::load_callback(load));
 }
 
+} // namespace events
+
+/// In JSON, and on the wire, a shared_names is a plain list of names.
+void to_json(nlohmann::json& j, const shared_names& x);
+
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type
+inspect(Inspector& f, shared_names& x) {
+  auto names = x.to_vector();
+  return f(names);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type
+inspect(Inspector& f, shared_names& x) {
+  std::vector<std::string> names;
+  auto load = [&]() -> caf::error {
+    x = shared_names(std::move(names));
+    return caf::none;
+  };
+  return f(names, caf::meta::load_callback(load));
+}
+
+namespace events {
+
 // -- settings ---------------------------------------------------------------------
 
 /// One file of a settings_changed batch. `keys` holds at most 100 keys of
@@ -224,7 +250,9 @@ struct reconcile_finished {
   std::vector<std::string> removed;
   std::vector<std::string> restarted;
   std::vector<std::string> refiltered;
-  std::vector<std::string> kept;
+  /// Shared with the session's array of live names: a list of 9,999 costs
+  /// the pass, the bus and each subscriber a pointer.
+  shared_names kept;
   std::vector<skipped_server> skipped;
   std::vector<server_error> errors;
   double plan_ms = 0;

@@ -115,3 +115,23 @@ TEST(ReconcilePlan, PlanOfTheTouchedServersEqualsTheFullPlan) {
   EXPECT_TRUE(ghost.empty());
   EXPECT_EQ(ghost.kept.size(), 6u);
 }
+
+TEST(SharedNames, ListsTheArrayLessTheExceptedNames) {
+  auto all = std::make_shared<const std::vector<std::string>>(strings{"a", "b", "c", "d", "e"});
+  EXPECT_EQ(shared_names(all, {"b", "d"}), (strings{"a", "c", "e"}));
+  EXPECT_EQ(shared_names(all, {"b", "d"}).size(), 3u);
+  // The ends, runs, names that are not in the array, and a name twice.
+  EXPECT_EQ(shared_names(all, {"a", "b", "e"}), (strings{"c", "d"}));
+  EXPECT_EQ(shared_names(all, {"0", "bb", "c", "c", "z"}), (strings{"a", "b", "d", "e"}));
+  EXPECT_EQ(shared_names(all, {"0", "bb", "c", "c", "z"}).size(), 4u);
+  EXPECT_TRUE(shared_names(all, {"a", "b", "c", "d", "e"}).empty());
+  EXPECT_EQ(shared_names(all, {"a", "b", "c", "d", "e"}).begin(), shared_names(all, {"a", "b", "c", "d", "e"}).end());
+  EXPECT_TRUE(shared_names().empty());
+  EXPECT_EQ(shared_names(), strings{});
+  EXPECT_EQ(shared_names(nullptr, {"a"}), strings{});
+  EXPECT_EQ(shared_names(strings{"x", "y"}).to_vector(), (strings{"x", "y"}));
+  EXPECT_EQ(shared_names(all, {"c"}), shared_names(strings{"a", "b", "d", "e"}));
+  EXPECT_NE(shared_names(all, {"c"}), shared_names(strings{"a", "b", "d"}));
+  // The array is shared, never copied: the list sees the one it was given.
+  EXPECT_EQ(&*shared_names(all, {}).begin(), &(*all)[0]);
+}
