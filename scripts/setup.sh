@@ -9,7 +9,7 @@ packages=(
   g++ cmake make pkg-config ccache
   libcaf-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev
+  libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev libjemalloc-dev
   procps curl
   clang clang-format libclang-rt-14-dev llvm
 )

@@ -32,6 +32,21 @@ TEST_F(serve_test, prints_its_url_first_and_writes_daemon_json) {
   EXPECT_EQ(body_of(r)["ok"], true);
 }
 
+// Plain builds link the daemon with jemalloc (CMakeLists.txt, "The daemon and
+// the benchmarks allocate with jemalloc"); a linker that dropped it would
+// leave glibc's malloc in place without a word.
+TEST_F(serve_test, the_daemon_runs_on_the_allocator_it_was_built_with) {
+  start();
+  auto maps = slurp(std::filesystem::path("/proc") / std::to_string(daemon_->pid()) / "maps");
+  ASSERT_FALSE(maps.empty());
+  bool on_jemalloc = maps.find("libjemalloc") != std::string::npos;
+#if MCPRT_DAEMON_ON_JEMALLOC
+  EXPECT_TRUE(on_jemalloc) << "the daemon was linked with jemalloc but does not map it";
+#else
+  EXPECT_FALSE(on_jemalloc) << "a sanitizer build must keep the sanitizer's allocator";
+#endif
+}
+
 TEST_F(serve_test, snapshot_has_the_documented_shape) {
   start();
   ASSERT_TRUE(connected("echo")) << snapshot().dump(2);
