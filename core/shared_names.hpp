@@ -67,6 +67,23 @@ public:
   shared_names(std::initializer_list<std::string> names) : shared_names(array(names)) {}
   /// `all` and `except` sorted; names of `except` not in `all` are ignored.
   shared_names(std::shared_ptr<const array> all, array except);
+  shared_names(const shared_names&) = default;
+  shared_names& operator=(const shared_names&) = default;
+  /// A moved-from list is empty, in its size as in its names.
+  shared_names(shared_names&& other) noexcept
+    : all_(std::move(other.all_)), except_(std::move(other.except_)), size_(other.size_) {
+    other.except_.clear();
+    other.size_ = 0;
+  }
+  shared_names& operator=(shared_names&& other) noexcept {
+    if (this == &other) return *this;
+    all_ = std::move(other.all_);
+    except_ = std::move(other.except_);
+    size_ = other.size_;
+    other.except_.clear();
+    other.size_ = 0;
+    return *this;
+  }
 
   const_iterator begin() const;
   const_iterator end() const;

@@ -134,4 +134,16 @@ TEST(SharedNames, ListsTheArrayLessTheExceptedNames) {
   EXPECT_NE(shared_names(all, {"c"}), shared_names(strings{"a", "b", "d"}));
   // The array is shared, never copied: the list sees the one it was given.
   EXPECT_EQ(&*shared_names(all, {}).begin(), &(*all)[0]);
+  // A moved-from list is empty in its size as in its names.
+  shared_names from(all, {"b"});
+  shared_names to(std::move(from));
+  EXPECT_EQ(to, (strings{"a", "c", "d", "e"}));
+  EXPECT_EQ(from.size(), 0u); // NOLINT(bugprone-use-after-move): the point of the test
+  EXPECT_TRUE(from.empty());  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(from.begin(), from.end());
+  shared_names assigned(strings{"q"});
+  assigned = std::move(to);
+  EXPECT_EQ(assigned.size(), 4u);
+  EXPECT_EQ(to.size(), 0u); // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(to, strings{});
 }
