@@ -85,6 +85,16 @@ reserve_result budget_ledger::reserve(const std::string& name,
   if (is_held(name)) return reserve_result::already_held;
   if (!tracking()) return reserve_result::reserved;
   if (enforcing() && held_.size() >= *budget_) return reserve_result::refused;
+  return hold(name, out);
+}
+
+reserve_result budget_ledger::adopt(const std::string& name, std::vector<budget_event>& out) {
+  if (is_held(name)) return reserve_result::already_held;
+  if (!tracking()) return reserve_result::reserved;
+  return hold(name, out);
+}
+
+reserve_result budget_ledger::hold(const std::string& name, std::vector<budget_event>& out) {
   auto seq = next_seq_++;
   if (spare_.empty()) {
     held_.emplace(name, seq);
@@ -129,9 +139,9 @@ const std::vector<std::string>& budget_ledger::reserved() const {
 }
 
 void budget_ledger::record_refusal(const std::string& name, const std::string& transport,
-                                   std::vector<budget_event>& out) {
-  if (!enforcing()) return;
-  refused_server r{name, transport.empty() ? "unknown" : transport};
+                                   std::vector<budget_event>& out, std::string reason) {
+  if (!enforcing() && !outside_refusals_) return;
+  refused_server r{name, transport.empty() ? "unknown" : transport, std::move(reason)};
   auto i = std::find_if(pending_.begin(), pending_.end(),
                         [&](const refused_server& x) { return x.name == name; });
   if (i != pending_.end())
@@ -179,7 +189,7 @@ void budget_ledger::flush_refusals(std::vector<budget_event>& out) {
   if (pending_.empty()) return;
   for (auto& r : pending_)
     if (last_refused_set_.insert(r.name).second) last_refused_.push_back(r.name);
-  out.emplace_back(refused_batch_event{scope_, *budget_, mode_, held_.size(),
+  out.emplace_back(refused_batch_event{scope_, budget_.value_or(0), mode_, held_.size(),
                                        live_count(), std::move(pending_)});
   pending_.clear();
 }

@@ -87,6 +87,11 @@ public:
   /// go past the budget. May append a `budget_warning_event`.
   reserve_result reserve(const std::string& name, std::vector<budget_event>& out);
 
+  /// Holds `name` even when the budget is full: a server that already runs
+  /// (a fleet node's claim after the budget server restarted). Warns as
+  /// reserve does; never refuses.
+  reserve_result adopt(const std::string& name, std::vector<budget_event>& out);
+
   /// Returns true iff `name` was held. Releasing can only re-arm the
   /// warning (it stayed armed only below the threshold), never fire it, so
   /// there is nothing to emit.
@@ -98,7 +103,11 @@ public:
   /// at once; inside one it queues until the outermost pass ends. An empty
   /// `transport` is reported as "unknown".
   void record_refusal(const std::string& name, const std::string& transport,
-                      std::vector<budget_event>& out);
+                      std::vector<budget_event>& out, std::string reason = "budget_exhausted");
+
+  /// Refusals are recorded even when this ledger does not enforce: another
+  /// budget (the fleet's) refuses for it.
+  void record_outside_refusals() { outside_refusals_ = true; }
 
   /// Passes nest. A pass that is not `preserve_refusals` (a full discovery)
   /// forgets the previous refusals when it starts, not when they were
@@ -147,6 +156,7 @@ private:
   bool enforcing() const { return mode_ == budget_mode::enforce && budget_.has_value(); }
   /// Advances the warning hysteresis; true when the warning fires.
   bool update_warning();
+  reserve_result hold(const std::string& name, std::vector<budget_event>& out);
   void flush_refusals(std::vector<budget_event>& out);
 
   std::optional<std::size_t> budget_;
@@ -163,6 +173,7 @@ private:
   mutable std::vector<std::string> reserved_cache_;
   mutable bool reserved_dirty_ = false;
   bool warning_armed_ = true;
+  bool outside_refusals_ = false;
   std::size_t bulk_depth_ = 0;
   std::optional<std::size_t> live_count_;
   /// Refused in the current pass, not yet emitted.

@@ -500,3 +500,28 @@ TEST(BudgetValue, RejectsEverythingElseWithAReason) {
             std::string::npos);
   EXPECT_NE(parse_budget_value("1e2").error.find("'1e2'"), std::string::npos);
 }
+
+TEST(BudgetLedger, AdoptHoldsPastTheBudgetAndOutsideRefusalsAreRecordedWithTheirReason) {
+  budget_ledger l(1, budget_mode::enforce);
+  events out;
+  EXPECT_EQ(l.reserve("a", out), reserve_result::reserved);
+  EXPECT_EQ(l.reserve("b", out), reserve_result::refused);
+  EXPECT_EQ(l.adopt("b", out), reserve_result::reserved);
+  EXPECT_EQ(l.adopt("b", out), reserve_result::already_held);
+  EXPECT_EQ(l.reserved_count(), 2u);
+
+  // Without a budget of its own a ledger records no refusal, unless another
+  // budget refuses for it.
+  budget_ledger none(std::nullopt, budget_mode::off);
+  out.clear();
+  none.record_refusal("x", "stdio", out, "fleet_unreachable");
+  EXPECT_TRUE(out.empty());
+  none.record_outside_refusals();
+  none.record_refusal("x", "stdio", out, "fleet_unreachable");
+  ASSERT_EQ(out.size(), 1u);
+  auto& batch = std::get<refused_batch_event>(out[0]);
+  EXPECT_EQ(batch.budget, 0u);
+  ASSERT_EQ(batch.refused.size(), 1u);
+  EXPECT_EQ(batch.refused[0].reason, "fleet_unreachable");
+  EXPECT_TRUE(none.has_refusals());
+}

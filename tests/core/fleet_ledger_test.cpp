@@ -1,0 +1,116 @@
+#include "core/fleet_ledger.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+using namespace mcprt;
+using namespace std::chrono_literals;
+
+namespace {
+
+using events = std::vector<budget_event>;
+using result = fleet_reserve_result;
+
+fleet_ledger enforce(std::size_t budget, int64_t now = 0) {
+  return fleet_ledger(budget, budget_mode::enforce, 10000ms, 0ms, now);
+}
+
+} // namespace
+
+TEST(FleetLedger, CountsOneSlotPerNodeAndServerName) {
+  auto l = enforce(3);
+  events out;
+  EXPECT_EQ(l.reserve("a", "fs", 0, out), result::reserved);
+  EXPECT_EQ(l.reserve("b", "fs", 0, out), result::reserved);
+  EXPECT_EQ(l.reserve("a", "fs", 0, out), result::already_held);
+  EXPECT_EQ(l.reserve("c", "fs", 0, out), result::reserved);
+  EXPECT_EQ(l.reserve("c", "git", 0, out), result::refused);
+  EXPECT_EQ(l.reserved_count(), 3u);
+  EXPECT_EQ(l.node_count(), 3u);
+  EXPECT_TRUE(l.has_refusals());
+  EXPECT_TRUE(l.release("b", "fs"));
+  EXPECT_FALSE(l.release("b", "fs"));
+  EXPECT_FALSE(l.release("nobody", "fs"));
+  EXPECT_EQ(l.reserve("c", "git", 0, out), result::reserved);
+  EXPECT_EQ(l.reserved_count(), 3u);
+}
+
+TEST(FleetLedger, WarnsAtThreeQuartersAndBatchesRefusalsLikeTheWorkspaceBudget) {
+  auto l = enforce(4);
+  events out;
+  l.reserve("a", "s1", 0, out);
+  l.reserve("a", "s2", 0, out);
+  EXPECT_TRUE(out.empty());
+  l.reserve("b", "s1", 0, out);
+  ASSERT_EQ(out.size(), 1u);
+  auto& w = std::get<budget_warning_event>(out[0]);
+  EXPECT_EQ(w.scope, "fleet");
+  EXPECT_EQ(w.reserved_count, 3u);
+  out.clear();
+  l.reserve("b", "s2", 0, out);
+  EXPECT_EQ(l.reserve("c", "s1", 0, out), result::refused);
+  ASSERT_EQ(out.size(), 1u);
+  auto& batch = std::get<refused_batch_event>(out[0]);
+  ASSERT_EQ(batch.refused.size(), 1u);
+  EXPECT_EQ(batch.refused[0].name, "s1@c");
+  EXPECT_EQ(batch.budget, 4u);
+}
+
+TEST(FleetLedger, ANodeThatStopsRenewingLosesItsSlotsWhenTheLeaseEnds) {
+  auto l = enforce(2);
+  events out;
+  l.reserve("a", "fs", 1000, out);
+  l.reserve("b", "fs", 1000, out);
+  EXPECT_EQ(l.reserve("c", "fs", 1000, out), result::refused);
+  EXPECT_EQ(l.next_expiry(), 11000);
+  l.renew("a", {"fs"}, 6000, out); // a renews, b does not
+  EXPECT_TRUE(l.expire(10999).empty());
+  EXPECT_EQ(l.expire(11000), std::vector<std::string>{"b"});
+  EXPECT_EQ(l.reserved_count(), 1u);
+  EXPECT_EQ(l.reserve("c", "fs", 11000, out), result::reserved);
+  EXPECT_EQ(l.expire(16000), std::vector<std::string>{"a"});
+  EXPECT_EQ(l.reserved_count(), 1u);
+}
+
+TEST(FleetLedger, ARenewalStatesTheWholeHolding) {
+  auto l = enforce(3);
+  events out;
+  l.reserve("a", "x", 0, out);
+  l.reserve("a", "y", 0, out);
+  // y went away on the node (its release was lost), z is a claim.
+  EXPECT_EQ(l.renew("a", {"x", "z"}, 100, out), 1u);
+  ASSERT_EQ(l.nodes().at("a").held, (std::set<std::string>{"x", "z"}));
+  EXPECT_EQ(l.reserved_count(), 2u);
+  EXPECT_EQ(l.renew("a", {"x", "z"}, 200, out), 0u);
+  EXPECT_EQ(l.nodes().at("a").lease_end_ms, 10200);
+}
+
+TEST(FleetLedger, AfterARestartItAdoptsClaimsAndGrantsNothingNewDuringTheGrace) {
+  fleet_ledger l(2, budget_mode::enforce, 10000ms, 1500ms, 5000);
+  events out;
+  EXPECT_TRUE(l.recovering(5000));
+  EXPECT_EQ(l.reserve("a", "new", 5000, out), result::recovering);
+  EXPECT_EQ(l.node_count(), 0u);
+  // Claims are what already runs: adopted even past the budget.
+  l.renew("a", {"x", "y"}, 5100, out);
+  l.renew("b", {"x"}, 5200, out);
+  EXPECT_EQ(l.reserved_count(), 3u);
+  EXPECT_FALSE(l.recovering(6500));
+  EXPECT_EQ(l.reserve("b", "y", 6500, out), result::refused);
+  l.release("a", "y");
+  EXPECT_EQ(l.reserve("b", "y", 6500, out), result::refused); // still full: 2 of 2
+  l.release("a", "x");
+  EXPECT_EQ(l.reserve("b", "y", 6500, out), result::reserved);
+  EXPECT_EQ(l.reserved_count(), 2u);
+}
+
+TEST(FleetLedger, WarnModeNeverRefuses) {
+  fleet_ledger l(1, budget_mode::warn, 10000ms, 0ms, 0);
+  events out;
+  EXPECT_EQ(l.reserve("a", "x", 0, out), result::reserved);
+  EXPECT_EQ(l.reserve("b", "x", 0, out), result::reserved);
+  EXPECT_EQ(l.reserved_count(), 2u);
+}
