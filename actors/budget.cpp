@@ -1,6 +1,8 @@
 #include "actors/budget.hpp"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -19,6 +21,20 @@ struct budget_state {
   event_bus_actor bus;
   /// Told when a slot goes back while refusals are on record.
   std::vector<budget_listener_actor> listeners;
+
+  // -- the fleet (--fleet-budget) --
+  fleet_link_actor fleet;
+  /// Names the fleet granted and not released.
+  std::set<std::string> fleet_held;
+  struct waiter {
+    caf::typed_response_promise<reserve_reply> rp;
+    /// Set for reserve(name, transport): the outcome settles the refusal record.
+    std::optional<std::string> transport;
+  };
+  /// Reserves waiting for the fleet's answer, by name.
+  std::map<std::string, std::vector<waiter>> asking;
+  /// end_pass messages held until the fleet has answered every reserve.
+  std::size_t held_end_passes = 0;
 };
 
 using self_ptr = budget_actor::stateful_pointer<budget_state>;
@@ -52,41 +68,124 @@ budget_snapshot snapshot_of(const budget_ledger& l) {
   return s;
 }
 
+void notify_listeners(self_ptr self, const std::string& name) {
+  for (auto& l : self->state.listeners)
+    self->send(l, budget_slot_freed{name});
+}
+
+void end_pass(self_ptr self) {
+  std::vector<budget_event> out;
+  self->state.ledger->end_bulk_pass(out);
+  publish_all(self, out);
+}
+
+std::string refusal_reason(fleet_grant g) {
+  switch (g) {
+    case fleet_grant::recovering: return "fleet_recovering";
+    case fleet_grant::unreachable: return "fleet_unreachable";
+    default: return "budget_exhausted";
+  }
+}
+
+/// The fleet's answer to a reserve of `name`, for every reserve of it
+/// waiting.
+void settle(self_ptr self, const std::string& name, fleet_grant g) {
+  auto& st = self->state;
+  auto i = st.asking.find(name);
+  if (i == st.asking.end()) return;
+  auto waiters = std::move(i->second);
+  st.asking.erase(i);
+  auto& ledger = *st.ledger;
+  std::vector<budget_event> out;
+  bool granted = g == fleet_grant::reserved || g == fleet_grant::already_held;
+  if (granted) {
+    st.fleet_held.insert(name);
+    ledger.clear_refusal(name);
+  } else {
+    ledger.release(name); // the local reservation made before asking
+    for (auto& w : waiters)
+      if (w.transport) {
+        ledger.record_refusal(name, *w.transport, out, refusal_reason(g));
+        break;
+      }
+  }
+  publish_all(self, out);
+  bool first = true;
+  for (auto& w : waiters) {
+    w.rp.deliver(granted ? (first ? reserve_reply::reserved : reserve_reply::already_held) : reserve_reply::refused);
+    first = false;
+  }
+  if (st.asking.empty())
+    for (; st.held_end_passes > 0; --st.held_end_passes)
+      end_pass(self);
+}
+
+caf::result<reserve_reply> reserve(self_ptr self, const std::string& name, std::optional<std::string> transport) {
+  auto& st = self->state;
+  auto& ledger = *st.ledger;
+  std::vector<budget_event> out;
+  if (st.fleet && st.fleet_held.count(name) != 0) return reserve_reply::already_held;
+  if (st.fleet) {
+    if (auto i = st.asking.find(name); i != st.asking.end()) {
+      auto rp = self->make_response_promise<reserve_reply>();
+      i->second.push_back({rp, std::move(transport)});
+      return rp;
+    }
+  }
+  auto r = ledger.reserve(name, out);
+  if (r == reserve_result::refused || !st.fleet) {
+    if (transport) {
+      if (r == reserve_result::refused)
+        ledger.record_refusal(name, *transport, out);
+      else
+        ledger.clear_refusal(name);
+    }
+    publish_all(self, out);
+    return to_reply(r);
+  }
+  publish_all(self, out);
+  auto rp = self->make_response_promise<reserve_reply>();
+  st.asking[name].push_back({rp, std::move(transport)});
+  // The link answers every reserve itself (unreachable when it cannot ask).
+  self->request(st.fleet, caf::infinite, atom::reserve_v, name)
+    .then([self, name](fleet_grant g) { settle(self, name, g); },
+          [self, name](const caf::error&) { settle(self, name, fleet_grant::unreachable); });
+  return rp;
+}
+
 budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::size_t> limit,
-                                            budget_mode mode, std::string scope, event_bus_actor bus) {
+                                            budget_mode mode, std::string scope, event_bus_actor bus,
+                                            fleet_link_actor fleet) {
   self->state.ledger.emplace(limit, mode, std::move(scope));
   self->state.bus = std::move(bus);
+  if (fleet) {
+    self->state.ledger->record_outside_refusals();
+    self->send(fleet, atom::subscribe_v, caf::actor_cast<fleet_listener_actor>(self));
+    self->state.fleet = std::move(fleet);
+  }
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& ls = self->state.listeners;
     ls.erase(std::remove_if(ls.begin(), ls.end(), [&](const auto& l) { return l.address() == dm.source; }), ls.end());
   });
   return {
-    [self](atom::reserve, const std::string& name) {
-      std::vector<budget_event> out;
-      auto r = self->state.ledger->reserve(name, out);
-      publish_all(self, out);
-      return to_reply(r);
-    },
+    [self](atom::reserve, const std::string& name) { return reserve(self, name, std::nullopt); },
     [self](atom::reserve, const std::string& name, const std::string& transport) {
-      std::vector<budget_event> out;
-      auto& ledger = *self->state.ledger;
-      auto r = ledger.reserve(name, out);
-      if (r == reserve_result::refused)
-        ledger.record_refusal(name, transport, out);
-      else
-        ledger.clear_refusal(name);
-      publish_all(self, out);
-      return to_reply(r);
+      return reserve(self, name, transport);
     },
     [self](atom::release, const std::string& name) {
       auto& st = self->state;
       auto freed = st.ledger->release(name);
+      if (st.fleet && st.fleet_held.erase(name) != 0) {
+        self->send(st.fleet, atom::release_v, name);
+        freed = true;
+      }
       // Only when someone waits for room: a release with no refusal on
       // record would wake every session for nothing.
-      if (freed && st.ledger->has_refusals())
-        for (auto& l : st.listeners)
-          self->send(l, budget_slot_freed{name});
+      if (freed && st.ledger->has_refusals()) notify_listeners(self, name);
       return freed;
+    },
+    [self](atom::fleet_free) {
+      if (self->state.ledger->has_refusals()) notify_listeners(self, "");
     },
     [self](atom::subscribe, budget_listener_actor& l) {
       auto& ls = self->state.listeners;
@@ -98,9 +197,13 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
       self->state.ledger->begin_bulk_pass(preserve_refusals);
     },
     [self](atom::end_pass) {
-      std::vector<budget_event> out;
-      self->state.ledger->end_bulk_pass(out);
-      publish_all(self, out);
+      // A pass's refusals go out as one batch: the fleet's answers to its
+      // reserves come first.
+      if (!self->state.asking.empty()) {
+        ++self->state.held_end_passes;
+        return;
+      }
+      end_pass(self);
     },
     [self](atom::refused, const std::string& name, const std::string& transport) {
       std::vector<budget_event> out;
@@ -120,8 +223,8 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
 } // namespace
 
 budget_actor spawn_budget(caf::actor_system& sys, std::optional<std::size_t> budget,
-                          budget_mode mode, std::string scope, event_bus_actor bus) {
-  return sys.spawn(budget_behavior, budget, mode, std::move(scope), std::move(bus));
+                          budget_mode mode, std::string scope, event_bus_actor bus, fleet_link_actor fleet) {
+  return sys.spawn(budget_behavior, budget, mode, std::move(scope), std::move(bus), std::move(fleet));
 }
 
 } // namespace mcprt

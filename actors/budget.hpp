@@ -7,6 +7,7 @@
 #include <caf/fwd.hpp>
 
 #include "core/budget_ledger.hpp"
+#include "messages/fleet.hpp"
 #include "messages/workspace.hpp"
 
 namespace mcprt {
@@ -38,7 +39,17 @@ namespace mcprt {
 ///   child_refused_batch: {"scope", "budget", "mode", "reserved_count",
 ///                         "live_count", "refused": [{"name", "transport",
 ///                         "reason": "budget_exhausted"}]}
+///
+/// With a `fleet` link (`--fleet-budget`, issue 19) a reserve that the
+/// workspace budget grants also asks the fleet before it answers; a fleet
+/// refusal undoes the local reservation and is recorded as a refusal with
+/// the fleet's reason (`budget_exhausted`, `fleet_recovering` or
+/// `fleet_unreachable`). Reserves of one name in flight share one answer:
+/// the first gets `reserved`, the others `already_held`. The end of a bulk
+/// pass waits for the fleet's answers, so a pass's refusals still arrive as
+/// one batch.
 budget_actor spawn_budget(caf::actor_system& sys, std::optional<std::size_t> budget,
-                          budget_mode mode, std::string scope, event_bus_actor bus);
+                          budget_mode mode, std::string scope, event_bus_actor bus,
+                          fleet_link_actor fleet = {});
 
 } // namespace mcprt

@@ -2,6 +2,7 @@
 #include "messages/events.hpp"
 #include "messages/workspace.hpp"
 #include "messages/hot_reload.hpp"
+#include "messages/fleet.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -64,6 +65,7 @@ void add_mcprt_types(caf::actor_system_config& cfg) {
   add_event_types(cfg);
   add_workspace_types(cfg);
   add_hot_reload_types(cfg);
+  add_fleet_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);
 }
 

@@ -54,6 +54,9 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, clear_refusal, "clear_ref")
 CAF_ADD_ATOM(mcprt, mcprt::atom, restart, "restart")
 CAF_ADD_ATOM(mcprt, mcprt::atom, live_count, "live_count")
 CAF_ADD_ATOM(mcprt, mcprt::atom, detach, "detach")
+// The fleet budget (messages/fleet.hpp).
+CAF_ADD_ATOM(mcprt, mcprt::atom, renew, "renew")
+CAF_ADD_ATOM(mcprt, mcprt::atom, fleet_free, "fleet_free")
 
 namespace mcprt {
 
@@ -93,6 +96,9 @@ using budget_actor = caf::typed_actor<
   // Listeners are told of every freed slot while refusals are on record;
   // they are monitored and dropped when they die.
   caf::reacts_to<atom::subscribe, budget_listener_actor>,
+  // From the fleet link (--fleet-budget): a slot went back to the fleet, or
+  // the fleet is reachable again; listeners are told when refusals wait.
+  caf::reacts_to<atom::fleet_free>,
   caf::replies_to<atom::snapshot>::with<budget_snapshot>>;
 
 /// Registers the workspace type ids (call after add_mcprt_types).

@@ -64,8 +64,8 @@ protected:
   }
 
   /// Fire-and-forget messages, then run everything.
-  template <class... Ts>
-  void tell(const budget_actor& b, Ts&&... xs) {
+  template <class Handle, class... Ts>
+  void tell(const Handle& b, Ts&&... xs) {
     self->send(b, std::forward<Ts>(xs)...);
     sched.run();
   }
@@ -526,4 +526,104 @@ TEST_F(Budget, ARefusalPendingInAPassCountsAsSomeoneWaiting) {
   EXPECT_TRUE(release(b, "a"));
   sched.run();
   EXPECT_EQ(freed_seen(listener).size(), 1u);
+}
+
+// -- with a fleet link (issue 19) -----------------------------------------------
+
+namespace {
+
+struct fake_fleet_state {
+  std::size_t granted = 0;
+  std::vector<fleet_listener_actor> listeners;
+};
+
+/// Grants the first `grants` reserves, refuses the rest; logs what it is asked.
+fleet_link_actor::behavior_type fake_fleet(fleet_link_actor::stateful_pointer<fake_fleet_state> self,
+                                           std::size_t grants, std::shared_ptr<names> log) {
+  return {
+    [=](atom::reserve, const std::string& name) {
+      log->push_back("reserve " + name);
+      if (self->state.granted >= grants) return fleet_grant::refused;
+      ++self->state.granted;
+      return fleet_grant::reserved;
+    },
+    [=](atom::release, const std::string& name) { log->push_back("release " + name); },
+    [=](atom::fleet_free) {
+      for (auto& l : self->state.listeners)
+        self->send(l, atom::fleet_free_v);
+    },
+    [=](atom::subscribe, fleet_listener_actor& l) { self->state.listeners.push_back(std::move(l)); },
+    [=](atom::drain) { return true; },
+    [=](atom::snapshot) { return fleet_status{}; },
+  };
+}
+
+template <class Handle>
+reserve_reply take(caf::scoped_actor&, Handle&& h) {
+  reserve_reply out = reserve_reply::refused;
+  std::move(h).receive([&](reserve_reply r) { out = r; }, [](caf::error&) {});
+  return out;
+}
+
+} // namespace
+
+TEST_F(Budget, AFleetRefusalUndoesTheLocalSlotAndAPassStillGivesOneBatch) {
+  auto log = std::make_shared<names>();
+  auto link = track(sys.spawn(fake_fleet, std::size_t{1}, log));
+  auto b = track(spawn_budget(sys, 3, budget_mode::enforce, "workspace", bus, link));
+  sched.run();
+  // One pass, its reserves in flight at the fleet when the pass ends.
+  self->send(b, atom::begin_pass_v, false);
+  auto x = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"}, std::string{"stdio"});
+  auto y = self->request(b, caf::infinite, atom::reserve_v, std::string{"y"}, std::string{"stdio"});
+  auto z = self->request(b, caf::infinite, atom::reserve_v, std::string{"z"}, std::string{"http"});
+  self->send(b, atom::end_pass_v);
+  sched.run();
+  EXPECT_EQ(take(self, std::move(x)), reserve_reply::reserved);
+  EXPECT_EQ(take(self, std::move(y)), reserve_reply::refused);
+  EXPECT_EQ(take(self, std::move(z)), reserve_reply::refused);
+  auto evs = events();
+  // (The local budget's warning may come first: 3 of 3 were reserved locally
+  // while the fleet was asked.)
+  evs.erase(std::remove_if(evs.begin(), evs.end(), [](const event& e) { return e.kind != event_kind::child_refused_batch; }),
+            evs.end());
+  ASSERT_EQ(evs.size(), 1u) << "the pass's refusals, as one batch";
+  EXPECT_EQ(refused_names(evs[0]), (names{"y", "z"}));
+  EXPECT_EQ(evs[0].data.value.at("refused").at(1).at("reason"), "budget_exhausted");
+  // The local slots of the refused names went back: only x is held.
+  EXPECT_EQ(snapshot(b).reserved, names{"x"});
+  // A held name is not asked for again; a release goes on to the fleet.
+  EXPECT_EQ(reserve(b, "x"), reserve_reply::already_held);
+  EXPECT_TRUE(release(b, "x"));
+  EXPECT_EQ(*log, (names{"reserve x", "reserve y", "reserve z", "release x"}));
+}
+
+TEST_F(Budget, ReservesOfOneNameInFlightShareTheFleetsAnswer) {
+  auto log = std::make_shared<names>();
+  auto link = track(sys.spawn(fake_fleet, std::size_t{5}, log));
+  auto b = track(spawn_budget(sys, std::nullopt, budget_mode::off, "workspace", bus, link));
+  sched.run();
+  auto first = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"});
+  auto second = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"});
+  sched.run();
+  EXPECT_EQ(take(self, std::move(first)), reserve_reply::reserved);
+  EXPECT_EQ(take(self, std::move(second)), reserve_reply::already_held);
+  EXPECT_EQ(*log, names{"reserve x"});
+}
+
+TEST_F(Budget, AFreedFleetSlotWakesTheListenersOnlyWhileRefusalsWait) {
+  auto log = std::make_shared<names>();
+  auto link = track(sys.spawn(fake_fleet, std::size_t{0}, log));
+  auto b = track(spawn_budget(sys, std::nullopt, budget_mode::off, "workspace", bus, link));
+  sched.run();
+  self->send(b, atom::subscribe_v, caf::actor_cast<budget_listener_actor>(self));
+  sched.run();
+  tell(link, atom::fleet_free_v);
+  EXPECT_TRUE(drain<budget_slot_freed>().empty()) << "nobody waits for room";
+  auto x = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"}, std::string{"stdio"});
+  sched.run();
+  EXPECT_EQ(take(self, std::move(x)), reserve_reply::refused);
+  events();
+  tell(link, atom::fleet_free_v);
+  EXPECT_EQ(drain<budget_slot_freed>().size(), 1u);
 }

@@ -1,0 +1,165 @@
+#include "actors/fleet_budget.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/fleet_ledger.hpp"
+
+namespace mcprt {
+
+namespace {
+
+using fleet_budget_impl = fleet_budget_actor::extend<caf::reacts_to<atom::tick>, caf::reacts_to<atom::fleet_free>>;
+
+/// Node ids and server names come from other processes: bounded, so that a
+/// peer cannot grow the books without end.
+constexpr std::size_t max_name_bytes = 512;
+constexpr std::size_t max_held_per_node = 100000;
+
+bool acceptable(const std::string& node, const std::string& name) {
+  return !node.empty() && !name.empty() && node.size() <= max_name_bytes && name.size() <= max_name_bytes;
+}
+
+struct fleet_budget_state {
+  static inline const char* name = "mcprt.fleet_budget";
+
+  // Optional only because CAF default-constructs the state.
+  std::optional<fleet_ledger> ledger;
+  /// Each node's link, from its latest renewal.
+  std::map<std::string, fleet_listener_actor> links;
+  bool ticking = false;
+};
+
+using self_ptr = fleet_budget_impl::stateful_pointer<fleet_budget_state>;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+void log_events(std::vector<budget_event>& out) {
+  for (auto& ev : out) {
+    if (auto w = std::get_if<budget_warning_event>(&ev)) {
+      spdlog::warn("fleet budget: {} of {} slots reserved", w->reserved_count, w->budget);
+    } else if (auto b = std::get_if<refused_batch_event>(&ev)) {
+      std::string names;
+      for (auto& r : b->refused)
+        names += (names.empty() ? "" : ", ") + r.name;
+      spdlog::warn("fleet budget: refused {} (all {} slots reserved)", names, b->budget);
+    }
+  }
+  out.clear();
+}
+
+void tell_all(self_ptr self) {
+  for (auto& [node, link] : self->state.links)
+    self->send(link, atom::fleet_free_v);
+}
+
+void slots_went_back(self_ptr self, std::size_t n) {
+  if (n > 0 && self->state.ledger->has_refusals()) tell_all(self);
+}
+
+/// One timer at a time, for the earliest lease end.
+void arm(self_ptr self) {
+  auto& st = self->state;
+  if (st.ticking) return;
+  auto next = st.ledger->next_expiry();
+  if (!next) return;
+  st.ticking = true;
+  auto wait = std::max<int64_t>(*next - now_ms(), 0) + 1;
+  self->delayed_send(self, std::chrono::milliseconds(wait), atom::tick_v);
+}
+
+fleet_budget_impl::behavior_type fleet_budget_behavior(self_ptr self, fleet_budget_options opts) {
+  self->state.ledger.emplace(opts.budget, opts.mode, opts.lease, opts.claim_grace, now_ms());
+  if (opts.claim_grace.count() > 0)
+    // Nodes refused during the grace try again when it ends.
+    self->delayed_send(self, opts.claim_grace, atom::fleet_free_v);
+  return {
+    [self](atom::reserve, const std::string& node, const std::string& name) {
+      if (!acceptable(node, name)) return fleet_grant::refused;
+      std::vector<budget_event> out;
+      auto r = self->state.ledger->reserve(node, name, now_ms(), out);
+      log_events(out);
+      arm(self);
+      switch (r) {
+        case fleet_reserve_result::reserved: return fleet_grant::reserved;
+        case fleet_reserve_result::already_held: return fleet_grant::already_held;
+        case fleet_reserve_result::refused: return fleet_grant::refused;
+        case fleet_reserve_result::recovering: return fleet_grant::recovering;
+      }
+      return fleet_grant::refused;
+    },
+    [self](atom::release, const std::string& node, const std::string& name) {
+      if (!acceptable(node, name)) return;
+      slots_went_back(self, self->state.ledger->release(node, name) ? 1 : 0);
+    },
+    [self](atom::renew, const std::string& node, const std::vector<std::string>& held, fleet_listener_actor link) {
+      auto& st = self->state;
+      std::vector<budget_event> out;
+      std::vector<std::string> kept;
+      if (held.size() <= max_held_per_node)
+        for (auto& name : held)
+          if (acceptable(node, name)) kept.push_back(name);
+      auto freed = acceptable(node, "-") ? st.ledger->renew(node, kept, now_ms(), out) : 0;
+      log_events(out);
+      if (link && acceptable(node, "-")) st.links[node] = std::move(link);
+      slots_went_back(self, freed);
+      arm(self);
+      auto& l = *st.ledger;
+      fleet_info info;
+      info.limited = l.budget().has_value();
+      info.budget = l.budget().value_or(0);
+      info.mode = to_string(l.mode());
+      info.reserved_count = l.reserved_count();
+      info.nodes = l.node_count();
+      info.lease_ms = static_cast<uint64_t>(l.lease().count());
+      return info;
+    },
+    [self](atom::tick) {
+      auto& st = self->state;
+      st.ticking = false;
+      auto before = st.ledger->reserved_count();
+      for (auto& node : st.ledger->expire(now_ms())) {
+        spdlog::warn("fleet budget: node {} did not renew its lease; its slots go back", node);
+        st.links.erase(node);
+      }
+      slots_went_back(self, before - st.ledger->reserved_count());
+      arm(self);
+    },
+    [self](atom::fleet_free) {
+      // The start-up grace is over.
+      tell_all(self);
+    },
+    [self](atom::snapshot) {
+      auto& l = *self->state.ledger;
+      auto now = now_ms();
+      nlohmann::json nodes = nlohmann::json::object();
+      for (auto& [id, n] : l.nodes())
+        nodes[id] = {{"held", n.held}, {"lease_left_ms", std::max<int64_t>(n.lease_end_ms - now, 0)}};
+      nlohmann::json out = {{"budget", l.budget() ? nlohmann::json(*l.budget()) : nlohmann::json(nullptr)},
+                            {"mode", to_string(l.mode())},
+                            {"reserved_count", l.reserved_count()},
+                            {"lease_ms", l.lease().count()},
+                            {"recovering", l.recovering(now)},
+                            {"nodes", std::move(nodes)}};
+      return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    },
+  };
+}
+
+} // namespace
+
+fleet_budget_actor spawn_fleet_budget(caf::actor_system& sys, fleet_budget_options opts) {
+  return caf::actor_cast<fleet_budget_actor>(sys.spawn(fleet_budget_behavior, std::move(opts)));
+}
+
+} // namespace mcprt
