@@ -23,6 +23,7 @@
 #include "cli/gateway_stdio.hpp"
 #include "cli/input_command.hpp"
 #include "cli/one_shot.hpp"
+#include "cli/budget_server.hpp"
 #include "cli/serve.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
@@ -305,6 +306,24 @@ int main(int argc, char** argv) {
   add_one_shot_flags(inspect, inspect_opts.target, inspect_timeout);
   inspect->add_option("command", inspect_opts.target.command, "Server command and its arguments (after --)");
 
+  cli::budget_server_flags budget_server_flags;
+  auto* budget_server = app.add_subcommand(
+    "budget-server",
+    "Hold one budget of server slots for a fleet of workspace daemons (`mcprt serve --fleet-budget HOST:PORT`),\n"
+    "  over CAF's middleman, until SIGINT / SIGTERM. Prints `listening on caf://HOST:PORT` first.\n"
+    "  A slot is one server of one node; a node that stops renewing its lease loses its slots.\n"
+    "  After a start it grants nothing new for --claim-grace-ms, while running nodes claim what they hold.");
+  budget_server->add_option("--caf-port", budget_server_flags.caf_port, "Port to publish on (default 0: any free port)");
+  budget_server->add_option("--caf-host", budget_server_flags.caf_host, "Loopback address to listen on (default 127.0.0.1)");
+  budget_server->add_option("--budget", budget_server_flags.budget, "Slots across the fleet, a positive integer");
+  budget_server->add_option("--mode", budget_server_flags.mode, "enforce (refuse past the budget, default) or warn");
+  budget_server->add_option("--lease-ms", budget_server_flags.lease_ms,
+                            "A node that does not renew for this long loses its slots (default 10000)");
+  budget_server->add_option("--claim-grace-ms", budget_server_flags.claim_grace_ms,
+                            "After start, how long only claims of running servers are taken (default 1500)");
+  budget_server->add_option("--log-level", budget_server_flags.log_level, "trace, debug, info, warn, error (default info)")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
   cli::serve_flags serve_flags;
   auto* serve = app.add_subcommand("serve", "Run the workspace's MCP servers and serve the HTTP API until SIGINT / SIGTERM.\n"
                                             "  Prints `listening on http://HOST:PORT` first; writes <ws>/.mcprt/daemon.json.\n"
@@ -362,6 +381,10 @@ int main(int argc, char** argv) {
   serve->add_option("--host-request-timeout", serve_flags.host_request_timeout_ms,
                     "Milliseconds an asked request waits for its answer over HTTP before it is declined "
                     "(elicitation) or refused (sampling) (default 120000)");
+  serve->add_option("--fleet-budget", serve_flags.fleet_budget,
+                    "HOST:PORT of an `mcprt budget-server`: every server spawned also takes a slot of the fleet's "
+                    "budget; while it cannot be reached, new servers are refused (its mode warn: started, with a warning) "
+                    "and the snapshot's fleet.status says fleet_unreachable");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);
@@ -493,6 +516,7 @@ int main(int argc, char** argv) {
     return cli::run_inspect(inspect_opts);
   }
   if (*serve) return cli::run_serve(serve_flags);
+  if (*budget_server) return cli::run_budget_server(budget_server_flags);
   if (*gateway) {
     for (auto& [o, name] : gateway_serve_opts) {
       if (o->count() == 0) continue;

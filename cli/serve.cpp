@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -276,6 +277,12 @@ int run_serve(const serve_flags& f) {
     else bad.push_back("--budget-mode: expected off, warn or enforce, got '" + *f.budget_mode + "'");
   }
   opts.pool = !f.no_pool;
+  if (f.fleet_budget) {
+    auto a = parse_listen(*f.fleet_budget);
+    if (!a.error.empty() || a.port <= 0) bad.push_back("--fleet-budget: expected HOST:PORT, got '" + escape_for_display(*f.fleet_budget) + "'");
+    else if (f.no_pool) bad.push_back("--fleet-budget needs the pool: not with --no-pool");
+    opts.fleet_budget = f.fleet_budget;
+  }
   if (bad.empty()) bad = apply_environment(opts);
   if (!bad.empty()) {
     for (auto& e : bad)
@@ -362,6 +369,8 @@ int run_serve(const serve_flags& f) {
   tune_allocator_for_messages();
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
+  // Only a fleet node pays for the middleman's thread.
+  if (opts.fleet_budget) cfg.load<caf::io::middleman>();
   if (f.scheduler == "caf") {
     // CAF's default is one worker per core already.
     if (f.threads > 0) cfg.set("scheduler.max-threads", static_cast<std::size_t>(f.threads));

@@ -40,6 +40,8 @@ struct serve_flags {
   // The gateway (issue 17): MCP at /mcp for any client.
   bool no_gateway = false;
   long long gateway_idle_ms = 30LL * 60 * 1000; // a client session with no request this long ends
+  // The fleet budget (issue 19): HOST:PORT of `mcprt budget-server`.
+  std::optional<std::string> fleet_budget;
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

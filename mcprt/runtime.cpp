@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/budget.hpp"
+#include "actors/fleet_link.hpp"
 #include "actors/connection.hpp"
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
@@ -131,6 +132,34 @@ std::string budget_status(const budget_snapshot& b) {
   if (b.limited && static_cast<double>(b.reserved_count) >= budget_warn_fraction * static_cast<double>(b.budget))
     return "warning";
   return "ok";
+}
+
+/// `HOST:PORT` or `[V6]:PORT`, port 1-65535.
+std::optional<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() || text.size() > 300) return std::nullopt;
+  auto host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host.find_first_of(" []/") != std::string::npos) return std::nullopt;
+  auto port_text = text.substr(colon + 1);
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  auto port = std::stoul(port_text);
+  if (port == 0 || port > 65535) return std::nullopt;
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+json fleet_json(const fleet_status& f) {
+  return {{"address", f.address},
+          {"node", f.node},
+          {"state", f.state},
+          {"status", f.state == "unreachable" ? json("fleet_unreachable") : json(nullptr)},
+          {"held", f.held},
+          {"budget", f.fleet.limited ? json(f.fleet.budget) : json(nullptr)},
+          {"mode", null_if_empty(f.fleet.mode)},
+          {"reserved_count", f.fleet.reserved_count},
+          {"nodes", f.fleet.nodes},
+          {"lease_ms", f.fleet.lease_ms},
+          {"error", null_if_empty(f.error)}};
 }
 
 json budget_json(const budget_snapshot& b) {
@@ -423,6 +452,7 @@ struct runtime::impl {
   caf::actor forwarding; // supervises the forwarder
   std::function<std::string(const std::string&)> show_id;
   budget_actor budget; // workspace budget (pool mode)
+  fleet_link_actor fleet; // with --fleet-budget
   pool_actor pool;
   gating_actor gating;
   watcher_actor watcher;
@@ -493,6 +523,17 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (!prof) return make_error(errc::io_error, "runtime: unknown profile '" + opts.profile + "' (mcprt, qwen or gemini)");
   if (opts.mode == budget_mode::enforce && !opts.budget)
     return make_error(errc::io_error, "runtime: budget mode enforce needs a budget");
+  std::optional<std::pair<std::string, uint16_t>> fleet_address;
+  if (opts.fleet_budget) {
+    if (!opts.pool) return make_error(errc::io_error, "runtime: a fleet budget needs the pool (not with MCPRT_NO_POOL)");
+    fleet_address = parse_host_port(*opts.fleet_budget);
+    if (!fleet_address)
+      return make_error(errc::io_error, "runtime: fleet budget: expected HOST:PORT, got '" +
+                                          escape_for_display(*opts.fleet_budget) + "'");
+    if (!sys.has_middleman())
+      return make_error(errc::io_error, "runtime: a fleet budget needs CAF's middleman: "
+                                        "cfg.load<caf::io::middleman>() before the actor system starts");
+  }
   if (opts.approvals_file.empty()) opts.approvals_file = approvals_store::default_path(opts.home, prof->dir_name);
   if (opts.inputs_file.empty()) opts.inputs_file = input_store::default_path(opts.home, prof->dir_name);
   if (opts.oauth_file.empty()) opts.oauth_file = oauth_token_store::default_path(opts.home, prof->dir_name);
@@ -587,7 +628,15 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     return c;
   };
   if (opts.pool) {
-    if (opts.mode != budget_mode::off) p->budget = spawn_budget(sys, opts.budget, opts.mode, "workspace", p->bus);
+    if (fleet_address) {
+      fleet_link_options fo;
+      fo.host = fleet_address->first;
+      fo.port = fleet_address->second;
+      fo.node = make_fleet_node_id();
+      p->fleet = spawn_fleet_link(sys, std::move(fo));
+    }
+    if (opts.mode != budget_mode::off || p->fleet)
+      p->budget = spawn_budget(sys, opts.budget, opts.mode, "workspace", p->bus, p->fleet);
     pool_options po;
     po.table.drain_delay = opts.drain_delay;
     po.table.show_id = p->show_id;
@@ -929,6 +978,9 @@ nlohmann::json runtime::snapshot() {
   for (auto& b : budgets)
     if (auto r = p.ask<budget_snapshot>(b, timeout, atom::snapshot_v)) cells.push_back(budget_json(*r));
   out["budgets"] = std::move(cells);
+  out["fleet"] = nullptr;
+  if (p.fleet)
+    if (auto f = p.ask<fleet_status>(p.fleet, timeout, atom::snapshot_v)) out["fleet"] = fleet_json(*f);
   if (g && !g->errors.empty()) out["errors"] = g->errors;
   // Server text (last_error, stderr) and settings text reach the snapshot:
   // whatever a source let through, the answer dumps as valid UTF-8.
@@ -1038,6 +1090,12 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   kill(p.gating);
   kill(p.pool);
   kill(p.budget);
+  if (p.fleet) {
+    // The slots go back now, not when the lease runs out.
+    auto r = p.ask<bool>(p.fleet, std::chrono::seconds(5), atom::drain_v);
+    if (!r || !*r) spdlog::warn("runtime: the fleet budget server did not confirm the release of this node's slots");
+    kill(p.fleet);
+  }
   kill(p.forwarding); // and with it the forwarder
   kill(p.forwarders->get().first);
   kill(p.bus);

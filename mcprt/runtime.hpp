@@ -195,6 +195,11 @@ struct runtime_options {
   /// The host's roots: set, they replace the workspace root (even when
   /// `workspace_root` is false); `runtime::set_roots` changes them later.
   std::optional<std::vector<mcp_root>> roots;
+  /// `HOST:PORT` of a fleet budget server (`mcprt budget-server`, issue 19):
+  /// every server the pool spawns also takes a slot of the fleet's budget
+  /// (docs/distribution.md). Needs the pool, and an actor system that
+  /// loaded caf::io::middleman (`cfg.load<caf::io::middleman>()`).
+  std::optional<std::string> fleet_budget;
 };
 
 // -- progress and cancel of tool calls (issue 15) ----------------------------------

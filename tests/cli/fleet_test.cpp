@@ -1,0 +1,259 @@
+// The fleet budget (issue 19), black-box: a real `mcprt budget-server` and
+// real `mcprt serve` nodes with real test-server children, over CAF's
+// middleman and HTTP on loopback. Every wait is on a condition with a
+// deadline; the node's event stream wakes the checks.
+
+#include <gtest/gtest.h>
+
+#include "tests/cli/daemon_test_util.hpp"
+
+using namespace mcprt_cli_test;
+
+namespace {
+
+/// One workspace daemon with its own home and workspace, and `servers`
+/// user servers (s0, s1, ...: need no approval).
+struct fleet_node {
+  fleet_node(const fs::path& root, const std::string& name, int servers, const std::string& fleet) {
+    home = root / (name + "-home");
+    ws = root / (name + "-ws");
+    fs::create_directories(home);
+    fs::create_directories(ws);
+    json all = json::object();
+    for (int i = 0; i < servers; ++i)
+      all["s" + std::to_string(i)] = test_server_config({"--tools", "1"});
+    write_file(home / ".mcprt" / "settings.json", json{{"mcpServers", all}}.dump(2));
+    daemon = std::make_unique<spawned>(std::vector<std::string>{"serve", "--workspace", ws.string(), "--home",
+                                                                home.string(), "--debounce-ms", "50",
+                                                                "--fleet-budget", fleet},
+                                       home);
+    auto first = daemon->line(60s);
+    if (!first || first->rfind("listening on http://", 0) != 0) {
+      ADD_FAILURE() << name << ": no 'listening on' line\nstderr:\n" << daemon->err();
+      return;
+    }
+    port = std::stoi(first->substr(first->rfind(':') + 1));
+  }
+
+  json snapshot() const {
+    if (port == 0) return json(nullptr);
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
+    auto r = c.Get("/workspace/mcp");
+    if (!r || r->status != 200) return json(nullptr);
+    return json::parse(r->body, nullptr, false);
+  }
+
+  /// Servers connected now (0 when the node does not answer).
+  int connected() const {
+    auto s = snapshot();
+    int n = 0;
+    if (s.is_object())
+      for (auto& srv : s["servers"])
+        if (srv.value("status", "") == "connected") ++n;
+    return n;
+  }
+
+  json fleet() const {
+    auto s = snapshot();
+    return s.is_object() ? s.value("fleet", json(nullptr)) : json(nullptr);
+  }
+
+  fs::path home, ws;
+  std::unique_ptr<spawned> daemon;
+  int port = 0;
+};
+
+class fleet_test : public cli_test {
+protected:
+  void TearDown() override {
+    nodes_.clear();
+    budget_server_.reset();
+    cli_test::TearDown();
+  }
+
+  /// Starts the budget server (again on `port` when given); false with a
+  /// test failure when it does not say where it listens.
+  bool start_budget_server(int budget, int port = 0, int lease_ms = 2000, int grace_ms = 0) {
+    budget_server_ = std::make_unique<spawned>(
+      std::vector<std::string>{"budget-server", "--caf-port", std::to_string(port), "--budget", std::to_string(budget),
+                               "--lease-ms", std::to_string(lease_ms), "--claim-grace-ms", std::to_string(grace_ms)},
+      home_);
+    auto first = budget_server_->line(30s);
+    if (!first || first->rfind("listening on caf://", 0) != 0) {
+      ADD_FAILURE() << "no 'listening on' line: " << first.value_or("<none>") << "\n" << budget_server_->err();
+      return false;
+    }
+    fleet_address_ = first->substr(std::string("listening on caf://").size());
+    caf_port_ = std::stoi(fleet_address_.substr(fleet_address_.rfind(':') + 1));
+    return true;
+  }
+
+  fleet_node& add_node(const std::string& name, int servers) {
+    nodes_.push_back(std::make_unique<fleet_node>(root_, name, servers, fleet_address_));
+    return *nodes_.back();
+  }
+
+  int connected_in_fleet() const {
+    int n = 0;
+    for (auto& node : nodes_)
+      if (node->daemon) n += node->connected();
+    return n;
+  }
+
+  /// Checks `pred` again at every event of `node` and at least every 250 ms.
+  bool wait_until(const fleet_node& node, const std::function<bool()>& pred,
+                  std::chrono::milliseconds timeout = 30s) const {
+    auto deadline = clock_type::now() + timeout;
+    auto events = std::make_unique<sse_stream>(node.port);
+    for (;;) {
+      if (pred()) return true;
+      auto left = left_until(deadline);
+      if (left <= 0ms) return false;
+      auto step = std::min<std::chrono::milliseconds>(left, 250ms);
+      if (events->status(step) == 200 && !events->ended()) {
+        events->next(step);
+      } else {
+        // The node's stream is gone (it is stopping): wait the step out.
+        ::poll(nullptr, 0, static_cast<int>(step.count()));
+        events = std::make_unique<sse_stream>(node.port);
+      }
+    }
+  }
+
+  std::unique_ptr<spawned> budget_server_;
+  std::string fleet_address_;
+  int caf_port_ = 0;
+  std::vector<std::unique_ptr<fleet_node>> nodes_;
+};
+
+/// The sizes of the refusal batches a node published, from its event ring.
+std::vector<std::size_t> refusal_batches(const fleet_node& node) {
+  std::vector<std::size_t> sizes;
+  sse_stream replay(node.port, {{"Last-Event-ID", "0"}});
+  if (replay.status() != 200) return sizes;
+  while (auto ev = replay.next(500ms)) {
+    if (ev->kind != "mcp_child_refused_batch") continue;
+    auto j = ev->j();
+    const json* refused = j.contains("refused") ? &j["refused"] : nullptr;
+    if (!refused && j.contains("payload")) refused = &j["payload"]["refused"];
+    sizes.push_back(refused && refused->is_array() ? refused->size() : 0);
+  }
+  return sizes;
+}
+
+} // namespace
+
+TEST_F(fleet_test, three_nodes_share_a_budget_of_five_and_a_killed_node_gives_its_slots_back) {
+  ASSERT_TRUE(start_budget_server(5));
+  // One after the other, so that who gets what is known: 4, then 1 of 4,
+  // then none of 4.
+  auto& a = add_node("a", 4);
+  ASSERT_TRUE(wait_until(a, [&] { return a.connected() == 4; })) << a.snapshot().dump(2) << a.daemon->err();
+  auto& b = add_node("b", 4);
+  ASSERT_TRUE(wait_until(b, [&] {
+    auto s = b.snapshot();
+    return b.connected() == 1 && s.is_object() && s["budgets"].size() == 1 && s["budgets"][0]["refused"].size() == 3;
+  })) << b.snapshot().dump(2) << b.daemon->err();
+  auto& c = add_node("c", 4);
+  ASSERT_TRUE(wait_until(c, [&] {
+    auto s = c.snapshot();
+    return s.is_object() && s["budgets"].size() == 1 && s["budgets"][0]["refused"].size() == 4;
+  })) << c.snapshot().dump(2) << c.daemon->err();
+  EXPECT_EQ(c.connected(), 0);
+  EXPECT_EQ(connected_in_fleet(), 5);
+
+  // The refusals arrived as one batch per pass.
+  EXPECT_EQ(refusal_batches(b), std::vector<std::size_t>{3});
+  EXPECT_EQ(refusal_batches(c), std::vector<std::size_t>{4});
+  for (auto* n : {&a, &b, &c}) {
+    auto s = n->snapshot();
+    for (auto& srv : s["servers"])
+      if (srv["status"] != "connected") {
+        EXPECT_EQ(srv["reason"], "budget_exhausted") << srv.dump();
+      }
+  }
+
+  // What the nodes hold adds up to what the fleet counts, in every node's
+  // snapshot once its next renewal came back.
+  ASSERT_TRUE(wait_until(c, [&] {
+    uint64_t held = 0;
+    for (auto* n : {&a, &b, &c}) {
+      auto f = n->fleet();
+      if (!f.is_object() || f["state"] != "connected" || f["reserved_count"] != 5 || f["budget"] != 5) return false;
+      held += f["held"].get<uint64_t>();
+    }
+    return held == 5;
+  })) << a.fleet().dump() << b.fleet().dump() << c.fleet().dump();
+
+  // SIGKILL a: its 4 slots return when its lease (2 s) runs out, and the
+  // servers refused on b and c connect by themselves.
+  a.daemon->signal(SIGKILL);
+  ASSERT_TRUE(a.daemon->wait_exit(10s));
+  a.daemon.reset();
+  ASSERT_TRUE(wait_until(c, [&] { return connected_in_fleet() == 5; }, 20s))
+    << b.snapshot().dump(2) << c.snapshot().dump(2);
+  EXPECT_EQ(b.connected() + c.connected(), 5);
+}
+
+TEST_F(fleet_test, nodes_keep_their_servers_while_the_budget_server_is_down_and_it_recovers_without_overshoot) {
+  ASSERT_TRUE(start_budget_server(3, 0, 2000, 1000));
+  auto& a = add_node("a", 2);
+  ASSERT_TRUE(wait_until(a, [&] { return a.connected() == 2; })) << a.snapshot().dump(2) << a.daemon->err();
+  auto& b = add_node("b", 2);
+  ASSERT_TRUE(wait_until(b, [&] { return b.connected() == 1; })) << b.snapshot().dump(2) << b.daemon->err();
+
+  // The budget server dies: connections stay, the snapshot says so, and a
+  // server added now is refused.
+  budget_server_->signal(SIGKILL);
+  ASSERT_TRUE(budget_server_->wait_exit(10s));
+  ASSERT_TRUE(wait_until(a, [&] { return a.fleet().value("status", json(nullptr)) == "fleet_unreachable"; }))
+    << a.fleet().dump();
+  EXPECT_EQ(a.connected(), 2);
+  EXPECT_EQ(b.connected(), 1);
+  json more = json::object();
+  for (int i = 0; i < 3; ++i)
+    more["s" + std::to_string(i)] = test_server_config({"--tools", "1"});
+  write_file(a.home / ".mcprt" / "settings.json", json{{"mcpServers", more}}.dump(2));
+  ASSERT_TRUE(wait_until(a, [&] {
+    auto s = a.snapshot();
+    auto* s2 = s.is_object() ? find_server(s, "s2") : nullptr;
+    return s2 && (*s2)["reason"] == "budget_exhausted";
+  })) << a.snapshot().dump(2);
+  EXPECT_EQ(a.connected(), 2);
+
+  // Back on the same port: the nodes claim what they run (3 of 3) before
+  // anything new is granted, so the new server stays out and the fleet
+  // never runs more than 3, at any sample.
+  ASSERT_TRUE(start_budget_server(3, caf_port_, 2000, 1000));
+  bool overshoot = false;
+  ASSERT_TRUE(wait_until(a, [&] {
+    int n = connected_in_fleet();
+    if (n > 3) overshoot = true;
+    auto fa = a.fleet(), fb = b.fleet();
+    return fa.value("state", "") == "connected" && fb.value("state", "") == "connected" &&
+           fa.value("reserved_count", 0) == 3 && fb.value("reserved_count", 0) == 3;
+  })) << a.fleet().dump() << b.fleet().dump() << budget_server_->err();
+  // Past the claim grace: s2 is still refused, since the fleet is full.
+  auto past_grace = clock_type::now() + 1500ms;
+  ASSERT_FALSE(wait_until(a, [&] {
+    if (connected_in_fleet() > 3) overshoot = true;
+    auto s = a.snapshot();
+    auto* s2 = s.is_object() ? find_server(s, "s2") : nullptr;
+    return overshoot || (clock_type::now() > past_grace && s2 && (*s2)["status"] == "connected");
+  }, 3s));
+  EXPECT_FALSE(overshoot);
+  EXPECT_EQ(connected_in_fleet(), 3);
+}
+
+TEST_F(fleet_test, bad_fleet_flags_are_refused_before_anything_starts) {
+  auto r = mcprt({"serve", "--workspace", ws_.string(), "--fleet-budget", "nohost"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--fleet-budget"), std::string::npos) << r.err;
+  r = mcprt({"budget-server", "--mode", "enforce"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--budget"), std::string::npos) << r.err;
+  r = mcprt({"budget-server", "--budget", "3", "--caf-host", "0.0.0.0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("loopback"), std::string::npos) << r.err;
+}
