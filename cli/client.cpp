@@ -169,6 +169,17 @@ void status_table(const json& s, std::ostream& os) {
        << str(b.value("mode", json(""))) << ", " << str(b.value("status", json(""))) << "), reserved "
        << join(b.value("reserved", json::array())) << ", refused " << join(b.value("refused", json::array()))
        << "\n";
+  const json fleet = s.value("fleet", json(nullptr));
+  if (fleet.is_object()) {
+    // The fleet's counts are as of this node's last renewal.
+    os << "fleet: " << str(fleet.value("address", json(""))) << " " << str(fleet.value("state", json("")))
+       << ", held here " << str(fleet.value("held", json(0))) << ", fleet "
+       << str(fleet.value("reserved_count", json(0))) << "/"
+       << (fleet.value("budget", json(nullptr)).is_null() ? "unlimited" : str(fleet["budget"])) << " over "
+       << str(fleet.value("nodes", json(0))) << " nodes";
+    if (fleet.contains("error") && !fleet["error"].is_null()) os << " (" << str(fleet["error"]) << ")";
+    os << "\n";
+  }
   const json pool = s.value("pool", json(nullptr));
   if (pool.is_null()) {
     os << "pool: off (each session runs its own servers)\n";

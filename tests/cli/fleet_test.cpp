@@ -185,6 +185,11 @@ TEST_F(fleet_test, three_nodes_share_a_budget_of_five_and_a_killed_node_gives_it
     }
     return held == 5;
   })) << a.fleet().dump() << b.fleet().dump() << c.fleet().dump();
+  auto status = run_mcprt({"status", "--workspace", b.ws.string()}, b.home);
+  EXPECT_EQ(status.code, 0) << status.err;
+  EXPECT_NE(status.out.find("fleet: " + fleet_address_ + " connected, held here 1, fleet 5/5 over "),
+            std::string::npos)
+    << status.out;
 
   // SIGKILL a: its 4 slots return when its lease (2 s) runs out, and the
   // servers refused on b and c connect by themselves.
