@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
 namespace mcprt {
@@ -115,7 +116,7 @@ void connect(self_ptr self) {
   auto& st = self->state;
   if (st.server || st.connecting) return;
   st.connecting = true;
-  auto mm = self->system().middleman().actor_handle();
+  auto mm = st.opts.tls ? self->system().openssl_manager().actor_handle() : self->system().middleman().actor_handle();
   self->request(mm, st.opts.timeout, caf::connect_atom::value, st.opts.host, st.opts.port)
     .then(
       [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {

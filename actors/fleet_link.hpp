@@ -18,6 +18,9 @@ struct fleet_link_options {
   std::string node;
   /// How often a lost budget server is tried again.
   std::chrono::milliseconds retry{250};
+  /// Through CAF::openssl (the actor system loaded caf::openssl::manager
+  /// with this node's certificate, key and CA): mutual authentication.
+  bool tls = false;
   /// How long one connect, reserve or renewal may take.
   std::chrono::milliseconds timeout{5000};
 };

@@ -7,6 +7,9 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <filesystem>
+#include <fstream>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -25,6 +28,31 @@ int fail_usage(const std::string& msg) {
 
 } // namespace
 
+std::string check_caf_tls(const caf_tls_flags& t) {
+  if (!t.any()) return {};
+  if (t.cert.empty() || t.key.empty() || t.ca.empty())
+    return "TLS needs all three of --caf-tls-cert, --caf-tls-key and --caf-tls-ca";
+  for (auto& [flag, path] : {std::pair<const char*, const std::string&>{"--caf-tls-cert", t.cert},
+                             {"--caf-tls-key", t.key},
+                             {"--caf-tls-ca", t.ca}}) {
+    std::error_code ec;
+    // CAF's OpenSSL manager ends the process on a file it cannot use: every
+    // check it would fail on is made here first.
+    if (!std::filesystem::is_regular_file(path, ec)) return std::string(flag) + " '" + path + "' is not a file";
+    std::ifstream in(path);
+    if (!in.good()) return std::string(flag) + " '" + path + "' cannot be read";
+  }
+  return {};
+}
+
+void use_caf_tls(caf::actor_system_config& cfg, const caf_tls_flags& t) {
+  cfg.openssl_certificate = t.cert;
+  cfg.openssl_key = t.key;
+  cfg.openssl_cafile = t.ca;
+  cfg.load<caf::io::middleman>();
+  cfg.load<caf::openssl::manager>();
+}
+
 int run_budget_server(const budget_server_flags& f) {
   fleet_budget_options opts;
   if (f.budget) {
@@ -41,11 +69,12 @@ int run_budget_server(const budget_server_flags& f) {
   if (f.claim_grace_ms < 0) return fail_usage("--claim-grace-ms must not be negative");
   opts.lease = std::chrono::milliseconds(f.lease_ms);
   opts.claim_grace = std::chrono::milliseconds(f.claim_grace_ms);
-  // The middleman speaks plain CAF binary: only on loopback until TLS is
-  // configured (docs/distribution.md).
-  if (!is_loopback(f.caf_host))
+  if (auto bad = check_caf_tls(f.tls); !bad.empty()) return fail_usage(bad);
+  // Without TLS the middleman speaks plain CAF binary to anyone: loopback
+  // only (docs/distribution.md).
+  if (!f.tls.any() && !is_loopback(f.caf_host))
     return fail_usage("refusing to listen on non-loopback address " + f.caf_host +
-                      ": the budget server accepts loopback only (TLS is not available yet)");
+                      " without TLS: pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca");
 
   auto logger = std::make_shared<spdlog::logger>("mcprt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
@@ -65,16 +94,19 @@ int run_budget_server(const budget_server_flags& f) {
 
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
-  cfg.load<caf::io::middleman>();
+  if (f.tls.any()) use_caf_tls(cfg, f.tls);
+  else cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   auto budget = spawn_fleet_budget(sys, opts);
-  auto port = sys.middleman().publish(budget, static_cast<uint16_t>(f.caf_port), f.caf_host.c_str(), true);
+  auto port = f.tls.any()
+                ? caf::openssl::publish(budget, static_cast<uint16_t>(f.caf_port), f.caf_host.c_str(), true)
+                : sys.middleman().publish(budget, static_cast<uint16_t>(f.caf_port), f.caf_host.c_str(), true);
   if (!port) {
     spdlog::error("cannot listen on {}:{}: {}", f.caf_host, f.caf_port, sys.render(port.error()));
     caf::anon_send_exit(budget, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::cout << "listening on caf://" << f.caf_host << ":" << *port << std::endl;
+  std::cout << "listening on " << (f.tls.any() ? "caf+tls://" : "caf://") << f.caf_host << ":" << *port << std::endl;
   spdlog::info("fleet budget {} ({}), lease {} ms", opts.budget ? std::to_string(*opts.budget) : "unlimited",
                to_string(opts.mode), opts.lease.count());
   int sig = 0;

@@ -321,6 +321,12 @@ int main(int argc, char** argv) {
                             "A node that does not renew for this long loses its slots (default 10000)");
   budget_server->add_option("--claim-grace-ms", budget_server_flags.claim_grace_ms,
                             "After start, how long only claims of running servers are taken (default 1500)");
+  budget_server->add_option("--caf-tls-cert", budget_server_flags.tls.cert,
+                            "PEM certificate of this server, signed by the --caf-tls-ca");
+  budget_server->add_option("--caf-tls-key", budget_server_flags.tls.key, "PEM private key of --caf-tls-cert");
+  budget_server->add_option("--caf-tls-ca", budget_server_flags.tls.ca,
+                            "PEM CA: only nodes with a certificate it signed can connect (with all three, "
+                            "--caf-host may be any address)");
   budget_server->add_option("--log-level", budget_server_flags.log_level, "trace, debug, info, warn, error (default info)")
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -385,6 +391,11 @@ int main(int argc, char** argv) {
                     "HOST:PORT of an `mcprt budget-server`: every server spawned also takes a slot of the fleet's "
                     "budget; while it cannot be reached, new servers are refused (its mode warn: started, with a warning) "
                     "and the snapshot's fleet.status says fleet_unreachable");
+  serve->add_option("--caf-tls-cert", serve_flags.caf_tls_cert,
+                    "With --fleet-budget: this node's PEM certificate, signed by the budget server's CA");
+  serve->add_option("--caf-tls-key", serve_flags.caf_tls_key, "With --fleet-budget: the PEM key of --caf-tls-cert");
+  serve->add_option("--caf-tls-ca", serve_flags.caf_tls_ca,
+                    "With --fleet-budget: the PEM CA the budget server's certificate must be signed by");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

@@ -1,6 +1,7 @@
 // `mcprt serve`: the runtime on one workspace, with the HTTP API on top.
 
 #include "cli/serve.hpp"
+#include "cli/budget_server.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -283,6 +284,10 @@ int run_serve(const serve_flags& f) {
     else if (f.no_pool) bad.push_back("--fleet-budget needs the pool: not with --no-pool");
     opts.fleet_budget = f.fleet_budget;
   }
+  caf_tls_flags tls{f.caf_tls_cert, f.caf_tls_key, f.caf_tls_ca};
+  if (auto t = check_caf_tls(tls); !t.empty()) bad.push_back(t);
+  else if (tls.any() && !f.fleet_budget) bad.push_back("--caf-tls-* are for --fleet-budget, which is not given");
+  opts.fleet_tls = tls.any();
   if (bad.empty()) bad = apply_environment(opts);
   if (!bad.empty()) {
     for (auto& e : bad)
@@ -370,7 +375,8 @@ int run_serve(const serve_flags& f) {
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
   // Only a fleet node pays for the middleman's thread.
-  if (opts.fleet_budget) cfg.load<caf::io::middleman>();
+  if (opts.fleet_tls) use_caf_tls(cfg, tls);
+  else if (opts.fleet_budget) cfg.load<caf::io::middleman>();
   if (f.scheduler == "caf") {
     // CAF's default is one worker per core already.
     if (f.threads > 0) cfg.set("scheduler.max-threads", static_cast<std::size_t>(f.threads));

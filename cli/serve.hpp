@@ -42,6 +42,7 @@ struct serve_flags {
   long long gateway_idle_ms = 30LL * 60 * 1000; // a client session with no request this long ends
   // The fleet budget (issue 19): HOST:PORT of `mcprt budget-server`.
   std::optional<std::string> fleet_budget;
+  std::string caf_tls_cert, caf_tls_key, caf_tls_ca; // to reach it over TLS
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

@@ -530,6 +530,9 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     if (!fleet_address)
       return make_error(errc::io_error, "runtime: fleet budget: expected HOST:PORT, got '" +
                                           escape_for_display(*opts.fleet_budget) + "'");
+    if (opts.fleet_tls && !sys.has_openssl_manager())
+      return make_error(errc::io_error, "runtime: a fleet budget over TLS needs CAF's OpenSSL manager: "
+                                        "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
     if (!sys.has_middleman())
       return make_error(errc::io_error, "runtime: a fleet budget needs CAF's middleman: "
                                         "cfg.load<caf::io::middleman>() before the actor system starts");
@@ -633,6 +636,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
       fo.host = fleet_address->first;
       fo.port = fleet_address->second;
       fo.node = make_fleet_node_id();
+      fo.tls = opts.fleet_tls;
       p->fleet = spawn_fleet_link(sys, std::move(fo));
     }
     if (opts.mode != budget_mode::off || p->fleet)

@@ -200,6 +200,11 @@ struct runtime_options {
   /// (docs/distribution.md). Needs the pool, and an actor system that
   /// loaded caf::io::middleman (`cfg.load<caf::io::middleman>()`).
   std::optional<std::string> fleet_budget;
+  /// Reach the fleet budget server over TLS with mutual authentication: the
+  /// actor system loaded caf::openssl::manager, with this node's
+  /// certificate, key and CA in its config (`openssl_certificate`,
+  /// `openssl_key`, `openssl_cafile`).
+  bool fleet_tls = false;
 };
 
 // -- progress and cancel of tool calls (issue 15) ----------------------------------

@@ -14,7 +14,8 @@ namespace {
 /// One workspace daemon with its own home and workspace, and `servers`
 /// user servers (s0, s1, ...: need no approval).
 struct fleet_node {
-  fleet_node(const fs::path& root, const std::string& name, int servers, const std::string& fleet) {
+  fleet_node(const fs::path& root, const std::string& name, int servers, const std::string& fleet,
+             const std::vector<std::string>& extra = {}) {
     home = root / (name + "-home");
     ws = root / (name + "-ws");
     fs::create_directories(home);
@@ -23,10 +24,11 @@ struct fleet_node {
     for (int i = 0; i < servers; ++i)
       all["s" + std::to_string(i)] = test_server_config({"--tools", "1"});
     write_file(home / ".mcprt" / "settings.json", json{{"mcpServers", all}}.dump(2));
-    daemon = std::make_unique<spawned>(std::vector<std::string>{"serve", "--workspace", ws.string(), "--home",
-                                                                home.string(), "--debounce-ms", "50",
-                                                                "--fleet-budget", fleet},
-                                       home);
+    std::vector<std::string> args{"serve",         ws.string(), "--home", home.string(), "--debounce-ms", "50",
+                                  "--fleet-budget", fleet};
+    args.insert(args.begin() + 1, "--workspace");
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon = std::make_unique<spawned>(args, home);
     auto first = daemon->line(60s);
     if (!first || first->rfind("listening on http://", 0) != 0) {
       ADD_FAILURE() << name << ": no 'listening on' line\nstderr:\n" << daemon->err();
@@ -74,23 +76,24 @@ protected:
 
   /// Starts the budget server (again on `port` when given); false with a
   /// test failure when it does not say where it listens.
-  bool start_budget_server(int budget, int port = 0, int lease_ms = 2000, int grace_ms = 0) {
-    budget_server_ = std::make_unique<spawned>(
-      std::vector<std::string>{"budget-server", "--caf-port", std::to_string(port), "--budget", std::to_string(budget),
-                               "--lease-ms", std::to_string(lease_ms), "--claim-grace-ms", std::to_string(grace_ms)},
-      home_);
+  bool start_budget_server(int budget, int port = 0, int lease_ms = 2000, int grace_ms = 0,
+                           const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"budget-server", "--caf-port", std::to_string(port), "--budget", std::to_string(budget),
+                                  "--lease-ms", std::to_string(lease_ms), "--claim-grace-ms", std::to_string(grace_ms)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    budget_server_ = std::make_unique<spawned>(args, home_);
     auto first = budget_server_->line(30s);
-    if (!first || first->rfind("listening on caf://", 0) != 0) {
+    if (!first || first->rfind("listening on caf", 0) != 0) {
       ADD_FAILURE() << "no 'listening on' line: " << first.value_or("<none>") << "\n" << budget_server_->err();
       return false;
     }
-    fleet_address_ = first->substr(std::string("listening on caf://").size());
+    fleet_address_ = first->substr(first->find("://") + 3);
     caf_port_ = std::stoi(fleet_address_.substr(fleet_address_.rfind(':') + 1));
     return true;
   }
 
-  fleet_node& add_node(const std::string& name, int servers) {
-    nodes_.push_back(std::make_unique<fleet_node>(root_, name, servers, fleet_address_));
+  fleet_node& add_node(const std::string& name, int servers, const std::vector<std::string>& extra = {}) {
+    nodes_.push_back(std::make_unique<fleet_node>(root_, name, servers, fleet_address_, extra));
     return *nodes_.back();
   }
 
@@ -251,6 +254,57 @@ TEST_F(fleet_test, nodes_keep_their_servers_while_the_budget_server_is_down_and_
   EXPECT_EQ(connected_in_fleet(), 3);
 }
 
+/// A CA, a certificate it signed for the budget server and one for a node,
+/// and a rogue certificate signed by another CA, with the openssl command.
+bool make_certificates(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::string d = dir.string();
+  write_file(dir / "ext.cnf", "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  std::string script =
+    "set -e; cd '" + d + "'; "
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=fleet-ca 2>/dev/null; "
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=other 2>/dev/null; "
+    "for n in server node rogue; do "
+    "  ca=ca; [ $n = rogue ] && ca=other-ca; "
+    "  openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n 2>/dev/null; "
+    "  openssl x509 -req -in $n.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $n.pem -days 2 -extfile ext.cnf 2>/dev/null; "
+    "done";
+  write_file(dir / "make.sh", script);
+  return std::system(("bash '" + (dir / "make.sh").string() + "'").c_str()) == 0;
+}
+
+TEST_F(fleet_test, over_tls_only_a_node_whose_certificate_the_ca_signed_gets_a_slot) {
+  auto tls = root_ / "tls";
+  ASSERT_TRUE(make_certificates(tls)) << "the openssl command failed (scripts/setup.sh installs it)";
+  auto f = [&](const std::string& name) { return (tls / name).string(); };
+  ASSERT_TRUE(start_budget_server(2, 0, 2000, 0,
+                                  {"--caf-tls-cert", f("server.pem"), "--caf-tls-key", f("server.key"), "--caf-tls-ca",
+                                   f("ca.pem")}));
+  auto& good = add_node("good", 1, {"--caf-tls-cert", f("node.pem"), "--caf-tls-key", f("node.key"), "--caf-tls-ca", f("ca.pem")});
+  ASSERT_TRUE(wait_until(good, [&] { return good.connected() == 1; })) << good.snapshot().dump(2) << good.daemon->err();
+  EXPECT_EQ(good.fleet().value("state", ""), "connected");
+  // Signed by another CA: the handshake fails, the node cannot reach the
+  // fleet, and its server is refused.
+  auto& rogue =
+    add_node("rogue", 1, {"--caf-tls-cert", f("rogue.pem"), "--caf-tls-key", f("rogue.key"), "--caf-tls-ca", f("ca.pem")});
+  ASSERT_TRUE(wait_until(rogue, [&] {
+    auto fl = rogue.fleet();
+    auto s = rogue.snapshot();
+    auto* s0 = s.is_object() ? find_server(s, "s0") : nullptr;
+    return fl.value("status", json(nullptr)) == "fleet_unreachable" && s0 && (*s0)["reason"] == "budget_exhausted";
+  })) << rogue.snapshot().dump(2) << rogue.daemon->err();
+  EXPECT_NE(rogue.fleet().value("error", json("")).get<std::string>().find("cannot connect"), std::string::npos);
+  EXPECT_EQ(rogue.connected(), 0);
+  // A plain node cannot talk to a TLS budget server either.
+  auto& plain = add_node("plain", 1);
+  ASSERT_TRUE(wait_until(plain, [&] { return plain.fleet().value("status", json(nullptr)) == "fleet_unreachable"; }))
+    << plain.fleet().dump();
+  EXPECT_EQ(plain.connected(), 0);
+  EXPECT_FALSE(budget_server_->wait_exit(0ms).has_value()) << "the budget server lives on\n" << budget_server_->err();
+  EXPECT_EQ(good.connected(), 1);
+  EXPECT_EQ(good.fleet().value("state", ""), "connected");
+}
+
 TEST_F(fleet_test, bad_fleet_flags_are_refused_before_anything_starts) {
   auto r = mcprt({"serve", "--workspace", ws_.string(), "--fleet-budget", "nohost"});
   EXPECT_EQ(r.code, 2) << r.err;
@@ -261,4 +315,13 @@ TEST_F(fleet_test, bad_fleet_flags_are_refused_before_anything_starts) {
   r = mcprt({"budget-server", "--budget", "3", "--caf-host", "0.0.0.0"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("loopback"), std::string::npos) << r.err;
+  r = mcprt({"budget-server", "--budget", "3", "--caf-tls-cert", "/nonexistent.pem"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("all three"), std::string::npos) << r.err;
+  r = mcprt({"budget-server", "--budget", "3", "--caf-tls-cert", "/nonexistent.pem", "--caf-tls-key", "/x.key",
+             "--caf-tls-ca", "/ca.pem"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not a file"), std::string::npos) << r.err;
+  r = mcprt({"serve", "--workspace", ws_.string(), "--caf-tls-cert", "/a", "--caf-tls-key", "/b", "--caf-tls-ca", "/c"});
+  EXPECT_EQ(r.code, 2);
 }
