@@ -19,12 +19,14 @@ namespace {
 using fleet_budget_impl = fleet_budget_actor::extend<caf::reacts_to<atom::tick>, caf::reacts_to<atom::fleet_free>>;
 
 /// Node ids and server names come from other processes: bounded, so that a
-/// peer cannot grow the books without end.
+/// peer cannot grow the books without end. A node id never holds '@', so a
+/// slot's key `name@node` cannot name another node's slot.
 constexpr std::size_t max_name_bytes = 512;
 constexpr std::size_t max_held_per_node = 100000;
 
 bool acceptable(const std::string& node, const std::string& name) {
-  return !node.empty() && !name.empty() && node.size() <= max_name_bytes && name.size() <= max_name_bytes;
+  return !node.empty() && !name.empty() && node.size() <= max_name_bytes && name.size() <= max_name_bytes &&
+         node.find('@') == std::string::npos;
 }
 
 struct fleet_budget_state {

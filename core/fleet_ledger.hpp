@@ -70,6 +70,8 @@ public:
   const std::map<std::string, node_state>& nodes() const { return nodes_; }
 
   /// `name@node`: a slot's key in the budget ledger and in its events.
+  /// Node ids hold no '@' (the budget server refuses them), so the key is
+  /// unambiguous whatever the server name.
   static std::string slot_key(const std::string& node, const std::string& name);
 
 private:
