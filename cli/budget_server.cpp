@@ -10,7 +10,6 @@
 #include <caf/openssl/all.hpp>
 #include <filesystem>
 #include <fstream>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/fleet_budget.hpp"
@@ -76,11 +75,8 @@ int run_budget_server(const budget_server_flags& f) {
     return fail_usage("refusing to listen on non-loopback address " + f.caf_host +
                       " without TLS: pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca");
 
-  auto logger = std::make_shared<spdlog::logger>("mcprt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  logger->set_level(spdlog::level::from_str(f.log_level));
-  logger->flush_on(spdlog::level::trace);
-  spdlog::set_default_logger(logger);
+  // Node ids and server names in its log lines come from other processes.
+  setup_logging(f.log_level, "text");
 
   sigset_t set;
   sigemptyset(&set);

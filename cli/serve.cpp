@@ -2,6 +2,7 @@
 
 #include "cli/serve.hpp"
 #include "cli/budget_server.hpp"
+#include "core/http_url.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -149,14 +150,19 @@ public:
   std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<json_formatter>(); }
 };
 
-void setup_logging(const serve_flags& f) {
+
+} // namespace
+
+void setup_logging(const std::string& level, const std::string& format) {
   auto logger = std::make_shared<spdlog::logger>("mcprt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  if (f.log_format == "json") logger->set_formatter(std::make_unique<json_formatter>());
+  if (format == "json") logger->set_formatter(std::make_unique<json_formatter>());
   else logger->set_formatter(std::make_unique<escaping_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v"));
-  logger->set_level(spdlog::level::from_str(f.log_level));
+  logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
 }
+
+namespace {
 
 // -- signals -------------------------------------------------------------------------
 
@@ -279,8 +285,7 @@ int run_serve(const serve_flags& f) {
   }
   opts.pool = !f.no_pool;
   if (f.fleet_budget) {
-    auto a = parse_listen(*f.fleet_budget);
-    if (!a.error.empty() || a.port <= 0) bad.push_back("--fleet-budget: expected HOST:PORT, got '" + escape_for_display(*f.fleet_budget) + "'");
+    if (!parse_host_port(*f.fleet_budget)) bad.push_back("--fleet-budget: expected HOST:PORT, got '" + escape_for_display(*f.fleet_budget) + "'");
     else if (f.no_pool) bad.push_back("--fleet-budget needs the pool: not with --no-pool");
     opts.fleet_budget = f.fleet_budget;
   }
@@ -331,7 +336,7 @@ int run_serve(const serve_flags& f) {
   if (!bounded(f.host_request_timeout_ms, 10, 3600000))
     return fail_usage("--host-request-timeout must be between 10 and 3600000 (ms)");
 
-  setup_logging(f);
+  setup_logging(f.log_level, f.log_format);
   fs::path daemon_path = daemon_file(opts.workspace.string());
   {
     // Only a daemon of this workspace that still runs keeps us out; a file

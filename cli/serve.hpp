@@ -61,6 +61,11 @@ struct listen_address {
   std::string error;
 };
 listen_address parse_listen(const std::string& s);
+
+/// The process's logger on stderr: `format` text or json, every message
+/// escaped when it holds control characters or invalid UTF-8 (what other
+/// processes send may reach a log line).
+void setup_logging(const std::string& level, const std::string& format);
 bool is_loopback(const std::string& host);
 
 } // namespace mcprt::cli
