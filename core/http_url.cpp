@@ -83,4 +83,19 @@ std::optional<http_url> http_url::parse(std::string_view url, std::string* error
   return out;
 }
 
+std::optional<host_port> parse_host_port(std::string_view text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size() || text.size() > 300)
+    return std::nullopt;
+  auto host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host.find_first_of(" []/") != std::string_view::npos) return std::nullopt;
+  auto port_text = text.substr(colon + 1);
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  auto port = std::stoul(std::string(port_text));
+  if (port == 0 || port > 65535) return std::nullopt;
+  return host_port{std::string(host), static_cast<uint16_t>(port)};
+}
+
 } // namespace mcprt

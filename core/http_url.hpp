@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,5 +26,14 @@ struct http_url {
   /// echoes the URL's query or user info (they may carry credentials).
   static std::optional<http_url> parse(std::string_view url, std::string* error = nullptr);
 };
+
+/// A peer's address as `--fleet-budget` takes it: `HOST:PORT` or
+/// `[IPV6]:PORT`, port 1-65535, at most 300 bytes.
+struct host_port {
+  std::string host;
+  uint16_t port = 0;
+};
+
+std::optional<host_port> parse_host_port(std::string_view text);
 
 } // namespace mcprt

@@ -12,6 +12,7 @@
 
 #include "actors/budget.hpp"
 #include "actors/fleet_link.hpp"
+#include "core/http_url.hpp"
 #include "actors/connection.hpp"
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
@@ -132,20 +133,6 @@ std::string budget_status(const budget_snapshot& b) {
   if (b.limited && static_cast<double>(b.reserved_count) >= budget_warn_fraction * static_cast<double>(b.budget))
     return "warning";
   return "ok";
-}
-
-/// `HOST:PORT` or `[V6]:PORT`, port 1-65535.
-std::optional<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() || text.size() > 300) return std::nullopt;
-  auto host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty() || host.find_first_of(" []/") != std::string::npos) return std::nullopt;
-  auto port_text = text.substr(colon + 1);
-  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  auto port = std::stoul(port_text);
-  if (port == 0 || port > 65535) return std::nullopt;
-  return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
 json fleet_json(const fleet_status& f) {
@@ -523,7 +510,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (!prof) return make_error(errc::io_error, "runtime: unknown profile '" + opts.profile + "' (mcprt, qwen or gemini)");
   if (opts.mode == budget_mode::enforce && !opts.budget)
     return make_error(errc::io_error, "runtime: budget mode enforce needs a budget");
-  std::optional<std::pair<std::string, uint16_t>> fleet_address;
+  std::optional<host_port> fleet_address;
   if (opts.fleet_budget) {
     if (!opts.pool) return make_error(errc::io_error, "runtime: a fleet budget needs the pool (not with MCPRT_NO_POOL)");
     fleet_address = parse_host_port(*opts.fleet_budget);
@@ -633,8 +620,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (opts.pool) {
     if (fleet_address) {
       fleet_link_options fo;
-      fo.host = fleet_address->first;
-      fo.port = fleet_address->second;
+      fo.host = fleet_address->host;
+      fo.port = fleet_address->port;
       fo.node = make_fleet_node_id();
       fo.tls = opts.fleet_tls;
       p->fleet = spawn_fleet_link(sys, std::move(fo));

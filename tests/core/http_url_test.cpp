@@ -84,3 +84,18 @@ TEST(HttpUrl, RejectsHostsThatWouldReadBackAsAnotherUrl) {
     EXPECT_EQ(again->host, u->host);
   }
 }
+
+TEST(HostPort, TakesHostColonPortAndBracketedIpv6AndNothingElse) {
+  auto a = parse_host_port("127.0.0.1:4242");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 4242);
+  auto b = parse_host_port("[::1]:65535");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->port, 65535);
+  for (auto bad : {"", "nohost", ":80", "host:", "host:0", "host:65536", "host:123456", "host:8o", "[]:80",
+                   "a b:80", "a/b:80"})
+    EXPECT_FALSE(parse_host_port(bad)) << bad;
+  EXPECT_FALSE(parse_host_port(std::string(300, 'h') + ":80"));
+}
