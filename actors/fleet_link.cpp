@@ -32,7 +32,6 @@ struct fleet_link_state {
   std::set<std::string> held;
   fleet_info info;
   bool informed = false;
-  std::chrono::steady_clock::time_point last_renewal;
   bool renewing = false;
   std::vector<fleet_listener_actor> listeners;
   /// Reserves made before the first connection was up: they wait for it
@@ -95,7 +94,6 @@ void renew(self_ptr self) {
         st.renewing = false;
         st.info = std::move(info);
         st.informed = true;
-        st.last_renewal = std::chrono::steady_clock::now();
         if (st.state != "connected") {
           spdlog::info("fleet budget {}: connected ({} of {} slots reserved)", address(st.opts),
                        st.info.reserved_count, st.info.limited ? std::to_string(st.info.budget) : "unlimited");
@@ -196,13 +194,13 @@ fleet_link_impl::behavior_type fleet_link_behavior(self_ptr self, fleet_link_opt
     },
     [self](atom::tick) {
       auto& st = self->state;
-      if (!st.server) {
-        connect(self);
-      } else {
-        auto lease = std::chrono::milliseconds(st.informed ? st.info.lease_ms : 3000);
-        if (std::chrono::steady_clock::now() - st.last_renewal >= lease / 3) renew(self);
-      }
-      self->delayed_send(self, st.opts.retry, atom::tick_v);
+      auto lease = std::chrono::milliseconds(st.informed ? st.info.lease_ms : 3000);
+      if (!st.server) connect(self);
+      else renew(self);
+      // Connected, a tick is a renewal, every third of the lease: no
+      // wake-ups between.
+      auto next = st.state == "connected" ? std::max<std::chrono::milliseconds>(lease / 3, st.opts.retry) : st.opts.retry;
+      self->delayed_send(self, next, atom::tick_v);
     },
     [self](atom::snapshot) {
       auto& st = self->state;
