@@ -14,6 +14,7 @@
 
 #include "actors/fleet_budget.hpp"
 #include "cli/serve.hpp"
+#include "io/openssl_error_queue.hpp"
 #include "messages/messages.hpp"
 
 namespace mcprt::cli {
@@ -50,6 +51,7 @@ void use_caf_tls(caf::actor_system_config& cfg, const caf_tls_flags& t) {
   cfg.openssl_cafile = t.ca;
   cfg.load<caf::io::middleman>();
   cfg.load<caf::openssl::manager>();
+  io::clear_openssl_errors_before_io();
 }
 
 int run_budget_server(const budget_server_flags& f) {

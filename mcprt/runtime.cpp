@@ -28,6 +28,7 @@
 #include "core/untrusted_text.hpp"
 #include "core/settings.hpp"
 #include "io/http_transport.hpp"
+#include "io/openssl_error_queue.hpp"
 #include "io/reactor.hpp"
 #include "mcprt/host_bridge.hpp"
 #include "mcprt/version.hpp"
@@ -520,6 +521,9 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     if (opts.fleet_tls && !sys.has_openssl_manager())
       return make_error(errc::io_error, "runtime: a fleet budget over TLS needs CAF's OpenSSL manager: "
                                         "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
+    if (opts.fleet_tls && !io::clear_openssl_errors_before_io())
+      spdlog::warn("runtime: SSL_read is not mcprt's in this program (are library symbols hidden?): a stranger's "
+                   "failed TLS handshake can cut the fleet connection");
     if (!sys.has_middleman())
       return make_error(errc::io_error, "runtime: a fleet budget needs CAF's middleman: "
                                         "cfg.load<caf::io::middleman>() before the actor system starts");

@@ -317,6 +317,49 @@ TEST_F(fleet_test, over_tls_only_a_node_whose_certificate_the_ca_signed_gets_a_s
   EXPECT_EQ(good.fleet().value("state", ""), "connected");
 }
 
+/// Opens a TCP connection to 127.0.0.1:`port`, writes `bytes` and closes.
+void send_and_close(int port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+    (void)!::write(fd, bytes.data(), bytes.size());
+  ::close(fd);
+}
+
+// A failed handshake left OpenSSL's per-thread error queue full, and CAF's
+// next read on an established connection of that thread took the stale
+// error for its own: anyone who could reach the port could cut every node
+// off, once per renewal.
+TEST_F(fleet_test, over_tls_failed_handshakes_of_strangers_do_not_cut_off_a_connected_node) {
+  auto tls = root_ / "tls";
+  ASSERT_TRUE(make_certificates(tls)) << "the openssl command failed (scripts/setup.sh installs it)";
+  auto f = [&](const std::string& name) { return (tls / name).string(); };
+  ASSERT_TRUE(start_budget_server(2, 0, 300, 0,
+                                  {"--caf-tls-cert", f("server.pem"), "--caf-tls-key", f("server.key"), "--caf-tls-ca",
+                                   f("ca.pem")}));
+  auto& good = add_node("good", 1, {"--caf-tls-cert", f("node.pem"), "--caf-tls-key", f("node.key"), "--caf-tls-ca", f("ca.pem")});
+  ASSERT_TRUE(wait_until(good, [&] { return good.connected() == 1 && good.fleet().value("state", "") == "connected"; }))
+    << good.snapshot().dump(2) << good.daemon->err();
+  // Garbage where a ClientHello belongs, every 20 ms for 3 s: about 30
+  // renewals of the good node fall between a failure and the next stranger.
+  auto until = clock_type::now() + 3s;
+  int strangers = 0;
+  while (clock_type::now() < until) {
+    send_and_close(caf_port_, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    ++strangers;
+    ::poll(nullptr, 0, 20);
+  }
+  EXPECT_GT(strangers, 50);
+  EXPECT_EQ(good.fleet().value("state", ""), "connected");
+  EXPECT_EQ(good.daemon->err().find("unreachable"), std::string::npos) << good.daemon->err();
+  EXPECT_EQ(good.connected(), 1);
+  EXPECT_FALSE(budget_server_->wait_exit(0ms).has_value()) << budget_server_->err();
+}
+
 TEST_F(fleet_test, bad_fleet_flags_are_refused_before_anything_starts) {
   auto r = mcprt({"serve", "--workspace", ws_.string(), "--fleet-budget", "nohost"});
   EXPECT_EQ(r.code, 2) << r.err;
