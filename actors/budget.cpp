@@ -33,6 +33,9 @@ struct budget_state {
   };
   /// Reserves waiting for the fleet's answer, by name.
   std::map<std::string, std::vector<waiter>> asking;
+  /// Names released while the fleet was asked: its grant goes straight
+  /// back, or the fleet would hold a slot no server uses, renewed forever.
+  std::set<std::string> released_while_asking;
   /// end_pass messages held until the fleet has answered every reserve.
   std::size_t held_end_passes = 0;
 };
@@ -98,7 +101,12 @@ void settle(self_ptr self, const std::string& name, fleet_grant g) {
   auto& ledger = *st.ledger;
   std::vector<budget_event> out;
   bool granted = g == fleet_grant::reserved || g == fleet_grant::already_held;
-  if (granted) {
+  if (st.released_while_asking.erase(name) != 0) {
+    // Every waiter released before the answer came: nobody takes the slot.
+    if (granted) self->send(st.fleet, atom::release_v, name);
+    for (auto& w : waiters)
+      w.rp.deliver(reserve_reply::refused);
+  } else if (granted) {
     st.fleet_held.insert(name);
     ledger.clear_refusal(name);
   } else {
@@ -112,7 +120,8 @@ void settle(self_ptr self, const std::string& name, fleet_grant g) {
   publish_all(self, out);
   bool first = true;
   for (auto& w : waiters) {
-    w.rp.deliver(granted ? (first ? reserve_reply::reserved : reserve_reply::already_held) : reserve_reply::refused);
+    if (w.rp.pending())
+      w.rp.deliver(granted ? (first ? reserve_reply::reserved : reserve_reply::already_held) : reserve_reply::refused);
     first = false;
   }
   if (st.asking.empty())
@@ -127,6 +136,17 @@ caf::result<reserve_reply> reserve(self_ptr self, const std::string& name, std::
   if (st.fleet && st.fleet_held.count(name) != 0) return reserve_reply::already_held;
   if (st.fleet) {
     if (auto i = st.asking.find(name); i != st.asking.end()) {
+      if (st.released_while_asking.count(name) != 0) {
+        // The name is wanted again: it needs its local slot back, and then
+        // the answer on its way is its own.
+        if (ledger.reserve(name, out) == reserve_result::refused) {
+          if (transport) ledger.record_refusal(name, *transport, out);
+          publish_all(self, out);
+          return reserve_reply::refused;
+        }
+        publish_all(self, out);
+        st.released_while_asking.erase(name);
+      }
       auto rp = self->make_response_promise<reserve_reply>();
       i->second.push_back({rp, std::move(transport)});
       return rp;
@@ -175,6 +195,7 @@ budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::si
     [self](atom::release, const std::string& name) {
       auto& st = self->state;
       auto freed = st.ledger->release(name);
+      if (st.fleet && st.asking.count(name) != 0) st.released_while_asking.insert(name);
       if (st.fleet && st.fleet_held.erase(name) != 0) {
         self->send(st.fleet, atom::release_v, name);
         freed = true;

@@ -627,3 +627,42 @@ TEST_F(Budget, AFreedFleetSlotWakesTheListenersOnlyWhileRefusalsWait) {
   tell(link, atom::fleet_free_v);
   EXPECT_EQ(drain<budget_slot_freed>().size(), 1u);
 }
+
+TEST_F(Budget, ANameReleasedWhileTheFleetIsAskedGivesTheGrantStraightBack) {
+  auto log = std::make_shared<names>();
+  auto link = track(sys.spawn(fake_fleet, std::size_t{5}, log));
+  auto b = track(spawn_budget(sys, 3, budget_mode::enforce, "workspace", bus, link));
+  sched.run();
+  auto x = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"});
+  sched.run_once(); // the budget asks the fleet
+  auto released = self->request(b, caf::infinite, atom::release_v, std::string{"x"});
+  sched.run(); // the release is read before the fleet's answer
+  EXPECT_EQ(take(self, std::move(x)), reserve_reply::refused);
+  bool freed = false;
+  std::move(released).receive([&](bool f) { freed = f; }, [](caf::error&) {});
+  EXPECT_TRUE(freed);
+  EXPECT_EQ(*log, (names{"reserve x", "release x"})) << "the fleet keeps no slot for x";
+  EXPECT_TRUE(snapshot(b).reserved.empty());
+  // Reserved again, x is asked for again: nothing stayed 'held'.
+  EXPECT_EQ(reserve(b, "x"), reserve_reply::reserved);
+  EXPECT_EQ(log->back(), "reserve x");
+  EXPECT_EQ(snapshot(b).reserved, names{"x"});
+}
+
+TEST_F(Budget, ANameReservedAgainWhileTheFleetIsAskedTakesTheAnswerOnItsWay) {
+  auto log = std::make_shared<names>();
+  auto link = track(sys.spawn(fake_fleet, std::size_t{5}, log));
+  auto b = track(spawn_budget(sys, 3, budget_mode::enforce, "workspace", bus, link));
+  sched.run();
+  auto first = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"});
+  sched.run_once();
+  self->send(b, atom::release_v, std::string{"x"});
+  auto again = self->request(b, caf::infinite, atom::reserve_v, std::string{"x"});
+  sched.run();
+  EXPECT_NE(take(self, std::move(first)), reserve_reply::refused);
+  EXPECT_NE(take(self, std::move(again)), reserve_reply::refused);
+  EXPECT_EQ(*log, names{"reserve x"}) << "one grant, kept";
+  EXPECT_EQ(snapshot(b).reserved, names{"x"});
+  EXPECT_TRUE(release(b, "x"));
+  EXPECT_EQ(log->back(), "release x");
+}
