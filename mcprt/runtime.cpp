@@ -657,7 +657,13 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->watcher = spawn_watcher(sys, wo, p->gating, p->bus);
   // The first reading reaches the gating actor before any session attaches.
   auto first = p->ask<bool>(p->watcher, std::chrono::seconds(30), atom::reload_v);
-  if (!first) return first.error();
+  if (!first) {
+    auto err = std::move(first.error());
+    // Everything above runs already: a runtime of it stops it on the way out.
+    runtime started(std::move(p));
+    started.shutdown();
+    return err;
+  }
   caf::anon_send(p->gating, atom::start_v);
   return std::unique_ptr<runtime>(new runtime(std::move(p)));
 }
