@@ -285,20 +285,23 @@ bool make_certificates(const fs::path& dir) {
   return std::system(("bash '" + (dir / "make.sh").string() + "'").c_str()) == 0;
 }
 
+/// The TLS flags of `who` (server, node or rogue), with the files
+/// make_certificates wrote to `dir`; every end trusts the fleet's CA.
+std::vector<std::string> tls_flags(const fs::path& dir, const std::string& who) {
+  return {"--caf-tls-cert", (dir / (who + ".pem")).string(), "--caf-tls-key", (dir / (who + ".key")).string(),
+          "--caf-tls-ca",   (dir / "ca.pem").string()};
+}
+
 TEST_F(fleet_test, over_tls_only_a_node_whose_certificate_the_ca_signed_gets_a_slot) {
   auto tls = root_ / "tls";
   ASSERT_TRUE(make_certificates(tls)) << "the openssl command failed (scripts/setup.sh installs it)";
-  auto f = [&](const std::string& name) { return (tls / name).string(); };
-  ASSERT_TRUE(start_budget_server(2, 0, 2000, 0,
-                                  {"--caf-tls-cert", f("server.pem"), "--caf-tls-key", f("server.key"), "--caf-tls-ca",
-                                   f("ca.pem")}));
-  auto& good = add_node("good", 1, {"--caf-tls-cert", f("node.pem"), "--caf-tls-key", f("node.key"), "--caf-tls-ca", f("ca.pem")});
+  ASSERT_TRUE(start_budget_server(2, 0, 2000, 0, tls_flags(tls, "server")));
+  auto& good = add_node("good", 1, tls_flags(tls, "node"));
   ASSERT_TRUE(wait_until(good, [&] { return good.connected() == 1; })) << good.snapshot().dump(2) << good.daemon->err();
   EXPECT_EQ(good.fleet().value("state", ""), "connected");
   // Signed by another CA: the handshake fails, the node cannot reach the
   // fleet, and its server is refused.
-  auto& rogue =
-    add_node("rogue", 1, {"--caf-tls-cert", f("rogue.pem"), "--caf-tls-key", f("rogue.key"), "--caf-tls-ca", f("ca.pem")});
+  auto& rogue = add_node("rogue", 1, tls_flags(tls, "rogue"));
   ASSERT_TRUE(wait_until(rogue, [&] {
     auto fl = rogue.fleet();
     auto s = rogue.snapshot();
@@ -337,11 +340,8 @@ void send_and_close(int port, const std::string& bytes) {
 TEST_F(fleet_test, over_tls_failed_handshakes_of_strangers_do_not_cut_off_a_connected_node) {
   auto tls = root_ / "tls";
   ASSERT_TRUE(make_certificates(tls)) << "the openssl command failed (scripts/setup.sh installs it)";
-  auto f = [&](const std::string& name) { return (tls / name).string(); };
-  ASSERT_TRUE(start_budget_server(2, 0, 300, 0,
-                                  {"--caf-tls-cert", f("server.pem"), "--caf-tls-key", f("server.key"), "--caf-tls-ca",
-                                   f("ca.pem")}));
-  auto& good = add_node("good", 1, {"--caf-tls-cert", f("node.pem"), "--caf-tls-key", f("node.key"), "--caf-tls-ca", f("ca.pem")});
+  ASSERT_TRUE(start_budget_server(2, 0, 300, 0, tls_flags(tls, "server")));
+  auto& good = add_node("good", 1, tls_flags(tls, "node"));
   ASSERT_TRUE(wait_until(good, [&] { return good.connected() == 1 && good.fleet().value("state", "") == "connected"; }))
     << good.snapshot().dump(2) << good.daemon->err();
   // Garbage where a ClientHello belongs, every 20 ms for 3 s: about 30
