@@ -31,6 +31,7 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::call_progress, "call_progress"},
   {event_kind::auth_required, "auth_required"},
   {event_kind::server_log, "server_log"},
+  {event_kind::disconnected, "disconnected"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -284,6 +285,10 @@ void to_json(json& j, const server_log& x) {
   if (!x.logger.empty()) j["logger"] = x.logger;
   if (x.dropped > 0) j["dropped"] = x.dropped;
   if (!x.call_ids.empty()) j["call_ids"] = x.call_ids;
+}
+
+void to_json(json& j, const disconnected& x) {
+  j = json{{"node", x.node}, {"reason", x.reason}};
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

@@ -52,6 +52,8 @@ enum class event_kind : uint8_t {
   auth_required,
   // -- the gateway (issue 17) --
   server_log,
+  // -- remote hosts (issue 19) --
+  disconnected,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -527,6 +529,22 @@ typename Inspector::result_type inspect(Inspector& f, server_log& x) {
 
 void to_json(nlohmann::json& j, const server_log& x);
 
+/// {"node", "reason"}: a host's remote workspace node (runtime::connect)
+/// went away. The host's runtime sends it to its own subscribers, last:
+/// their subscription at the node has ended with the connection. `node` is
+/// HOST:PORT as the host gave it.
+struct disconnected {
+  std::string node;
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, disconnected& x) {
+  return f(caf::meta::type_name("mcprt.events.disconnected"), x.node, x.reason);
+}
+
+void to_json(nlohmann::json& j, const disconnected& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -651,9 +669,9 @@ using event_payload =
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
                events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
                events::elicitation_requested, events::sampling_requested, events::host_request_ended,
-               events::call_progress, events::auth_required, events::server_log>;
+               events::call_progress, events::auth_required, events::server_log, events::disconnected>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::server_log) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::disconnected) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -799,4 +817,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::call_progress))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::auth_required))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::server_log))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::disconnected))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

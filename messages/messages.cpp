@@ -3,6 +3,7 @@
 #include "messages/workspace.hpp"
 #include "messages/hot_reload.hpp"
 #include "messages/fleet.hpp"
+#include "messages/remote.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -32,6 +33,7 @@ std::string to_string(errc x) {
     case errc::bad_request: return "bad_request";
     case errc::cancelled: return "cancelled";
     case errc::needs_auth: return "needs_auth";
+    case errc::disconnected: return "disconnected";
   }
   return "unknown";
 }
@@ -66,6 +68,7 @@ void add_mcprt_types(caf::actor_system_config& cfg) {
   add_workspace_types(cfg);
   add_hot_reload_types(cfg);
   add_fleet_types(cfg);
+  add_remote_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);
 }
 

@@ -49,6 +49,8 @@ enum class errc : uint8_t {
   cancelled,        // the caller cancelled the tool call
   // -- OAuth (issue 16) --
   needs_auth,       // the server wants an authorization a person must give (mcprt auth)
+  // -- remote hosts (issue 19) --
+  disconnected,     // the remote workspace node went away (runtime::connect)
 };
 
 std::string to_string(errc x);
