@@ -391,11 +391,18 @@ int main(int argc, char** argv) {
                     "HOST:PORT of an `mcprt budget-server`: every server spawned also takes a slot of the fleet's "
                     "budget; while it cannot be reached, new servers are refused (its mode warn: started, with a warning) "
                     "and the snapshot's fleet.status says fleet_unreachable");
+  serve->add_option("--caf-port", serve_flags.caf_port,
+                    "Publish the workspace over CAF's middleman on this port (0: any free one) for C++ hosts "
+                    "(mcprt::runtime::connect); prints `listening on caf://HOST:PORT` after the HTTP line");
+  serve->add_option("--caf-host", serve_flags.caf_host,
+                    "Address --caf-port listens on (default 127.0.0.1; another than loopback needs --caf-tls-*)");
   serve->add_option("--caf-tls-cert", serve_flags.caf_tls_cert,
-                    "With --fleet-budget: this node's PEM certificate, signed by the budget server's CA");
-  serve->add_option("--caf-tls-key", serve_flags.caf_tls_key, "With --fleet-budget: the PEM key of --caf-tls-cert");
+                    "With --fleet-budget or --caf-port: this node's PEM certificate, signed by the --caf-tls-ca");
+  serve->add_option("--caf-tls-key", serve_flags.caf_tls_key,
+                    "With --fleet-budget or --caf-port: the PEM key of --caf-tls-cert");
   serve->add_option("--caf-tls-ca", serve_flags.caf_tls_ca,
-                    "With --fleet-budget: the PEM CA the budget server's certificate must be signed by");
+                    "With --fleet-budget or --caf-port: the PEM CA every peer's certificate must be signed by "
+                    "(mutual authentication)");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

@@ -27,6 +27,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -43,6 +44,7 @@
 #include "core/workspace_view.hpp"
 #include "mcprt/gateway.hpp"
 #include "mcprt/runtime.hpp"
+#include "mcprt/workspace_node.hpp"
 #include "mcprt/version.hpp"
 
 namespace mcprt::cli {
@@ -291,8 +293,17 @@ int run_serve(const serve_flags& f) {
   }
   caf_tls_flags tls{f.caf_tls_cert, f.caf_tls_key, f.caf_tls_ca};
   if (auto t = check_caf_tls(tls); !t.empty()) bad.push_back(t);
-  else if (tls.any() && !f.fleet_budget) bad.push_back("--caf-tls-* are for --fleet-budget, which is not given");
-  opts.fleet_tls = tls.any();
+  else if (tls.any() && !f.fleet_budget && !f.caf_port)
+    bad.push_back("--caf-tls-* are for --fleet-budget or --caf-port, and neither is given");
+  opts.fleet_tls = tls.any() && f.fleet_budget;
+  if (f.caf_port) {
+    if (*f.caf_port < 0 || *f.caf_port > 65535) bad.push_back("--caf-port must be between 0 and 65535");
+    // Without TLS the middleman speaks plain CAF binary to anyone, and a
+    // host may do all a workspace allows: loopback only.
+    else if (!tls.any() && !is_loopback(f.caf_host))
+      bad.push_back("refusing --caf-host " + escape_for_display(f.caf_host) +
+                    " without TLS: pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca");
+  }
   if (bad.empty()) bad = apply_environment(opts);
   if (!bad.empty()) {
     for (auto& e : bad)
@@ -379,9 +390,9 @@ int run_serve(const serve_flags& f) {
   tune_allocator_for_messages();
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
-  // Only a fleet node pays for the middleman's thread.
-  if (opts.fleet_tls) use_caf_tls(cfg, tls);
-  else if (opts.fleet_budget) cfg.load<caf::io::middleman>();
+  // Only a fleet node or a published one pays for the middleman's thread.
+  if (tls.any()) use_caf_tls(cfg, tls);
+  else if (opts.fleet_budget || f.caf_port) cfg.load<caf::io::middleman>();
   if (f.scheduler == "caf") {
     // CAF's default is one worker per core already.
     if (f.threads > 0) cfg.set("scheduler.max-threads", static_cast<std::size_t>(f.threads));
@@ -477,6 +488,25 @@ int run_serve(const serve_flags& f) {
   api.listening_on(server.port());
   bool v6 = addr.host.find(':') != std::string::npos;
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(server.port());
+  // -- remote hosts (issue 19) ---------------------------------------------------------
+  workspace_node_actor node;
+  std::string caf_url;
+  if (f.caf_port) {
+    node = spawn_workspace_node(sys, rt);
+    auto port = tls.any()
+                  ? caf::openssl::publish(node, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true)
+                  : sys.middleman().publish(node, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true);
+    if (!port) {
+      spdlog::error("cannot listen on {}:{}: {}", f.caf_host, *f.caf_port, sys.render(port.error()));
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+      server.stop(std::chrono::seconds(2));
+      rt.shutdown();
+      return 1;
+    }
+    bool caf_v6 = f.caf_host.find(':') != std::string::npos;
+    caf_url = std::string(tls.any() ? "caf+tls://" : "caf://") + (caf_v6 ? "[" + f.caf_host + "]" : f.caf_host) +
+              ":" + std::to_string(*port);
+  }
   std::string werr;
   std::string written_daemon_file;
   // `approvals` (the store the runtime resolved) lets `mcprt approve
@@ -487,7 +517,8 @@ int run_serve(const serve_flags& f) {
                           {"pid", ::getpid()},
                           {"instance", instance},
                           {"workspace", opts.workspace.string()},
-                          {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()}},
+                          {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()},
+                          {"caf", caf_url.empty() ? json(nullptr) : json(caf_url)}},
                          werr)) {
     spdlog::error("{}", werr);
   } else {
@@ -496,6 +527,10 @@ int run_serve(const serve_flags& f) {
   // The file first: whoever reads the line can use the file at once.
   std::cout << "listening on " << url << std::endl;
   spdlog::info("listening on {}{}", url, token.empty() ? "" : " (bearer token required)");
+  if (!caf_url.empty()) {
+    std::cout << "listening on " << caf_url << std::endl;
+    spdlog::info("listening on {} for remote hosts", caf_url);
+  }
 
   // -- until a signal -----------------------------------------------------------------
   std::mutex mtx;
@@ -538,6 +573,9 @@ int run_serve(const serve_flags& f) {
   // server stops, so the tool calls waiting on them still get their answer.
   if (asks) asks->stop();
   server.stop(std::chrono::seconds(2));
+  // Hosts' sessions close with the runtime; the node actor must not
+  // outlive it.
+  if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
   auto drained = rt.shutdown();
   spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);
   ::unlink(daemon_path.c_str());

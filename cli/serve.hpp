@@ -42,7 +42,10 @@ struct serve_flags {
   long long gateway_idle_ms = 30LL * 60 * 1000; // a client session with no request this long ends
   // The fleet budget (issue 19): HOST:PORT of `mcprt budget-server`.
   std::optional<std::string> fleet_budget;
-  std::string caf_tls_cert, caf_tls_key, caf_tls_ca; // to reach it over TLS
+  std::string caf_tls_cert, caf_tls_key, caf_tls_ca; // to reach it (and serve hosts) over TLS
+  // Remote hosts (issue 19): publish the workspace over CAF's middleman.
+  std::optional<int> caf_port;
+  std::string caf_host = "127.0.0.1";
   // Not in --help: test knobs.
   long long keepalive_ms = 15000;
   long long sse_queue = 1024;

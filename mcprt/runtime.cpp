@@ -8,6 +8,9 @@
 #include <mutex>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/budget.hpp"
@@ -31,6 +34,7 @@
 #include "io/openssl_error_queue.hpp"
 #include "io/reactor.hpp"
 #include "mcprt/host_bridge.hpp"
+#include "mcprt/remote_link.hpp"
 #include "mcprt/version.hpp"
 #include "pool/pool_supervisor.hpp"
 #include "pool/private_pool.hpp"
@@ -428,6 +432,26 @@ std::vector<std::string> apply_environment(runtime_options& opts) {
   return r.errors;
 }
 
+/// A remote runtime's link to its node (runtime::connect).
+struct remote_state {
+  std::string address; // HOST:PORT as the host gave it
+  workspace_node_actor node;
+  remote_host_actor link;
+  /// False once the node went away; set under the call registry's lock, so
+  /// that a call either is failed by the loss or sees it when it starts.
+  std::atomic<bool> up{true};
+  std::mutex mtx;
+  std::string reason;
+  /// The sinks this host subscribed: each gets the last event.
+  std::vector<event_subscriber_actor> sinks;
+
+  caf::error gone() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return make_error(errc::disconnected, "the workspace node at " + address + " went away (" + reason +
+                                            "): runtime::connect again once it is back");
+  }
+};
+
 struct runtime::impl {
   caf::actor_system& sys;
   runtime_options opts;
@@ -451,6 +475,9 @@ struct runtime::impl {
   caf::actor deadlines; // call_deadline_sweeper over in_flight
   // Requests for the host (issue 15): null without host handlers.
   std::unique_ptr<host_bridge> host;
+  // Set: the workspace is a remote node's; the actor handles above are
+  // middleman proxies of its actors, and nothing here spawned them.
+  std::shared_ptr<remote_state> remote;
   // The roots connections started from now on offer (nullopt: none).
   std::shared_ptr<std::pair<std::mutex, std::optional<std::vector<mcp_root>>>> roots =
     std::make_shared<std::pair<std::mutex, std::optional<std::vector<mcp_root>>>>();
@@ -470,6 +497,7 @@ struct runtime::impl {
 
   template <class R, class Handle, class... Ts>
   caf::expected<R> ask(const Handle& h, caf::timespan timeout, Ts&&... xs) {
+    if (remote && !remote->up) return remote->gone();
     caf::scoped_actor self{sys};
     caf::expected<R> out{caf::error{}};
     self->request(h, timeout, std::forward<Ts>(xs)...)
@@ -492,6 +520,132 @@ struct runtime::impl {
 };
 
 runtime::runtime(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+namespace {
+
+/// The remote node went away (on the link's thread): every call in flight
+/// fails now, later ones fail as they start, and each subscriber gets the
+/// last event.
+void node_gone(const std::shared_ptr<remote_state>& r, const std::shared_ptr<call_registry>& calls,
+               const std::string& why) {
+  std::vector<event_subscriber_actor> sinks;
+  {
+    std::lock_guard<std::mutex> guard{r->mtx};
+    r->reason = why;
+    sinks = r->sinks;
+  }
+  std::vector<std::pair<std::shared_ptr<call_job>, caf::actor>> live;
+  {
+    std::lock_guard<std::mutex> guard{calls->mtx};
+    r->up = false;
+    for (auto& [id, entry] : calls->live)
+      live.emplace_back(entry.first.lock(), entry.second);
+  }
+  spdlog::warn("runtime: the workspace node at {} went away ({})", escape_for_display(r->address),
+               escape_for_display(why));
+  auto err = r->gone();
+  for (auto& [job, runner] : live) {
+    if (job) job->finish(err);
+    if (runner) caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
+  }
+  event ev;
+  ev.kind = event_kind::disconnected;
+  ev.payload = events::disconnected{r->address, why};
+  ev.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  json data;
+  events::to_json(data, ev.payload);
+  make_payload_safe(data);
+  ev.data.value = std::move(data);
+  for (auto& sink : sinks)
+    caf::anon_send(sink, ev);
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys, const std::string& host,
+                                                         uint16_t port, connect_options co) {
+  auto address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  if (!sys.has_middleman())
+    return make_error(errc::io_error, "runtime::connect needs CAF's middleman: "
+                                      "cfg.load<caf::io::middleman>() before the actor system starts");
+  if (co.tls && !sys.has_openssl_manager())
+    return make_error(errc::io_error, "runtime::connect over TLS needs CAF's OpenSSL manager: "
+                                      "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
+  if (co.tls && !io::clear_openssl_errors_before_io())
+    spdlog::warn("runtime: SSL_read is not mcprt's in this program (are library symbols hidden?): a failed TLS "
+                 "handshake elsewhere in this process can cut the connection to the node");
+  auto mm = co.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  caf::scoped_actor self{sys};
+  workspace_node_actor node;
+  caf::error err;
+  self->request(mm, co.timeout, caf::connect_atom::value, host, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+        if (!ptr)
+          err = make_error(errc::not_connected, "no actor is published at " + address);
+        else if (!sys.assignable<workspace_node_actor>(ifs))
+          err = make_error(errc::protocol_error,
+                           address + " is not an mcprt workspace node (mcprt serve --caf-port)");
+        else
+          node = caf::actor_cast<workspace_node_actor>(std::move(ptr));
+      },
+      [&](caf::error& e) { err = make_error(errc::not_connected, "cannot connect to " + address + ": " + sys.render(e)); });
+  if (!node) return err;
+  auto p = std::make_unique<impl>(sys);
+  auto r = std::make_shared<remote_state>();
+  r->address = address;
+  r->node = node;
+  p->remote = r;
+  // Weak: the link actor lives as long as its handle in `r`, and a strong
+  // reference back would keep both alive forever.
+  r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), calls = p->in_flight](const std::string& why) {
+    if (auto r = weak.lock()) node_gone(r, calls, why);
+  });
+  caf::expected<workspace_handles> h{caf::error{}};
+  self->request(node, co.timeout, atom::hello_v, r->link)
+    .receive([&](workspace_handles& x) { h = std::move(x); }, [&](caf::error& e) { h = std::move(e); });
+  if (!h) {
+    caf::anon_send_exit(r->link, caf::exit_reason::user_shutdown);
+    return make_error(errc::not_connected, address + " did not answer: " + sys.render(h.error()));
+  }
+  auto& o = p->opts;
+  o.workspace = h->workspace;
+  o.profile = h->profile;
+  o.trusted = h->trusted;
+  o.pool = h->pool;
+  if (h->limited) o.budget = h->budget;
+  o.mode = parse_budget_mode(h->mode).value_or(budget_mode::off);
+  o.watch = false; // the node watches
+  p->bus = h->bus;
+  p->forwarders->set(h->forwarder);
+  p->gating = h->gating;
+  p->watcher = h->watcher;
+  p->pool = h->pool_handle;
+  p->budget = h->budget_handle;
+  p->calls = std::make_shared<call_limiter>(o.max_calls_per_server);
+  p->deadlines = sys.spawn(call_deadline_sweeper, p->in_flight);
+  p->show_id = [&sys, r](const std::string& id) -> std::string {
+    if (!r->up) return {};
+    caf::scoped_actor asker{sys};
+    std::string out;
+    asker->request(r->node, std::chrono::seconds(10), atom::shown_id_v, id)
+      .receive([&](std::string& x) { out = std::move(x); }, [](caf::error&) {});
+    return out;
+  };
+  spdlog::info("runtime: connected to the workspace node at {} ({}, mcprt {})", escape_for_display(address),
+               escape_for_display(h->workspace), escape_for_display(h->version));
+  return std::unique_ptr<runtime>(new runtime(std::move(p)));
+}
+
+bool runtime::remote() const {
+  return impl_->remote != nullptr;
+}
+
+bool runtime::connected() const {
+  return !impl_->remote || impl_->remote->up;
+}
 
 runtime::~runtime() {
   shutdown();
@@ -670,6 +824,29 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
 
 std::string runtime::open_session(std::vector<server_config> servers) {
   auto& p = *impl_;
+  if (p.remote) {
+    if (!p.remote->up) return {};
+    caf::scoped_actor self{p.sys};
+    std::string id;
+    reconciler_actor reconciler;
+    self->request(p.remote->node, std::chrono::seconds(30), atom::open_v, p.remote->link, std::move(servers))
+      .receive(
+        [&](std::string& i, reconciler_actor& r) {
+          id = std::move(i);
+          reconciler = std::move(r);
+        },
+        [&](caf::error& e) {
+          spdlog::warn("runtime: the node at {} opened no session: {}", escape_for_display(p.remote->address),
+                       escape_for_display(p.sys.render(e)));
+        });
+    if (id.empty() || !reconciler) return {};
+    impl::session_entry entry;
+    entry.reconciler = std::move(reconciler);
+    std::lock_guard<std::mutex> guard{p.mtx};
+    p.sessions.emplace(id, entry);
+    p.order.push_back(id);
+    return id;
+  }
   session_id number = 0;
   {
     std::lock_guard<std::mutex> guard{p.mtx};
@@ -705,6 +882,14 @@ void runtime::close_session(const std::string& session) {
   auto& p = *impl_;
   auto s = p.find_session(session);
   if (!s) return;
+  if (p.remote) {
+    // The node closes it; a node that went away closed it already.
+    (void)p.ask<bool>(p.remote->node, std::chrono::seconds(30), atom::close_v, session);
+    std::lock_guard<std::mutex> guard{p.mtx};
+    p.sessions.erase(session);
+    p.order.erase(std::remove(p.order.begin(), p.order.end(), session), p.order.end());
+    return;
+  }
   caf::anon_send(p.gating, atom::detach_v, s->reconciler);
   p.ask<bool>(s->reconciler, std::chrono::seconds(30), atom::stop_v);
   if (s->pool) caf::anon_send_exit(s->pool, caf::exit_reason::user_shutdown);
@@ -806,9 +991,11 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
   job->registry = p.in_flight;
   bool taken = false;
   bool arm = false;
+  bool gone = false;
   {
     std::lock_guard<std::mutex> guard{p.in_flight->mtx};
-    if (!p.in_flight->closed) {
+    gone = p.remote && !p.remote->up;
+    if (!p.in_flight->closed && !gone) {
       auto id = p.in_flight->next_id;
       if (call_id.empty()) call_id = "call-" + std::to_string(id);
       taken = p.in_flight->by_call_id.count(call_id) > 0;
@@ -826,6 +1013,10 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
   if (arm) caf::anon_send(p.deadlines, caf::tick_atom::value);
   if (taken) {
     job->finish(make_error(errc::bad_request, "a call with id " + call_id + " is already in flight"));
+    return call_id;
+  }
+  if (gone) {
+    job->finish(p.remote->gone());
     return call_id;
   }
   if (job->id == 0) {
@@ -875,11 +1066,19 @@ caf::expected<session_snapshot> runtime::session_state(const std::string& sessio
 }
 
 caf::expected<uint64_t> runtime::subscribe(event_subscriber_actor sink, std::vector<event_kind> kinds) {
-  return impl_->ask<uint64_t>(impl_->bus, std::chrono::seconds(10), atom::subscribe_v, std::move(sink),
-                              std::move(kinds));
+  auto r = impl_->ask<uint64_t>(impl_->bus, std::chrono::seconds(10), atom::subscribe_v, sink, std::move(kinds));
+  if (r && impl_->remote) {
+    std::lock_guard<std::mutex> guard{impl_->remote->mtx};
+    impl_->remote->sinks.push_back(std::move(sink));
+  }
+  return r;
 }
 
 void runtime::unsubscribe(event_subscriber_actor sink) {
+  if (auto& r = impl_->remote) {
+    std::lock_guard<std::mutex> guard{r->mtx};
+    r->sinks.erase(std::remove(r->sinks.begin(), r->sinks.end(), sink), r->sinks.end());
+  }
   caf::anon_send(impl_->bus, atom::unsubscribe_v, std::move(sink));
 }
 
@@ -891,6 +1090,11 @@ std::vector<event> runtime::replay(uint64_t after) {
 nlohmann::json runtime::snapshot() {
   auto& p = *impl_;
   auto timeout = std::chrono::seconds(10);
+  if (p.remote) {
+    auto r = p.ask<json_value>(p.remote->node, timeout, atom::snapshot_v);
+    if (r) return std::move(r->value);
+    return json{{"v", 1}, {"node", p.remote->address}, {"error", p.sys.render(r.error())}};
+  }
   json out{{"v", 1}, {"version", MCPRT_VERSION}, {"workspace", p.opts.workspace.string()},
            {"trusted", p.opts.trusted}, {"capabilities", capabilities()}};
   auto g = p.ask<gating_snapshot>(p.gating, timeout, atom::snapshot_v);
@@ -1007,6 +1211,9 @@ caf::expected<unavailability> runtime::unavailable_reason(const std::string& ser
 
 caf::expected<std::vector<restart_result>> runtime::restart(const std::string& server) {
   if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
+  if (impl_->remote)
+    return impl_->ask<std::vector<restart_result>>(impl_->remote->node, std::chrono::seconds(70), atom::restart_v,
+                                                   server);
   auto r = impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), pool_restart{server});
   if (r)
     for (auto& x : *r) {
@@ -1017,6 +1224,13 @@ caf::expected<std::vector<restart_result>> runtime::restart(const std::string& s
 }
 
 caf::expected<std::string> runtime::authorize(const std::string& server, authorize_options options) {
+  if (impl_->remote) {
+    if (!options.browser_command.empty())
+      return make_error(errc::bad_request, "a remote workspace node opens no browser: show the URL yourself");
+    return impl_->ask<std::string>(impl_->remote->node, options.url_timeout + std::chrono::seconds(5), atom::authorize_v,
+                                   server, static_cast<uint64_t>(options.callback_timeout.count()),
+                                   static_cast<uint64_t>(options.url_timeout.count()));
+  }
   auto cfg = impl_->ask<server_config>(impl_->gating, std::chrono::seconds(10), atom::config_v, server);
   if (!cfg) return cfg.error();
   std::string error;
@@ -1038,6 +1252,7 @@ caf::expected<std::string> runtime::authorize(const std::string& server, authori
 }
 
 caf::expected<bool> runtime::forget_authorization(const std::string& server) {
+  if (impl_->remote) return impl_->ask<bool>(impl_->remote->node, std::chrono::seconds(10), atom::forget_v, server);
   auto cfg = impl_->ask<server_config>(impl_->gating, std::chrono::seconds(10), atom::config_v, server);
   if (!cfg) return cfg.error();
   try {
@@ -1074,6 +1289,19 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     kill(runner);
   }
   kill(p.deadlines);
+  if (p.remote) {
+    // The handles are the node's actors: they stay. This host's sessions
+    // close there, and the link's end tells the node the host has gone.
+    std::vector<std::string> ids;
+    {
+      std::lock_guard<std::mutex> guard{p.mtx};
+      ids = p.order;
+    }
+    for (auto& id : ids)
+      close_session(id);
+    kill(p.remote->link);
+    return out;
+  }
   kill(p.watcher);
   std::vector<std::string> ids;
   {
@@ -1114,6 +1342,10 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
 
 void runtime::set_roots(std::vector<mcp_root> roots) {
   auto& p = *impl_;
+  if (p.remote) {
+    caf::anon_send(p.remote->node, atom::roots_v, std::move(roots));
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard{p.roots->first};
     p.roots->second = roots;

@@ -260,12 +260,47 @@ using call_callback = std::function<void(caf::expected<nlohmann::json>)>;
 /// message per bad value; `opts` keeps its previous value for those.
 std::vector<std::string> apply_environment(runtime_options& opts);
 
+/// How runtime::connect reaches a workspace node (issue 19).
+struct connect_options {
+  /// For the connection and the node's first answer.
+  std::chrono::milliseconds timeout = std::chrono::seconds(10);
+  /// Over TLS with mutual authentication: the actor system loaded
+  /// caf::openssl::manager with this host's certificate, key and CA
+  /// (`openssl_certificate`, `openssl_key`, `openssl_cafile`).
+  bool tls = false;
+};
+
 class runtime {
 public:
   /// Spawns the workspace actors, reads every settings file and starts
   /// watching. Fails on bad options (no workspace, unknown profile, enforce
   /// without a budget) or when the I/O threads cannot start.
   static caf::expected<std::unique_ptr<runtime>> start(caf::actor_system& sys, runtime_options opts);
+
+  /// The same interface against the workspace of a remote node, `mcprt
+  /// serve --caf-port PORT` on `host` (issue 19, docs/distribution.md). The
+  /// actor system must have loaded caf::io::middleman (and mcprt's types).
+  /// Sessions, tool calls, events and the rest go to the node; the
+  /// differences from an embedded runtime:
+  ///  - When the node goes away, every call in flight fails at once with
+  ///    errc::disconnected, and so does every later one; each subscriber
+  ///    gets a last event of kind `disconnected`. Call `connect` again for
+  ///    a new runtime. The node closes the sessions of a host that went
+  ///    away.
+  ///  - `open_session` answers an empty id when the node cannot open one.
+  ///  - Requests for the host (sampling, `ask` elicitations) stay with the
+  ///    node's own handlers; `authorize` opens no browser (the URL is
+  ///    answered; a `browser_command` is refused).
+  ///  - `shutdown` closes this host's sessions and leaves the node running.
+  /// Fails when nothing answers at host:port, or what answers is not an
+  /// mcprt workspace node.
+  static caf::expected<std::unique_ptr<runtime>> connect(caf::actor_system& sys, const std::string& host,
+                                                         uint16_t port, connect_options opts = {});
+
+  /// Whether this runtime is a remote node's (runtime::connect).
+  bool remote() const;
+  /// False once the remote node has gone away (always true when embedded).
+  bool connected() const;
 
   /// Shuts down if `shutdown()` was not called.
   ~runtime();

@@ -1,9 +1,11 @@
 // A host embedding mcprt: it brings its own actor system, starts the runtime
 // on a workspace, opens one session, prints every event as it arrives and,
-// optionally, calls one tool once the server is connected.
+// optionally, calls one tool once the server is connected. With --connect it
+// does the same against the workspace of a remote node (`mcprt serve
+// --caf-port`): only the line that gets the runtime differs.
 //
-//   mcprt-embed-example --workspace DIR [--home DIR] [--wait-connected N]
-//                       [--call SERVER TOOL JSON] [--run-ms MS]
+//   mcprt-embed-example (--workspace DIR [--home DIR] | --connect HOST:PORT)
+//                       [--wait-connected N] [--call SERVER TOOL JSON] [--run-ms MS]
 //
 // Exit status: 0 on success, 1 when the servers did not connect in time or
 // the call failed, 2 on bad arguments.
@@ -16,6 +18,7 @@
 #include <string>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "mcprt/runtime.hpp"
 
@@ -45,8 +48,8 @@ mcprt::event_subscriber_actor::behavior_type printer(mcprt::event_subscriber_act
 }
 
 int usage() {
-  std::cerr << "usage: mcprt-embed-example --workspace DIR [--home DIR] [--wait-connected N]"
-               " [--call SERVER TOOL JSON] [--run-ms MS]\n";
+  std::cerr << "usage: mcprt-embed-example (--workspace DIR [--home DIR] | --connect HOST:PORT)"
+               " [--wait-connected N] [--call SERVER TOOL JSON] [--run-ms MS]\n";
   return 2;
 }
 
@@ -57,11 +60,13 @@ int main(int argc, char** argv) {
   std::size_t wait_connected = 0;
   std::string call_server, call_tool, call_args = "{}";
   long run_ms = 0;
+  std::string connect_to;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (a == "--workspace") opts.workspace = next();
     else if (a == "--home") opts.home = next();
+    else if (a == "--connect") connect_to = next();
     else if (a == "--wait-connected") wait_connected = std::stoul(next());
     else if (a == "--run-ms") run_ms = std::stol(next());
     else if (a == "--call") {
@@ -70,7 +75,9 @@ int main(int argc, char** argv) {
       call_args = next();
     } else return usage();
   }
-  if (opts.workspace.empty()) return usage();
+  if (opts.workspace.empty() == connect_to.empty()) return usage();
+  auto colon = connect_to.rfind(':');
+  if (!connect_to.empty() && (colon == std::string::npos || colon + 1 == connect_to.size())) return usage();
   for (auto& problem : mcprt::apply_environment(opts))
     std::cerr << "warning: " << problem << "\n";
 
@@ -78,9 +85,13 @@ int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   mcprt::add_mcprt_types(cfg);
   mcprt::use_mcprt_scheduler(cfg); // fair scheduling, one worker per core
+  if (!connect_to.empty()) cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
 
-  auto rt = mcprt::runtime::start(sys, opts);
+  auto rt = connect_to.empty()
+              ? mcprt::runtime::start(sys, opts)
+              : mcprt::runtime::connect(sys, connect_to.substr(0, colon),
+                                        static_cast<uint16_t>(std::stoul(connect_to.substr(colon + 1))));
   if (!rt) {
     std::cerr << "cannot start: " << sys.render(rt.error()) << "\n";
     return 1;
