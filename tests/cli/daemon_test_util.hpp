@@ -377,6 +377,33 @@ inline json test_server_config(std::vector<std::string> args) {
   return {{"command", test_server}, {"args", args}};
 }
 
+/// A CA, a certificate it signed for a server (a budget server, a workspace
+/// node) and one for a client (a node, a host), and a rogue certificate
+/// signed by another CA, with the openssl command (CAF over TLS, issue 19).
+inline bool make_certificates(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::string d = dir.string();
+  write_file(dir / "ext.cnf", "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  std::string script =
+    "set -e; cd '" + d + "'; "
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=fleet-ca 2>/dev/null; "
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=other 2>/dev/null; "
+    "for n in server node rogue; do "
+    "  ca=ca; [ $n = rogue ] && ca=other-ca; "
+    "  openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n 2>/dev/null; "
+    "  openssl x509 -req -in $n.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $n.pem -days 2 -extfile ext.cnf 2>/dev/null; "
+    "done";
+  write_file(dir / "make.sh", script);
+  return std::system(("bash '" + (dir / "make.sh").string() + "'").c_str()) == 0;
+}
+
+/// The TLS flags of `who` (server, node or rogue), with the files
+/// make_certificates wrote to `dir`; every end trusts the fleet's CA.
+inline std::vector<std::string> tls_flags(const fs::path& dir, const std::string& who) {
+  return {"--caf-tls-cert", (dir / (who + ".pem")).string(), "--caf-tls-key", (dir / (who + ".key")).string(),
+          "--caf-tls-ca",   (dir / "ca.pem").string()};
+}
+
 /// `mcprt serve` on the fixture's workspace and home, and its HTTP API. No
 /// servers are configured: each test writes the settings it needs.
 class bare_daemon_test : public cli_test {

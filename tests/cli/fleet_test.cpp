@@ -266,32 +266,6 @@ TEST_F(fleet_test, nodes_keep_their_servers_while_the_budget_server_is_down_and_
   EXPECT_EQ(connected_in_fleet(), 3);
 }
 
-/// A CA, a certificate it signed for the budget server and one for a node,
-/// and a rogue certificate signed by another CA, with the openssl command.
-bool make_certificates(const fs::path& dir) {
-  fs::create_directories(dir);
-  std::string d = dir.string();
-  write_file(dir / "ext.cnf", "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-  std::string script =
-    "set -e; cd '" + d + "'; "
-    "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=fleet-ca 2>/dev/null; "
-    "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=other 2>/dev/null; "
-    "for n in server node rogue; do "
-    "  ca=ca; [ $n = rogue ] && ca=other-ca; "
-    "  openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n 2>/dev/null; "
-    "  openssl x509 -req -in $n.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $n.pem -days 2 -extfile ext.cnf 2>/dev/null; "
-    "done";
-  write_file(dir / "make.sh", script);
-  return std::system(("bash '" + (dir / "make.sh").string() + "'").c_str()) == 0;
-}
-
-/// The TLS flags of `who` (server, node or rogue), with the files
-/// make_certificates wrote to `dir`; every end trusts the fleet's CA.
-std::vector<std::string> tls_flags(const fs::path& dir, const std::string& who) {
-  return {"--caf-tls-cert", (dir / (who + ".pem")).string(), "--caf-tls-key", (dir / (who + ".key")).string(),
-          "--caf-tls-ca",   (dir / "ca.pem").string()};
-}
-
 TEST_F(fleet_test, over_tls_only_a_node_whose_certificate_the_ca_signed_gets_a_slot) {
   auto tls = root_ / "tls";
   ASSERT_TRUE(make_certificates(tls)) << "the openssl command failed (scripts/setup.sh installs it)";
