@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     {"gateway_overhead", gateway_overhead},
     {"idle_footprint", idle_footprint},
     {"fleet_budget", fleet_budget},
+    {"remote_call", remote_call},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";

@@ -1,0 +1,264 @@
+// remote_call (issue 19): tool-call round trips (echo of mcprt-test-server)
+// from a C++ host through CAF's middleman to a `mcprt serve --caf-port`
+// node (runtime::connect), against the same calls through that daemon's
+// HTTP API (POST /workspace/mcp/tools/call, one kept-alive connection per
+// client) and in-process (runtime::start in this process, its own echo
+// child), in the same run: calls per second and p50/p99 latency for 1 and
+// N concurrent clients.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "actors/scheduler.hpp"
+#include "bench.hpp"
+#include "child_process.hpp"
+#include "mcprt/runtime.hpp"
+
+namespace mcprt::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+struct host_config : caf::actor_system_config {
+  host_config() {
+    add_mcprt_types(*this);
+    load<caf::io::middleman>();
+    use_mcprt_scheduler(*this);
+  }
+};
+
+struct result {
+  int clients = 0;
+  uint64_t calls = 0;
+  uint64_t errors = 0;
+  double seconds = 0;
+  double p50_us = 0, p99_us = 0;
+  double rate() const { return seconds > 0 ? static_cast<double>(calls) / seconds : 0; }
+};
+
+/// One client's call: true on a good answer.
+using call_fn = std::function<bool()>;
+
+/// `clients` threads, each with its own caller from `make`, call in a loop
+/// for `seconds`.
+result run_loop(const std::function<call_fn()>& make, int clients, double seconds) {
+  std::vector<call_fn> callers;
+  for (int i = 0; i < clients; ++i)
+    callers.push_back(make());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> errors{0};
+  std::mutex mtx;
+  std::vector<double> lat;
+  std::vector<std::thread> threads;
+  auto start = clock_type::now();
+  for (auto& call : callers)
+    threads.emplace_back([&, call] {
+      std::vector<double> mine;
+      while (!stop) {
+        auto t0 = clock_type::now();
+        bool ok = call();
+        auto us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+        if (ok) mine.push_back(us);
+        else ++errors;
+      }
+      std::lock_guard<std::mutex> guard{mtx};
+      lat.insert(lat.end(), mine.begin(), mine.end());
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  result r;
+  r.clients = clients;
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  r.calls = lat.size();
+  r.errors = errors;
+  std::sort(lat.begin(), lat.end());
+  auto at = [&](double q) { return lat.empty() ? 0.0 : lat[std::min(lat.size() - 1, static_cast<std::size_t>(q * lat.size()))]; };
+  r.p50_us = at(0.50);
+  r.p99_us = at(0.99);
+  return r;
+}
+
+bool echo_ok(const caf::expected<json>& r) {
+  return r && r->is_object() && !r->value("isError", false);
+}
+
+/// Waits until a call answers (unmeasured): "connected" comes a moment
+/// before the first call can go through.
+bool warm(const call_fn& call) {
+  for (int i = 0; i < 200; ++i) {
+    if (call()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::optional<std::string> line_starting(const std::string& file, const std::string& prefix, double timeout_s) {
+  auto deadline = clock_type::now() + std::chrono::duration<double>(timeout_s);
+  while (clock_type::now() < deadline) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(prefix, 0) == 0) return line;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+int remote_call(const std::vector<std::string>& args) {
+  double seconds = 3;
+  int many = 8;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--seconds" && i + 1 < args.size()) seconds = std::stod(args[++i]);
+    else if (args[i] == "--clients" && i + 1 < args.size()) many = std::stoi(args[++i]);
+    else {
+      std::cerr << "usage: mcprt-bench remote_call [--seconds S] [--clients N]\n";
+      return 2;
+    }
+  }
+  std::vector<int> levels{1};
+  if (many > 1) levels.push_back(many);
+  auto dir = exe_dir();
+  auto server = dir + "/mcprt-test-server";
+  auto mcprt = dir + "/mcprt";
+  auto tmp = (fs::temp_directory_path() / ("mcprt-bench-remote-" + std::to_string(::getpid()))).string();
+  fs::create_directories(tmp + "/ws");
+  fs::create_directories(tmp + "/home/.mcprt");
+  std::ofstream(tmp + "/home/.mcprt/settings.json")
+    << json{{"mcpServers", {{"echo", {{"command", server}, {"args", json::array()}}}}}}.dump(2) << "\n";
+  json echo_args{{"text", "ping"}};
+  bool broke = false;
+  std::vector<std::pair<std::string, std::vector<result>>> rows;
+
+  host_config cfg;
+  caf::actor_system sys{cfg};
+
+  // 1. In-process: an embedded runtime on the same settings.
+  {
+    runtime_options o;
+    o.workspace = tmp + "/ws";
+    o.home = tmp + "/home";
+    o.max_calls_per_server = 0;
+    auto rt = runtime::start(sys, o);
+    if (!rt) {
+      std::cerr << "remote_call: cannot start the runtime: " << sys.render(rt.error()) << "\n";
+      return 1;
+    }
+    auto session = (*rt)->open_session();
+    auto& r = **rt;
+    call_fn call = [&r, session, echo_args] { return echo_ok(r.call_tool(session, "echo", "echo", echo_args)); };
+    if (!warm(call)) {
+      std::cerr << "remote_call: echo never answered in-process\n";
+      broke = true;
+    } else {
+      std::vector<result> rs;
+      for (int n : levels)
+        rs.push_back(run_loop([&] { return call; }, n, seconds));
+      rows.emplace_back("in-process", rs);
+    }
+    r.shutdown();
+  }
+
+  // 2 and 3: the daemon, over CAF's middleman and over HTTP.
+  auto c = spawn({mcprt, "serve", "--workspace", tmp + "/ws", "--home", tmp + "/home", "--listen", "127.0.0.1:0",
+                  "--caf-port", "0", "--max-calls-per-server", "1000"},
+                 tmp + "/mcprt.out", tmp + "/mcprt.err");
+  auto http_line = line_starting(tmp + "/mcprt.out", "listening on http://", 20);
+  auto caf_line = line_starting(tmp + "/mcprt.out", "listening on caf://", 5);
+  int http_port = http_line ? port_of(*http_line) : 0;
+  int caf_port = caf_line ? std::stoi(caf_line->substr(caf_line->rfind(':') + 1)) : 0;
+  if (!http_port || !caf_port) {
+    std::cerr << "remote_call: mcprt serve did not say where it listens (" << tmp << "/mcprt.err)\n";
+    stop(c);
+    return 1;
+  }
+  {
+    auto rt = runtime::connect(sys, "127.0.0.1", static_cast<uint16_t>(caf_port));
+    if (!rt) {
+      std::cerr << "remote_call: connect: " << sys.render(rt.error()) << "\n";
+      broke = true;
+    } else {
+      auto& r = **rt;
+      r.options(); // the node's
+      auto session = r.open_session();
+      call_fn call = [&r, session, echo_args] { return echo_ok(r.call_tool(session, "echo", "echo", echo_args)); };
+      if (session.empty() || !warm(call)) {
+        std::cerr << "remote_call: echo never answered through the middleman\n";
+        broke = true;
+      } else {
+        std::vector<result> rs;
+        for (int n : levels)
+          rs.push_back(run_loop([&] { return call; }, n, seconds));
+        rows.emplace_back("middleman", rs);
+      }
+      r.shutdown();
+    }
+  }
+  {
+    auto make = [http_port, echo_args]() -> call_fn {
+      auto client = std::make_shared<httplib::Client>("127.0.0.1", http_port);
+      client->set_keep_alive(true);
+      client->set_tcp_nodelay(true);
+      client->set_read_timeout(30, 0);
+      auto body = json{{"server", "echo"}, {"tool", "echo"}, {"arguments", echo_args}}.dump();
+      return [client, body] {
+        auto res = client->Post("/workspace/mcp/tools/call", body, "application/json");
+        return res && res->status == 200;
+      };
+    };
+    if (!warm(make())) {
+      std::cerr << "remote_call: echo never answered through POST /workspace/mcp/tools/call\n";
+      broke = true;
+    } else {
+      std::vector<result> rs;
+      for (int n : levels)
+        rs.push_back(run_loop(make, n, seconds));
+      rows.emplace_back("http-api", rs);
+    }
+  }
+  stop(c);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+
+  std::cout << "remote_call: tools/call echo of mcprt-test-server, " << seconds << " s per row\n";
+  std::cout << std::left << std::setw(12) << "path" << std::right << std::setw(9) << "clients" << std::setw(12)
+            << "calls/s" << std::setw(11) << "p50 us" << std::setw(11) << "p99 us" << std::setw(9) << "errors"
+            << "\n";
+  for (auto& [name, rs] : rows)
+    for (auto& r : rs) {
+      if (r.calls == 0) broke = true;
+      std::cout << std::left << std::setw(12) << name << std::right << std::setw(9) << r.clients << std::setw(12)
+                << std::fixed << std::setprecision(0) << r.rate() << std::setw(11) << r.p50_us << std::setw(11)
+                << r.p99_us << std::setw(9) << r.errors << "\n";
+    }
+  json out = json::array();
+  for (auto& [name, rs] : rows)
+    for (auto& r : rs)
+      out.push_back({{"path", name}, {"clients", r.clients}, {"calls_per_s", r.rate()}, {"p50_us", r.p50_us},
+                     {"p99_us", r.p99_us}, {"errors", r.errors}});
+  std::cout << json{{"bench", "remote_call"}, {"rows", out}}.dump() << "\n";
+  return broke ? 1 : 0;
+}
+
+} // namespace mcprt::bench
