@@ -343,3 +343,51 @@ TEST_F(remote_test, over_tls_only_a_host_whose_certificate_the_ca_signed_connect
   // The node lives on through both.
   EXPECT_TRUE(node_snapshot().is_object()) << node_->err();
 }
+
+TEST_F(remote_test, a_remote_host_approves_restarts_and_rejects_on_the_node) {
+  // A project server: it waits for approval.
+  write_file(project_file(), json{{"mcpServers", {{"proj", test_server_config({"--name-prefix", "proj_"})}}}}.dump(2));
+  ASSERT_TRUE(start_node());
+  ASSERT_TRUE(connect());
+  auto session = rt_->open_session();
+  ASSERT_FALSE(session.empty());
+  ASSERT_TRUE(wait_until([&] { return session_connected(session, "echo"); }));
+  auto why = rt_->unavailable_reason("proj");
+  ASSERT_TRUE(why) << host_.render(why.error());
+  EXPECT_EQ(why->reason, "pending_approval");
+  auto out = rt_->call_tool(session, "proj", "proj_echo", {{"text", "x"}}, 10s);
+  ASSERT_FALSE(out);
+  EXPECT_TRUE(is_errc(out.error(), mcprt::errc::unavailable)) << host_.render(out.error());
+
+  auto from = log_->mark();
+  auto approved = rt_->approve("proj");
+  ASSERT_TRUE(approved) << host_.render(approved.error());
+  ASSERT_TRUE(wait_until([&] { return session_connected(session, "proj"); })) << node_->err();
+  EXPECT_TRUE(log_->wait([](const mcprt::event& ev) { return ev.kind == mcprt::event_kind::pending_approval_changed; },
+                         from, 10s));
+  auto info = rt_->server_info(session, "proj");
+  ASSERT_TRUE(info) << host_.render(info.error());
+  EXPECT_EQ(info->status, mcprt::connection_status::connected);
+  EXPECT_FALSE(info->tools.empty());
+
+  // A restart on the node, with the node's shown connection ids.
+  auto restarted = rt_->restart("proj");
+  ASSERT_TRUE(restarted) << host_.render(restarted.error());
+  ASSERT_EQ(restarted->size(), 1u);
+  EXPECT_TRUE((*restarted)[0].restarted) << (*restarted)[0].reason;
+  EXPECT_EQ((*restarted)[0].id.rfind("proj::", 0), 0u) << (*restarted)[0].id;
+  ASSERT_TRUE(wait_until([&] { return session_connected(session, "proj"); }));
+
+  auto rejected = rt_->reject("proj");
+  ASSERT_TRUE(rejected) << host_.render(rejected.error());
+  EXPECT_TRUE(wait_until([&] {
+    auto s = rt_->session_state(session);
+    if (!s) return false;
+    for (auto& srv : s->servers)
+      if (srv.name == "proj") return false;
+    return true;
+  })) << node_->err();
+  auto after = rt_->unavailable_reason("proj");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->reason, "rejected");
+}
