@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include <caf/all.hpp>
@@ -24,11 +23,12 @@
 
 namespace {
 
-/// What the printing subscriber shares with main().
+/// What the printing subscriber shares with main(): a wake-up at every
+/// connection's change.
 struct seen {
   std::mutex mtx;
   std::condition_variable cv;
-  std::set<std::string> connected;
+  uint64_t updates = 0;
 };
 
 mcprt::event_subscriber_actor::behavior_type printer(mcprt::event_subscriber_actor::pointer,
@@ -37,11 +37,8 @@ mcprt::event_subscriber_actor::behavior_type printer(mcprt::event_subscriber_act
     [s](mcprt::event& ev) {
       std::cout << "event " << ev.seq << ' ' << to_string(ev.kind) << ' ' << ev.data.value.dump() << std::endl;
       if (ev.kind != mcprt::event_kind::client_update) return;
-      auto& d = ev.data.value;
       std::lock_guard<std::mutex> guard{s->mtx};
-      auto server = d.value("server", std::string{});
-      if (d.value("status", std::string{}) == "connected") s->connected.insert(server);
-      else s->connected.erase(server);
+      ++s->updates;
       s->cv.notify_all();
     },
   };
@@ -106,12 +103,26 @@ int main(int argc, char** argv) {
     std::cout << ' ' << c;
   std::cout << std::endl;
 
+  // The session's own view: a server another session (the daemon's, on a
+  // remote node) connected already brings no client_update to wait for.
+  auto connected = [&] {
+    std::size_t n = 0;
+    if (auto st = runtime.session_state(session))
+      for (auto& srv : st->servers)
+        n += srv.status == mcprt::connection_status::connected ? 1 : 0;
+    return n;
+  };
   int status = 0;
-  {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (connected() < wait_connected) {
     std::unique_lock<std::mutex> lock{s->mtx};
-    if (!s->cv.wait_for(lock, std::chrono::seconds(30), [&] { return s->connected.size() >= wait_connected; })) {
-      std::cerr << "only " << s->connected.size() << " of " << wait_connected << " servers connected\n";
+    auto seen_updates = s->updates;
+    // Woken by the next client_update; re-checked at least every 100 ms.
+    s->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return s->updates != seen_updates; });
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::cerr << "only " << connected() << " of " << wait_connected << " servers connected\n";
       status = 1;
+      break;
     }
   }
   if (status == 0 && !call_server.empty()) {
