@@ -353,4 +353,11 @@ TEST_F(fleet_test, bad_fleet_flags_are_refused_before_anything_starts) {
   EXPECT_NE(r.err.find("is not a file"), std::string::npos) << r.err;
   r = mcprt({"serve", "--workspace", ws_.string(), "--caf-tls-cert", "/a", "--caf-tls-key", "/b", "--caf-tls-ca", "/c"});
   EXPECT_EQ(r.code, 2);
+  // Remote hosts: the node's port, and loopback only without TLS.
+  r = mcprt({"serve", "--workspace", ws_.string(), "--caf-port", "70000"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--caf-port"), std::string::npos) << r.err;
+  r = mcprt({"serve", "--workspace", ws_.string(), "--caf-port", "0", "--caf-host", "0.0.0.0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("without TLS"), std::string::npos) << r.err;
 }
