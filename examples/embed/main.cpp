@@ -23,6 +23,14 @@
 
 namespace {
 
+/// Writes one whole line: events arrive on an actor thread while main()
+/// prints too, and std::cout keeps no line together by itself.
+void say(const std::string& line) {
+  static std::mutex mtx;
+  std::lock_guard<std::mutex> guard{mtx};
+  std::cout << line << std::endl;
+}
+
 /// What the printing subscriber shares with main(): a wake-up at every
 /// connection's change.
 struct seen {
@@ -35,7 +43,7 @@ mcprt::event_subscriber_actor::behavior_type printer(mcprt::event_subscriber_act
                                                      std::shared_ptr<seen> s) {
   return {
     [s](mcprt::event& ev) {
-      std::cout << "event " << ev.seq << ' ' << to_string(ev.kind) << ' ' << ev.data.value.dump() << std::endl;
+      say("event " + std::to_string(ev.seq) + ' ' + to_string(ev.kind) + ' ' + ev.data.value.dump());
       if (ev.kind != mcprt::event_kind::client_update) return;
       std::lock_guard<std::mutex> guard{s->mtx};
       ++s->updates;
@@ -98,10 +106,10 @@ int main(int argc, char** argv) {
   auto sink = sys.spawn(printer, s);
   runtime.subscribe(sink);
   auto session = runtime.open_session();
-  std::cout << "session " << session << " capabilities";
+  std::string opened = "session " + session + " capabilities";
   for (auto& c : runtime.capabilities())
-    std::cout << ' ' << c;
-  std::cout << std::endl;
+    opened += ' ' + c;
+  say(opened);
 
   // The session's own view: a server another session (the daemon's, on a
   // remote node) connected already brings no client_update to wait for.
@@ -128,9 +136,9 @@ int main(int argc, char** argv) {
   if (status == 0 && !call_server.empty()) {
     auto args = nlohmann::json::parse(call_args, nullptr, false);
     auto r = runtime.call_tool(session, call_server, call_tool, args);
-    if (r) std::cout << "result " << r->dump() << std::endl;
+    if (r) say("result " + r->dump());
     else {
-      std::cout << "call failed: " << sys.render(r.error()) << std::endl;
+      say("call failed: " + sys.render(r.error()));
       status = 1;
     }
   }
@@ -138,9 +146,9 @@ int main(int argc, char** argv) {
     std::unique_lock<std::mutex> lock{s->mtx};
     s->cv.wait_for(lock, std::chrono::milliseconds(run_ms), [] { return false; });
   }
-  std::cout << "snapshot " << runtime.snapshot().dump() << std::endl;
+  say("snapshot " + runtime.snapshot().dump());
   auto drained = runtime.shutdown();
-  std::cout << "shutdown drained " << drained.drained << " forced " << drained.forced << std::endl;
+  say("shutdown drained " + std::to_string(drained.drained) + " forced " + std::to_string(drained.forced));
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
   return status;
 }
