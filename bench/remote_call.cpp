@@ -153,6 +153,18 @@ int remote_call(const std::vector<std::string>& args) {
 
   host_config cfg;
   caf::actor_system sys{cfg};
+  // One row per level, once a first call has answered (unmeasured).
+  auto measure = [&](const std::string& path, const std::function<call_fn()>& make) {
+    if (!warm(make())) {
+      std::cerr << "remote_call: echo never answered (" << path << ")\n";
+      broke = true;
+      return;
+    }
+    std::vector<result> rs;
+    for (int n : levels)
+      rs.push_back(run_loop(make, n, seconds));
+    rows.emplace_back(path, rs);
+  };
 
   // 1. In-process: an embedded runtime on the same settings.
   {
@@ -167,16 +179,9 @@ int remote_call(const std::vector<std::string>& args) {
     }
     auto session = (*rt)->open_session();
     auto& r = **rt;
-    call_fn call = [&r, session, echo_args] { return echo_ok(r.call_tool(session, "echo", "echo", echo_args)); };
-    if (!warm(call)) {
-      std::cerr << "remote_call: echo never answered in-process\n";
-      broke = true;
-    } else {
-      std::vector<result> rs;
-      for (int n : levels)
-        rs.push_back(run_loop([&] { return call; }, n, seconds));
-      rows.emplace_back("in-process", rs);
-    }
+    measure("in-process", [&r, session, echo_args]() -> call_fn {
+      return [&r, session, echo_args] { return echo_ok(r.call_tool(session, "echo", "echo", echo_args)); };
+    });
     r.shutdown();
   }
 
@@ -200,18 +205,10 @@ int remote_call(const std::vector<std::string>& args) {
       broke = true;
     } else {
       auto& r = **rt;
-      r.options(); // the node's
       auto session = r.open_session();
-      call_fn call = [&r, session, echo_args] { return echo_ok(r.call_tool(session, "echo", "echo", echo_args)); };
-      if (session.empty() || !warm(call)) {
-        std::cerr << "remote_call: echo never answered through the middleman\n";
-        broke = true;
-      } else {
-        std::vector<result> rs;
-        for (int n : levels)
-          rs.push_back(run_loop([&] { return call; }, n, seconds));
-        rows.emplace_back("middleman", rs);
-      }
+      measure("middleman", [&r, session, echo_args]() -> call_fn {
+        return [&r, session, echo_args] { return echo_ok(r.call_tool(session, "echo", "echo", echo_args)); };
+      });
       r.shutdown();
     }
   }
@@ -227,15 +224,7 @@ int remote_call(const std::vector<std::string>& args) {
         return res && res->status == 200;
       };
     };
-    if (!warm(make())) {
-      std::cerr << "remote_call: echo never answered through POST /workspace/mcp/tools/call\n";
-      broke = true;
-    } else {
-      std::vector<result> rs;
-      for (int n : levels)
-        rs.push_back(run_loop(make, n, seconds));
-      rows.emplace_back("http-api", rs);
-    }
+    measure("http-api", make);
   }
   stop(c);
   std::error_code ec;

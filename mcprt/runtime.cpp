@@ -417,6 +417,21 @@ caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target,
 
 } // namespace
 
+/// What a use of CAF's middleman (`what`) needs of the host's actor system.
+caf::error check_middleman(caf::actor_system& sys, bool tls, const std::string& what) {
+  if (tls && !sys.has_openssl_manager())
+    return make_error(errc::io_error, "runtime: " + what + " over TLS needs CAF's OpenSSL manager: "
+                                        "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
+  if (tls && !io::clear_openssl_errors_before_io())
+    spdlog::warn("runtime: SSL_read is not mcprt's in this program (are library symbols hidden?): a stranger's "
+                 "failed TLS handshake can cut the connection of {}",
+                 what);
+  if (!sys.has_middleman())
+    return make_error(errc::io_error, "runtime: " + what + " needs CAF's middleman: "
+                                        "cfg.load<caf::io::middleman>() before the actor system starts");
+  return caf::none;
+}
+
 std::vector<std::string> apply_environment(runtime_options& opts) {
   std::optional<std::string> budget_flag;
   if (opts.budget) budget_flag = std::to_string(*opts.budget);
@@ -567,15 +582,7 @@ void node_gone(const std::shared_ptr<remote_state>& r, const std::shared_ptr<cal
 caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys, const std::string& host,
                                                          uint16_t port, connect_options co) {
   auto address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  if (!sys.has_middleman())
-    return make_error(errc::io_error, "runtime::connect needs CAF's middleman: "
-                                      "cfg.load<caf::io::middleman>() before the actor system starts");
-  if (co.tls && !sys.has_openssl_manager())
-    return make_error(errc::io_error, "runtime::connect over TLS needs CAF's OpenSSL manager: "
-                                      "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
-  if (co.tls && !io::clear_openssl_errors_before_io())
-    spdlog::warn("runtime: SSL_read is not mcprt's in this program (are library symbols hidden?): a failed TLS "
-                 "handshake elsewhere in this process can cut the connection to the node");
+  if (auto err = check_middleman(sys, co.tls, "runtime::connect")) return err;
   auto mm = co.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   caf::scoped_actor self{sys};
   workspace_node_actor node;
@@ -672,15 +679,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     if (!fleet_address)
       return make_error(errc::io_error, "runtime: fleet budget: expected HOST:PORT, got '" +
                                           escape_for_display(*opts.fleet_budget) + "'");
-    if (opts.fleet_tls && !sys.has_openssl_manager())
-      return make_error(errc::io_error, "runtime: a fleet budget over TLS needs CAF's OpenSSL manager: "
-                                        "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
-    if (opts.fleet_tls && !io::clear_openssl_errors_before_io())
-      spdlog::warn("runtime: SSL_read is not mcprt's in this program (are library symbols hidden?): a stranger's "
-                   "failed TLS handshake can cut the fleet connection");
-    if (!sys.has_middleman())
-      return make_error(errc::io_error, "runtime: a fleet budget needs CAF's middleman: "
-                                        "cfg.load<caf::io::middleman>() before the actor system starts");
+    if (auto err = check_middleman(sys, opts.fleet_tls, "a fleet budget")) return err;
   }
   if (opts.approvals_file.empty()) opts.approvals_file = approvals_store::default_path(opts.home, prof->dir_name);
   if (opts.inputs_file.empty()) opts.inputs_file = input_store::default_path(opts.home, prof->dir_name);
