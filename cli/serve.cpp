@@ -489,16 +489,17 @@ int run_serve(const serve_flags& f) {
   bool v6 = addr.host.find(':') != std::string::npos;
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(server.port());
   // -- remote hosts (issue 19) ---------------------------------------------------------
-  workspace_node_actor node;
+  std::optional<workspace_node> node;
   std::string caf_url;
   if (f.caf_port) {
-    node = spawn_workspace_node(sys, rt);
+    node.emplace(sys, rt);
+    auto& published = node->actor();
     auto port = tls.any()
-                  ? caf::openssl::publish(node, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true)
-                  : sys.middleman().publish(node, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true);
+                  ? caf::openssl::publish(published, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true)
+                  : sys.middleman().publish(published, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true);
     if (!port) {
       spdlog::error("cannot listen on {}:{}: {}", f.caf_host, *f.caf_port, sys.render(port.error()));
-      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+      node->stop();
       server.stop(std::chrono::seconds(2));
       rt.shutdown();
       return 1;
@@ -573,9 +574,9 @@ int run_serve(const serve_flags& f) {
   // server stops, so the tool calls waiting on them still get their answer.
   if (asks) asks->stop();
   server.stop(std::chrono::seconds(2));
-  // Hosts' sessions close with the runtime; the node actor must not
-  // outlive it.
-  if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+  // Hosts' sessions close with the runtime; what the node runs for hosts
+  // returns first, and nothing of it calls into the runtime after.
+  if (node) node->stop();
   auto drained = rt.shutdown();
   spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);
   ::unlink(daemon_path.c_str());

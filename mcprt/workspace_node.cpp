@@ -1,7 +1,9 @@
 #include "mcprt/workspace_node.hpp"
 
+#include <functional>
 #include <map>
 #include <set>
+#include <shared_mutex>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -39,9 +41,34 @@ typename blocking_worker_actor<T>::behavior_type blocking_worker(typename blocki
   };
 }
 
+/// Once the gate's runtime is gone, every request fails with this.
+caf::error node_stopping() {
+  return make_error(errc::disconnected, "the workspace node is stopping");
+}
+
+} // namespace
+
+struct runtime_gate {
+  std::shared_mutex mtx;
+  runtime* rt = nullptr;
+
+  /// Runs `f(runtime&)` unless the node let go of the runtime; stop() waits
+  /// for it to return.
+  template <class T, class F>
+  caf::expected<T> with(F&& f) {
+    std::shared_lock<std::shared_mutex> lock{mtx};
+    if (!rt) return node_stopping();
+    return f(*rt);
+  }
+};
+
+namespace {
+
+using gate_ptr = std::shared_ptr<runtime_gate>;
+
 struct workspace_node_state {
   static inline const char* name = "mcprt.workspace_node";
-  runtime* rt = nullptr;
+  gate_ptr gate;
   /// The sessions each connected host opened.
   std::map<caf::actor_addr, std::set<std::string>> sessions;
 };
@@ -54,6 +81,12 @@ caf::result<T> off_thread(node_self self, F work) {
   return self->delegate(worker, atom::run_v);
 }
 
+template <class T>
+caf::result<T> as_result(caf::expected<T> x) {
+  if (x) return std::move(*x);
+  return std::move(x.error());
+}
+
 void watch_host(node_self self, const remote_host_actor& host) {
   if (!host) return;
   auto [it, added] = self->state.sessions.try_emplace(host.address());
@@ -63,8 +96,28 @@ void watch_host(node_self self, const remote_host_actor& host) {
   }
 }
 
-workspace_node_actor::behavior_type workspace_node(node_self self, runtime* rt) {
-  self->state.rt = rt;
+workspace_handles handles_of(runtime& rt) {
+  auto& o = rt.options();
+  workspace_handles h;
+  h.workspace = o.workspace.string();
+  h.profile = o.profile;
+  h.version = MCPRT_VERSION;
+  h.trusted = o.trusted;
+  h.pool = o.pool;
+  h.limited = o.budget.has_value();
+  h.budget = o.budget.value_or(0);
+  h.mode = to_string(o.mode);
+  h.bus = rt.bus();
+  h.forwarder = rt.event_forwarder();
+  h.gating = rt.gating();
+  h.watcher = rt.watcher();
+  h.pool_handle = rt.pool();
+  h.budget_handle = rt.budget();
+  return h;
+}
+
+workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate_ptr gate) {
+  self->state.gate = gate;
   self->set_down_handler([self](caf::down_msg& dm) {
     auto i = self->state.sessions.find(dm.source);
     if (i == self->state.sessions.end()) return;
@@ -75,43 +128,34 @@ workspace_node_actor::behavior_type workspace_node(node_self self, runtime* rt) 
                  ids.size());
     if (ids.empty()) return;
     auto worker = self->system().template spawn<caf::detached>(
-      blocking_worker<bool, std::function<caf::expected<bool>()>>, [rt = self->state.rt, ids] {
-        for (auto& id : ids)
-          rt->close_session(id);
-        return caf::expected<bool>{true};
+      blocking_worker<bool, std::function<caf::expected<bool>()>>, [gate = self->state.gate, ids] {
+        return gate->with<bool>([&](runtime& rt) {
+          for (auto& id : ids)
+            rt.close_session(id);
+          return true;
+        });
       });
     caf::anon_send(worker, atom::run_v);
   });
   return {
-    [self](atom::hello, remote_host_actor host) -> workspace_handles {
+    [self](atom::hello, remote_host_actor host) -> caf::result<workspace_handles> {
       watch_host(self, host);
-      auto& rt = *self->state.rt;
-      auto& o = rt.options();
-      workspace_handles h;
-      h.workspace = o.workspace.string();
-      h.profile = o.profile;
-      h.version = MCPRT_VERSION;
-      h.trusted = o.trusted;
-      h.pool = o.pool;
-      h.limited = o.budget.has_value();
-      h.budget = o.budget.value_or(0);
-      h.mode = to_string(o.mode);
-      h.bus = rt.bus();
-      h.forwarder = rt.event_forwarder();
-      h.gating = rt.gating();
-      h.watcher = rt.watcher();
-      h.pool_handle = rt.pool();
-      h.budget_handle = rt.budget();
-      return h;
+      return as_result(self->state.gate->with<workspace_handles>(handles_of));
     },
     [self](atom::open, remote_host_actor host, std::vector<server_config>& servers)
       -> caf::result<std::string, reconciler_actor> {
       if (!host) return make_error(errc::bad_request, "a session needs its host's actor");
       watch_host(self, host);
-      auto& rt = *self->state.rt;
-      auto id = rt.open_session(std::move(servers));
+      std::string id;
+      reconciler_actor reconciler;
+      auto opened = self->state.gate->with<bool>([&](runtime& rt) {
+        id = rt.open_session(std::move(servers));
+        reconciler = rt.session(id);
+        return true;
+      });
+      if (!opened) return std::move(opened.error());
       self->state.sessions[host.address()].insert(id);
-      return {id, rt.session(id)};
+      return {id, reconciler};
     },
     [self](atom::close, std::string& id) -> caf::result<bool> {
       bool known = false;
@@ -120,37 +164,66 @@ workspace_node_actor::behavior_type workspace_node(node_self self, runtime* rt) 
       // Only a host's own sessions: the daemon's and other embedders'
       // sessions are not a host's to close.
       if (!known) return false;
-      return off_thread<bool>(self, [rt = self->state.rt, id] {
-        rt->close_session(id);
-        return caf::expected<bool>{true};
+      return off_thread<bool>(self, [gate = self->state.gate, id] {
+        return gate->with<bool>([&](runtime& rt) {
+          rt.close_session(id);
+          return true;
+        });
       });
     },
     [self](atom::snapshot) -> caf::result<json_value> {
-      return off_thread<json_value>(self,
-                                    [rt = self->state.rt] { return caf::expected<json_value>{json_value{rt->snapshot()}}; });
+      return off_thread<json_value>(self, [gate = self->state.gate] {
+        return gate->with<json_value>([](runtime& rt) { return json_value{rt.snapshot()}; });
+      });
     },
     [self](atom::restart, std::string& server) -> caf::result<std::vector<restart_result>> {
-      return off_thread<std::vector<restart_result>>(self, [rt = self->state.rt, server] { return rt->restart(server); });
+      return off_thread<std::vector<restart_result>>(self, [gate = self->state.gate, server] {
+        return gate->with<std::vector<restart_result>>([&](runtime& rt) { return rt.restart(server); });
+      });
     },
     [self](atom::authorize, std::string& server, uint64_t callback_ms, uint64_t url_ms) -> caf::result<std::string> {
       authorize_options o;
       // Never a browser command from a host: the node would run it.
       o.callback_timeout = std::chrono::milliseconds(std::min<uint64_t>(callback_ms, 3'600'000));
       o.url_timeout = std::chrono::milliseconds(std::min<uint64_t>(url_ms, 600'000));
-      return off_thread<std::string>(self, [rt = self->state.rt, server, o] { return rt->authorize(server, o); });
+      return off_thread<std::string>(self, [gate = self->state.gate, server, o] {
+        return gate->with<std::string>([&](runtime& rt) { return rt.authorize(server, o); });
+      });
     },
     [self](atom::forget, std::string& server) -> caf::result<bool> {
-      return off_thread<bool>(self, [rt = self->state.rt, server] { return rt->forget_authorization(server); });
+      return off_thread<bool>(self, [gate = self->state.gate, server] {
+        return gate->with<bool>([&](runtime& rt) { return rt.forget_authorization(server); });
+      });
     },
-    [self](atom::shown_id, const std::string& id) -> std::string { return self->state.rt->shown_connection_id(id); },
-    [self](atom::roots, std::vector<mcp_root>& roots) { self->state.rt->set_roots(std::move(roots)); },
+    [self](atom::shown_id, const std::string& id) -> caf::result<std::string> {
+      return as_result(self->state.gate->with<std::string>([&](runtime& rt) { return rt.shown_connection_id(id); }));
+    },
+    [self](atom::roots, std::vector<mcp_root>& roots) {
+      (void)self->state.gate->with<bool>([&](runtime& rt) {
+        rt.set_roots(std::move(roots));
+        return true;
+      });
+    },
   };
 }
 
 } // namespace
 
-workspace_node_actor spawn_workspace_node(caf::actor_system& sys, runtime& rt) {
-  return sys.spawn(workspace_node, &rt);
+workspace_node::workspace_node(caf::actor_system& sys, runtime& rt) : gate_(std::make_shared<runtime_gate>()) {
+  gate_->rt = &rt;
+  actor_ = sys.spawn(workspace_node_behavior, gate_);
+}
+
+workspace_node::~workspace_node() {
+  stop();
+}
+
+void workspace_node::stop() {
+  {
+    std::unique_lock<std::shared_mutex> lock{gate_->mtx};
+    gate_->rt = nullptr;
+  }
+  if (actor_) caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
 } // namespace mcprt

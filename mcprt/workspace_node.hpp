@@ -6,16 +6,42 @@
 // travels where). It tracks which host opened which session and closes a
 // host's sessions when the host goes away, so the pool drains as usual.
 
+#include <memory>
+
 #include "messages/remote.hpp"
 
 namespace mcprt {
 
 class runtime;
 
-/// Spawns the node actor over `rt`, which must outlive it: end the actor
-/// (anon_send_exit) before the runtime shuts down. The runtime's blocking
-/// calls (closing a session, the snapshot, restart, OAuth) run on a thread
-/// of their own per request, never on a scheduler worker.
-workspace_node_actor spawn_workspace_node(caf::actor_system& sys, runtime& rt);
+/// The runtime as the node's actor and its worker threads reach it, until
+/// the node lets go of it.
+struct runtime_gate;
+
+/// Spawns the node actor over `rt`. The runtime's blocking calls (closing a
+/// session, the snapshot, restart, OAuth) run on a thread of their own per
+/// request, never on a scheduler worker.
+class workspace_node {
+public:
+  workspace_node(caf::actor_system& sys, runtime& rt);
+  /// Stops, if `stop()` was not called.
+  ~workspace_node();
+  workspace_node(const workspace_node&) = delete;
+  workspace_node& operator=(const workspace_node&) = delete;
+
+  /// What to publish.
+  const workspace_node_actor& actor() const { return actor_; }
+
+  /// Lets go of the runtime: waits for the runtime calls in progress for
+  /// hosts to return (a restart may take a minute), fails every later
+  /// request with errc::disconnected, and ends the actor. Call it before
+  /// the runtime shuts down: a worker must not call into a runtime that is
+  /// stopping or gone. Idempotent.
+  void stop();
+
+private:
+  std::shared_ptr<runtime_gate> gate_;
+  workspace_node_actor actor_;
+};
 
 } // namespace mcprt

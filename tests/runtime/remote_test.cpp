@@ -391,3 +391,41 @@ TEST_F(remote_test, a_remote_host_approves_restarts_and_rejects_on_the_node) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->reason, "rejected");
 }
+
+TEST_F(remote_test, a_node_that_stops_while_a_host_asks_exits_cleanly) {
+  ASSERT_TRUE(start_node());
+  ASSERT_TRUE(connect());
+  auto session = rt_->open_session();
+  ASSERT_FALSE(session.empty());
+  // Snapshots run on the node's worker threads; the daemon stops while
+  // they keep coming, and none may reach a runtime that is going.
+  std::atomic<bool> stop{false};
+  std::mutex mtx;
+  std::condition_variable cv;
+  int answered = 0;
+  std::thread asker([&] {
+    while (!stop) {
+      auto s = rt_->snapshot();
+      if (s.contains("servers")) {
+        std::lock_guard<std::mutex> guard{mtx};
+        ++answered;
+        cv.notify_all();
+      }
+      if (!rt_->connected()) return;
+    }
+  });
+  {
+    std::unique_lock<std::mutex> lock{mtx};
+    EXPECT_TRUE(cv.wait_for(lock, 30s, [&] { return answered >= 5; }));
+  }
+  node_->signal(SIGTERM);
+  auto code = node_->wait_exit(30s);
+  stop = true;
+  asker.join();
+  ASSERT_TRUE(code.has_value()) << node_->err();
+  EXPECT_EQ(*code, 0) << node_->err();
+  auto err = node_->err();
+  EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
+  EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
+  node_.reset();
+}
