@@ -6,9 +6,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
-  g++ cmake make pkg-config ccache
+  g++ cmake ninja-build make pkg-config ccache
   libcaf-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev libjemalloc-dev
   procps curl openssl
   clang clang-format libclang-rt-14-dev llvm

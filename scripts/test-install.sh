@@ -31,6 +31,9 @@ cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 [[ -n $cxx ]] || fail "no CMAKE_CXX_COMPILER in $build/CMakeCache.txt"
 launcher=()
 command -v ccache >/dev/null && launcher=(ccache)
+# As the main build's launcher does: paths relative to the checkout, so that
+# a clone elsewhere reuses these two compiles from the cache.
+export CCACHE_BASEDIR=$here CCACHE_NOHASHDIR=1
 
 echo "== cmake --install"
 prefix="$work/prefix"

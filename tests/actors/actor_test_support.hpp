@@ -26,6 +26,11 @@ struct test_coordinator_config : caf::actor_system_config {
   }
 };
 
+/// Whether `e` is mcprt's error `x`.
+inline bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
 class actor_test : public ::testing::Test {
 protected:
   test_coordinator_config cfg;

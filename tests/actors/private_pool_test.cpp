@@ -44,10 +44,6 @@ protected:
   budget_snapshot slots() { return ask<budget_snapshot>(budget, atom::snapshot_v).value_or(budget_snapshot{}); }
 };
 
-bool is(const caf::error& e, errc x) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
-}
-
 TEST_F(PrivatePool, AnAcquireIsAnsweredOnceConnectedAndTakesASessionSlot) {
   start(2);
   auto h = acquire(config("a"));

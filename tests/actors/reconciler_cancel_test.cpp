@@ -25,10 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is(const caf::error& e, errc x) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
-}
-
 class ReconcilerCancel : public actor_test {
 protected:
   std::shared_ptr<fake_world> world = std::make_shared<fake_world>();

@@ -188,10 +188,6 @@ protected:
   }
 };
 
-bool is(const caf::error& e, errc x) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
-}
-
 } // namespace
 
 // -- start -------------------------------------------------------------------------------

@@ -16,8 +16,6 @@
 namespace mcprt_cli_test {
 namespace {
 
-const json null_j = nullptr;
-
 class approve_test : public cli_test {
  protected:
   void SetUp() override {

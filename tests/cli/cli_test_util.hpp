@@ -33,6 +33,9 @@ namespace mcprt_cli_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+inline const std::string test_server = MCPRT_TEST_SERVER;
+inline const json null_j = nullptr;
+
 struct run_result {
   int code = -1;   // exit status; 128 + signal when killed by a signal
   std::string out; // stdout

@@ -42,7 +42,6 @@ inline std::chrono::milliseconds left_until(clock_type::time_point deadline) {
   return std::max(0ms, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()));
 }
 
-inline const std::string test_server = MCPRT_TEST_SERVER;
 inline const char* const secret_value = "sekrit-value-7c1f";
 
 /// Until `pid` is gone (exited, zombie or not); false if it still runs

@@ -14,8 +14,6 @@
 namespace mcprt_cli_test {
 namespace {
 
-const json null_j = nullptr;
-
 // Checks one server entry of an explain --json document.
 ::testing::AssertionResult server_is(const json& doc, const std::string& name,
                                      const std::string& scope, bool admitted, const json& reason,

@@ -13,7 +13,7 @@
 namespace mcprt_cli_test {
 namespace {
 
-const std::string secret = "sekrit-7c1f-hunter2";
+const std::string api_token = "sekrit-7c1f-hunter2";
 
 /// Sent on a stream, replays the daemon's events from its start on.
 const std::map<std::string, std::string> from_start{{"Last-Event-ID", "0"}};
@@ -241,7 +241,7 @@ TEST_F(hostile_settings_test, a_half_typed_secret_never_reaches_events_explain_o
   ASSERT_TRUE(start());
   ASSERT_TRUE(connected("echo"));
   auto half_typed = "{\n  \"mcpServers\": {\n    \"echo\": {\"command\": \"" + test_server
-                    + "\", \"env\": {\"API_TOKEN\": \"" + secret + "\n";
+                    + "\", \"env\": {\"API_TOKEN\": \"" + api_token + "\n";
   write_file(user_settings(), half_typed);
   auto err = settings_error_for(user_settings());
   ASSERT_TRUE(err) << daemon_->err();

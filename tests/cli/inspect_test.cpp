@@ -8,8 +8,6 @@
 namespace mcprt_cli_test {
 namespace {
 
-const std::string test_server = MCPRT_TEST_SERVER;
-
 class inspect_test : public ::testing::Test {
  protected:
   fs::path home_ = fs::temp_directory_path() / ("mcprt-inspect-" + std::to_string(::getpid()));

@@ -18,8 +18,6 @@
 namespace mcprt_cli_test {
 namespace {
 
-const std::string test_server = MCPRT_TEST_SERVER;
-
 std::size_t lines(const std::string& s) {
   return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
 }

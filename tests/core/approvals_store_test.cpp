@@ -31,19 +31,13 @@ namespace {
 using test::read_bytes;
 using test::write_bytes;
 using test::mode_of;
+using test::joined;
 
 const std::string hash_a(64, 'a');
 const std::string hash_b(64, 'b');
 
-std::vector<fs::path> backups_in(const fs::path& dir) {
+std::vector<fs::path> approvals_backups_in(const fs::path& dir) {
   return test::files_starting_with(dir, "mcp-approvals.json.corrupt-");
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string out;
-  for (auto& x : xs)
-    out += x + "\n";
-  return out;
 }
 
 class ApprovalsStore : public testing::Test {
@@ -162,7 +156,7 @@ TEST_F(ApprovalsStore, RecoversWhenAPerProjectRecordIsCorrupted) {
   // The next write keeps the good records, drops the bad ones, and saves
   // the bytes it replaced.
   store.set("/proj", "git", hash_b, approval_state::approved);
-  auto backups = backups_in(file_.parent_path());
+  auto backups = approvals_backups_in(file_.parent_path());
   ASSERT_THAT(backups, SizeIs(1));
   EXPECT_EQ(read_bytes(backups[0]), original);
   auto now = json::parse(read_bytes(file_));
@@ -179,7 +173,7 @@ TEST_F(ApprovalsStore, RecoversWhenTheFileIsNotAJsonObject) {
   EXPECT_THAT(store.warnings()[0], HasSubstr("not an object"));
   store.set("/proj", "fs", hash_a, approval_state::approved);
   EXPECT_EQ(store.state("/proj", "fs", hash_a), approval_state::approved);
-  auto backups = backups_in(file_.parent_path());
+  auto backups = approvals_backups_in(file_.parent_path());
   ASSERT_THAT(backups, SizeIs(1));
   EXPECT_EQ(read_bytes(backups[0]), "[1, 2, 3]\n");
 }
@@ -195,12 +189,12 @@ TEST_F(ApprovalsStore, RecoversFromMalformedJsonAndBacksItUpOnTheNextWrite) {
   ASSERT_THAT(store.warnings(), SizeIs(1));
   EXPECT_THAT(store.warnings()[0], HasSubstr(file_.string()));
   EXPECT_THAT(store.warnings()[0], HasSubstr("not valid JSON"));
-  EXPECT_THAT(backups_in(file_.parent_path()), IsEmpty()) << "reading never moves files";
+  EXPECT_THAT(approvals_backups_in(file_.parent_path()), IsEmpty()) << "reading never moves files";
   EXPECT_EQ(read_bytes(file_), garbage);
 
   store.take_warnings();
   store.set("/proj", "fs", hash_a, approval_state::approved);
-  auto backups = backups_in(file_.parent_path());
+  auto backups = approvals_backups_in(file_.parent_path());
   ASSERT_THAT(backups, SizeIs(1));
   EXPECT_EQ(read_bytes(backups[0]), garbage);
   EXPECT_TRUE(std::regex_match(backups[0].filename().string(),
@@ -221,7 +215,7 @@ TEST_F(ApprovalsStore, SecondRecoveryInOneSecondKeepsBothBackups) {
   store.set("/proj", "fs", hash_a, approval_state::approved);
   write_bytes(file_, "second garbage");
   store.set("/proj", "fs", hash_a, approval_state::approved);
-  auto backups = backups_in(file_.parent_path());
+  auto backups = approvals_backups_in(file_.parent_path());
   ASSERT_THAT(backups, SizeIs(2));
   std::vector<std::string> contents{read_bytes(backups[0]), read_bytes(backups[1])};
   EXPECT_THAT(contents, testing::UnorderedElementsAre("first garbage", "second garbage"));
@@ -507,7 +501,7 @@ TEST_F(ApprovalsStore, DeeplyNestedStoreIsMalformedNotAStackOverflow) {
   EXPECT_THAT(store.warnings()[0], HasSubstr("nested deeper"));
   EXPECT_LT(store.warnings()[0].size(), 400u) << "the warning quotes the file";
   store.set("/proj", "fs", hash_a, approval_state::approved);
-  ASSERT_THAT(backups_in(file_.parent_path()), SizeIs(1));
+  ASSERT_THAT(approvals_backups_in(file_.parent_path()), SizeIs(1));
   EXPECT_EQ(approvals_store{file_}.state("/proj", "fs", hash_a), approval_state::approved);
 }
 

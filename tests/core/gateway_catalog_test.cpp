@@ -19,7 +19,7 @@ gateway_server_view server(const std::string& name, std::vector<std::string> too
   return s;
 }
 
-std::vector<std::string> names(const json& list, const char* key, const char* field = "name") {
+std::vector<std::string> catalog_names(const json& list, const char* key, const char* field = "name") {
   std::vector<std::string> out;
   for (const auto& e : list.at(key))
     out.push_back(e.at(field).get<std::string>());
@@ -60,7 +60,7 @@ TEST(GatewayCatalog, ToolsAreExposedWithPrefixAndKeepTheirOtherFields) {
 TEST(GatewayCatalog, ServersAreOrderedByNameBytes) {
   // "B" < "a" in byte order.
   auto c = gateway_catalog::build({server("a", {"x"}), server("B", {"y"}), server("Z", {"z"})});
-  EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"B__y", "Z__z", "a__x"}));
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"B__y", "Z__z", "a__x"}));
 }
 
 TEST(GatewayCatalog, SameExposedNameFromTwoServersFirstByNameKeepsIt) {
@@ -70,7 +70,7 @@ TEST(GatewayCatalog, SameExposedNameFromTwoServersFirstByNameKeepsIt) {
   two.prefix = "p_";
   // Passed in reverse order: the winner is decided by name, not position.
   auto c = gateway_catalog::build({two, one});
-  EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"p_t", "p_u"}));
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"p_t", "p_u"}));
   EXPECT_EQ(c.tool("p_t")->server, "one");
   EXPECT_EQ(c.tool("p_u")->server, "two");
   const auto* l = find_left_out(c, "two", "name_conflict");
@@ -134,7 +134,7 @@ TEST(GatewayCatalog, PromptsAreExposedAndConflictLikeTools) {
   b.prompts.push_back({{"name", "greet"}});
   b.prompts.push_back({{"name", "bye"}});
   auto c = gateway_catalog::build({a, b});
-  EXPECT_EQ(names(c.prompts_list(), "prompts"), (std::vector<std::string>{"a__greet", "a__bye"}));
+  EXPECT_EQ(catalog_names(c.prompts_list(), "prompts"), (std::vector<std::string>{"a__greet", "a__bye"}));
   EXPECT_EQ(*c.prompt("a__greet"), (gateway_route{"a", "greet"}));
   EXPECT_EQ(*c.prompt("a__bye"), (gateway_route{"b", "bye"}));
   EXPECT_FALSE(c.tool("a__greet"));
@@ -150,7 +150,7 @@ TEST(GatewayCatalog, UnavailableServersShowNothing) {
   down.capabilities = {{"completions", json::object()}};
   down.resources.push_back({{"uri", "file:///x"}});
   auto c = gateway_catalog::build({up, down});
-  EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"up__t"}));
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"up__t"}));
   EXPECT_TRUE(c.resources_list()["resources"].empty());
   EXPECT_FALSE(c.resource_server("file:///x"));
   EXPECT_FALSE(c.capabilities().contains("completions"));
@@ -160,7 +160,7 @@ TEST(GatewayCatalog, SecondServerWithTheSameNameIsIgnored) {
   auto first = server("s", {"a"});
   auto second = server("s", {"b"});
   auto c = gateway_catalog::build({first, second});
-  EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"s__a"}));
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"s__a"}));
 }
 
 TEST(GatewayCatalog, ServerWithoutANameIsIgnored) {
@@ -189,7 +189,8 @@ TEST(GatewayCatalog, OddEntriesAreSkippedAndCounted) {
   s.resources.push_back({{"name", "r"}});
   s.resources.push_back({{"uri", "file:///ok"}});
   auto c = gateway_catalog::build({s});
-  EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"s__ok", "s__" + std::string(128, 'y')}));
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"),
+            (std::vector<std::string>{"s__ok", "s__" + std::string(128, 'y')}));
   const gateway_left_out* tools = nullptr;
   const gateway_left_out* resources = nullptr;
   for (const auto& l : c.left_out()) {
@@ -210,7 +211,7 @@ TEST(GatewayCatalog, CapsEntriesPerKindAcrossServers) {
   auto a = server("a", {"1", "2"});
   auto b = server("b", {"1", "2", "3"});
   auto c = gateway_catalog::build({a, b}, lim);
-  EXPECT_EQ(names(c.tools_list(), "tools"), (std::vector<std::string>{"a__1", "a__2", "b__1"}));
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"a__1", "a__2", "b__1"}));
   const auto* l = find_left_out(c, "b", "over_limit");
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->count, 2u);
@@ -250,7 +251,7 @@ TEST(GatewayCatalog, ResourcesKeepTheirUrisAndFirstServerKeepsADuplicate) {
   b.resources.push_back({{"uri", "file:///same"}, {"name", "from b"}});
   b.resources.push_back({{"uri", "file:///b-only"}, {"name", "b"}});
   auto c = gateway_catalog::build({b, a});
-  EXPECT_EQ(names(c.resources_list(), "resources", "uri"),
+  EXPECT_EQ(catalog_names(c.resources_list(), "resources", "uri"),
             (std::vector<std::string>{"file:///same", "file:///b-only"}));
   EXPECT_EQ(c.resources_list()["resources"][0]["name"], "from a");
   EXPECT_EQ(c.resource_server("file:///same"), "a");
@@ -269,7 +270,7 @@ TEST(GatewayCatalog, ReadsRouteByTemplateFirstServerByNameWins) {
   auto any = server("zz");
   any.resource_templates.push_back({{"uriTemplate", "repo://{+rest}"}, {"name", "any"}});
   auto c = gateway_catalog::build({any, gh});
-  EXPECT_EQ(names(c.resource_templates_list(), "resourceTemplates", "uriTemplate"),
+  EXPECT_EQ(catalog_names(c.resource_templates_list(), "resourceTemplates", "uriTemplate"),
             (std::vector<std::string>{"repo://{owner}/{name}/issues/{n}", "repo://{+rest}"}));
   EXPECT_EQ(c.resource_server("repo://x/y/issues/3"), "gh");
   EXPECT_EQ(c.resource_server("repo://x/y/pulls/3"), "zz");

@@ -33,8 +33,8 @@ struct fake_env {
   }
 };
 
-gating_result run(const server_map& servers, const variable_context& ctx,
-                  std::function<approval_state(const server_config&)> approval = {}) {
+gating_result gating_with_variables(const server_map& servers, const variable_context& ctx,
+                                    std::function<approval_state(const server_config&)> approval = {}) {
   gating_input in;
   in.servers = &servers;
   in.approval = approval ? approval : [](const server_config&) { return approval_state::approved; };
@@ -50,7 +50,7 @@ const server_map token_server = make_map(json::parse(R"({
 TEST(GatingVariables, AdmittedServersRunWithTheirVariablesExpanded) {
   fake_env env{{{"GH_TOKEN", "s3cret"}}};
   variable_context ctx{env.lookup(), {}, "/ws", "/home/u"};
-  auto g = run(token_server, ctx);
+  auto g = gating_with_variables(token_server, ctx);
   ASSERT_TRUE(g.servers.at("gh").admitted);
   auto admitted = g.admitted(token_server);
   ASSERT_EQ(admitted.size(), 1u);
@@ -73,9 +73,9 @@ TEST(GatingVariables, AChangedValueIsANewConnectionButTheSameApproval) {
   };
   fake_env env{{{"GH_TOKEN", "one"}}};
   variable_context ctx{env.lookup(), {}, "/ws", "/home/u"};
-  auto before = run(servers, ctx, approval).admitted(servers).at("gh");
+  auto before = gating_with_variables(servers, ctx, approval).admitted(servers).at("gh");
   env.vars["GH_TOKEN"] = "two";
-  auto after = run(servers, ctx, approval).admitted(servers).at("gh");
+  auto after = gating_with_variables(servers, ctx, approval).admitted(servers).at("gh");
   EXPECT_EQ(after.env.at("TOKEN"), "two");
   EXPECT_NE(connection_id(before), connection_id(after));
   // The approval hash is over the entry as written: a token that arrives
@@ -93,7 +93,7 @@ TEST(GatingVariables, ValuesFromTheEnvironmentAreKeptAsSecretsToHideInMessages) 
                           config_scope::user);
   fake_env env{{{"KEY", "k3y-s3cret"}, {"SHORT", "ab"}}};
   variable_context ctx{env.lookup(), {}, "/ws/project", "/home/u"};
-  auto g = run(servers, ctx);
+  auto g = gating_with_variables(servers, ctx);
   auto admitted = g.admitted(servers);
   auto& runs = admitted.at("h");
   using pair = std::pair<std::string, std::string>;
@@ -109,7 +109,7 @@ TEST(GatingVariables, ValuesFromTheEnvironmentAreKeptAsSecretsToHideInMessages) 
 TEST(GatingVariables, AMissingVariableKeepsTheServerOutAndNamesIt) {
   fake_env env;
   variable_context ctx{env.lookup(), {}, "/ws", "/home/u"};
-  auto g = run(token_server, ctx);
+  auto g = gating_with_variables(token_server, ctx);
   auto& adm = g.servers.at("gh");
   EXPECT_FALSE(adm.admitted);
   EXPECT_EQ(adm.reason, unavailable_reason::variable_error);
@@ -130,11 +130,11 @@ TEST(GatingVariables, AnInputWithoutAValueIsNeedsInput) {
     if (i == stored.end()) return std::nullopt;
     return i->second;
   };
-  auto g = run(servers, ctx);
+  auto g = gating_with_variables(servers, ctx);
   EXPECT_EQ(g.servers.at("api").reason, unavailable_reason::needs_input);
   EXPECT_NE(remedy(unavailable_reason::needs_input, "api").find("mcprt input set"), std::string::npos);
   stored["api-key"] = "k-123";
-  auto h = run(servers, ctx);
+  auto h = gating_with_variables(servers, ctx);
   ASSERT_TRUE(h.servers.at("api").admitted);
   EXPECT_EQ(h.admitted(servers).at("api").headers.at("Authorization"), "Bearer k-123");
 }
@@ -143,7 +143,7 @@ TEST(GatingVariables, AServerWaitingForApprovalIsNotExpanded) {
   auto servers = make_map(json::parse(R"({"p": {"command": "x", "env": {"T": "${UNSET_HERE}"}}})"),
                           config_scope::project);
   variable_context ctx;
-  auto g = run(servers, ctx, [](const server_config&) { return approval_state::pending; });
+  auto g = gating_with_variables(servers, ctx, [](const server_config&) { return approval_state::pending; });
   EXPECT_EQ(g.servers.at("p").reason, unavailable_reason::pending_approval);
   EXPECT_FALSE(g.servers.at("p").problem);
 }
@@ -154,7 +154,7 @@ TEST(GatingVariables, AValueThatBreaksTheRulesOfItsKeyIsRefusedWithoutShowingIt)
                           config_scope::user);
   fake_env env{{{"KEY", "abc\r\nInjected: yes"}}};
   variable_context ctx{env.lookup(), {}, "/ws", "/home/u"};
-  auto g = run(servers, ctx);
+  auto g = gating_with_variables(servers, ctx);
   auto& adm = g.servers.at("h");
   EXPECT_EQ(adm.reason, unavailable_reason::variable_error);
   ASSERT_TRUE(adm.problem);
@@ -168,7 +168,7 @@ TEST(GatingVariables, AConfigWithoutVariablesRunsAsWritten) {
   auto servers = make_map(json::parse(R"({"plain": {"command": "x", "args": ["$HOME", "${1}"]}})"),
                           config_scope::user);
   variable_context ctx;
-  auto g = run(servers, ctx);
+  auto g = gating_with_variables(servers, ctx);
   ASSERT_TRUE(g.servers.at("plain").admitted);
   EXPECT_TRUE(g.expanded.empty());
   EXPECT_EQ(connection_id(g.admitted(servers).at("plain")), connection_id(servers.at("plain")));

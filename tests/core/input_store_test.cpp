@@ -26,19 +26,13 @@ using testing::SizeIs;
 namespace mcprt {
 namespace {
 
+using test::joined;
 using test::mode_of;
 using test::read_bytes;
 using test::write_bytes;
 
-std::vector<fs::path> backups_in(const fs::path& dir) {
+std::vector<fs::path> input_backups_in(const fs::path& dir) {
   return test::files_starting_with(dir, "mcp-inputs.json.corrupt-");
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string out;
-  for (auto& x : xs)
-    out += x + "\n";
-  return out;
 }
 
 class InputStore : public testing::Test {
@@ -300,7 +294,7 @@ TEST_F(InputStore, AFileBeyondTheLimitsKeepsWhatFitsAndWarns) {
   // The next write keeps a copy of what it drops.
   store.take_warnings();
   store.set("/other", "k", "v");
-  EXPECT_THAT(backups_in(file_.parent_path()), SizeIs(1));
+  EXPECT_THAT(input_backups_in(file_.parent_path()), SizeIs(1));
 }
 
 // The secrets rule: whatever is wrong with the file, no warning quotes a
@@ -348,10 +342,10 @@ TEST_F(InputStore, AMalformedFileIsBackedUpBeforeTheNextWrite) {
   write_bytes(file_, garbage);
   input_store store{file_};
   EXPECT_EQ(store.get("/proj", "k"), std::nullopt);
-  EXPECT_THAT(backups_in(file_.parent_path()), IsEmpty()) << "reading never moves files";
+  EXPECT_THAT(input_backups_in(file_.parent_path()), IsEmpty()) << "reading never moves files";
   store.take_warnings();
   store.set("/proj", "k", "new");
-  auto backups = backups_in(file_.parent_path());
+  auto backups = input_backups_in(file_.parent_path());
   ASSERT_THAT(backups, SizeIs(1));
   EXPECT_EQ(read_bytes(backups[0]), garbage);
   EXPECT_EQ(mode_of(backups[0]), 0600);

@@ -4,27 +4,23 @@
 
 #include <gtest/gtest.h>
 
+#include "session_test_support.hpp"
+
 using namespace mcprt;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
 
+using mcprt::test::error_line;
+using mcprt::test::result_line;
 using time_point = mcp_session::time_point;
 
-std::vector<json> parsed(const session_effects& fx) {
+std::vector<json> sent_messages(const session_effects& fx) {
   std::vector<json> out;
   for (const auto& s : fx.send)
     out.push_back(json::parse(s));
   return out;
-}
-
-std::string result_line(const json& id, const json& result) {
-  return json{{"jsonrpc", "2.0"}, {"id", id}, {"result", result}}.dump();
-}
-
-std::string error_line(const json& id, int code, const std::string& message) {
-  return json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}}.dump();
 }
 
 std::string updated_line(const std::string& uri) {
@@ -46,9 +42,9 @@ protected:
   // A ready session whose server advertised `caps` (tools, no prompts listed).
   std::unique_ptr<mcp_session> ready(json caps = everything_caps(), mcp_session::options opts = {}) {
     auto s = std::make_unique<mcp_session>(std::move(opts));
-    auto init = parsed(s->start(now)).at(0);
+    auto init = sent_messages(s->start(now)).at(0);
     auto fx = s->on_line(result_line(init["id"], {{"protocolVersion", "2025-11-25"}, {"capabilities", caps}}), now);
-    for (auto& m : parsed(fx)) {
+    for (auto& m : sent_messages(fx)) {
       if (m.value("method", "") == "tools/list")
         fx = s->on_line(result_line(m["id"], {{"tools", json::array()}}), now);
       else if (m.value("method", "") == "prompts/list")
@@ -60,7 +56,7 @@ protected:
 
   // The one request `fx` sent.
   static json sent_request(const session_effects& fx) {
-    auto sent = parsed(fx);
+    auto sent = sent_messages(fx);
     EXPECT_EQ(sent.size(), 1u);
     return sent.empty() ? json::object() : sent[0];
   }
@@ -228,7 +224,7 @@ TEST_F(McpSessionRequests, AListingHasOneDeadlineAcrossItsPages) {
   fx = s->on_tick(now + 1000ms);
   ASSERT_EQ(fx.completed_calls.size(), 1u);
   EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::timed_out);
-  auto sent = parsed(fx);
+  auto sent = sent_messages(fx);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0]["method"], "notifications/cancelled");
   EXPECT_EQ(sent[0]["params"]["requestId"], page2["id"]);
@@ -245,7 +241,7 @@ TEST_F(McpSessionRequests, CancelAndErrorsWorkAsForCalls) {
   fx = s->cancel_call(3, "host gave up");
   ASSERT_EQ(fx.completed_calls.size(), 1u);
   EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::cancelled);
-  EXPECT_EQ(parsed(fx).at(0)["params"]["requestId"], page2["id"]);
+  EXPECT_EQ(sent_messages(fx).at(0)["params"]["requestId"], page2["id"]);
 
   req = sent_request(s->request(4, "resources/read", {{"uri", "nope"}}, now));
   fx = s->on_line(error_line(req["id"], -32002, "Resource not found"), now);

@@ -4,15 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include "session_test_support.hpp"
+
 using namespace mcprt;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
 
+using mcprt::test::error_line;
+using mcprt::test::result_line;
 using time_point = mcp_session::time_point;
 
-json parse(const std::string& line) {
+json parse_line(const std::string& line) {
   return json::parse(line);
 }
 
@@ -20,17 +24,9 @@ std::vector<json> parsed(const session_effects& fx) {
   std::vector<json> out;
   for (const auto& s : fx.send) {
     EXPECT_EQ(s.find('\n'), std::string::npos) << s;
-    out.push_back(parse(s));
+    out.push_back(parse_line(s));
   }
   return out;
-}
-
-std::string result_line(const json& id, const json& result) {
-  return json{{"jsonrpc", "2.0"}, {"id", id}, {"result", result}}.dump();
-}
-
-std::string error_line(const json& id, int code, const std::string& message) {
-  return json{{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}}.dump();
 }
 
 std::string notification_line(const std::string& method) {

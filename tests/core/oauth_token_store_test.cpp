@@ -29,19 +29,13 @@ namespace {
 using test::read_bytes;
 using test::write_bytes;
 using test::mode_of;
+using test::joined;
 
 const std::string url_a = "https://mcp.example.com/mcp";
 const std::string url_b = "https://other.example.org/sse";
 
-std::vector<fs::path> backups_in(const fs::path& dir) {
+std::vector<fs::path> token_backups_in(const fs::path& dir) {
   return test::files_starting_with(dir, "mcp-oauth.json.corrupt-");
-}
-
-std::string joined(const std::vector<std::string>& xs) {
-  std::string out;
-  for (auto& x : xs)
-    out += x + "\n";
-  return out;
 }
 
 oauth_credentials full_credentials() {
@@ -162,7 +156,7 @@ TEST_F(OAuthTokenStore, CorruptFileIsKeptAsideAndNeverLostThenAPutWorks) {
   store.take_warnings();
 
   store.put(url_a, "dynamic", full_credentials());
-  auto backups = backups_in(file_.parent_path());
+  auto backups = token_backups_in(file_.parent_path());
   ASSERT_THAT(backups, SizeIs(1));
   EXPECT_EQ(read_bytes(backups[0]), garbage);
   EXPECT_EQ(mode_of(backups[0]), 0600);

@@ -11,7 +11,7 @@
 
 #include "core/reaper_protocol.hpp"
 
-using namespace mcprt::reaper_protocol;
+namespace mcprt::reaper_protocol {
 
 namespace {
 
@@ -190,3 +190,5 @@ TEST(ReaperProtocol, TheAssemblerRecoversForTheNextRequest) {
   // The same last part again is not a second request.
   EXPECT_EQ(add(part(4, last_part, 5, 5, "")), request_assembler::step::broken);
 }
+
+} // namespace mcprt::reaper_protocol

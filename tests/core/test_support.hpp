@@ -57,6 +57,14 @@ inline std::vector<std::filesystem::path> files_starting_with(const std::filesys
   return out;
 }
 
+/// The lines of `xs`, each ended by a newline.
+inline std::string joined(const std::vector<std::string>& xs) {
+  std::string out;
+  for (auto& x : xs)
+    out += x + "\n";
+  return out;
+}
+
 /// Runs `work(child)` in `children` forked processes that start together
 /// (a pipe releases them at once, so their writes overlap); true when every
 /// one returned without throwing. What the stores promise across processes

@@ -14,7 +14,7 @@ mcp_tool tool(const std::string& name) {
   return t;
 }
 
-std::vector<std::string> names(const std::vector<mcp_tool>& tools) {
+std::vector<std::string> names_of_tools(const std::vector<mcp_tool>& tools) {
   std::vector<std::string> out;
   for (const auto& t : tools)
     out.push_back(t.name);
@@ -70,6 +70,6 @@ TEST(ToolFilter, FilterToolsKeepsOrder) {
   std::vector<mcp_tool> tools = {tool("c"), tool("a"), tool("b"), tool("d")};
   list include = std::vector<std::string>{"a", "b", "c"};
   list exclude = std::vector<std::string>{"b"};
-  EXPECT_EQ(names(filter_tools(tools, include, exclude)), (std::vector<std::string>{"c", "a"}));
+  EXPECT_EQ(names_of_tools(filter_tools(tools, include, exclude)), (std::vector<std::string>{"c", "a"}));
   EXPECT_EQ(filter_tools(tools, std::nullopt, std::nullopt).size(), 4u);
 }

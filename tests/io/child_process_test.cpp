@@ -12,6 +12,7 @@
 #include <string>
 
 #include "io/child_process.hpp"
+#include "process_test_support.hpp"
 #include "tests/support/wait_for.hpp"
 
 using namespace mcprt::io;
@@ -19,7 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string server = MCPRT_TEST_SERVER;
+using mcprt::io::test::server;
 
 // Reads until a full line arrives on `fd` or the deadline passes.
 std::string read_line(int fd, std::chrono::milliseconds timeout = 10s) {

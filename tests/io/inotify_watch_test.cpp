@@ -58,7 +58,7 @@ void rename_save(const fs::path& p, const std::string& text) {
 }
 
 /// Records callback paths; waits for one with a deadline.
-class recorder {
+class path_recorder {
 public:
   inotify_watch::callback callback() {
     return [this](const std::string& path) {
@@ -99,7 +99,7 @@ TEST(InotifyWatch, RenameOverTheFileIsDetected) {
   temp_dir d;
   auto file = d.path() / "settings.json";
   write_file(file, "{}");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   EXPECT_EQ(w.watched_directories(), std::vector<std::string>{d.path().string()});
   rename_save(file, R"({"a":1})");
@@ -116,7 +116,7 @@ TEST(InotifyWatch, InPlaceWriteIsDetected) {
   temp_dir d;
   auto file = d.path() / "settings.json";
   write_file(file, "{}");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   write_file(file, R"({"a":1})");
   EXPECT_TRUE(rec.wait_for(file));
@@ -125,7 +125,7 @@ TEST(InotifyWatch, InPlaceWriteIsDetected) {
 TEST(InotifyWatch, FileInDirectoriesCreatedAfterStartIsDetected) {
   temp_dir d;
   auto file = d.path() / "a" / "b" / "settings.json";
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   // Two levels are missing: the nearest existing ancestor is watched.
   EXPECT_EQ(w.watched_directories(), std::vector<std::string>{d.path().string()});
@@ -149,7 +149,7 @@ TEST(InotifyWatch, MkdirDashPThenWriteIsDetected) {
   // re-arming reports the file because it may already be there.
   temp_dir d;
   auto file = d.path() / "a" / "b" / "c" / "settings.json";
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   fs::create_directories(file.parent_path());
   write_file(file, "{}");
@@ -160,7 +160,7 @@ TEST(InotifyWatch, DeletionIsDetected) {
   temp_dir d;
   auto file = d.path() / "settings.json";
   write_file(file, "{}");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   fs::remove(file);
   EXPECT_TRUE(rec.wait_for(file));
@@ -172,7 +172,7 @@ TEST(InotifyWatch, DirectoryDeletedAndRecreatedThenFileWrittenIsDetected) {
   auto file = sub / "settings.json";
   fs::create_directory(sub);
   write_file(file, "{}");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   EXPECT_EQ(w.watched_directories(), std::vector<std::string>{sub.string()});
   fs::remove_all(sub);
@@ -196,7 +196,7 @@ TEST(InotifyWatch, DirectoryMovedAwayFallsBackToItsParent) {
   auto file = sub / "settings.json";
   fs::create_directory(sub);
   write_file(file, "{}");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   fs::rename(sub, d.path() / "elsewhere");
   ASSERT_TRUE(rec.wait_for(sub));
@@ -216,7 +216,7 @@ TEST(InotifyWatch, UnrelatedFilesInTheSameDirectoryNeverCallBack) {
   temp_dir d;
   auto file = d.path() / "settings.json";
   write_file(file, "{}");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({file}, rec.callback());
   write_file(d.path() / "other.json", "{}");
   fs::remove(d.path() / "other.json");
@@ -233,7 +233,7 @@ TEST(InotifyWatch, SeveralFilesInSeveralDirectories) {
   auto project = d.path() / "ws" / ".mcp.json";
   auto workspace = d.path() / "ws" / ".mcprt" / "settings.json";
   fs::create_directories(d.path() / "ws");
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({user, project, workspace}, rec.callback());
   EXPECT_EQ(w.watched_directories(), (std::vector<std::string>{d.path().string(), (d.path() / "ws").string()}));
   write_file(project, "{}");
@@ -250,7 +250,7 @@ TEST(InotifyWatch, RelativePathsAreMadeAbsolute) {
   temp_dir d;
   auto old = fs::current_path();
   fs::current_path(d.path());
-  recorder rec;
+  path_recorder rec;
   {
     inotify_watch w({fs::path("settings.json")}, rec.callback());
     write_file(d.path() / "settings.json", "{}");
@@ -262,7 +262,7 @@ TEST(InotifyWatch, RelativePathsAreMadeAbsolute) {
 TEST(InotifyWatch, DestructorStopsTheThreadAndNoCallbackFollows) {
   temp_dir d;
   auto file = d.path() / "settings.json";
-  recorder rec;
+  path_recorder rec;
   {
     inotify_watch w({file}, rec.callback());
   }
@@ -299,7 +299,7 @@ TEST(InotifyWatch, AnUnwatchableNewDirectoryIsReportedAndItsParentStaysWatched) 
   std::mutex m;
   std::condition_variable cv;
   std::string error;
-  recorder rec;
+  path_recorder rec;
   inotify_watch w({sub / "settings.json"}, rec.callback(), [&](const std::string& msg) {
     std::lock_guard<std::mutex> lk(m);
     error = msg;

@@ -15,17 +15,17 @@
 #include <vector>
 
 #include "io/reactor.hpp"
+#include "process_test_support.hpp"
 
 using namespace mcprt::io;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string server = MCPRT_TEST_SERVER;
+using mcprt::io::test::ping;
+using mcprt::io::test::server;
 
-const std::string ping = R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
-                         "\n";
-const std::string initialize =
+const std::string initialize_line =
   R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
   "\n";
 
@@ -109,7 +109,7 @@ class collector {
 };
 
 // Waits for any process (not only our children) to exit, via a pidfd.
-bool wait_gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
+bool wait_gone_via_pidfd(pid_t pid, std::chrono::milliseconds timeout = 10s) {
   int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (fd < 0) return errno == ESRCH; // already gone (and reaped)
   pollfd p{fd, POLLIN, 0};
@@ -155,7 +155,7 @@ TEST(Reactor, SpawnsAServerAndSpeaksJsonRpc) {
   EXPECT_GT(s.pid, 0);
   EXPECT_EQ(::getpgid(s.pid), s.pid) << "the child must lead its own process group";
   EXPECT_EQ(r.process_count(), 1u);
-  r.write(s.id, initialize);
+  r.write(s.id, initialize_line);
   ASSERT_TRUE(c.wait_stdout("\n")) << c.out();
   EXPECT_NE(c.out().find("\"protocolVersion\":\"2025-06-18\""), std::string::npos) << c.out();
   r.shutdown(s.id, 5s, 5s);
@@ -276,7 +276,7 @@ TEST(Reactor, ShutdownLeavesNoGrandchildBehind) {
   ASSERT_EQ(::getpgid(grandchild), s.pid);
   r.shutdown(s.id, 2s, 2s);
   ASSERT_TRUE(c.wait_exit());
-  EXPECT_TRUE(wait_gone(grandchild)) << "grandchild " << grandchild << " outlived its server";
+  EXPECT_TRUE(wait_gone_via_pidfd(grandchild)) << "grandchild " << grandchild << " outlived its server";
 }
 
 TEST(Reactor, ACrashLeavesNoGrandchildBehindEither) {
@@ -287,7 +287,7 @@ TEST(Reactor, ACrashLeavesNoGrandchildBehindEither) {
   ASSERT_GT(grandchild, 0);
   ASSERT_TRUE(c.wait_exit());
   EXPECT_EQ(c.how().code, 3);
-  EXPECT_TRUE(wait_gone(grandchild));
+  EXPECT_TRUE(wait_gone_via_pidfd(grandchild));
 }
 
 TEST(Reactor, KillEndsTheProcessAtOnce) {
@@ -346,7 +346,7 @@ TEST(Reactor, DestructorKillsAndReapsEverything) {
   for (auto pid : pids)
     EXPECT_TRUE(pid_gone(pid)) << "server " << pid << " was not killed and reaped";
   for (auto g : grandchildren)
-    EXPECT_TRUE(wait_gone(g)) << "grandchild " << g << " survived";
+    EXPECT_TRUE(wait_gone_via_pidfd(g)) << "grandchild " << g << " survived";
   for (auto& c : cs)
     EXPECT_EQ(c->exits(), 0) << "no callbacks once destruction began";
 }

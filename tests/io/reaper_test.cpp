@@ -25,6 +25,7 @@
 
 #include "io/reactor.hpp"
 #include "io/reaper_process.hpp"
+#include "process_test_support.hpp"
 #include "tests/support/wait_for.hpp"
 
 using namespace mcprt::io;
@@ -33,13 +34,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string server = MCPRT_TEST_SERVER;
-const std::string ping = R"({"jsonrpc":"2.0","id":1,"method":"ping"})"
-                         "\n";
+using mcprt::io::test::ping;
+using mcprt::io::test::server;
 
 // -- observing one process ----------------------------------------------------------
 
-class collector {
+class process_collector {
  public:
   process_events events() {
     process_events ev;
@@ -190,13 +190,13 @@ void kill_leftovers(const std::vector<proc>& ps) {
     if (running(p)) ::kill(p.pid, SIGKILL);
 }
 
-class temp_dir {
+class scratch_dir {
  public:
-  temp_dir() {
+  scratch_dir() {
     char tmpl[] = "/tmp/mcprt-reaper-test-XXXXXX";
     path_ = ::mkdtemp(tmpl);
   }
-  ~temp_dir() {
+  ~scratch_dir() {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -235,10 +235,10 @@ TEST_P(reaper_modes, ServersAreChildrenOfOneReaperThatIsOurOnlyChild) {
   {
     reactor r(options());
     EXPECT_EQ(r.reaper_pid(), -1) << "no reaper before the first spawn";
-    std::vector<std::unique_ptr<collector>> cs;
+    std::vector<std::unique_ptr<process_collector>> cs;
     reactor::process_id first = 0;
     for (int i = 0; i < 3; ++i) {
-      cs.push_back(std::make_unique<collector>());
+      cs.push_back(std::make_unique<process_collector>());
       auto s = r.spawn({"/bin/cat", {}, {}, {}}, cs.back()->events());
       if (i == 0) first = s.id;
       servers.push_back({"cat", s.pid, stat_of(s.pid)->start});
@@ -267,11 +267,11 @@ TEST_P(reaper_modes, ServersAreChildrenOfOneReaperThatIsOurOnlyChild) {
 }
 
 TEST_P(reaper_modes, DestructionLeavesNoDescendantNotEvenAZombie) {
-  temp_dir dir;
+  scratch_dir dir;
   std::vector<proc> all;
   {
     reactor r(options());
-    collector c;
+    process_collector c;
     r.spawn({server, escaping_server(dir / "pids"), {}, {}}, c.events());
     all = read_pids(dir / "pids", every_kind);
     ASSERT_EQ(all.size(), 4u);
@@ -285,11 +285,11 @@ TEST_P(reaper_modes, DestructionLeavesNoDescendantNotEvenAZombie) {
 }
 
 TEST_P(reaper_modes, OrphansOfAnExitedServerStayWithTheReaperUntilTheEnd) {
-  temp_dir dir;
+  scratch_dir dir;
   std::vector<proc> all;
   {
     reactor r(options());
-    collector c;
+    process_collector c;
     r.spawn({server,
              {"--pid-file", (dir / "pids").string(), "--grandchild-setsid", "--grandchild-daemon", "--crash-after-ms",
               "100"},
@@ -314,12 +314,12 @@ TEST_P(reaper_modes, OrphansOfAnExitedServerStayWithTheReaperUntilTheEnd) {
 }
 
 TEST_P(reaper_modes, AKilledReaperTakesItsServersAndTheNextSpawnStartsANewOne) {
-  temp_dir dir;
+  scratch_dir dir;
   warnings w;
   auto o = options();
   o.on_warning = w.sink();
   reactor r(o);
-  collector a, b;
+  process_collector a, b;
   r.spawn({server, {"--pid-file", (dir / "pids").string(), "--grandchild-in-group"}, {}, {}}, a.events());
   r.spawn({"/bin/cat", {}, {}, {}}, b.events());
   auto pids = read_pids(dir / "pids", {"server", "group"});
@@ -337,7 +337,7 @@ TEST_P(reaper_modes, AKilledReaperTakesItsServersAndTheNextSpawnStartsANewOne) {
     EXPECT_TRUE(gone_within(p, 10s)) << p.kind << " survived the reaper";
   EXPECT_EQ(r.process_count(), 0u);
   // A new reaper for the next server.
-  collector c;
+  process_collector c;
   auto s = r.spawn({"/bin/cat", {}, {}, {}}, c.events());
   EXPECT_GT(r.reaper_pid(), 0);
   EXPECT_NE(r.reaper_pid(), old);
@@ -350,13 +350,13 @@ TEST(Reaper, WithoutTheChildrenFileAScanOfProcFindsEveryDescendant) {
   // A forked reaper inherits the flag: it finds its children as on a kernel
   // without /proc/<pid>/task/<tid>/children.
   detail::force_proc_scan_for_tests = true;
-  temp_dir dir;
+  scratch_dir dir;
   std::vector<proc> all;
   {
     reactor_options o;
     o.reaper = reaper_start::fork;
     reactor r(o);
-    collector c;
+    process_collector c;
     r.spawn({server, escaping_server(dir / "pids"), {}, {}}, c.events());
     all = read_pids(dir / "pids", every_kind);
     detail::force_proc_scan_for_tests = false;
@@ -376,11 +376,11 @@ TEST(Reaper, AStoppedReaperIsKilledAndReplaced) {
   o.reaper_answer_timeout = 500ms;
   o.on_warning = w.sink();
   reactor r(o);
-  collector a;
+  process_collector a;
   r.spawn({"/bin/cat", {}, {}, {}}, a.events());
   pid_t old = r.reaper_pid();
   ASSERT_EQ(::kill(old, SIGSTOP), 0);
-  collector b;
+  process_collector b;
   try {
     r.spawn({"/bin/cat", {}, {}, {}}, b.events());
     FAIL() << "a stopped reaper cannot have answered";
@@ -390,7 +390,7 @@ TEST(Reaper, AStoppedReaperIsKilledAndReplaced) {
   ASSERT_TRUE(a.wait_exit()) << "its server went with it";
   EXPECT_NE(a.how().reason.find("reaper process died"), std::string::npos) << a.how().reason;
   EXPECT_TRUE(w.wait_for("died"));
-  collector c;
+  process_collector c;
   auto s = r.spawn({"/bin/cat", {}, {}, {}}, c.events());
   EXPECT_NE(r.reaper_pid(), old);
   r.write(s.id, "fresh\n");
@@ -399,7 +399,7 @@ TEST(Reaper, AStoppedReaperIsKilledAndReplaced) {
 
 TEST(Reaper, TerminalSignalsDoNotStopIt) {
   reactor r;
-  collector a;
+  process_collector a;
   auto s = r.spawn({"/bin/cat", {}, {}, {}}, a.events());
   pid_t rp = r.reaper_pid();
   // Ctrl-C, a hangup, a stray TERM to the whole group: the runtime decides
@@ -408,7 +408,7 @@ TEST(Reaper, TerminalSignalsDoNotStopIt) {
     ASSERT_EQ(::kill(rp, sig), 0);
   // A round trip through the reaper: the spawn answers only after it has
   // taken the signals above (they arrive before the request).
-  collector b;
+  process_collector b;
   r.spawn({"/bin/cat", {}, {}, {}}, b.events());
   EXPECT_EQ(r.reaper_pid(), rp);
   EXPECT_EQ(stat_of(rp)->state == 'T', false) << "stopped by SIGTSTP";
@@ -430,7 +430,7 @@ TEST(Reaper, ARequestLargerThanOneMessageArrivesWhole) {
     all += value;
   }
   reactor r;
-  collector c;
+  process_collector c;
   r.spawn({"/bin/sh", {"-c", "printf %s \"$BIG0$BIG1$BIG2$BIG3\" | cksum"}, env, {}}, c.events());
   ASSERT_TRUE(c.wait_exit());
   // The same bytes through a pipe here.
@@ -451,16 +451,16 @@ TEST(Reaper, ARequestLargerThanOneMessageArrivesWhole) {
 TEST(Reaper, AServerWithoutACwdStartsWhereTheRuntimeIsNow) {
   reactor r;
   auto before = fs::current_path();
-  collector a;
+  process_collector a;
   r.spawn({"/bin/pwd", {}, {}, {}}, a.events());
   ASSERT_TRUE(a.wait_exit());
   EXPECT_TRUE(a.wait_stdout(before.string() + "\n"));
   // The reaper was started before the runtime moved; the server follows the
   // runtime, not the reaper.
-  temp_dir dir;
+  scratch_dir dir;
   auto elsewhere = fs::canonical(dir / ".");
   fs::current_path(elsewhere);
-  collector b;
+  process_collector b;
   r.spawn({"/bin/pwd", {}, {}, {}}, b.events());
   ASSERT_TRUE(b.wait_exit());
   fs::current_path(before);
@@ -469,7 +469,7 @@ TEST(Reaper, AServerWithoutACwdStartsWhereTheRuntimeIsNow) {
 
 TEST(Reaper, ANulByteInAnArgumentIsAnErrorNotACut) {
   reactor r;
-  collector c;
+  process_collector c;
   try {
     r.spawn({"/bin/echo", {std::string("a\0b", 3)}, {}, {}}, c.events());
     FAIL() << "expected spawn_error";
@@ -481,7 +481,7 @@ TEST(Reaper, ANulByteInAnArgumentIsAnErrorNotACut) {
 
 TEST(Reaper, AnEnvironmentBeyondTheLimitIsRefusedWithTheReason) {
   reactor r;
-  collector c;
+  process_collector c;
   try {
     r.spawn({"/bin/true", {}, {{"HUGE", std::string(3 * 1024 * 1024, 'x')}}, {}}, c.events());
     FAIL() << "expected spawn_error";

@@ -128,7 +128,7 @@ class legacy_server {
   test::local_server srv_{[this](httplib::Server& svr) { routes(svr); }};
 };
 
-std::string request(int id, const std::string& method) {
+std::string request_line(int id, const std::string& method) {
   return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method + R"(","params":{}})";
 }
 
@@ -143,9 +143,9 @@ TEST(SseTransport, PostsToTheEndpointInOrderAndReadsAnswersFromTheStream) {
   {
     sse_transport t(ls.url(), k_auth, r.events(), pool);
     // Sent before the endpoint can be known: queued, then POSTed in order.
-    t.send(request(1, "initialize"));
+    t.send(request_line(1, "initialize"));
     t.send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
-    t.send(request(2, "tools/list"));
+    t.send(request_line(2, "tools/list"));
     ASSERT_TRUE(r.wait([&] { return r.messages.size() == 2; }));
     auto msgs = r.message_list();
     EXPECT_TRUE(contains(msgs[0], "\"id\":1")) << msgs[0];
@@ -182,13 +182,13 @@ TEST(SseTransport, AnEndpointOnAnotherOriginIsRefusedAndNothingIsPosted) {
   http_worker_pool pool(2);
   recorder r;
   sse_transport t(ls.url(), k_auth, r.events(), pool);
-  t.send(request(1, "initialize"));
+  t.send(request_line(1, "initialize"));
   ASSERT_TRUE(r.wait_error());
   auto e = r.error_list()[0];
   EXPECT_TRUE(contains(e, "another origin")) << e;
   EXPECT_TRUE(contains(e, "GET " + ls.url())) << e;
   EXPECT_FALSE(contains(e, "SECRET")) << e;
-  t.send(request(2, "tools/list"));
+  t.send(request_line(2, "tools/list"));
   t.close();
   ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
   EXPECT_TRUE(elsewhere.posts().empty());
@@ -217,13 +217,13 @@ TEST(SseTransport, AStreamThatEndsIsAnError) {
   http_worker_pool pool(2);
   recorder r;
   sse_transport t(ls.url(), {}, r.events(), pool);
-  t.send(request(1, "initialize"));
+  t.send(request_line(1, "initialize"));
   ASSERT_TRUE(r.wait([&] { return r.messages.size() == 1; }));
   ls.end_stream();
   ASSERT_TRUE(r.wait_error());
   EXPECT_TRUE(contains(r.error_list()[0], "ended the event stream")) << r.error_list()[0];
   // Further sends go nowhere; close still reports.
-  t.send(request(2, "ping"));
+  t.send(request_line(2, "ping"));
   t.close();
   ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
   EXPECT_EQ(ls.posts().size(), 1u);
@@ -271,7 +271,7 @@ TEST(SseTransport, RefusalsAndFailedPostsNameTheUrlButNoSecret) {
     ls.set_post_status(500);
     recorder r;
     sse_transport t(ls.url(), k_auth, r.events(), pool);
-    t.send(request(1, "initialize"));
+    t.send(request_line(1, "initialize"));
     ASSERT_TRUE(r.wait_error());
     auto e = r.error_list()[0];
     EXPECT_TRUE(contains(e, "POST " + ls.url("/message?…"))) << e;
@@ -307,7 +307,7 @@ TEST(SseTransport, DestroyingWithTheStreamOpenIsQuickAndSilent) {
   auto started = std::chrono::steady_clock::now();
   {
     sse_transport t(ls.url(), {}, r.events(), pool);
-    t.send(request(1, "initialize"));
+    t.send(request_line(1, "initialize"));
     ASSERT_TRUE(r.wait([&] { return r.messages.size() == 1; }));
   }
   EXPECT_TRUE(pool.wait_event_streams_idle(10s));

@@ -65,13 +65,13 @@ void reap(pid_t pid) {
   ::waitpid(pid, &status, 0);
 }
 
-struct temp_dir {
+struct waits_dir {
   fs::path path = fs::temp_directory_path() / ("mcprt-waits-" + std::to_string(::getpid()));
-  temp_dir() {
+  waits_dir() {
     fs::remove_all(path);
     fs::create_directories(path);
   }
-  ~temp_dir() { fs::remove_all(path); }
+  ~waits_dir() { fs::remove_all(path); }
 };
 
 } // namespace
@@ -112,7 +112,7 @@ TEST(TestWaits, WaitForExitTakesAReusedPidForTheOldProcessGone) {
 }
 
 TEST(TestWaits, WaitForChangeInSeesAFileAnotherProcessWrites) {
-  temp_dir dir;
+  waits_dir dir;
   auto file = dir.path / "pids";
   gated_child child{[&] { std::ofstream(file) << "server 1\n"; }};
   pid_t pid = child.pid;
@@ -126,7 +126,7 @@ TEST(TestWaits, WaitForChangeInSeesAFileAnotherProcessWrites) {
 }
 
 TEST(TestWaits, WaitForChangeInReportsTheDeadline) {
-  temp_dir dir;
+  waits_dir dir;
   int asked = 0;
   auto t0 = clock_type::now();
   EXPECT_FALSE(mcprt::test::wait_for_change_in(dir.path, [&] { return ++asked < 0; }, 300ms));

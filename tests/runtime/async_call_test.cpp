@@ -54,9 +54,7 @@ struct answers {
   }
 };
 
-bool is(const caf::error& e, errc x) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
-}
+using test::is;
 
 std::size_t thread_count() {
   std::size_t n = 0;
@@ -65,9 +63,7 @@ std::size_t thread_count() {
   return n;
 }
 
-json server(std::vector<std::string> args = {}) {
-  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
-}
+using test::server;
 
 class AsyncCall : public test::runtime_fixture {
 protected:

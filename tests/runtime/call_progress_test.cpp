@@ -31,9 +31,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-bool is(const caf::error& e, errc x) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
-}
+using test::is;
 
 /// One async call: its progress steps and its answer, and how many steps
 /// had come when the answer came.
@@ -82,9 +80,7 @@ struct tracked_call {
   }
 };
 
-json server(std::vector<std::string> args = {}) {
-  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
-}
+using test::server;
 
 class CallProgress : public test::runtime_fixture {
 protected:

@@ -72,7 +72,7 @@ struct host_inbox {
   }
 };
 
-json test_server(std::vector<std::string> args = {"--client-tool"}) {
+json client_tool_server(std::vector<std::string> args = {"--client-tool"}) {
   return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
 }
 
@@ -140,7 +140,7 @@ json elicitation_params() {
 } // namespace
 
 TEST_F(HostRequests, TheHostAnswersSamplingAndElicitationWithTheCallTheyBelongTo) {
-  settings({{"a", test_server()}});
+  settings({{"a", client_tool_server()}});
   start(options());
   wait_connected("a");
 
@@ -182,7 +182,7 @@ TEST_F(HostRequests, TheHostAnswersSamplingAndElicitationWithTheCallTheyBelongTo
 }
 
 TEST_F(HostRequests, AHostErrorAndADroppedResponderReachTheServerAsErrors) {
-  settings({{"a", test_server()}});
+  settings({{"a", client_tool_server()}});
   start(options());
   wait_connected("a");
 
@@ -210,7 +210,7 @@ TEST_F(HostRequests, AHostErrorAndADroppedResponderReachTheServerAsErrors) {
 }
 
 TEST_F(HostRequests, WithoutAnElicitationHandlerAskDeclinesAndSamplingIsAdvertisedAlone) {
-  settings({{"a", test_server()}});
+  settings({{"a", client_tool_server()}});
   auto o = options();
   o.host = inbox->handlers(/*sampling=*/true, /*elicitation=*/false);
   start(o);
@@ -223,7 +223,7 @@ TEST_F(HostRequests, WithoutAnElicitationHandlerAskDeclinesAndSamplingIsAdvertis
 }
 
 TEST_F(HostRequests, TheHostsRootsReplaceTheWorkspaceRootAndCanChange) {
-  settings({{"a", test_server()}});
+  settings({{"a", client_tool_server()}});
   auto o = options();
   o.roots = std::vector<mcp_root>{{"file:///srv/one", "one"}};
   start(o);
@@ -245,7 +245,7 @@ TEST_F(HostRequests, TheHostsRootsReplaceTheWorkspaceRootAndCanChange) {
 }
 
 TEST_F(HostRequests, ARequestIsWithdrawnWhenItsConnectionEnds) {
-  settings({{"a", test_server()}});
+  settings({{"a", client_tool_server()}});
   start(options());
   wait_connected("a");
   auto pending = ask_async("a", "elicitation/create", elicitation_params());
@@ -322,7 +322,7 @@ protected:
     o.host = host_handlers{};
     o.host.actor = host;
     o.host.actor_samples = samples;
-    settings({{"a", test_server()}});
+    settings({{"a", client_tool_server()}});
     start(o);
     wait_connected("a");
   }

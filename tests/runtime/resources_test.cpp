@@ -31,9 +31,7 @@ std::optional<fs::path> everything_bin() {
   return p;
 }
 
-bool is(const caf::error& e, errc x) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
-}
+using test::is;
 
 class RuntimeResources : public test::runtime_fixture {
 protected:

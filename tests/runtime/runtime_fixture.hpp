@@ -27,6 +27,16 @@
 
 namespace mcprt::test {
 
+/// Whether `e` is mcprt's error `x`.
+inline bool is(const caf::error& e, errc x) {
+  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(x);
+}
+
+/// The spec of a server that runs the test server with `args`.
+inline nlohmann::json server(std::vector<std::string> args = {}) {
+  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
+}
+
 class runtime_fixture : public ::testing::Test {
 protected:
   using json = nlohmann::json;

@@ -32,9 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json server(std::vector<std::string> args = {}) {
-  return {{"command", MCPRT_TEST_SERVER}, {"args", args}};
-}
+using test::server;
 
 class Runtime : public test::runtime_fixture {
 protected:

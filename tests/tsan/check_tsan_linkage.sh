@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: check_tsan_linkage.sh CAF_ROOT HTTPLIB_ROOT BINARY...
-# Passes when every BINARY that loads libcaf_core, libcaf_io or
+# Passes when every BINARY that loads libcaf_core, libcaf_io, libcaf_openssl or
 # libcpp-httplib loads it from CAF_ROOT or HTTPLIB_ROOT, each of
 # libcaf_core and libcpp-httplib is loaded by some BINARY, and those two are
 # built with TSan (link libtsan).
@@ -20,6 +20,7 @@ check() { # BINARY LIB ROOT
 for bin in "$@"; do
   check "$bin" libcaf_core "$caf_root"
   check "$bin" libcaf_io "$caf_root"
+  check "$bin" libcaf_openssl "$caf_root"
   check "$bin" libcpp-httplib "$httplib_root"
 done
 for lib in libcaf_core libcpp-httplib; do
