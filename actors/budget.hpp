@@ -40,7 +40,7 @@ namespace mcprt {
 ///                         "live_count", "refused": [{"name", "transport",
 ///                         "reason": "budget_exhausted"}]}
 ///
-/// With a `fleet` link (`--fleet-budget`, issue 19) a reserve that the
+/// With a `fleet` link (`--fleet-budget`) a reserve that the
 /// workspace budget grants also asks the fleet before it answers; a fleet
 /// refusal undoes the local reservation and is recorded as a refusal with
 /// the fleet's reason (`budget_exhausted`, `fleet_recovering` or

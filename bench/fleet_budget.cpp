@@ -1,4 +1,4 @@
-// fleet_budget (issue 19): reserve/release round trips at the fleet budget
+// fleet_budget: reserve/release round trips at the fleet budget
 // actor through CAF's middleman, from 1, 10 and 100 simulated nodes (an
 // actor system each, connected over loopback), against the same round
 // trips to the same actor in-process, in the same run; and how long the

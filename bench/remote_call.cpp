@@ -1,4 +1,4 @@
-// remote_call (issue 19): tool-call round trips (echo of mcprt-test-server)
+// remote_call: tool-call round trips (echo of mcprt-test-server)
 // from a C++ host through CAF's middleman to a `mcprt serve --caf-port`
 // node (runtime::connect), against the same calls through that daemon's
 // HTTP API (POST /workspace/mcp/tools/call, one kept-alive connection per

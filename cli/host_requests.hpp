@@ -1,6 +1,6 @@
 #pragma once
 
-// The daemon as host (issue 15): servers' sampling and `ask` elicitation
+// The daemon as host: servers' sampling and `ask` elicitation
 // requests wait here for an answer over HTTP. Each request is parked under
 // a fresh unguessable id and announced on the event bus
 // (`elicitation_requested` / `sampling_requested`); `POST

@@ -96,7 +96,7 @@ http_error classify(caf::actor_system& sys, const caf::error& e) {
       case errc::bad_request: out.status = 400; break;
       case errc::not_advertised: out.status = 501; break;
       case errc::not_connected: out.status = 503; break;
-      case errc::cancelled: out.status = 409; break; // issue 15: the caller cancelled the call
+      case errc::cancelled: out.status = 409; break; // the caller cancelled the call
       case errc::timeout: out.status = 504; break;
       case errc::tool_error:
       case errc::protocol_error:
@@ -144,8 +144,7 @@ void add_cors(http_response& r, const std::optional<std::string>& origin) {
 
 /// A few threads for the facade calls that block (snapshot, approve, …),
 /// with a bounded queue: a full lane refuses instead of piling up work. A
-/// thread starts when a job finds none idle, so an idle daemon holds none
-/// (issue 20).
+/// thread starts when a job finds none idle, so an idle daemon holds none.
 class worker_lane {
 public:
   worker_lane(std::size_t threads, std::size_t queue_limit)
@@ -391,7 +390,7 @@ struct http_api::impl {
   void mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
   void answer_host(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
   void cancel_call(const std::shared_ptr<http_exchange>& ex, const std::string& call_id);
-  // Call ids the daemon makes for calls without one (issue 15).
+  // Call ids the daemon makes for calls without one.
   std::string call_id_prefix = [] {
     std::random_device rd;
     char buf[24];
@@ -566,7 +565,7 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
   }
 }
 
-// -- answers to servers' requests for the host (issue 15) -----------------------------
+// -- answers to servers' requests for the host -----------------------------
 
 void http_api::impl::answer_host(const std::shared_ptr<http_exchange>& ex, const http::route_match& m) {
   auto kind = m.id == http::route_id::elicitation_answer ? host_request_kind::elicitation : host_request_kind::sampling;
@@ -595,7 +594,7 @@ void http_api::impl::answer_host(const std::shared_ptr<http_exchange>& ex, const
   }
 }
 
-// -- cancel of a tool call (issue 15) ----------------------------------------------------
+// -- cancel of a tool call ----------------------------------------------------
 
 void http_api::impl::cancel_call(const std::shared_ptr<http_exchange>& ex, const std::string& call_id) {
   if (!is_valid_call_id(call_id)) {
@@ -613,7 +612,7 @@ void http_api::impl::cancel_call(const std::shared_ptr<http_exchange>& ex, const
   respond(ex, json_response(200, {{"call_id", call_id}, {"cancelled", true}}));
 }
 
-// -- resources, prompts and completion (issue 15) ---------------------------------------
+// -- resources, prompts and completion ---------------------------------------
 
 void http_api::impl::mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m) {
   std::string method;
@@ -680,7 +679,7 @@ http_response http_api::impl::restart(const std::string& name) {
   return json_response(200, {{"server", name}, {"results", results}});
 }
 
-// -- OAuth (issue 16) ------------------------------------------------------------------
+// -- OAuth ------------------------------------------------------------------
 
 // The daemon serves the redirect itself (a loopback listener of its own per
 // authorization); the caller opens the URL. Nobody else learns the tokens.
@@ -723,7 +722,7 @@ void http_api::impl::call(const std::shared_ptr<http_exchange>& ex) {
   call_options co;
   co.timeout = opts.call_timeout;
   co.wait_connecting = opts.connect_wait;
-  // issue 15: a call id the client chose asks for progress on the event
+  // a call id the client chose asks for progress on the event
   // stream under that id, and names the call for its cancel route.
   if (b.contains("call_id") && !b["call_id"].is_null()) {
     if (!b["call_id"].is_string() || !is_valid_call_id(b["call_id"].get<std::string>())) {

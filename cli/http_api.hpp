@@ -75,10 +75,10 @@ struct http_api_options {
   /// answers 503.
   std::size_t lane_threads = 2;
   std::size_t lane_queue = 64;
-  /// Servers' requests for the host, answered over HTTP (issue 15); null:
+  /// Servers' requests for the host, answered over HTTP; null:
   /// the daemon does not ask, and the answer routes say 404.
   host_requests* asks = nullptr;
-  /// The gateway behind /mcp, /sse and /messages (issue 17); null: off.
+  /// The gateway behind /mcp, /sse and /messages; null: off.
   mcprt::gateway* gateway = nullptr;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// The gateway's HTTP transports on the daemon's listener (issue 17):
+// The gateway's HTTP transports on the daemon's listener:
 //
 //   POST   /mcp                 a JSON-RPC message: 200 with the answer as
 //                               JSON, or as an event stream for tools/call

@@ -336,7 +336,7 @@ int run_serve(const serve_flags& f) {
     return fail_usage("--request-timeout-ms must be between 100 and 3600000");
   if (!bounded(f.max_body_bytes, 1024, 1LL << 30)) return fail_usage("--max-body-bytes must be between 1024 and 1073741824");
   opts.max_calls_per_server = static_cast<std::size_t>(f.max_calls_per_server);
-  // Servers' requests for the host (issue 15).
+  // Servers' requests for the host.
   if (!f.elicitation.empty()) {
     auto p = parse_elicitation_policy(f.elicitation);
     if (!p) return fail_usage("--elicitation: expected decline, accept-defaults or ask, got '" + escape_for_display(f.elicitation) + "'");
@@ -488,7 +488,7 @@ int run_serve(const serve_flags& f) {
   api.listening_on(server.port());
   bool v6 = addr.host.find(':') != std::string::npos;
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(server.port());
-  // -- remote hosts (issue 19) ---------------------------------------------------------
+  // -- remote hosts ---------------------------------------------------------
   std::optional<workspace_node> node;
   std::string caf_url;
   if (f.caf_port) {

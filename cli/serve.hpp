@@ -33,17 +33,17 @@ struct serve_flags {
   long long max_calls_per_server = 16;
   long long request_timeout_ms = 10000;
   long long max_body_bytes = 1 << 20;
-  // Servers' requests for the host (issue 15): answered over HTTP with "ask".
+  // Servers' requests for the host: answered over HTTP with "ask".
   std::string elicitation;            // decline | accept-defaults | ask; empty: the runtime's default
   std::string sampling = "off";       // off | ask
   long long host_request_timeout_ms = 120000;
-  // The gateway (issue 17): MCP at /mcp for any client.
+  // The gateway: MCP at /mcp for any client.
   bool no_gateway = false;
   long long gateway_idle_ms = 30LL * 60 * 1000; // a client session with no request this long ends
-  // The fleet budget (issue 19): HOST:PORT of `mcprt budget-server`.
+  // The fleet budget: HOST:PORT of `mcprt budget-server`.
   std::optional<std::string> fleet_budget;
   std::string caf_tls_cert, caf_tls_key, caf_tls_ca; // to reach it (and serve hosts) over TLS
-  // Remote hosts (issue 19): publish the workspace over CAF's middleman.
+  // Remote hosts: publish the workspace over CAF's middleman.
   std::optional<int> caf_port;
   std::string caf_host = "127.0.0.1";
   // Not in --help: test knobs.

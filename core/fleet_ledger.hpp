@@ -16,7 +16,7 @@ namespace mcprt {
 /// What the fleet ledger answers a node's reserve with.
 enum class fleet_reserve_result { reserved, already_held, refused, recovering };
 
-/// The fleet budget's books (issue 19): server slots held by workspace
+/// The fleet budget's books: server slots held by workspace
 /// nodes, one slot per (node, server name), under one budget with the
 /// workspace budget's rules (a budget_ledger keyed `name@node`: the same
 /// warnings and refusal batches). Each node's holding is a lease: a node

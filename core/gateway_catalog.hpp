@@ -1,6 +1,6 @@
 #pragma once
 
-// The gateway (issue 17) shows an MCP client the tools, prompts and
+// The gateway shows an MCP client the tools, prompts and
 // resources of all the workspace's servers as one server. This is the pure
 // part: from what each server listed, the one catalog the client sees, and
 // where each of the client's requests goes. Everything here comes from

@@ -1,6 +1,6 @@
 #pragma once
 
-// One downstream MCP session of the gateway (issue 17), sans-I/O: the
+// One downstream MCP session of the gateway, sans-I/O: the
 // client's JSON-RPC messages in; answers, work for upstream servers and
 // bookkeeping out, as values. The gateway (mcprt/gateway) carries the
 // effects out: it owns the runtime session, the transport and the timers.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The daemon as host (issue 15): what a server's sampling / elicitation
+// The daemon as host: what a server's sampling / elicitation
 // request shows on the event stream, and what an HTTP client's answer to
 // it must look like before it goes back to the server. Pure logic: the
 // daemon's request table (cli/host_requests) calls it.

@@ -68,7 +68,7 @@ constexpr route_pattern patterns[] = {
   {"POST", 4, {"workspace", "mcp", "*", "approve"}, route_id::approve},
   {"POST", 4, {"workspace", "mcp", "*", "reject"}, route_id::reject},
   {"POST", 4, {"workspace", "mcp", "*", "restart"}, route_id::restart},
-  // resources, prompts and completion (issue 15)
+  // resources, prompts and completion
   {"GET", 4, {"workspace", "mcp", "*", "resources"}, route_id::resources},
   {"GET", 4, {"workspace", "mcp", "*", "resource-templates"}, route_id::resource_templates},
   {"POST", 5, {"workspace", "mcp", "*", "resources", "read"}, route_id::resource_read},
@@ -76,17 +76,17 @@ constexpr route_pattern patterns[] = {
   {"POST", 5, {"workspace", "mcp", "*", "resources", "unsubscribe"}, route_id::resource_unsubscribe},
   {"POST", 5, {"workspace", "mcp", "*", "prompts", "get"}, route_id::prompt_get},
   {"POST", 4, {"workspace", "mcp", "*", "complete"}, route_id::complete},
-  // answers to servers' requests for the host (issue 15); ids are hex, never
+  // answers to servers' requests for the host; ids are hex, never
   // a word of the per-server routes above, which match first
   {"POST", 4, {"workspace", "mcp", "elicitations", "*"}, route_id::elicitation_answer},
   {"POST", 4, {"workspace", "mcp", "sampling", "*"}, route_id::sampling_answer},
   {"GET", 4, {"workspace", "mcp", "*", "prompts"}, route_id::prompts},
-  // cancel of a tool call (issue 15)
+  // cancel of a tool call
   {"POST", 5, {"workspace", "mcp", "calls", "*", "cancel"}, route_id::call_cancel},
-  // OAuth (issue 16)
+  // OAuth
   {"POST", 4, {"workspace", "mcp", "*", "auth"}, route_id::auth},
   {"DELETE", 4, {"workspace", "mcp", "*", "auth"}, route_id::auth_logout},
-  // the gateway (issue 17)
+  // the gateway
   {"POST", 1, {"mcp"}, route_id::mcp_post},
   {"GET", 1, {"mcp"}, route_id::mcp_get},
   {"DELETE", 1, {"mcp"}, route_id::mcp_delete},

@@ -105,16 +105,16 @@ decoded_path decode_path(std::string_view target);
 
 enum class route_id {
   healthz, snapshot, events, reload, call, approve, reject, restart,
-  // resources, prompts and completion (issue 15): `server` is set
+  // resources, prompts and completion: `server` is set
   resources, resource_templates, resource_read, resource_subscribe, resource_unsubscribe, prompt_get, complete,
-  // answers to servers' requests for the host (issue 15): `server` holds the request's id
+  // answers to servers' requests for the host: `server` holds the request's id
   elicitation_answer, sampling_answer,
   prompts, // GET .../{server}/prompts: prompts/list, every page
-  // cancel of a tool call (issue 15): `server` holds the decoded call id
+  // cancel of a tool call: `server` holds the decoded call id
   call_cancel,
-  // OAuth (issue 16): POST starts an authorization, DELETE forgets the tokens
+  // OAuth: POST starts an authorization, DELETE forgets the tokens
   auth, auth_logout,
-  // the gateway (issue 17): streamable HTTP at /mcp, the 2024-11-05 pair
+  // the gateway: streamable HTTP at /mcp, the 2024-11-05 pair
   mcp_post, mcp_get, mcp_delete, legacy_sse, legacy_messages,
 };
 

@@ -1074,7 +1074,7 @@ std::size_t mcp_session::in_flight_calls() const {
   }));
 }
 
-// -- resources, prompts and completion (issue 15) -------------------------------
+// -- resources, prompts and completion -------------------------------
 
 namespace {
 

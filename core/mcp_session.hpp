@@ -143,13 +143,13 @@ struct session_effects {
   /// Progress of calls made with want_progress, in arrival order.
   std::vector<call_progress> progress;
 
-  // -- resources (issue 15) --
+  // -- resources --
   /// URIs of subscribed resources the server says changed
   /// (notifications/resources/updated), each once per input.
   std::vector<std::string> resources_updated;
   /// notifications/resources/list_changed came.
   bool resources_changed = false;
-  /// Log messages of the server, in arrival order (the gateway, issue 17).
+  /// Log messages of the server, in arrival order (the gateway).
   std::vector<server_log_message> logs;
 
   bool empty() const {

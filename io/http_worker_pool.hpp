@@ -24,7 +24,7 @@ namespace mcprt::io {
 /// request arriving on an SSE response needs a free worker for our answer).
 ///
 /// A worker thread starts when a job finds none idle, up to `threads`: a
-/// runtime with no HTTP server keeps none (issue 20, the idle footprint).
+/// runtime with no HTTP server keeps none (the idle footprint).
 ///
 /// Destroy every transport before the pool: the destructor finishes the
 /// jobs already posted (requests of destroyed transports are aborted and

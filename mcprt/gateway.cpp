@@ -68,7 +68,7 @@ json tool_error_result(const std::string& text) {
 }
 
 /// A small queue of jobs on one thread. The thread starts with the first
-/// job after start(): a daemon no MCP client has used holds none (issue 20).
+/// job after start(): a daemon no MCP client has used holds none.
 class job_thread {
 public:
   explicit job_thread(const char* name) : name_(name) {}

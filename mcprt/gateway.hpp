@@ -1,6 +1,6 @@
 #pragma once
 
-// The workspace as one MCP server (issue 17): downstream MCP sessions of
+// The workspace as one MCP server: downstream MCP sessions of
 // any client, each a runtime session over the shared pool, seeing the
 // tools, prompts and resources of every server the workspace runs under
 // one catalog (core/gateway_catalog), with list_changed when it changes.

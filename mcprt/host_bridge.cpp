@@ -51,7 +51,7 @@ namespace {
 
 /// Runs the host's callbacks one at a time, in order, off the actor threads.
 /// The thread starts with the first callback: most servers never ask the
-/// host anything (issue 20, the idle footprint).
+/// host anything (the idle footprint).
 class host_thread {
 public:
   host_thread() = default;

@@ -1,6 +1,6 @@
 #pragma once
 
-// The runtime's side of OAuth (issue 16): one credential file for every
+// The runtime's side of OAuth: one credential file for every
 // connection, a quiet OAuth client per streamable-HTTP connection (it uses
 // and refreshes stored tokens, and reports `needs_auth` instead of asking
 // anyone), and the interactive authorizations `mcprt auth` starts. No

@@ -1,6 +1,6 @@
 #pragma once
 
-// A host's side of a remote workspace (issue 19, runtime::connect): the
+// A host's side of a remote workspace (runtime::connect): the
 // actor the node knows the host by and watches, and that watches the node
 // in turn. When the node goes away (its process ends, the connection
 // breaks), `on_gone` runs once, on the link's thread, with the reason.

@@ -245,7 +245,7 @@ struct call_registry {
   bool closed = false;
   uint64_t next_id = 1;
   std::map<uint64_t, std::pair<std::weak_ptr<call_job>, caf::actor>> live;
-  /// Tool calls in flight by their call id (issue 15: cancel).
+  /// Tool calls in flight by their call id (cancel).
   std::map<std::string, uint64_t> by_call_id;
   /// Whether the deadline sweeper has a tick on its way: it has while calls
   /// are in flight and for a second after the last (so that a steady
@@ -276,7 +276,7 @@ struct call_job {
   std::chrono::steady_clock::time_point deadline;
   std::chrono::steady_clock::time_point connecting_deadline;
   std::mutex mtx;
-  // -- progress and cancel (issue 15) --
+  // -- progress and cancel --
   std::string call_id;  // the caller's (or the runtime's "call-N")
   std::string wire_id;  // unique in the runtime: what the session and the connection know
   progress_callback on_progress;
@@ -398,7 +398,7 @@ caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target,
       job->finish(caf::make_error(caf::sec::request_timeout));
       self->quit();
     },
-    // -- progress and cancel (issue 15) --
+    // -- progress and cancel --
     [job, self, bus](const call_progress_update& u) {
       tool_call_progress step{job->call_id, job->session, job->server, job->tool, u.progress, std::nullopt, u.message};
       if (u.has_total) step.total = u.total;
@@ -488,7 +488,7 @@ struct runtime::impl {
   std::shared_ptr<call_limiter> calls;
   std::shared_ptr<call_registry> in_flight = std::make_shared<call_registry>();
   caf::actor deadlines; // call_deadline_sweeper over in_flight
-  // Requests for the host (issue 15): null without host handlers.
+  // Requests for the host: null without host handlers.
   std::unique_ptr<host_bridge> host;
   // Set: the workspace is a remote node's; the actor handles above are
   // middleman proxies of its actors, and nothing here spawned them.
@@ -915,7 +915,7 @@ std::string runtime::call_tool_async(const std::string& session, const std::stri
   return impl_->start_call(session, server, tool, {}, std::move(arguments), std::move(done), std::move(opts));
 }
 
-// -- progress and cancel of tool calls (issue 15) ----------------------------------
+// -- progress and cancel of tool calls ----------------------------------
 
 bool is_valid_call_id(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
@@ -1398,7 +1398,7 @@ reconciler_actor runtime::session(const std::string& id) const {
   return s ? s->reconciler : reconciler_actor{};
 }
 
-// -- resources, prompts and completion (issue 15) -------------------------------
+// -- resources, prompts and completion -------------------------------
 
 void runtime::mcp_request_async(const std::string& session, const std::string& server, const std::string& method,
                                 json params, call_callback done, call_options opts) {

@@ -48,7 +48,7 @@
 
 namespace mcprt {
 
-// -- requests for the host (issue 15) -------------------------------------------
+// -- requests for the host -------------------------------------------
 
 /// The runtime's tool call a host request belongs to.
 struct host_call_ref {
@@ -195,7 +195,7 @@ struct runtime_options {
   /// The host's roots: set, they replace the workspace root (even when
   /// `workspace_root` is false); `runtime::set_roots` changes them later.
   std::optional<std::vector<mcp_root>> roots;
-  /// `HOST:PORT` of a fleet budget server (`mcprt budget-server`, issue 19):
+  /// `HOST:PORT` of a fleet budget server (`mcprt budget-server`):
   /// every server the pool spawns also takes a slot of the fleet's budget
   /// (docs/distribution.md). Needs the pool, and an actor system that
   /// loaded caf::io::middleman (`cfg.load<caf::io::middleman>()`).
@@ -207,7 +207,7 @@ struct runtime_options {
   bool fleet_tls = false;
 };
 
-// -- progress and cancel of tool calls (issue 15) ----------------------------------
+// -- progress and cancel of tool calls ----------------------------------
 
 /// One step of a tool call's progress, as its server reported it
 /// (`notifications/progress`): the same record the bus carries as a
@@ -235,7 +235,7 @@ struct call_options {
   /// starting, restarting) is asked again every 50 ms for this long, on an
   /// actor timer: no thread waits for it. 0: its errc::not_connected at once.
   std::chrono::milliseconds wait_connecting{0};
-  // -- progress and cancel (issue 15); tool calls only, not mcp_request --
+  // -- progress and cancel; tool calls only, not mcp_request --
   /// The call's id for `runtime::cancel_call` and in progress: empty, the
   /// runtime makes one ("call-N"). A chosen one must pass is_valid_call_id
   /// and be unused by the calls in flight, else the call fails at once with
@@ -260,7 +260,7 @@ using call_callback = std::function<void(caf::expected<nlohmann::json>)>;
 /// message per bad value; `opts` keeps its previous value for those.
 std::vector<std::string> apply_environment(runtime_options& opts);
 
-/// How runtime::connect reaches a workspace node (issue 19).
+/// How runtime::connect reaches a workspace node.
 struct connect_options {
   /// For the connection and the node's first answer.
   std::chrono::milliseconds timeout = std::chrono::seconds(10);
@@ -278,7 +278,7 @@ public:
   static caf::expected<std::unique_ptr<runtime>> start(caf::actor_system& sys, runtime_options opts);
 
   /// The same interface against the workspace of a remote node, `mcprt
-  /// serve --caf-port PORT` on `host` (issue 19, docs/distribution.md). The
+  /// serve --caf-port PORT` on `host` (docs/distribution.md). The
   /// actor system must have loaded caf::io::middleman (and mcprt's types).
   /// Sessions, tool calls, events and the rest go to the node; the
   /// differences from an embedded runtime:
@@ -363,7 +363,7 @@ public:
   /// Every configured server: admitted or why not, and its gateway prefix.
   caf::expected<gating_snapshot> gating_state();
 
-  // -- resources, prompts and completion (issue 15) ---------------------------
+  // -- resources, prompts and completion ---------------------------
   //
   // Each answers the server's JSON result, bounded as tool results are (line
   // limit and nesting depth). They travel like call_tool: gated (errc::

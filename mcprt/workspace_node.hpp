@@ -1,6 +1,6 @@
 #pragma once
 
-// The workspace node (issue 19): the actor `mcprt serve --caf-port`
+// The workspace node: the actor `mcprt serve --caf-port`
 // publishes, so that C++ hosts elsewhere get the `runtime` interface through
 // `runtime::connect` (messages/remote.hpp has the interface and says what
 // travels where). It tracks which host opened which session and closes a

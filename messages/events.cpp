@@ -57,7 +57,7 @@ struct utf8_scrubber {
       scrub(x);
   }
 
-  // A server's JSON (host requests' params, issue 15).
+  // A server's JSON (host requests' params).
   void scrub(json_value& v) { make_payload_safe(v.value); }
 
   // Names shared with a session: rebuilt, never written through.
@@ -241,7 +241,7 @@ void to_json(json& j, const resource_list_changed& x) {
   j = json{{"server", x.server}};
 }
 
-// -- requests for the host (issue 15) --
+// -- requests for the host --
 
 void to_json(json& j, const host_call& x) {
   j = json{{"session", x.session}, {"tool", x.tool}, {"call_id", x.call_id}};

@@ -39,20 +39,20 @@ enum class event_kind : uint8_t {
   child_refused_batch,
   pool_entry_restarted,
   pool_entry_failed,
-  // -- resources (issue 15) --
+  // -- resources --
   resource_updated,
   resource_list_changed,
-  // -- requests for the host, answered over the daemon's HTTP API (issue 15) --
+  // -- requests for the host, answered over the daemon's HTTP API --
   elicitation_requested,
   sampling_requested,
   host_request_ended,
-  // -- progress of tool calls (issue 15) --
+  // -- progress of tool calls --
   call_progress,
-  // -- OAuth (issue 16) --
+  // -- OAuth --
   auth_required,
-  // -- the gateway (issue 17) --
+  // -- the gateway --
   server_log,
-  // -- remote hosts (issue 19) --
+  // -- remote hosts --
   disconnected,
 };
 
@@ -352,7 +352,7 @@ struct pool_entry_failed {
   std::vector<std::string> stderr_tail; // rendered as "stderr"
 };
 
-// -- resources (issue 15) ------------------------------------------------------------
+// -- resources ------------------------------------------------------------
 
 /// {"server", "uri"}: a resource some session subscribed to changed
 /// (notifications/resources/updated); read it again to see how. `server` is
@@ -381,7 +381,7 @@ typename Inspector::result_type inspect(Inspector& f, resource_list_changed& x) 
 void to_json(nlohmann::json& j, const resource_updated& x);
 void to_json(nlohmann::json& j, const resource_list_changed& x);
 
-// -- requests for the host (issue 15) -------------------------------------------------
+// -- requests for the host -------------------------------------------------
 
 /// The runtime's tool call a host request belongs to (mcprt::host_call_ref
 /// without the server, which the request names already).
@@ -449,7 +449,7 @@ void to_json(nlohmann::json& j, const host_call& x);
 void to_json(nlohmann::json& j, const elicitation_requested& x);
 void to_json(nlohmann::json& j, const sampling_requested& x);
 void to_json(nlohmann::json& j, const host_request_ended& x);
-// -- progress of tool calls (issue 15) ---------------------------------------------
+// -- progress of tool calls ---------------------------------------------
 
 /// {"call_id", "session", "server", "tool", "progress", "total"?, "message"?}:
 /// a step of a runtime tool call that asked for progress events
@@ -486,7 +486,7 @@ typename Inspector::result_type inspect(Inspector& f, call_progress& x) {
 
 void to_json(nlohmann::json& j, const call_progress& x);
 
-// -- OAuth (issue 16) ----------------------------------------------------------------
+// -- OAuth ----------------------------------------------------------------
 
 /// {"server", "reason", "remedy"}: a server refused mcprt and only a person
 /// can authorize it; it stays out (status `disconnected`, reason
@@ -504,7 +504,7 @@ typename Inspector::result_type inspect(Inspector& f, auth_required& x) {
 
 void to_json(nlohmann::json& j, const auth_required& x);
 
-// -- the gateway (issue 17) ----------------------------------------------------------
+// -- the gateway ----------------------------------------------------------
 
 /// {"server", "level", "logger"?, "data"}: a server's log message
 /// (notifications/message). UNTRUSTED: `data` is the server's JSON, cut to

@@ -1,6 +1,6 @@
 #pragma once
 
-// The fleet budget (issue 19): one budget server holds the server slots of
+// The fleet budget: one budget server holds the server slots of
 // many workspace nodes, over CAF's middleman. Its messages and the two
 // interfaces: the budget server's (actors/fleet_budget.hpp) and the node's
 // link to it (actors/fleet_link.hpp). A type-id block of its own, chained

@@ -43,13 +43,13 @@ enum class errc : uint8_t {
   io_error,         // a file could not be read or written
   too_many_calls,   // the server has as many tool calls in flight as allowed
   unknown_session,  // no open session of that id (closed, or never opened)
-  // -- resources, prompts and completion (issue 15) --
+  // -- resources, prompts and completion --
   not_advertised,   // the server did not advertise the capability a request needs
   bad_request,      // the request's parameters are not what its method needs
   cancelled,        // the caller cancelled the tool call
-  // -- OAuth (issue 16) --
+  // -- OAuth --
   needs_auth,       // the server wants an authorization a person must give (mcprt auth)
-  // -- remote hosts (issue 19) --
+  // -- remote hosts --
   disconnected,     // the remote workspace node went away (runtime::connect)
 };
 
@@ -224,7 +224,7 @@ CAF_ADD_ATOM(mcprt, mcprt::atom, tick, "tick")
 // Cancels a tool call by the caller's call id.
 CAF_ADD_ATOM(mcprt, mcprt::atom, cancel, "cancel")
 
-// -- requests for the host (issue 15) ------------------------------------------
+// -- requests for the host ------------------------------------------
 
 namespace mcprt {
 
@@ -379,7 +379,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::prompt_info>))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::call_progress_update))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::progress_sink_actor))
-  // requests for the host (issue 15)
+  // requests for the host
   CAF_ADD_TYPE_ID(mcprt, (mcprt::forwarded_host_request))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::host_reply))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::host_handler_actor))

@@ -1,6 +1,6 @@
 #pragma once
 
-// Remote hosts (issue 19): a workspace node (`mcprt serve --caf-port`)
+// Remote hosts: a workspace node (`mcprt serve --caf-port`)
 // publishes one actor over CAF's middleman, and `runtime::connect` gives a
 // C++ host the `runtime` interface against it. The node hands out its
 // workspace actors (bus, gating, watcher, pool, budget) and each session's

@@ -528,7 +528,7 @@ TEST_F(Budget, ARefusalPendingInAPassCountsAsSomeoneWaiting) {
   EXPECT_EQ(freed_seen(listener).size(), 1u);
 }
 
-// -- with a fleet link (issue 19) -----------------------------------------------
+// -- with a fleet link -----------------------------------------------
 
 namespace {
 

@@ -51,12 +51,12 @@ std::vector<event_payload> one_of_each() {
     events::child_refused_batch{"session", 2, budget_mode::enforce, 2, 2, {{"big", "stdio", "budget_exhausted"}}},
     events::pool_entry_restarted{"echo::0011", "echo", 2, 1, "exit code 1", "crash"},
     events::pool_entry_failed{"echo::0011", "echo", "exit code 1", {"line 1", "line 2"}},
-    // requests for the host (issue 15)
+    // requests for the host
     events::elicitation_requested{"e1f0", "asker", json_value{json{{"message", "Name?"}, {"requestedSchema", {{"type", "object"}}}}},
                                   events::host_call{"s1", "ask_client", "call-7"}},
     events::sampling_requested{"5a3b", "asker", json_value{json{{"maxTokens", 16}}}, std::nullopt},
     events::host_request_ended{"e1f0", "elicitation", "timed_out"},
-    // progress of tool calls (issue 15)
+    // progress of tool calls
     events::call_progress{"job-7", "s1", "echo", "sleep", 1.5, 2.0, "sleeping"},
   };
 }

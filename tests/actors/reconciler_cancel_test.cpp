@@ -1,6 +1,6 @@
 // Parked calls of the session's reconciler, on CAF's test coordinator with
 // the real pool, gating and bus and fake connections. Cancel by call id
-// (issue 15): a call parked while its server connects leaves the park at
+//: a call parked while its server connects leaves the park at
 // once and never reaches the server; a call id is unique among the
 // session's calls. A call that comes before the session's first desired
 // state (a session opened a moment ago) waits for it instead of failing.

@@ -366,7 +366,7 @@ TEST_F(Watcher, WrongTypesAreErrorsToo) {
   EXPECT_EQ(errs[0].data.value.at("line"), 2);
 }
 
-// -- hostile files (issue 13): an error keeps the last good content -------------------------
+// -- hostile files: an error keeps the last good content -------------------------
 
 TEST_F(Watcher, ALatin1ByteOnAHotEditIsAnErrorWithItsPositionAndTheLastGoodStays) {
   write_text(project, servers_json({"a"}));

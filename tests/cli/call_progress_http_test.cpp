@@ -1,5 +1,5 @@
 // Black-box: progress and cancel of a tool call over the daemon's HTTP API
-// (issue 15), with a real test server as the child: a call under a
+//, with a real test server as the child: a call under a
 // client-chosen call_id shows its progress on the SSE stream under that id,
 // the cancel route cancels it, and the call's own response is 409
 // "cancelled".

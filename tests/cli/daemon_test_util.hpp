@@ -378,7 +378,7 @@ inline json test_server_config(std::vector<std::string> args) {
 
 /// A CA, a certificate it signed for a server (a budget server, a workspace
 /// node) and one for a client (a node, a host), and a rogue certificate
-/// signed by another CA, with the openssl command (CAF over TLS, issue 19).
+/// signed by another CA, with the openssl command (CAF over TLS).
 inline bool make_certificates(const fs::path& dir) {
   fs::create_directories(dir);
   std::string d = dir.string();

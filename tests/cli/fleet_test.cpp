@@ -1,4 +1,4 @@
-// The fleet budget (issue 19), black-box: a real `mcprt budget-server` and
+// The fleet budget, black-box: a real `mcprt budget-server` and
 // real `mcprt serve` nodes with real test-server children, over CAF's
 // middleman and HTTP on loopback. Every wait is on a condition with a
 // deadline; the node's event stream wakes the checks.

@@ -1,4 +1,4 @@
-// The gateway (issue 17) black-box: the real `mcprt serve`, real test
+// The gateway black-box: the real `mcprt serve`, real test
 // servers, and the official TypeScript SDK's client (tests/peers, npm) as
 // the downstream client over streamable HTTP at /mcp.
 #include <gtest/gtest.h>

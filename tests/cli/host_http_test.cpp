@@ -1,4 +1,4 @@
-// Black-box: the daemon as host (issue 15). A real `mcprt serve
+// Black-box: the daemon as host. A real `mcprt serve
 // --elicitation ask --sampling ask` with our test server (`--client-tool`:
 // its tool ask_client sends the client any request during a call and
 // returns the client's whole reply), the event stream and the answers over

@@ -1,5 +1,5 @@
-// Settings files are input from whoever wrote the repository (issue 13,
-// section 2). Black-box tests against the real daemon: `mcprt serve` on a
+// Settings files are input from whoever wrote the repository (the hardening
+// threat model). Black-box tests against the real daemon: `mcprt serve` on a
 // temp workspace, real mcprt-test-server children, inotify on real files,
 // events read over HTTP. Every wait is on a condition (a stdout line, an
 // event, a snapshot field, a process exit) with a deadline.

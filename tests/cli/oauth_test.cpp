@@ -1,4 +1,4 @@
-// Black-box: OAuth for remote servers (issue 16). Our test server with
+// Black-box: OAuth for remote servers. Our test server with
 // --oauth demands a bearer token and is its own authorization server (its
 // /authorize redirects at once, so curl following redirects is the
 // browser). The real daemon, the real `mcprt auth`, real HTTP on loopback.

@@ -1,5 +1,5 @@
 // core/host_answer: what the daemon shows of a server's request for the
-// host, and which HTTP answers it passes on (issue 15).
+// host, and which HTTP answers it passes on.
 
 #include "core/host_answer.hpp"
 

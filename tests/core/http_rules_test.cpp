@@ -253,7 +253,7 @@ TEST(HttpRoute, ResourcePromptAndCompletionRoutesNameTheirServer) {
   EXPECT_EQ(r.refused->status, 404);
 }
 
-// The cancel route of a tool call (issue 15): its path names the call id,
+// The cancel route of a tool call: its path names the call id,
 // it takes POST only, and it does not shadow a server's routes.
 TEST(HttpRoute, TheCancelRouteNamesTheCallIdAndTakesPostOnly) {
   auto r = resolve_route("POST", "/workspace/mcp/calls/job-42/cancel");
@@ -273,7 +273,7 @@ TEST(HttpRoute, TheCancelRouteNamesTheCallIdAndTakesPostOnly) {
   EXPECT_EQ(r.match->server, "calls");
 }
 
-// The answers to servers' requests for the host (issue 15): the path names
+// The answers to servers' requests for the host: the path names
 // the request's id; a server named "elicitations" keeps its routes.
 TEST(HttpRoute, HostAnswerRoutesNameTheRequestIdAndTakePostOnly) {
   auto r = resolve_route("POST", "/workspace/mcp/elicitations/0a1b2c");

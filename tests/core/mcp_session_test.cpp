@@ -1309,7 +1309,7 @@ TEST_F(McpSession, HostRequestsInABatchOnStdioAreAllReported) {
   EXPECT_EQ(fx.host_requests.size(), 2u);
 }
 
-// -- server logs (the gateway, issue 17) ----------------------------------------
+// -- server logs (the gateway) ----------------------------------------
 
 TEST_F(McpSession, ServerLogMessagesAreReportedBoundedAndBadOnesDropped) {
   auto s = ready_with({"a"});

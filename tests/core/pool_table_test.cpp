@@ -746,7 +746,7 @@ TEST_F(PoolTable, ARestartOfAnEntryStillStartingSaysSo) {
 
 } // namespace
 
-// -- servers that need a person's authorization (issue 16) ---------------------------
+// -- servers that need a person's authorization ---------------------------
 
 TEST_F(PoolTable, ASpawnThatNeedsAuthorizationFailsItsWaitersWithNeedsAuthAndLeaves) {
   auto cfg = stdio("a");

@@ -122,7 +122,7 @@ TEST(ServersEqual, UnknownFieldsTakePart) {
   EXPECT_FALSE(servers_equal(a, b));
 }
 
-// -- what would run differently from what was written (issue 13) ---------------------------
+// -- what would run differently from what was written ---------------------------
 
 TEST(ServerConfig, RefusesWhatExecAndHttpWouldCutOrSplit) {
   struct row {

@@ -441,7 +441,7 @@ TEST(SettingsValue, ReportsErrorsWithoutAPosition) {
   EXPECT_FALSE(parse_settings_value("/s.json", config_scope::user, json::array()).ok());
 }
 
-// -- hostile text (issue 13) ------------------------------------------------------------
+// -- hostile text ------------------------------------------------------------
 
 TEST(SettingsHostile, ALatin1ByteIsAnErrorAtItsPosition) {
   auto d = parse("{\n  \"mcpServers\": {\"caf\xE9\": {\"command\": \"x\"}}\n}\n");

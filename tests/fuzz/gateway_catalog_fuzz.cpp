@@ -1,4 +1,4 @@
-// core/gateway_catalog (issue 17) merges what untrusted servers list into
+// core/gateway_catalog merges what untrusted servers list into
 // the one catalog a gateway client sees. For any input: building never
 // throws, every shown tool and prompt routes back to the server and own
 // name it came from (and is shown once), every shown resource routes to a

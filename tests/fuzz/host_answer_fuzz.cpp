@@ -1,5 +1,5 @@
 // core/host_answer takes an HTTP client's answer to a server's request
-// (issue 15) and a server's params for an event: for any bytes, parsed as
+// and a server's params for an event: for any bytes, parsed as
 // the daemon parses a body, each check gives exactly one verdict, what it
 // passes on dumps without throwing, refusals stay bounded, and the event's
 // params stay within their bound.

@@ -868,7 +868,7 @@ TEST(HttpTransportPeer, ServerEverythingStreamableHttp) {
   EXPECT_TRUE(r.error_list().empty()) << r.error_list()[0];
 }
 
-// -- OAuth (issue 16): the transport's http_auth against our test server's
+// -- OAuth: the transport's http_auth against our test server's
 // --oauth mode, which is its own authorization server and redirects at once,
 // so curl following redirects plays the browser.
 

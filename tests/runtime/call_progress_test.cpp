@@ -1,4 +1,4 @@
-// Progress and cancel of tool calls through the runtime (issue 15), against
+// Progress and cancel of tool calls through the runtime, against
 // real mcprt-test-server processes: a call's progress reaches the caller's
 // callback and the bus under the call's id, never after the answer; a
 // cancelled call fails with errc::cancelled, its server hears of it, and the

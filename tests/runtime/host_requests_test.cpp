@@ -1,4 +1,4 @@
-// Requests only the host can answer (issue 15): sampling, elicitation under
+// Requests only the host can answer: sampling, elicitation under
 // `ask`, and the host's roots, end to end through the runtime API against
 // real servers over real pipes (mcprt-test-server --client-tool, whose
 // ask_client tool sends the client any request and returns the reply, and

@@ -1,4 +1,4 @@
-// Remote hosts (issue 19), black-box: a real `mcprt serve --caf-port`
+// Remote hosts, black-box: a real `mcprt serve --caf-port`
 // node with real test-server children, and hosts that reach it through
 // CAF's middleman on loopback: this process (runtime::connect) and the
 // embedding example in a process of its own. Every wait is on a condition

@@ -326,7 +326,7 @@ TEST(RuntimeEnvironment, TheKillSwitchAndTheBudgetComeFromTheEnvironment) {
   ::unsetenv("MCPRT_BUDGET");
 }
 
-// -- what servers may ask of the client (issue 15) -----------------------------
+// -- what servers may ask of the client -----------------------------
 
 namespace {
 

@@ -73,11 +73,11 @@ struct options {
   bool grandchild_daemon = false;
   int close_stdout_after_ms = -1; // counted from the first tools/list answer
 
-  // Progress and cancel (issue 15): every notifications/cancelled received
+  // Progress and cancel: every notifications/cancelled received
   // appends "cancelled <requestId>" to this file.
   std::string cancel_file;
 
-  // OAuth 2.1 (issue 16, --oauth): /mcp demands a bearer token that this
+  // OAuth 2.1 (--oauth): /mcp demands a bearer token that this
   // same server issues as its own authorization server, so mcprt's OAuth
   // client can be tested end to end without Node.
   bool oauth = false;

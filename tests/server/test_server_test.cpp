@@ -1217,7 +1217,7 @@ std::string read_file(const std::filesystem::path& p) {
 constexpr const char* k_verifier = "the-verifier-is-at-least-forty-three-characters-long-0123456789";
 constexpr const char* k_redirect = "http://127.0.0.1:45678/callback";
 
-// Plays mcprt's part of issue 16's flow with plain HTTP calls.
+// Plays mcprt's part of the OAuth flow with plain HTTP calls.
 class oauth_client {
 public:
   explicit oauth_client(http_server& server) : server_(server) {}
