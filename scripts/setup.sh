@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
-  g++ cmake ninja-build make pkg-config ccache
+  g++ cmake ninja-build make pkg-config ccache lld
   libcaf-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev libjemalloc-dev

@@ -32,25 +32,7 @@ if [[ $listed != "$offered" ]]; then
   exit 1
 fi
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# One scenario at a time, as run.sh does: the scenarios' own waits (the
-# logging one gives notifications 200 ms) are tight on a loaded 2-core
-# machine, and one log per scenario is easier to read when one fails.
-differ=0
-while read -r scenario want; do
-  log="$work/$scenario.log"
-  if "$node" "$suite" server --url "$url" --scenario "$scenario" -o "$work/results" > "$log" 2>&1; then
-    got=pass
-  else
-    got=fail
-  fi
-  if [[ $got == "$want" ]]; then
-    echo "  $got  $scenario"
-  else
-    differ=1
-    echo "  $got  $scenario  ($(basename "$expected") says $want)"
-    cat "$log"
-  fi
-done < <(sed -e 's/#.*//' "$expected" | awk 'NF { print $1, $2 }')
+source "$here/scenarios.sh"
+run_scenarios "$expected" "logging-set-level tools-call-with-logging tools-call-with-progress server-sse-polling server-sse-multiple-streams" \
+  "$node" "$suite" server --url "$url"
 exit $differ

@@ -29,25 +29,6 @@ if [[ $listed != "$offered" ]]; then
   exit 1
 fi
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# One scenario at a time, not the suite's parallel `--suite all`: sse-retry
-# checks the client's reconnect delay to -50/+200 ms, which two dozen
-# clients and servers starting at once on two cores can break.
-differ=0
-while read -r scenario want; do
-  log="$work/$(echo "$scenario" | tr / _).log"
-  if "$node" "$suite" client --command "$here/adapter.sh" --scenario "$scenario" -o "$work/results" > "$log" 2>&1; then
-    got=pass
-  else
-    got=fail
-  fi
-  if [[ $got == "$want" ]]; then
-    echo "  $got  $scenario"
-  else
-    differ=1
-    echo "  $got  $scenario  (expected-outcomes.txt says $want)"
-    cat "$log"
-  fi
-done < <(sed -e 's/#.*//' "$expected" | awk 'NF { print $1, $2 }')
+source "$here/scenarios.sh"
+run_scenarios "$expected" "sse-retry" "$node" "$suite" client --command "$here/adapter.sh"
 exit $differ

@@ -291,7 +291,7 @@ TEST_F(Runtime, TheEmbedExampleRunsAgainstTheBundledWorkspace) {
   fs::copy(fs::path(MCPRT_SOURCE_DIR) / "examples", dir / "examples", fs::copy_options::recursive);
   auto out_file = dir / "embed.out";
   auto bin_dir = fs::path(MCPRT_TEST_SERVER).parent_path().string();
-  std::string cmd = "PATH='" + bin_dir + "':\"$PATH\" '" MCPRT_EMBED_BIN "' --workspace '"
+  std::string cmd = "PATH='" + bin_dir + "':\"$PATH\" '" + std::string(MCPRT_EMBED_BIN) + "' --workspace '"
                     + (dir / "examples/workspace").string() + "' --home '" + (dir / "examples/home").string()
                     + "' --wait-connected 2 --call echo echo '{\"text\":\"from the host\"}' > '"
                     + out_file.string() + "' 2>&1";
