@@ -63,6 +63,11 @@ if [[ -z $listed ]]; then
   exit 1
 fi
 echo "mcprt's gateway at $url/mcp"
+# One scenario at a time: every scenario is a gateway client of the same
+# daemon and server, and the gateway does not yet route a server's request
+# (sampling, elicitation) only to the session whose call caused it; two at a
+# time, tools-call-sampling's request reached the other scenario's client.
+export MCPRT_CONFORMANCE_JOBS=1
 status=0
 EXPECTED="$here/expected-gateway-outcomes.txt" "$here/run-server.sh" "$url/mcp" || status=$?
 if [[ $status -ne 0 && $status -ne 77 ]]; then
