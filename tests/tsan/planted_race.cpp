@@ -22,9 +22,9 @@ namespace {
 
 using write_atom = caf::atom_constant<caf::atom("write")>;
 
-/// Counts writers that have written; relaxed on purpose, so that the
+/// Counts handlers that have started; relaxed on purpose, so that the
 /// rendezvous orders nothing in TSan's eyes and the two writes stay racy.
-std::atomic<int> writers_done{0};
+std::atomic<int> writers_arrived{0};
 
 // Not inlined, so that the report's top frame has this name.
 __attribute__((noinline)) void planted_race_write(int value) {
@@ -34,16 +34,20 @@ __attribute__((noinline)) void planted_race_write(int value) {
 caf::behavior racing_writer(caf::event_based_actor*) {
   return {
     [](write_atom, int value) {
-      planted_race_write(value);
-      // Keep this worker busy until the other writer has written too, so
-      // the two handlers overlap on two workers instead of running one
-      // after the other on one (which would order them).
-      writers_done.fetch_add(1, std::memory_order_relaxed);
+      // Meet the other writer first, so that the two handlers overlap on two
+      // workers instead of running one after the other on one (which would
+      // order them). The writes come right after the meeting, not before
+      // it: TSan reports a race only while the earlier write's stack is
+      // still in its thread's trace, and every load of a spin adds to that
+      // trace. Writing first and spinning after lost the race in 3 of 20
+      // runs when the second worker was slow to start.
+      writers_arrived.fetch_add(1, std::memory_order_relaxed);
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (writers_done.load(std::memory_order_relaxed) < 2 &&
+      while (writers_arrived.load(std::memory_order_relaxed) < 2 &&
              std::chrono::steady_clock::now() < deadline)
         std::this_thread::yield();
-      return writers_done.load(std::memory_order_relaxed) >= 2;
+      planted_race_write(value);
+      return writers_arrived.load(std::memory_order_relaxed) >= 2;
     },
   };
 }
