@@ -40,7 +40,7 @@ struct budget_state {
   std::size_t held_end_passes = 0;
 };
 
-using self_ptr = budget_actor::stateful_pointer<budget_state>;
+using budget_self = budget_actor::stateful_pointer<budget_state>;
 
 reserve_reply to_reply(reserve_result r) {
   switch (r) {
@@ -52,7 +52,7 @@ reserve_reply to_reply(reserve_result r) {
 }
 
 /// Publishes what one ledger call produced, in order.
-void publish_all(self_ptr self, std::vector<budget_event>& out) {
+void publish_all(budget_self self, std::vector<budget_event>& out) {
   for (auto& ev : out)
     publish(self, self->state.bus, to_payload(ev));
   out.clear();
@@ -71,12 +71,12 @@ budget_snapshot snapshot_of(const budget_ledger& l) {
   return s;
 }
 
-void notify_listeners(self_ptr self, const std::string& name) {
+void notify_listeners(budget_self self, const std::string& name) {
   for (auto& l : self->state.listeners)
     self->send(l, budget_slot_freed{name});
 }
 
-void end_pass(self_ptr self) {
+void end_pass(budget_self self) {
   std::vector<budget_event> out;
   self->state.ledger->end_bulk_pass(out);
   publish_all(self, out);
@@ -92,7 +92,7 @@ std::string refusal_reason(fleet_grant g) {
 
 /// The fleet's answer to a reserve of `name`, for every reserve of it
 /// waiting.
-void settle(self_ptr self, const std::string& name, fleet_grant g) {
+void settle(budget_self self, const std::string& name, fleet_grant g) {
   auto& st = self->state;
   auto i = st.asking.find(name);
   if (i == st.asking.end()) return;
@@ -129,7 +129,7 @@ void settle(self_ptr self, const std::string& name, fleet_grant g) {
       end_pass(self);
 }
 
-caf::result<reserve_reply> reserve(self_ptr self, const std::string& name, std::optional<std::string> transport) {
+caf::result<reserve_reply> reserve(budget_self self, const std::string& name, std::optional<std::string> transport) {
   auto& st = self->state;
   auto& ledger = *st.ledger;
   std::vector<budget_event> out;
@@ -173,7 +173,7 @@ caf::result<reserve_reply> reserve(self_ptr self, const std::string& name, std::
   return rp;
 }
 
-budget_actor::behavior_type budget_behavior(self_ptr self, std::optional<std::size_t> limit,
+budget_actor::behavior_type budget_behavior(budget_self self, std::optional<std::size_t> limit,
                                             budget_mode mode, std::string scope, event_bus_actor bus,
                                             fleet_link_actor fleet) {
   self->state.ledger.emplace(limit, mode, std::move(scope));

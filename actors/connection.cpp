@@ -90,7 +90,7 @@ struct connection_state {
   }
 };
 
-using self_ptr = connection_actor::stateful_pointer<connection_state>;
+using connection_self = connection_actor::stateful_pointer<connection_state>;
 
 std::string stderr_excerpt(const connection_state& st, std::size_t lines = 5) {
   std::string out;
@@ -115,13 +115,13 @@ client_update update_of(const connection_state& st) {
   return u;
 }
 
-void publish(self_ptr self) {
+void publish(connection_self self) {
   auto u = update_of(self->state);
   for (auto& sub : self->state.cfg.subscribers)
     self->send(sub, u);
 }
 
-void fail_calls(self_ptr self, const std::string& why) {
+void fail_calls(connection_self self, const std::string& why) {
   for (auto& [token, rp] : self->state.calls)
     rp.deliver(make_error(errc::not_connected, why));
   self->state.calls.clear();
@@ -133,14 +133,14 @@ void fail_calls(self_ptr self, const std::string& why) {
   self->state.pings.clear();
 }
 
-void shut_down_transport(self_ptr self) {
+void shut_down_transport(connection_self self) {
   auto& st = self->state;
   if (st.process && !st.transport_ended) st.io.reactor->shutdown(*st.process);
   if (st.http && !st.transport_ended) st.http->close();
   if (st.sse && !st.transport_ended) st.sse->close();
 }
 
-void finish_stop(self_ptr self) {
+void finish_stop(connection_self self) {
   auto& st = self->state;
   if (st.status != connection_status::error && st.status != connection_status::needs_auth)
     st.status = connection_status::disconnected;
@@ -152,7 +152,7 @@ void finish_stop(self_ptr self) {
 }
 
 // A fatal problem: the connection reports `error` and lets its server go.
-void fail(self_ptr self, const std::string& what, connection_status as = connection_status::error) {
+void fail(connection_self self, const std::string& what, connection_status as = connection_status::error) {
   auto& st = self->state;
   if (st.status == connection_status::error || st.status == connection_status::disconnected
       || st.status == connection_status::needs_auth)
@@ -170,7 +170,7 @@ void fail(self_ptr self, const std::string& what, connection_status as = connect
   shut_down_transport(self);
 }
 
-void deliver(self_ptr self, const call_result& r) {
+void deliver(connection_self self, const call_result& r) {
   auto& st = self->state;
   auto i = st.calls.find(r.token);
   if (i == st.calls.end()) return;
@@ -212,7 +212,7 @@ void deliver(self_ptr self, const call_result& r) {
   }
 }
 
-void schedule_tick(self_ptr self) {
+void schedule_tick(connection_self self) {
   auto& st = self->state;
   if (!st.session) return;
   auto next = st.session->next_deadline();
@@ -222,10 +222,10 @@ void schedule_tick(self_ptr self) {
   self->delayed_send(self, delay, atom::tick_v);
 }
 
-void forward_host_requests(self_ptr self, const session_effects& fx);
-void publish_logs(self_ptr self, const std::vector<server_log_message>& logs);
+void forward_host_requests(connection_self self, const session_effects& fx);
+void publish_logs(connection_self self, const std::vector<server_log_message>& logs);
 
-void apply(self_ptr self, session_effects fx) {
+void apply(connection_self self, session_effects fx) {
   auto& st = self->state;
   // Streamable HTTP wants the negotiated revision on every request after
   // initialize, starting with notifications/initialized.
@@ -284,7 +284,7 @@ void apply(self_ptr self, session_effects fx) {
 
 // A chatty server must not flood the bus (and every event stream): at most
 // log_burst messages a second, the rest counted into the next one let through.
-void publish_logs(self_ptr self, const std::vector<server_log_message>& logs) {
+void publish_logs(connection_self self, const std::vector<server_log_message>& logs) {
   auto& st = self->state;
   auto now = clock::now();
   if (now - st.log_window >= std::chrono::seconds(1)) {
@@ -311,7 +311,7 @@ void publish_logs(self_ptr self, const std::vector<server_log_message>& logs) {
 
 // The host's answer goes to the session that asked, unless the request was
 // withdrawn meanwhile or that session has been replaced.
-void take_host_reply(self_ptr self, uint64_t epoch, uint64_t token, host_reply& r) {
+void take_host_reply(connection_self self, uint64_t epoch, uint64_t token, host_reply& r) {
   auto& st = self->state;
   if (!st.session || epoch != st.session_epoch || st.host_pending.erase(token) == 0) return;
   if (r.error_code == 0 && r.result.value.is_object())
@@ -322,7 +322,7 @@ void take_host_reply(self_ptr self, uint64_t epoch, uint64_t token, host_reply& 
     apply(self, st.session->fail_host_request(token, {r.error_code, r.error_message, {}}));
 }
 
-void forward_host_requests(self_ptr self, const session_effects& fx) {
+void forward_host_requests(connection_self self, const session_effects& fx) {
   auto& st = self->state;
   for (auto token : fx.withdrawn_host_requests)
     if (st.host_pending.erase(token) > 0) self->send(st.cfg.host, atom::host_withdrawn_v, token);
@@ -352,7 +352,7 @@ void forward_host_requests(self_ptr self, const session_effects& fx) {
 }
 
 // The session being replaced or ending takes its host requests with it.
-void withdraw_host_requests(self_ptr self) {
+void withdraw_host_requests(connection_self self) {
   auto& st = self->state;
   for (auto token : st.host_pending)
     self->send(st.cfg.host, atom::host_withdrawn_v, token);
@@ -365,7 +365,7 @@ void send_to(const caf::weak_actor_ptr& weak, Ts&&... xs) {
     caf::anon_send(caf::actor_cast<connection_actor>(strong), std::forward<Ts>(xs)...);
 }
 
-void start(self_ptr self) {
+void start(connection_self self) {
   auto& st = self->state;
   auto& server = st.cfg.server;
   publish(self);
@@ -471,7 +471,7 @@ connection_info info_of(const connection_state& st) {
   return info;
 }
 
-connection_actor::behavior_type connection(self_ptr self, connection_config cfg, connection_io io) {
+connection_actor::behavior_type connection(connection_self self, connection_config cfg, connection_io io) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.io = io;

@@ -40,14 +40,14 @@ struct event_bus_state {
   }
 };
 
-using self_ptr = event_bus_actor::stateful_pointer<event_bus_state>;
+using event_bus_self = event_bus_actor::stateful_pointer<event_bus_state>;
 
-int64_t now_ms() {
+int64_t event_time_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-constexpr const char* dropped_payload = "payload dropped: it could not be made safe to publish";
+constexpr const char* dropped_payload = "payload dropped: it could not be made safe to publish_payload";
 
 /// A typed payload made what subscribers may see, and its one rendering.
 nlohmann::json render_publishable(event_bus_state& st, event_payload& payload) {
@@ -64,11 +64,11 @@ nlohmann::json render_publishable(event_bus_state& st, event_payload& payload) {
   }
 }
 
-void deliver(self_ptr self, event ev) {
+void deliver_event(event_bus_self self, event ev) {
   auto& st = self->state;
   ev.seq = ++st.last_seq;
   // Wall-clock time, but never going backwards when the clock is set back.
-  ev.timestamp_ms = std::max(now_ms(), st.last_timestamp_ms);
+  ev.timestamp_ms = std::max(event_time_ms(), st.last_timestamp_ms);
   st.last_timestamp_ms = ev.timestamp_ms;
   for (auto& s : st.subscribers)
     if (s.wants(ev.kind)) self->send(s.sink, ev);
@@ -77,15 +77,15 @@ void deliver(self_ptr self, event ev) {
   st.ring.push_back(std::move(ev));
 }
 
-void publish(self_ptr self, event_payload& payload) {
+void publish_payload(event_bus_self self, event_payload& payload) {
   event ev;
   ev.kind = kind_of(payload);
   ev.data.value = render_publishable(self->state, payload);
   ev.payload = std::move(payload);
-  deliver(self, std::move(ev));
+  deliver_event(self, std::move(ev));
 }
 
-event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) {
+event_bus_actor::behavior_type event_bus(event_bus_self self, event_bus_options opts) {
   self->state.capacity = opts.replay_capacity;
   self->state.show_connection_id = std::move(opts.show_connection_id);
   // A dead subscriber is dropped; its pending events are simply lost.
@@ -100,7 +100,7 @@ event_bus_actor::behavior_type event_bus(self_ptr self, event_bus_options opts) 
       // Nothing a publisher sends may end the bus (CAF 0.17 ends an actor
       // on any exception from a handler): at worst this one event is lost.
       try {
-        publish(self, payload);
+        publish_payload(self, payload);
       } catch (...) {
       }
     },

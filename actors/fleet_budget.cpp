@@ -39,7 +39,7 @@ struct fleet_budget_state {
   bool ticking = false;
 };
 
-using self_ptr = fleet_budget_impl::stateful_pointer<fleet_budget_state>;
+using fleet_budget_self = fleet_budget_impl::stateful_pointer<fleet_budget_state>;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -60,17 +60,17 @@ void log_events(std::vector<budget_event>& out) {
   out.clear();
 }
 
-void tell_all(self_ptr self) {
+void tell_all(fleet_budget_self self) {
   for (auto& [node, link] : self->state.links)
     self->send(link, atom::fleet_free_v);
 }
 
-void slots_went_back(self_ptr self, std::size_t n) {
+void slots_went_back(fleet_budget_self self, std::size_t n) {
   if (n > 0 && self->state.ledger->has_refusals()) tell_all(self);
 }
 
 /// One timer at a time, for the earliest lease end.
-void arm(self_ptr self) {
+void arm(fleet_budget_self self) {
   auto& st = self->state;
   if (st.ticking) return;
   auto next = st.ledger->next_expiry();
@@ -80,7 +80,7 @@ void arm(self_ptr self) {
   self->delayed_send(self, std::chrono::milliseconds(wait), atom::tick_v);
 }
 
-fleet_budget_impl::behavior_type fleet_budget_behavior(self_ptr self, fleet_budget_options opts) {
+fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, fleet_budget_options opts) {
   self->state.ledger.emplace(opts.budget, opts.mode, opts.lease, opts.claim_grace, now_ms());
   if (opts.claim_grace.count() > 0)
     // Nodes refused during the grace try again when it ends.

@@ -39,18 +39,18 @@ struct fleet_link_state {
   std::vector<std::pair<std::string, caf::typed_response_promise<fleet_grant>>> waiting;
 };
 
-using self_ptr = fleet_link_impl::stateful_pointer<fleet_link_state>;
+using fleet_link_self = fleet_link_impl::stateful_pointer<fleet_link_state>;
 
 std::string address(const fleet_link_options& o) {
   return o.host + ":" + std::to_string(o.port);
 }
 
-void tell_listeners(self_ptr self) {
+void tell_listeners(fleet_link_self self) {
   for (auto& l : self->state.listeners)
     self->send(l, atom::fleet_free_v);
 }
 
-void lost(self_ptr self, std::string why) {
+void lost(fleet_link_self self, std::string why) {
   auto& st = self->state;
   for (auto& [name, rp] : st.waiting)
     rp.deliver(fleet_grant::unreachable);
@@ -63,7 +63,7 @@ void lost(self_ptr self, std::string why) {
   st.renewing = false;
 }
 
-void ask_server(self_ptr self, const std::string& name, caf::typed_response_promise<fleet_grant> rp) {
+void ask_server(fleet_link_self self, const std::string& name, caf::typed_response_promise<fleet_grant> rp) {
   auto& st = self->state;
   auto server = st.server;
   self->request(server, st.opts.timeout, atom::reserve_v, st.opts.node, name)
@@ -78,7 +78,7 @@ void ask_server(self_ptr self, const std::string& name, caf::typed_response_prom
       });
 }
 
-void renew(self_ptr self) {
+void renew(fleet_link_self self) {
   auto& st = self->state;
   if (!st.server || st.renewing) return;
   st.renewing = true;
@@ -110,7 +110,7 @@ void renew(self_ptr self) {
       });
 }
 
-void connect(self_ptr self) {
+void connect(fleet_link_self self) {
   auto& st = self->state;
   if (st.server || st.connecting) return;
   st.connecting = true;
@@ -141,7 +141,7 @@ void connect(self_ptr self) {
       });
 }
 
-fleet_link_impl::behavior_type fleet_link_behavior(self_ptr self, fleet_link_options opts) {
+fleet_link_impl::behavior_type fleet_link_behavior(fleet_link_self self, fleet_link_options opts) {
   self->state.opts = std::move(opts);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (self->state.server && dm.source == self->state.server.address())

@@ -51,7 +51,7 @@ struct gating_state {
   std::unique_ptr<io::inotify_watch> store_watch;
 };
 
-using self_ptr = gating_actor::stateful_pointer<gating_state>;
+using gating_self = gating_actor::stateful_pointer<gating_state>;
 
 /// The session's next state. A session with servers of its own gets it
 /// whole; the others get their first state whole and then only the servers
@@ -99,14 +99,14 @@ desired_state desired_for(const workspace_gating& model, session_entry& s, uint6
   return d;
 }
 
-void push(self_ptr self, session_entry& s, bool reconcile) {
+void push(gating_self self, session_entry& s, bool reconcile) {
   self->send(s.reconciler, desired_for(*self->state.model, s, self->state.revision));
   if (reconcile) self->send(s.reconciler, atom::reconcile_v);
 }
 
 /// Publishes a settings_error for each admitted server whose variables
 /// cannot be expanded, once per problem; logs it too (never a value).
-void report_variable_errors(self_ptr self) {
+void report_variable_errors(gating_self self) {
   auto& st = self->state;
   std::map<std::string, std::string> now;
   for (auto& [name, e] : st.model->variable_errors()) {
@@ -121,7 +121,7 @@ void report_variable_errors(self_ptr self) {
   st.published_problems = std::move(now);
 }
 
-void push_all(self_ptr self) {
+void push_all(gating_self self) {
   report_variable_errors(self);
   ++self->state.revision;
   for (auto& [addr, s] : self->state.sessions)
@@ -142,7 +142,7 @@ std::vector<settings_content> contents_of(settings_update& u, const workspace_op
 
 /// The store's problems (a symlinked lock file, a malformed store) reach
 /// the log; the store collects them, core has no output channel.
-void log_store_warnings(self_ptr self) {
+void log_store_warnings(gating_self self) {
   for (auto& w : self->state.model->approvals().take_warnings())
     spdlog::warn("approvals: {}", escape_for_display(w));
   if (auto* inputs = self->state.model->inputs())
@@ -160,7 +160,7 @@ std::map<std::string, std::optional<approval_state>> decisions_of(const workspac
 
 /// The store changed on disk: re-read it, and regate only when a decision
 /// that matters here changed.
-void reread_store(self_ptr self) {
+void reread_store(gating_self self) {
   auto& model = *self->state.model;
   auto before = decisions_of(model);
   model.approvals().reload();
@@ -170,7 +170,7 @@ void reread_store(self_ptr self) {
   if (changed || decisions_of(model) != before) push_all(self);
 }
 
-void start_store_watch(self_ptr self, std::vector<std::filesystem::path> files) {
+void start_store_watch(gating_self self, std::vector<std::filesystem::path> files) {
   caf::actor_addr me = self->address();
   auto on_change = [me](const std::string& path) {
     if (auto a = caf::actor_cast<caf::actor>(me)) caf::anon_send(a, atom::fs_event_v, path);
@@ -185,7 +185,7 @@ void start_store_watch(self_ptr self, std::vector<std::filesystem::path> files) 
   }
 }
 
-caf::result<bool> decide(self_ptr self, const std::string& name, approval_state decision) {
+caf::result<bool> decide(gating_self self, const std::string& name, approval_state decision) {
   auto& model = *self->state.model;
   auto& servers = model.merged().servers;
   auto i = servers.find(name);
@@ -206,7 +206,7 @@ caf::result<bool> decide(self_ptr self, const std::string& name, approval_state 
   return true;
 }
 
-gating_snapshot snapshot_of(const gating_state& st) {
+gating_snapshot gating_snapshot_of(const gating_state& st) {
   gating_snapshot s;
   auto& model = *st.model;
   s.trusted = model.options().trusted;
@@ -236,7 +236,7 @@ gating_snapshot snapshot_of(const gating_state& st) {
   return s;
 }
 
-gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus_actor bus) {
+gating_actor::behavior_type gating(gating_self self, gating_options opts, event_bus_actor bus) {
   auto& st = self->state;
   st.bus = std::move(bus);
   st.approvals = std::make_unique<approvals_store>(opts.approvals_file);
@@ -298,7 +298,7 @@ gating_actor::behavior_type gating(self_ptr self, gating_options opts, event_bus
       for (auto& [addr, s] : st.sessions)
         self->send(s.reconciler, atom::start_v);
     },
-    [self](atom::snapshot) { return snapshot_of(self->state); },
+    [self](atom::snapshot) { return gating_snapshot_of(self->state); },
     [self](atom::fs_event, const std::string&) {
       auto& st = self->state;
       st.store_pending = true;

@@ -134,7 +134,7 @@ struct reconciler_state {
   double plan_ms = 0;
 };
 
-using self_ptr = reconciler_actor::stateful_pointer<reconciler_state>;
+using reconciler_self = reconciler_actor::stateful_pointer<reconciler_state>;
 
 
 std::vector<tool_info> filter_tools_info(const std::vector<tool_info>& tools, const server_config& cfg) {
@@ -163,7 +163,7 @@ bool has_current_connection(const live_server& s) {
 }
 
 template <class OnConn, class OnError>
-void with_connection(self_ptr self, const live_server& s, OnConn on_conn, OnError on_error) {
+void with_connection(reconciler_self self, const live_server& s, OnConn on_conn, OnError on_error) {
   if (has_current_connection(s)) {
     on_conn(s.conn);
     return;
@@ -190,7 +190,7 @@ caf::error unavailable_error(const reconciler_state& st, const std::string& serv
     for (auto& u : *skipped)
       if (u.server == server) return describe(u);
   for (auto& [name, err] : st.report.errors)
-    if (name == server) return make_error(errc::not_connected, server + " could not connect: " + err);
+    if (name == server) return make_error(errc::not_connected, server + " could not connect_server: " + err);
   if (auto r = st.retries.find(server); r != st.retries.end())
     return make_error(errc::not_connected, server + " failed (" + r->second.error + "); it is acquired again after a backoff");
   if (st.desired_map.count(server))
@@ -205,7 +205,7 @@ caf::error cancelled_error(const std::string& call_id) {
 /// The call of `call_id` has its answer (or failed): it can no longer be
 /// cancelled. A cancelled call's promise is delivered already, so a late
 /// answer goes nowhere.
-void settle_cancellable(self_ptr self, const std::string& call_id, caf::typed_response_promise<json_value> rp,
+void settle_cancellable(reconciler_self self, const std::string& call_id, caf::typed_response_promise<json_value> rp,
                         caf::expected<json_value> result) {
   self->state.cancellable.erase(call_id);
   if (!rp.pending()) return;
@@ -213,7 +213,7 @@ void settle_cancellable(self_ptr self, const std::string& call_id, caf::typed_re
   else rp.deliver(std::move(result.error()));
 }
 
-void dispatch_call(self_ptr self, const live_server& s, const std::string& tool, json_value args,
+void dispatch_call(reconciler_self self, const live_server& s, const std::string& tool, json_value args,
                    caf::typed_response_promise<json_value> rp, std::string call_id = {},
                    progress_sink_actor sink = {}) {
   auto& cfg = s.cfg;
@@ -260,7 +260,7 @@ void dispatch_call(self_ptr self, const live_server& s, const std::string& tool,
 /// A call handed to its connection (dispatch_call) is known only there:
 /// the live connections are asked, and the answer is whether one had it.
 /// Cancels are rare, live connections few.
-caf::result<bool> cancel_on_connections(self_ptr self, const std::string& call_id) {
+caf::result<bool> cancel_on_connections(reconciler_self self, const std::string& call_id) {
   auto& st = self->state;
   std::vector<connection_actor> conns;
   for (auto& [name, s] : st.live)
@@ -282,7 +282,7 @@ caf::result<bool> cancel_on_connections(self_ptr self, const std::string& call_i
 }
 
 /// Cancels the call of `call_id`, parked or out on a connection.
-caf::result<bool> cancel_call(self_ptr self, const std::string& call_id) {
+caf::result<bool> cancel_call(reconciler_self self, const std::string& call_id) {
   auto& st = self->state;
   for (auto p = st.parked.begin(); p != st.parked.end(); ++p) {
     auto& calls = p->second;
@@ -315,7 +315,7 @@ bool call_id_taken(const reconciler_state& st, const std::string& call_id) {
 /// A tool call of the session: out at once to a live server, parked while
 /// its server is being acquired (a cancel takes it out of the park), else
 /// refused. With a call id it can be cancelled.
-caf::result<json_value> take_call(self_ptr self, const std::string& server, const std::string& tool,
+caf::result<json_value> take_call(reconciler_self self, const std::string& server, const std::string& tool,
                                   json_value args, std::string call_id, progress_sink_actor sink) {
   auto& st = self->state;
   auto rp = self->make_response_promise<json_value>();
@@ -332,7 +332,7 @@ caf::result<json_value> take_call(self_ptr self, const std::string& server, cons
 }
 
 /// A client request other than tools/call: no tool filter applies.
-void dispatch_request(self_ptr self, const live_server& s, const std::string& method, json_value params,
+void dispatch_request(reconciler_self self, const live_server& s, const std::string& method, json_value params,
                       caf::typed_response_promise<json_value> rp) {
   if (has_current_connection(s)) {
     rp.delegate(s.conn, atom::mcp_request_v, method, std::move(params));
@@ -349,7 +349,7 @@ void dispatch_request(self_ptr self, const live_server& s, const std::string& me
 }
 
 /// The calls parked for `name` go out, or fail with the reason.
-void release_parked(self_ptr self, const std::string& name) {
+void release_parked(reconciler_self self, const std::string& name) {
   auto& st = self->state;
   auto p = st.parked.find(name);
   if (p == st.parked.end()) return;
@@ -364,7 +364,7 @@ void release_parked(self_ptr self, const std::string& name) {
 }
 
 /// An acquire of `name` ended: parked calls go out, or fail with the reason.
-void acquire_settled(self_ptr self, const std::string& name) {
+void acquire_settled(reconciler_self self, const std::string& name) {
   self->state.connecting.erase(name);
   release_parked(self, name);
 }
@@ -372,7 +372,7 @@ void acquire_settled(self_ptr self, const std::string& name) {
 /// Once the session has its desired state and has started its first pass,
 /// the calls parked before that go out, wait on their acquire like any
 /// other, or fail with the reason.
-void release_early(self_ptr self) {
+void release_early(reconciler_self self) {
   auto& st = self->state;
   if (st.awaiting_desired() || st.parked_early.empty()) return;
   for (auto& name : std::exchange(st.parked_early, {}))
@@ -381,9 +381,9 @@ void release_early(self_ptr self) {
 
 // -- a pass ---------------------------------------------------------------------------
 
-void run_pass(self_ptr self);
+void run_pass(reconciler_self self);
 
-void finish_pass(self_ptr self) {
+void finish_pass(reconciler_self self) {
   auto& st = self->state;
   if (st.opts.budget) self->send(st.opts.budget, atom::end_pass_v);
   auto& r = st.report;
@@ -411,12 +411,12 @@ void finish_pass(self_ptr self) {
   if (st.dirty) run_pass(self);
 }
 
-void step_done(self_ptr self) {
+void step_done(reconciler_self self) {
   if (--self->state.pending == 0) finish_pass(self);
 }
 
 /// The session stops using `name`'s connection; the pool is told at once.
-void let_go(self_ptr self, const std::string& name, const std::string& why, release_reason reason) {
+void let_go(reconciler_self self, const std::string& name, const std::string& why, release_reason reason) {
   auto& st = self->state;
   auto i = st.live.find(name);
   if (i == st.live.end()) return;
@@ -431,7 +431,7 @@ void let_go(self_ptr self, const std::string& name, const std::string& why, rele
 /// tools stay listed) until the new one is up, then is let go. When the new
 /// one fails, the old one stays and the failure is reported; the next pass
 /// tries the new config again.
-void connect(self_ptr self, const server_config& cfg, std::optional<std::string> replaced = std::nullopt) {
+void connect_server(reconciler_self self, const server_config& cfg, std::optional<std::string> replaced = std::nullopt) {
   auto& st = self->state;
   auto name = cfg.name;
   ++st.pending;
@@ -492,7 +492,7 @@ void connect(self_ptr self, const server_config& cfg, std::optional<std::string>
       });
 }
 
-void refilter(self_ptr self, const server_config& cfg) {
+void refilter(reconciler_self self, const server_config& cfg) {
   auto& st = self->state;
   auto i = st.live.find(cfg.name);
   if (i == st.live.end()) return;
@@ -521,7 +521,7 @@ void refilter(self_ptr self, const server_config& cfg) {
     [self](caf::error&) { step_done(self); });
 }
 
-void run_pass(self_ptr self) {
+void run_pass(reconciler_self self) {
   auto& st = self->state;
   st.dirty = false;
   if (!st.desired.trusted) { // an untrusted folder starts nothing
@@ -546,7 +546,7 @@ void run_pass(self_ptr self) {
   if (st.opts.budget) self->send(st.opts.budget, atom::begin_pass_v, false);
   for (auto& name : plan.removed)
     let_go(self, name, "removed", release_reason::removed);
-  // Changed servers stay live until their replacement is up (connect).
+  // Changed servers stay live until their replacement is up (connect_server).
   std::map<std::string, std::optional<std::string>> replaced;
   for (auto& name : plan.restarted)
     if (auto i = st.live.find(name); i != st.live.end()) replaced[name] = i->second.id;
@@ -564,21 +564,21 @@ void run_pass(self_ptr self) {
       if (!next_retry || r->second.not_before < *next_retry) next_retry = r->second.not_before;
       continue;
     }
-    connect(self, st.desired_map.at(name));
+    connect_server(self, st.desired_map.at(name));
   }
   if (next_retry && !st.requeue_armed) {
     st.requeue_armed = true;
     self->delayed_send(self, *next_retry - now, atom::requeue_v);
   }
   for (auto& name : plan.restarted)
-    connect(self, st.desired_map.at(name), std::move(replaced[name]));
+    connect_server(self, st.desired_map.at(name), std::move(replaced[name]));
   for (auto& name : plan.refiltered)
     refilter(self, st.desired_map.at(name));
   step_done(self);
   release_early(self);
 }
 
-void request_pass(self_ptr self) {
+void request_pass(reconciler_self self) {
   auto& st = self->state;
   if (!st.started || !st.have_desired) return; // before start: a safe no-op
   if (st.in_progress) {
@@ -603,7 +603,7 @@ struct snapshot_job {
   }
 };
 
-caf::result<session_snapshot> snapshot(self_ptr self) {
+caf::result<session_snapshot> snapshot(reconciler_self self) {
   auto& st = self->state;
   auto job = std::make_shared<snapshot_job>();
   job->rp = self->make_response_promise<session_snapshot>();
@@ -652,7 +652,7 @@ caf::result<session_snapshot> snapshot(self_ptr self) {
   return rp;
 }
 
-caf::result<bool> stop(self_ptr self) {
+caf::result<bool> stop_reconciler(reconciler_self self) {
   auto& st = self->state;
   for (auto& [name, calls] : st.parked)
     for (auto& c : calls)
@@ -669,7 +669,7 @@ caf::result<bool> stop(self_ptr self) {
 }
 
 /// The pool says what happened to an entry the session holds.
-void entry_changed(self_ptr self, const pool_entry_changed& c) {
+void entry_changed(reconciler_self self, const pool_entry_changed& c) {
   auto& st = self->state;
   auto i = st.live.find(c.server);
   if (i == st.live.end() || i->second.id != c.connection_id) return; // let go already
@@ -709,7 +709,7 @@ void entry_changed(self_ptr self, const pool_entry_changed& c) {
   request_pass(self);
 }
 
-reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opts) {
+reconciler_actor::behavior_type reconciler(reconciler_self self, reconciler_options opts) {
   self->state.opts = std::move(opts);
   return {
     [self](desired_state& d) {
@@ -806,7 +806,7 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
       return rp;
     },
     [self](atom::snapshot) { return snapshot(self); },
-    [self](atom::stop) { return stop(self); },
+    [self](atom::stop) { return stop_reconciler(self); },
     [self](const pool_entry_changed& c) { entry_changed(self, c); },
     [self](const budget_slot_freed&) {
       auto& st = self->state;

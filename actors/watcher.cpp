@@ -40,7 +40,7 @@ struct watcher_state {
   std::unique_ptr<io::inotify_watch> watch;
 };
 
-using self_ptr = watcher_actor::stateful_pointer<watcher_state>;
+using watcher_self = watcher_actor::stateful_pointer<watcher_state>;
 
 /// What one re-read of all files found.
 struct scan_result {
@@ -149,14 +149,14 @@ events::settings_changed changed_event(uint64_t batch, const std::vector<setting
   return out;
 }
 
-void send_update(self_ptr self, std::vector<settings_change> changes, bool forced) {
+void send_update(watcher_self self, std::vector<settings_change> changes, bool forced) {
   auto& st = self->state;
   if (st.target)
     self->send(st.target, settings_update{st.batch, std::move(changes), files_of(st.slots), forced});
 }
 
 /// Re-reads everything now and tells what changed (always, when forced).
-void drain(self_ptr self, bool forced) {
+void drain_watcher(watcher_self self, bool forced) {
   auto& st = self->state;
   auto found = rescan(st.slots);
   for (auto& e : found.errors) publish(self, st.bus, std::move(e));
@@ -171,7 +171,7 @@ void drain(self_ptr self, bool forced) {
 
 /// Starts the inotify adapter; its callbacks only send messages. The actor
 /// is held weakly: the watch lives in the actor's state.
-void start_inotify(self_ptr self) {
+void start_inotify(watcher_self self) {
   std::vector<std::filesystem::path> paths;
   for (auto& s : self->state.slots) paths.push_back(s.file.path);
   caf::actor_addr me = self->address();
@@ -192,7 +192,7 @@ void start_inotify(self_ptr self) {
   }
 }
 
-watcher_actor::behavior_type watcher(self_ptr self, watcher_options opts, gating_actor target,
+watcher_actor::behavior_type watcher(watcher_self self, watcher_options opts, gating_actor target,
                                      event_bus_actor bus) {
   auto& st = self->state;
   st.target = std::move(target);
@@ -214,13 +214,13 @@ watcher_actor::behavior_type watcher(self_ptr self, watcher_options opts, gating
       auto& st = self->state;
       if (!st.pending || token != st.token) return; // superseded
       st.pending = false;
-      drain(self, false);
+      drain_watcher(self, false);
     },
     [self](atom::reload) {
       auto& st = self->state;
       ++st.token; // cancels the pending timer
       st.pending = false;
-      drain(self, true);
+      drain_watcher(self, true);
       return true;
     },
     [self](atom::snapshot) { return files_of(self->state.slots); },

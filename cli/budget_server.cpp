@@ -21,7 +21,7 @@ namespace mcprt::cli {
 
 namespace {
 
-int fail_usage(const std::string& msg) {
+int fail_budget_usage(const std::string& msg) {
   std::cerr << "mcprt budget-server: " << msg << "\n";
   return 2;
 }
@@ -58,23 +58,23 @@ int run_budget_server(const budget_server_flags& f) {
   fleet_budget_options opts;
   if (f.budget) {
     auto b = parse_budget_value(*f.budget);
-    if (!b.value) return fail_usage("--budget: " + b.error);
+    if (!b.value) return fail_budget_usage("--budget: " + b.error);
     opts.budget = b.value;
   }
   auto mode = parse_budget_mode(f.mode);
-  if (!mode || *mode == budget_mode::off) return fail_usage("--mode: expected enforce or warn, got '" + f.mode + "'");
+  if (!mode || *mode == budget_mode::off) return fail_budget_usage("--mode: expected enforce or warn, got '" + f.mode + "'");
   opts.mode = *mode;
-  if (opts.mode == budget_mode::enforce && !opts.budget) return fail_usage("--mode enforce needs --budget N");
-  if (f.caf_port < 0 || f.caf_port > 65535) return fail_usage("--caf-port must be between 0 and 65535");
-  if (f.lease_ms < 100) return fail_usage("--lease-ms must be at least 100");
-  if (f.claim_grace_ms < 0) return fail_usage("--claim-grace-ms must not be negative");
+  if (opts.mode == budget_mode::enforce && !opts.budget) return fail_budget_usage("--mode enforce needs --budget N");
+  if (f.caf_port < 0 || f.caf_port > 65535) return fail_budget_usage("--caf-port must be between 0 and 65535");
+  if (f.lease_ms < 100) return fail_budget_usage("--lease-ms must be at least 100");
+  if (f.claim_grace_ms < 0) return fail_budget_usage("--claim-grace-ms must not be negative");
   opts.lease = std::chrono::milliseconds(f.lease_ms);
   opts.claim_grace = std::chrono::milliseconds(f.claim_grace_ms);
-  if (auto bad = check_caf_tls(f.tls); !bad.empty()) return fail_usage(bad);
+  if (auto bad = check_caf_tls(f.tls); !bad.empty()) return fail_budget_usage(bad);
   // Without TLS the middleman speaks plain CAF binary to anyone: loopback
   // only (docs/distribution.md).
   if (!f.tls.any() && !is_loopback(f.caf_host))
-    return fail_usage("refusing to listen on non-loopback address " + f.caf_host +
+    return fail_budget_usage("refusing to listen on non-loopback address " + f.caf_host +
                       " without TLS: pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca");
 
   // Node ids and server names in its log lines come from other processes.

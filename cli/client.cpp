@@ -18,6 +18,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/exit_codes.hpp"
 #include "cli/daemon_file.hpp"
 #include "cli/terminal_output.hpp"
 #include "io/oauth_client.hpp"
@@ -29,10 +30,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-constexpr int exit_ok = 0;
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
 
 struct connection {
   std::string url;

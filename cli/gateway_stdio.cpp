@@ -36,6 +36,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/exit_codes.hpp"
 #include "cli/daemon_file.hpp"
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
@@ -53,10 +54,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr int exit_ok = 0;
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
 
 /// The longest stdin line (one JSON-RPC message) the bridge takes.
 constexpr std::size_t k_max_line = std::size_t{4} << 20;

@@ -209,7 +209,7 @@ struct http_server::impl {
 
 namespace {
 
-http_response error_response(int status, const std::string& code, const std::string& message) {
+http_response plain_error_response(int status, const std::string& code, const std::string& message) {
   http_response r;
   r.status = status;
   r.body = dump_json({{"error", code}, {"message", message}}) + "\n";
@@ -384,9 +384,9 @@ MHD_Result http_server::impl::access(MHD_Connection* conn, const char* url, cons
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, &collect_header, &hc);
     *con_cls = new std::shared_ptr<exchange_state>(st);
     live.push_back(st);
-    if (stopping) return queue(*st, error_response(503, "unavailable", "the daemon is stopping"));
+    if (stopping) return queue(*st, plain_error_response(503, "unavailable", "the daemon is stopping"));
     if (hc.count > opts.max_headers)
-      return queue(*st, error_response(431, "headers_too_large",
+      return queue(*st, plain_error_response(431, "headers_too_large",
                                        "the request has " + std::to_string(hc.count) + " headers; at most "
                                          + std::to_string(opts.max_headers) + " are read"));
     if (auto early = handler.on_head(st->req)) return queue(*st, std::move(*early));
@@ -396,7 +396,7 @@ MHD_Result http_server::impl::access(MHD_Connection* conn, const char* url, cons
     auto declared = declared_length(st->req.headers);
     if (declared && *declared > opts.max_body) {
       if (*declared > 16 * static_cast<uint64_t>(opts.max_body))
-        return queue(*st, error_response(413, "payload_too_large",
+        return queue(*st, plain_error_response(413, "payload_too_large",
                                          "the request body is larger than " + std::to_string(opts.max_body)
                                            + " bytes"));
       st->too_large = true;
@@ -430,9 +430,9 @@ MHD_Result http_server::impl::access(MHD_Connection* conn, const char* url, cons
     st.dispatched = true;
     if (st.record) st.record->reading = false;
     if (st.too_large)
-      return queue(st, error_response(413, "payload_too_large",
+      return queue(st, plain_error_response(413, "payload_too_large",
                                       "the request body is larger than " + std::to_string(opts.max_body) + " bytes"));
-    if (stopping) return queue(st, error_response(503, "unavailable", "the daemon is stopping"));
+    if (stopping) return queue(st, plain_error_response(503, "unavailable", "the daemon is stopping"));
     dispatch(st);
     if (st.pending) {
       auto r = std::move(*st.pending);
@@ -453,7 +453,7 @@ void http_server::impl::dispatch(exchange_state& st) {
   } catch (const std::exception& e) {
     spdlog::error("http: {} {}: {}", escape_for_display(st.req.method), http::shown(st.req.target),
                   escape_for_display(e.what()));
-    st.respond(error_response(500, "internal_error", "the request failed: " + escape_for_display(e.what())));
+    st.respond(plain_error_response(500, "internal_error", "the request failed: " + escape_for_display(e.what())));
   }
   st.in_handler = false;
 }
@@ -577,7 +577,7 @@ void http_server::impl::begin_stop() {
   // Whatever still waits for an answer gets one now.
   for (auto& w : live)
     if (auto st = w.lock())
-      if (!st->stream) st->respond(error_response(503, "unavailable", "the daemon is stopping"));
+      if (!st->stream) st->respond(plain_error_response(503, "unavailable", "the daemon is stopping"));
 }
 
 void http_server::impl::run() {
@@ -632,7 +632,7 @@ void http_server::impl::run() {
       if (st->suspended) {
         if (st->record) unwatch_hangup(*st->record);
         st->suspended = false;
-        if (!st->pending && !st->stream) st->pending = error_response(503, "unavailable", "the daemon is stopping");
+        if (!st->pending && !st->stream) st->pending = plain_error_response(503, "unavailable", "the daemon is stopping");
         MHD_resume_connection(st->conn);
       }
   mailbox->close();

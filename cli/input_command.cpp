@@ -17,6 +17,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "cli/exit_codes.hpp"
 #include "core/approvals_store.hpp"
 #include "core/input_store.hpp"
 #include "core/settings.hpp"
@@ -27,10 +28,6 @@ namespace fs = std::filesystem;
 namespace mcprt::cli {
 
 namespace {
-
-constexpr int exit_ok = 0;
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
 
 // While echo is off, a signal that ends the process must give the terminal
 // its echo back first.
@@ -106,7 +103,7 @@ struct target {
   fs::path store_path;
 };
 
-std::optional<target> resolve(const input_flags& f) {
+std::optional<target> resolve_input_target(const input_flags& f) {
   std::error_code ec;
   auto ws = fs::absolute(f.workspace, ec);
   if (ec || !fs::is_directory(ws, ec)) {
@@ -156,7 +153,7 @@ struct input_command::state {
 
   int run_set() {
     if (auto rc = bad_id()) return *rc;
-    auto t = resolve(flags);
+    auto t = resolve_input_target(flags);
     if (!t) return exit_usage;
     // Room for the value, one "\r\n", and one byte more to tell a value
     // that is too long.
@@ -212,7 +209,7 @@ struct input_command::state {
 
   int run_unset() {
     if (auto rc = bad_id()) return *rc;
-    auto t = resolve(flags);
+    auto t = resolve_input_target(flags);
     if (!t) return exit_usage;
     input_store store(t->store_path);
     bool removed = false;
@@ -230,7 +227,7 @@ struct input_command::state {
   }
 
   int run_list() {
-    auto t = resolve(flags);
+    auto t = resolve_input_target(flags);
     if (!t) return exit_usage;
     input_store store(t->store_path);
     auto ids = store.ids(t->workspace);

@@ -19,6 +19,7 @@
 #include "core/fingerprint.hpp"
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/client.hpp"
 #include "cli/gateway_stdio.hpp"
 #include "cli/input_command.hpp"
@@ -35,9 +36,9 @@ using namespace mcprt;
 namespace {
 
 // Exit codes shared by the commands.
-constexpr int exit_ok = 0;
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
+using mcprt::cli::exit_failure;
+using mcprt::cli::exit_ok;
+using mcprt::cli::exit_usage;
 
 struct common_flags {
   std::string workspace = ".";

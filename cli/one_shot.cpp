@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "cli/exit_codes.hpp"
 #include "actors/connection.hpp"
 #include "cli/terminal_output.hpp"
 #include "core/client_features.hpp"
@@ -28,9 +29,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-constexpr int exit_ok = 0;
-constexpr int exit_failure = 1;
-constexpr int exit_usage = 2;
 
 struct one_shot_config : caf::actor_system_config {
   one_shot_config() {

@@ -30,7 +30,7 @@ std::optional<approval_state> parse_approval_state(std::string_view s) {
 namespace {
 
 // Empty when `rec` is a well-formed server record, else what is wrong.
-std::string record_problem(const json& rec) {
+std::string approval_record_problem(const json& rec) {
   if (!rec.is_object()) return std::string{"is a "} + rec.type_name() + ", not an object";
   auto hash = rec.find("hash");
   if (hash == rec.end() || !hash->is_string() || hash->get_ref<const std::string&>().empty())
@@ -45,30 +45,30 @@ std::string record_problem(const json& rec) {
 }
 
 // Text from the file, quoted in a warning that reaches a terminal or a log.
-std::string shown(const std::string& text) {
+std::string shown_approval_text(const std::string& text) {
   return escape_for_display(text.substr(0, 200));
 }
 
-constexpr const char* label = "approvals file";
+constexpr const char* approvals_label = "approvals file";
 
 // Keeps only well-formed records, so that state() can trust every field it
 // finds; each dropped record is a problem, which backs the file up before
 // the next write drops it for good.
-json_file_store::validator record_validator(const fs::path& file) {
+json_file_store::validator approvals_validator(const fs::path& file) {
   return [file = "'" + file.string() + "'"](json& doc, std::vector<std::string>& problems) {
     json kept = json::object();
     for (auto& [root, servers] : doc.items()) {
       if (!servers.is_object()) {
-        problems.push_back(std::string{label} + " " + file + ": the record for project \"" + shown(root)
+        problems.push_back(std::string{approvals_label} + " " + file + ": the record for project \"" + shown_approval_text(root)
                            + "\" is a " + servers.type_name() + ", not an object; ignoring it");
         continue;
       }
       auto& project = kept[root] = json::object();
       for (auto& [name, rec] : servers.items()) {
-        auto why = record_problem(rec);
+        auto why = approval_record_problem(rec);
         if (!why.empty()) {
-          problems.push_back(std::string{label} + " " + file + ": the record for server \"" + shown(name)
-                             + "\" in project \"" + shown(root) + "\" " + why + "; ignoring it");
+          problems.push_back(std::string{approvals_label} + " " + file + ": the record for server \"" + shown_approval_text(name)
+                             + "\" in project \"" + shown_approval_text(root) + "\" " + why + "; ignoring it");
           continue;
         }
         project[name] = std::move(rec);
@@ -80,7 +80,7 @@ json_file_store::validator record_validator(const fs::path& file) {
 
 } // namespace
 
-approvals_store::approvals_store(fs::path file) : store_(file, label, record_validator(file)) {}
+approvals_store::approvals_store(fs::path file) : store_(file, approvals_label, approvals_validator(file)) {}
 
 fs::path approvals_store::default_path(const fs::path& home, std::string_view config_dir) {
   return home / fs::path{config_dir} / "mcp-approvals.json";

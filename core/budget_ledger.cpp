@@ -8,7 +8,7 @@ namespace mcprt {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_ledger_text(std::string_view s) {
   constexpr std::string_view space = " \t\n\r\f\v";
   auto first = s.find_first_not_of(space);
   if (first == std::string_view::npos) return {};
@@ -38,7 +38,7 @@ std::string to_string(budget_mode m) {
 }
 
 std::optional<budget_mode> parse_budget_mode(std::string_view s) {
-  s = trim(s);
+  s = trim_ledger_text(s);
   for (auto m : {budget_mode::off, budget_mode::warn, budget_mode::enforce})
     if (s == to_string(m)) return m;
   return std::nullopt;
@@ -57,7 +57,7 @@ std::string to_string(reserve_result r) {
 }
 
 budget_parse_result parse_budget_value(std::string_view text) {
-  auto s = trim(text);
+  auto s = trim_ledger_text(text);
   auto quoted = "'" + std::string{text} + "'";
   if (s.empty()) return {std::nullopt, "budget is empty"};
   // Checked first: from_chars would read the "1" of "1e2" or "1.0" and stop.

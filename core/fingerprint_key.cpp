@@ -18,7 +18,7 @@ namespace mcprt {
 
 namespace {
 
-std::string errno_text(int err) {
+std::string key_errno_text(int err) {
   return std::generic_category().message(err);
 }
 
@@ -26,12 +26,12 @@ std::string quoted(const fs::path& p) {
   return "'" + p.string() + "'";
 }
 
-class unique_fd {
+class key_fd {
 public:
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() {
+  explicit key_fd(int fd) : fd_(fd) {}
+  key_fd(const key_fd&) = delete;
+  key_fd& operator=(const key_fd&) = delete;
+  ~key_fd() {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
@@ -46,7 +46,7 @@ private:
 };
 
 // Empty on success, else why the directory could not be made.
-std::string make_private_dirs(const fs::path& dir) {
+std::string make_key_dirs(const fs::path& dir) {
   std::vector<fs::path> missing;
   for (auto p = dir; !p.empty(); p = p.parent_path()) {
     struct stat st {};
@@ -54,13 +54,13 @@ std::string make_private_dirs(const fs::path& dir) {
       if (!S_ISDIR(st.st_mode)) return quoted(p) + " is not a directory";
       break;
     }
-    if (errno != ENOENT) return "cannot reach " + quoted(p) + ": " + errno_text(errno);
+    if (errno != ENOENT) return "cannot reach " + quoted(p) + ": " + key_errno_text(errno);
     missing.push_back(p);
     if (p == p.parent_path()) break;
   }
   for (auto i = missing.rbegin(); i != missing.rend(); ++i)
     if (::mkdir(i->c_str(), 0700) != 0 && errno != EEXIST)
-      return "cannot create directory " + quoted(*i) + ": " + errno_text(errno);
+      return "cannot create directory " + quoted(*i) + ": " + key_errno_text(errno);
   return {};
 }
 
@@ -75,7 +75,7 @@ bool read_exactly(int fd, unsigned char* out, std::size_t n) {
   return true;
 }
 
-bool write_all(int fd, const unsigned char* data, std::size_t n) {
+bool write_key_bytes(int fd, const unsigned char* data, std::size_t n) {
   while (n > 0) {
     auto w = ::write(fd, data, n);
     if (w < 0 && errno == EINTR) continue;
@@ -88,7 +88,7 @@ bool write_all(int fd, const unsigned char* data, std::size_t n) {
 
 using status = fingerprint_key_result::status;
 
-fingerprint_key_result failed(status s, std::string error) {
+fingerprint_key_result key_failed(status s, std::string error) {
   fingerprint_key_result r;
   r.outcome = s;
   r.error = std::move(error);
@@ -97,37 +97,37 @@ fingerprint_key_result failed(status s, std::string error) {
 
 // nullopt: the file does not exist.
 std::optional<fingerprint_key_result> load(const fs::path& path) {
-  unique_fd fd{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  key_fd fd{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
   if (fd.get() < 0) {
     int err = errno;
     if (err == ENOENT) return std::nullopt;
     if (err == ELOOP)
-      return failed(status::refused, "fingerprint key " + quoted(path) +
+      return key_failed(status::refused, "fingerprint key " + quoted(path) +
                                          " is a symbolic link; refusing to use it (remove it and a new key "
                                          "is created)");
-    return failed(status::unavailable, "cannot open fingerprint key " + quoted(path) + ": " + errno_text(err));
+    return key_failed(status::unavailable, "cannot open fingerprint key " + quoted(path) + ": " + key_errno_text(err));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
-    return failed(status::unavailable, "cannot stat fingerprint key " + quoted(path) + ": " + errno_text(errno));
+    return key_failed(status::unavailable, "cannot stat fingerprint key " + quoted(path) + ": " + key_errno_text(errno));
   if (!S_ISREG(st.st_mode))
-    return failed(status::refused, "fingerprint key " + quoted(path) + " is not a regular file; refusing to use it");
+    return key_failed(status::refused, "fingerprint key " + quoted(path) + " is not a regular file; refusing to use it");
   if (st.st_uid != ::geteuid())
-    return failed(status::refused, "fingerprint key " + quoted(path) + " belongs to uid " +
+    return key_failed(status::refused, "fingerprint key " + quoted(path) + " belongs to uid " +
                                        std::to_string(st.st_uid) + ", not to you; refusing to use it");
   if ((st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return failed(status::refused, "fingerprint key " + quoted(path) + " is accessible to others (mode " + mode +
+    return key_failed(status::refused, "fingerprint key " + quoted(path) + " is accessible to others (mode " + mode +
                                        "); run `chmod 600 " + path.string() + "`");
   }
   fingerprint_key key;
   if (st.st_size != static_cast<off_t>(key.bytes.size()))
-    return failed(status::refused, "fingerprint key " + quoted(path) + " holds " + std::to_string(st.st_size) +
+    return key_failed(status::refused, "fingerprint key " + quoted(path) + " holds " + std::to_string(st.st_size) +
                                        " bytes, not " + std::to_string(key.bytes.size()) +
                                        "; remove it and a new key is created");
   if (!read_exactly(fd.get(), key.bytes.data(), key.bytes.size()))
-    return failed(status::unavailable, "cannot read fingerprint key " + quoted(path));
+    return key_failed(status::unavailable, "cannot read fingerprint key " + quoted(path));
   fingerprint_key_result r;
   r.outcome = status::loaded;
   r.key = key;
@@ -136,8 +136,8 @@ std::optional<fingerprint_key_result> load(const fs::path& path) {
 
 fingerprint_key_result create(const fs::path& path) {
   auto dir = path.parent_path().empty() ? fs::path{"."} : path.parent_path();
-  if (auto why = make_private_dirs(dir); !why.empty())
-    return failed(status::unavailable, "cannot create fingerprint key " + quoted(path) + ": " + why);
+  if (auto why = make_key_dirs(dir); !why.empty())
+    return key_failed(status::unavailable, "cannot create fingerprint key " + quoted(path) + ": " + why);
   auto key = random_fingerprint_key();
   // A name of its own (never derived from the key), so a stale temporary
   // file of a crashed process cannot collide.
@@ -145,16 +145,16 @@ fingerprint_key_result create(const fs::path& path) {
   unsigned long long tag = 0;
   std::memcpy(&tag, nonce.bytes.data(), sizeof tag);
   auto tmp = dir / (".fingerprint.key.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tag));
-  unique_fd fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
+  key_fd fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
   if (fd.get() < 0)
-    return failed(status::unavailable, "cannot create fingerprint key " + quoted(path) + ": " + errno_text(errno));
-  bool written = ::fchmod(fd.get(), 0600) == 0 && write_all(fd.get(), key.bytes.data(), key.bytes.size()) &&
+    return key_failed(status::unavailable, "cannot create fingerprint key " + quoted(path) + ": " + key_errno_text(errno));
+  bool written = ::fchmod(fd.get(), 0600) == 0 && write_key_bytes(fd.get(), key.bytes.data(), key.bytes.size()) &&
                  ::fsync(fd.get()) == 0;
   int err = errno;
   bool closed = ::close(fd.release()) == 0;
   if (!written || !closed) {
     ::unlink(tmp.c_str());
-    return failed(status::unavailable, "cannot write fingerprint key " + quoted(path) + ": " + errno_text(err));
+    return key_failed(status::unavailable, "cannot write fingerprint key " + quoted(path) + ": " + key_errno_text(err));
   }
   // link() never replaces: a file that appeared meanwhile (another process
   // creating the key at the same moment) wins, and we read it.
@@ -166,9 +166,9 @@ fingerprint_key_result create(const fs::path& path) {
       auto theirs = load(path);
       if (theirs) return *theirs;
     }
-    return failed(status::unavailable, "cannot create fingerprint key " + quoted(path) + ": " + errno_text(err));
+    return key_failed(status::unavailable, "cannot create fingerprint key " + quoted(path) + ": " + key_errno_text(err));
   }
-  unique_fd dfd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  key_fd dfd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dfd.get() >= 0) ::fsync(dfd.get());
   fingerprint_key_result r;
   r.outcome = status::created;

@@ -198,7 +198,7 @@ bool match_tokens(const std::vector<tpl_token>& toks, std::string_view uri) {
 
 // ---- the catalog ----------------------------------------------------------
 
-const std::string* string_field(const nlohmann::json& entry, const char* key) {
+const std::string* string_field_of(const nlohmann::json& entry, const char* key) {
   if (!entry.is_object()) return nullptr;
   auto it = entry.find(key);
   if (it == entry.end() || !it->is_string()) return nullptr;
@@ -257,7 +257,7 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
                        nlohmann::json& list, std::map<std::string, gateway_route, std::less<>>& routes) {
     tally t;
     for (auto& e : entries) {
-      const std::string* own = string_field(e, "name");
+      const std::string* own = string_field_of(e, "name");
       if (!own || own->empty() || own->size() > limits.max_name_bytes) {
         ++t.invalid;
         continue;
@@ -285,7 +285,7 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
                       std::map<std::string, std::string, std::less<>>& owners, bool is_template) {
     tally t;
     for (auto& e : entries) {
-      const std::string* uri = string_field(e, key);
+      const std::string* uri = string_field_of(e, key);
       if (!uri || uri->empty() || uri->size() > max_bytes) {
         ++t.invalid;
         continue;
@@ -364,14 +364,14 @@ std::optional<std::string> gateway_catalog::resource_server(std::string_view uri
 }
 
 std::optional<gateway_route> gateway_catalog::completion(const nlohmann::json& ref) const {
-  const std::string* type = string_field(ref, "type");
+  const std::string* type = string_field_of(ref, "type");
   if (!type) return std::nullopt;
   if (*type == "ref/prompt") {
-    const std::string* name = string_field(ref, "name");
+    const std::string* name = string_field_of(ref, "name");
     return name ? prompt(*name) : std::nullopt;
   }
   if (*type == "ref/resource") {
-    const std::string* uri = string_field(ref, "uri");
+    const std::string* uri = string_field_of(ref, "uri");
     if (!uri) return std::nullopt;
     if (auto it = template_owner_.find(*uri); it != template_owner_.end()) return gateway_route{it->second, *uri};
     if (auto server = resource_server(*uri)) return gateway_route{*server, *uri};

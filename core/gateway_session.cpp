@@ -28,7 +28,7 @@ const json* string_member(const json& obj, const char* key) {
   return &*it;
 }
 
-std::string cut(const std::string& s) {
+std::string cut_session_text(const std::string& s) {
   return replace_invalid_utf8(s.substr(0, max_client_text));
 }
 
@@ -158,8 +158,8 @@ void gateway_session::initialize(const json& id, const json& params, const gatew
   }
   auto info = params.find("clientInfo");
   if (info != params.end() && info->is_object()) {
-    if (auto n = string_member(*info, "name")) client_name_ = cut(n->get<std::string>());
-    if (auto v = string_member(*info, "version")) client_version_ = cut(v->get<std::string>());
+    if (auto n = string_member(*info, "name")) client_name_ = cut_session_text(n->get<std::string>());
+    if (auto v = string_member(*info, "version")) client_version_ = cut_session_text(v->get<std::string>());
   }
   initialized_ = true;
   json r{{"protocolVersion", protocol_},

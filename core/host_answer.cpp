@@ -13,7 +13,7 @@ namespace {
 constexpr std::size_t max_fields = 256;
 
 /// At most `max` bytes of `s`, never half a UTF-8 sequence at the end.
-std::string cut(const std::string& s, std::size_t max) {
+std::string cut_answer_text(const std::string& s, std::size_t max) {
   if (s.size() <= max) return s;
   std::size_t n = max;
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
@@ -43,7 +43,7 @@ json bounded_host_params(const json& params, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return params;
   json out{{"truncated", true}, {"bytes", text.size()}};
   if (auto m = params.find("message"); m != params.end() && m->is_string())
-    out["message"] = cut(m->get<std::string>(), max_host_text_bytes);
+    out["message"] = cut_answer_text(m->get<std::string>(), max_host_text_bytes);
   return out;
 }
 
@@ -62,7 +62,7 @@ host_answer check_elicitation_answer(const json& body) {
     if (content->size() > max_fields) return bad("\"content\" has more than 256 fields");
     for (auto& [k, v] : content->items())
       if (!is_flat_value(v))
-        return bad("\"content\"." + escape_for_display(cut(k, 128))
+        return bad("\"content\"." + escape_for_display(cut_answer_text(k, 128))
                    + " must be a string, a number, a boolean or an array of at most 256 strings");
     if (a == "accept") result["content"] = *content;
   }
@@ -77,7 +77,7 @@ host_answer check_sampling_answer(const json& body) {
     if (!e->is_object() || !e->contains("message") || !(*e)["message"].is_string())
       return bad("\"error\" must be an object with a string \"message\"");
     host_answer out;
-    out.refusal = cut((*e)["message"].get<std::string>(), max_host_text_bytes);
+    out.refusal = cut_answer_text((*e)["message"].get<std::string>(), max_host_text_bytes);
     return out;
   }
   auto role = body.find("role");

@@ -13,7 +13,7 @@ namespace mcprt {
 
 namespace {
 
-constexpr const char* label = "inputs file";
+constexpr const char* inputs_label = "inputs file";
 constexpr std::size_t max_id_bytes = 64;
 
 bool id_char(char c) {
@@ -32,7 +32,7 @@ std::string value_problem(const std::string& value) {
 }
 
 // A project root from the file, quoted in a warning (not a secret).
-std::string shown(const std::string& text) {
+std::string shown_input_text(const std::string& text) {
   return escape_for_display(text.substr(0, 200));
 }
 
@@ -40,12 +40,12 @@ std::string shown(const std::string& text) {
 // within the bounds. Each dropped record is a problem, which backs the file
 // up before the next write drops it for good. No message quotes a value, nor
 // an id that is not valid (it may be a value pasted in the wrong place).
-json_file_store::validator record_validator(const fs::path& file) {
+json_file_store::validator inputs_validator(const fs::path& file) {
   return [file = "'" + file.string() + "'"](json& doc, std::vector<std::string>& problems) {
     json kept = json::object();
     for (auto& [root, inputs] : doc.items()) {
-      auto where = std::string{label} + " " + file + ": ";
-      auto project_name = "project \"" + shown(root) + "\"";
+      auto where = std::string{inputs_label} + " " + file + ": ";
+      auto project_name = "project \"" + shown_input_text(root) + "\"";
       if (!inputs.is_object()) {
         problems.push_back(where + "the record for " + project_name + " is a " + inputs.type_name()
                            + ", not an object; ignoring it");
@@ -96,7 +96,7 @@ std::optional<std::string> input_id_problem(std::string_view id) {
   return std::nullopt;
 }
 
-input_store::input_store(fs::path file) : store_(file, label, record_validator(file)) {}
+input_store::input_store(fs::path file) : store_(file, inputs_label, inputs_validator(file)) {}
 
 fs::path input_store::default_path(const fs::path& home, std::string_view config_dir) {
   return home / fs::path{config_dir} / "mcp-inputs.json";

@@ -62,7 +62,7 @@ std::optional<std::int64_t> integer_id(const json& id) {
   return std::nullopt;
 }
 
-std::string string_field(const json& obj, const char* key) {
+std::string session_string_field(const json& obj, const char* key) {
   if (!obj.is_object())
     return {};
   auto it = obj.find(key);
@@ -746,8 +746,8 @@ void mcp_session::on_initialize_result(const json& result, session_effects& fx, 
     server_caps_ = *c;
   if (auto si = result.find("serverInfo"); si != result.end() && si->is_object()) {
     server_info_.raw = *si;
-    server_info_.name = string_field(*si, "name");
-    server_info_.version = string_field(*si, "version");
+    server_info_.name = session_string_field(*si, "name");
+    server_info_.version = session_string_field(*si, "version");
   }
   if (auto ins = result.find("instructions"); ins != result.end() && ins->is_string())
     instructions_ = ins->get<std::string>();
@@ -825,13 +825,13 @@ void mcp_session::finish_list(request_kind kind, session_effects& fx, time_point
   if (kind == request_kind::list_tools) {
     std::vector<mcp_tool> next;
     for (const auto& item : j.items) {
-      auto name = string_field(item, "name");
+      auto name = session_string_field(item, "name");
       // A nameless tool cannot be called; a duplicate would be ambiguous.
       if (name.empty() || !seen.insert(name).second)
         continue;
       mcp_tool t;
       t.name = std::move(name);
-      t.description = string_field(item, "description");
+      t.description = session_string_field(item, "description");
       auto schema = item.find("inputSchema");
       t.input_schema = schema != item.end() && schema->is_object() ? *schema
                                                                    : json{{"type", "object"}};
@@ -845,10 +845,10 @@ void mcp_session::finish_list(request_kind kind, session_effects& fx, time_point
   } else {
     std::vector<mcp_prompt> next;
     for (const auto& item : j.items) {
-      auto name = string_field(item, "name");
+      auto name = session_string_field(item, "name");
       if (name.empty() || !seen.insert(name).second)
         continue;
-      next.push_back({std::move(name), string_field(item, "description"), item});
+      next.push_back({std::move(name), session_string_field(item, "description"), item});
     }
     if (state_ == session_state::ready && next != prompts_)
       fx.prompts_changed = true;

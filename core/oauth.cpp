@@ -66,7 +66,7 @@ std::optional<std::vector<std::string>> string_list(const json& j, const char* k
   return out;
 }
 
-std::string string_field(const json& j, const char* key) {
+std::string oauth_string_field(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
@@ -88,7 +88,7 @@ std::vector<std::string> split_scopes(std::string_view s) {
   return out;
 }
 
-std::string join(const std::vector<std::string>& v) {
+std::string join_with_spaces(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& x : v) {
     if (!out.empty()) out += ' ';
@@ -205,7 +205,7 @@ std::optional<protected_resource_metadata> parse_protected_resource_metadata(con
     return std::nullopt;
   }
   protected_resource_metadata m;
-  m.resource = string_field(j, "resource");
+  m.resource = oauth_string_field(j, "resource");
   if (m.resource.empty()) {
     if (error) *error = "protected resource metadata has no 'resource'";
     return std::nullopt;
@@ -247,10 +247,10 @@ std::optional<authorization_server_metadata> parse_authorization_server_metadata
   };
   if (!j.is_object()) return fail("authorization server metadata is not a JSON object");
   authorization_server_metadata m;
-  m.issuer = string_field(j, "issuer");
-  m.authorization_endpoint = string_field(j, "authorization_endpoint");
-  m.token_endpoint = string_field(j, "token_endpoint");
-  m.registration_endpoint = string_field(j, "registration_endpoint");
+  m.issuer = oauth_string_field(j, "issuer");
+  m.authorization_endpoint = oauth_string_field(j, "authorization_endpoint");
+  m.token_endpoint = oauth_string_field(j, "token_endpoint");
+  m.registration_endpoint = oauth_string_field(j, "registration_endpoint");
   if (!expected_issuer.empty() && strip_trailing_slash(m.issuer) != strip_trailing_slash(expected_issuer))
     return fail("authorization server metadata names issuer '" + excerpt_ascii(m.issuer, 200) + "', expected '"
                 + excerpt_ascii(expected_issuer, 200) + "'");
@@ -292,14 +292,14 @@ std::string choose_scope(std::string_view challenge_scope, const std::optional<s
   if (want_refresh && server_scopes && contains(*server_scopes, "offline_access") && !contains(scopes, "offline_access")
       && !scopes.empty())
     scopes.push_back("offline_access");
-  return join(scopes);
+  return join_with_spaces(scopes);
 }
 
 std::string merge_scopes(std::string_view a, std::string_view b) {
   auto out = split_scopes(a);
   for (auto& s : split_scopes(b))
     if (!contains(out, s)) out.push_back(std::move(s));
-  return join(out);
+  return join_with_spaces(out);
 }
 
 std::string to_string(client_auth a) {
@@ -454,8 +454,8 @@ std::string oauth_error_text(int status, std::string_view body) {
   std::string why = "HTTP " + std::to_string(status);
   auto j = parse_answer(body);
   if (j.is_object()) {
-    auto e = string_field(j, "error");
-    auto d = string_field(j, "error_description");
+    auto e = oauth_string_field(j, "error");
+    auto d = oauth_string_field(j, "error_description");
     if (!e.empty()) why += ": " + excerpt_ascii(e, 80);
     if (!d.empty()) why += " (" + excerpt_ascii(d, 200) + ")";
   }
@@ -474,10 +474,10 @@ std::optional<token_response> parse_token_response(int status, std::string_view 
   auto j = parse_answer(body);
   if (!j.is_object()) return fail("token response is not a JSON object");
   token_response t;
-  t.access_token = string_field(j, "access_token");
-  t.token_type = string_field(j, "token_type");
-  t.refresh_token = string_field(j, "refresh_token");
-  t.scope = string_field(j, "scope");
+  t.access_token = oauth_string_field(j, "access_token");
+  t.token_type = oauth_string_field(j, "token_type");
+  t.refresh_token = oauth_string_field(j, "refresh_token");
+  t.scope = oauth_string_field(j, "scope");
   if (t.access_token.empty()) return fail("token response has no 'access_token'");
   if (t.access_token.size() > 16384 || t.refresh_token.size() > 16384) return fail("token response token too long");
   for (char c : t.access_token)
@@ -511,9 +511,9 @@ std::optional<client_registration> parse_registration_response(int status, std::
   auto j = parse_answer(body);
   if (!j.is_object()) return fail("registration response is not a JSON object");
   client_registration r;
-  r.client_id = string_field(j, "client_id");
-  r.client_secret = string_field(j, "client_secret");
-  r.token_endpoint_auth_method = string_field(j, "token_endpoint_auth_method");
+  r.client_id = oauth_string_field(j, "client_id");
+  r.client_secret = oauth_string_field(j, "client_secret");
+  r.token_endpoint_auth_method = oauth_string_field(j, "token_endpoint_auth_method");
   if (r.client_id.empty() || r.client_id.size() > 4096) return fail("registration response has no usable 'client_id'");
   auto exp = j.find("client_secret_expires_at");
   if (exp != j.end() && exp->is_number_integer() && exp->get<std::int64_t>() > 0)

@@ -13,14 +13,14 @@ namespace mcprt {
 
 namespace {
 
-constexpr const char* label = "OAuth credentials file";
+constexpr const char* tokens_label = "OAuth credentials file";
 
 // The string fields of a record, by their name in the file.
-struct string_field {
+struct token_string_field {
   const char* name;
   std::string oauth_credentials::*member;
 };
-constexpr string_field string_fields[] = {
+constexpr token_string_field string_fields[] = {
   {"issuer", &oauth_credentials::issuer},
   {"client_id", &oauth_credentials::client_id},
   {"client_secret", &oauth_credentials::client_secret},
@@ -52,7 +52,7 @@ bool is_int64(const json& v) {
 
 // Empty when `rec` is a usable record, else what is wrong with it. Names
 // fields and JSON types only: the values are secrets.
-std::string record_problem(const json& rec) {
+std::string token_record_problem(const json& rec) {
   if (!rec.is_object()) return std::string{"is a "} + rec.type_name() + ", not an object";
   for (auto& f : string_fields) {
     auto it = rec.find(f.name);
@@ -70,7 +70,7 @@ std::string record_problem(const json& rec) {
 
 // A server URL or client key, quoted in a warning that reaches a terminal
 // or a log. These are names, not secrets.
-std::string shown(const std::string& text) {
+std::string shown_token_text(const std::string& text) {
   return escape_for_display(text.substr(0, 200));
 }
 
@@ -86,23 +86,23 @@ std::string shown_url(const std::string& url) {
   auto path = s.find('/', authority);
   auto at = s.substr(authority, path == std::string::npos ? std::string::npos : path - authority).rfind('@');
   if (at != std::string::npos) s.erase(authority, at + 1);
-  return shown(s) + (cut != std::string::npos ? "?…" : "");
+  return shown_token_text(s) + (cut != std::string::npos ? "?…" : "");
 }
 
-json_file_store::validator record_validator(const fs::path& file) {
+json_file_store::validator tokens_validator(const fs::path& file) {
   return [file = "'" + file.string() + "'"](json& doc, std::vector<std::string>& problems) {
     json kept = json::object();
     for (auto& [url, clients] : doc.items()) {
       if (!clients.is_object()) {
-        problems.push_back(std::string{label} + " " + file + ": the record for server \"" + shown_url(url)
+        problems.push_back(std::string{tokens_label} + " " + file + ": the record for server \"" + shown_url(url)
                            + "\" is a " + clients.type_name() + ", not an object; ignoring it");
         continue;
       }
       auto& server = kept[url] = json::object();
       for (auto& [key, rec] : clients.items()) {
-        auto why = record_problem(rec);
+        auto why = token_record_problem(rec);
         if (!why.empty()) {
-          problems.push_back(std::string{label} + " " + file + ": the record for client \"" + shown(key)
+          problems.push_back(std::string{tokens_label} + " " + file + ": the record for client \"" + shown_token_text(key)
                              + "\" of server \"" + shown_url(url) + "\" " + why + "; ignoring it");
           continue;
         }
@@ -145,7 +145,7 @@ bool oauth_credentials::operator==(const oauth_credentials& other) const {
          && expires_at == other.expires_at && resource == other.resource;
 }
 
-oauth_token_store::oauth_token_store(fs::path file) : store_(file, label, record_validator(file)) {}
+oauth_token_store::oauth_token_store(fs::path file) : store_(file, tokens_label, tokens_validator(file)) {}
 
 fs::path oauth_token_store::default_path(const fs::path& home, std::string_view config_dir) {
   return home / fs::path{config_dir} / "mcp-oauth.json";

@@ -108,7 +108,7 @@ struct settings_text {
   }
 };
 
-settings_document failed(settings_document doc, settings_error err) {
+settings_document failed_document(settings_document doc, settings_error err) {
   doc.content = json::object();
   doc.servers.clear();
   doc.allowed.reset();
@@ -213,7 +213,7 @@ settings_document fill_document(settings_document doc, json parsed, earlier_pars
   auto scope = doc.scope;
   auto fail = [&](const std::vector<std::string>& where, std::string msg) {
     auto err = error_at_path(where, std::move(msg));
-    return failed(std::move(doc), std::move(err));
+    return failed_document(std::move(doc), std::move(err));
   };
   const std::string key = doc.format == settings_format::vscode ? "servers" : "mcpServers";
   if (auto servers = parsed.find(key); servers != parsed.end() && !servers->is_null()) {
@@ -286,7 +286,7 @@ std::string too_large(std::size_t max_bytes) {
   return "larger than " + size + ", not read";
 }
 
-std::string errno_text(int e) {
+std::string settings_errno_text(int e) {
   return std::generic_category().message(e); // strerror_r underneath: thread-safe
 }
 
@@ -316,11 +316,11 @@ settings_document parse_settings_text(std::string path, config_scope scope, std:
   auto parsed = parse_bounded_json(src.body(), limits);
   if (!parsed.ok()) {
     auto err = error_at(src.bom + parsed.error->offset, "invalid JSON: " + parsed.error->message);
-    return failed(std::move(doc), std::move(err));
+    return failed_document(std::move(doc), std::move(err));
   }
   if (!parsed.value.is_object()) {
     auto err = error_at(src.bom, "expected a JSON object at the top level");
-    return failed(std::move(doc), std::move(err));
+    return failed_document(std::move(doc), std::move(err));
   }
   return fill_document(std::move(doc), std::move(parsed.value), {}, max_servers_per_file,
                        [&](const std::vector<std::string>& p, std::string msg) {
@@ -340,7 +340,7 @@ settings_document document_of_value(std::string path, config_scope scope, nlohma
   doc.exists = true;
   auto where = doc.path;
   if (!content.is_object())
-    return failed(std::move(doc), settings_error{where, 0, 0, "expected a JSON object at the top level"});
+    return failed_document(std::move(doc), settings_error{where, 0, 0, "expected a JSON object at the top level"});
   return fill_document(std::move(doc), std::move(content), earlier, SIZE_MAX,
                        [&](const std::vector<std::string>&, std::string msg) {
                          return settings_error{where, 0, 0, std::move(msg)};
@@ -381,14 +381,14 @@ settings_read read_settings_bytes(const fs::path& path, std::size_t max_bytes) {
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT || e == ENOTDIR) return out; // missing: no servers
-    return fail("cannot open: " + errno_text(e));
+    return fail("cannot open: " + settings_errno_text(e));
   }
   struct fd_closer {
     int fd;
     ~fd_closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail("cannot read: " + errno_text(errno));
+  if (::fstat(fd, &st) != 0) return fail("cannot read: " + settings_errno_text(errno));
   if (!S_ISREG(st.st_mode)) return fail(describe_file_type(st.st_mode));
   if (st.st_size < 0 || static_cast<unsigned long long>(st.st_size) > max_bytes) return fail(too_large(max_bytes));
   // The size is only a hint (the file may grow while it is read): the
@@ -399,7 +399,7 @@ settings_read read_settings_bytes(const fs::path& path, std::size_t max_bytes) {
     auto n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return fail("cannot read: " + errno_text(errno));
+      return fail("cannot read: " + settings_errno_text(errno));
     }
     if (n == 0) break;
     if (out.bytes.size() + static_cast<std::size_t>(n) > max_bytes) return fail(too_large(max_bytes));
@@ -421,7 +421,7 @@ settings_document load_settings_file(const fs::path& path, config_scope scope,
   if (read.result == settings_read::outcome::missing) return doc;
   doc.exists = true;
   auto where = doc.path;
-  return failed(std::move(doc), settings_error{where, 0, 0, std::move(read.reason)});
+  return failed_document(std::move(doc), settings_error{where, 0, 0, std::move(read.reason)});
 }
 
 namespace {

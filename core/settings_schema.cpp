@@ -63,7 +63,7 @@ const settings_schema& settings_schema::standard() {
 
 namespace {
 
-std::string join(const std::string& prefix, const std::string& key) {
+std::string join_path(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + '.' + key;
 }
 
@@ -87,13 +87,13 @@ void diff(const nlohmann::json* before, const nlohmann::json* after,
     auto ae = after->items().end();
     while (bi != be || ai != ae) {
       if (ai == ae || (bi != be && bi.key() < ai.key())) {
-        diff(&bi.value(), nullptr, join(path, bi.key()), out);
+        diff(&bi.value(), nullptr, join_path(path, bi.key()), out);
         ++bi;
       } else if (bi == be || ai.key() < bi.key()) {
-        diff(nullptr, &ai.value(), join(path, ai.key()), out);
+        diff(nullptr, &ai.value(), join_path(path, ai.key()), out);
         ++ai;
       } else {
-        diff(&bi.value(), &ai.value(), join(path, bi.key()), out);
+        diff(&bi.value(), &ai.value(), join_path(path, bi.key()), out);
         ++bi;
         ++ai;
       }
@@ -122,9 +122,9 @@ void collect_leaves(const nlohmann::json& obj, const std::string& path,
   }
   for (auto& [key, value] : obj.items()) {
     if (value.is_object())
-      collect_leaves(value, join(path, key), out);
+      collect_leaves(value, join_path(path, key), out);
     else
-      out.push_back(join(path, key));
+      out.push_back(join_path(path, key));
   }
 }
 

@@ -46,7 +46,7 @@ bool is_input_id(std::string_view s) {
 
 /// Text from the file as a message may show it: escaped and cut, exactly as
 /// config_error::path_string shows one key.
-std::string shown(std::string_view text) {
+std::string shown_variable_text(std::string_view text) {
   config_error e;
   e.path.emplace_back(text);
   return e.path_string();
@@ -66,12 +66,12 @@ std::string shown_unsupported(std::string_view inner) {
     bool plain = true;
     for (char c : rest.substr(1))
       plain = plain && input_id_char(c);
-    if (plain) return shown(inner);
+    if (plain) return shown_variable_text(inner);
   }
   std::size_t op = 0;
   while (op < rest.size() && std::string_view(":-=?+").find(rest[op]) != std::string_view::npos)
     ++op;
-  return shown(inner.substr(0, n + op)) + (op < rest.size() ? "..." : "");
+  return shown_variable_text(inner.substr(0, n + op)) + (op < rest.size() ? "..." : "");
 }
 
 std::optional<std::string> lookup(const std::function<std::optional<std::string>(const std::string&)>& f,
@@ -111,7 +111,7 @@ struct resolved {
 
 resolved problem(kind what, std::string variable) {
   resolved r;
-  r.problem = expansion_problem{what, std::move(variable), {}};
+  r.problem = expansion_problem{what, std::move(variable), {}, {}};
   return r;
 }
 
@@ -133,7 +133,7 @@ resolved resolve(std::string_view inner, const variable_context& ctx) {
 
   if (rest.empty()) {
     auto v = variable_value(name);
-    if (!v) return problem(kind::missing_variable, shown(name));
+    if (!v) return problem(kind::missing_variable, shown_variable_text(name));
     return {std::move(v), std::nullopt, std::string(name), !is_predefined(name)};
   }
   if (rest.size() >= 2 && rest[0] == ':' && rest[1] == '-') {
@@ -147,12 +147,12 @@ resolved resolve(std::string_view inner, const variable_context& ctx) {
     auto arg = rest.substr(1);
     if (name == "env" && is_name(arg)) {
       auto v = lookup(ctx.env, arg);
-      if (!v) return problem(kind::missing_variable, shown(inner));
+      if (!v) return problem(kind::missing_variable, shown_variable_text(inner));
       return {std::move(v), std::nullopt, std::string(inner), true};
     }
     if (name == "input" && is_input_id(arg)) {
       auto v = lookup(ctx.input, arg);
-      if (!v) return problem(kind::missing_input, shown(inner));
+      if (!v) return problem(kind::missing_input, shown_variable_text(inner));
       return {std::move(v), std::nullopt, std::string(inner), true};
     }
   }
@@ -167,7 +167,7 @@ bool append(std::string& out, std::string_view piece, std::size_t limit) {
 }
 
 expanded_text too_long(std::string variable) {
-  return {{}, expansion_problem{kind::too_long, std::move(variable), {}}};
+  return {{}, expansion_problem{kind::too_long, std::move(variable), {}, {}}};
 }
 
 /// expand_variables with a bound of its own (<= max_expanded_bytes).
@@ -200,7 +200,7 @@ expanded_text expand_bounded(std::string_view text, const variable_context& ctx,
     }
     auto r = resolve(inner, ctx);
     if (r.problem) return {{}, std::move(r.problem)};
-    if (!append(out, *r.value, limit)) return too_long(shown(r.name));
+    if (!append(out, *r.value, limit)) return too_long(shown_variable_text(r.name));
     if (r.secret && ctx.substitutions && !r.value->empty())
       ctx.substitutions->emplace_back(std::move(*r.value), "${" + std::string(inner) + "}");
     pos = close + 1;

@@ -73,9 +73,9 @@ struct pool_state {
   }
 };
 
-using self_ptr = pool_actor::stateful_pointer<pool_state>;
+using pool_self = pool_actor::stateful_pointer<pool_state>;
 
-pool_time now(self_ptr self) {
+pool_time now(pool_self self) {
   return self->clock().now();
 }
 
@@ -90,7 +90,7 @@ caf::error error_of(pool_error code, const std::string& message) {
   return make_error(errc::not_connected, message);
 }
 
-void publish(self_ptr self, const pool_event& ev) {
+void publish_pool_event(pool_self self, const pool_event& ev) {
   if (ev.what == pool_event::kind::failed)
     mcprt::publish(self, self->state.bus, events::pool_entry_failed{ev.id, ev.name, ev.last_error, ev.stderr_tail});
   else
@@ -98,9 +98,9 @@ void publish(self_ptr self, const pool_event& ev) {
                    events::pool_entry_restarted{ev.id, ev.name, ev.generation, ev.restarts, ev.last_error, ev.reason});
 }
 
-void run(self_ptr self);
+void run(pool_self self);
 
-void reserve(self_ptr self, const pool_reserve_effect& r) {
+void request_reservation(pool_self self, const pool_reserve_effect& r) {
   auto answer = [self, r](reserve_result result) {
     self->state.table->reserve_answered(r.id, r.serial, r.name, result, self->state.budget_size, now(self));
     run(self);
@@ -125,7 +125,7 @@ void reserve(self_ptr self, const pool_reserve_effect& r) {
       });
 }
 
-void stop(self_ptr self, pool_stop_effect& s) {
+void stop_entry(pool_self self, pool_stop_effect& s) {
   auto conn = std::move(self->state.connections[s.connection].actor);
   self->state.connections[s.connection] = {};
   self->state.stopper.hold(conn);
@@ -143,7 +143,7 @@ void stop(self_ptr self, pool_stop_effect& s) {
           [with_tail, stop_now](caf::error&) { with_tail({}), stop_now(); });
 }
 
-void spawn(self_ptr self, pool_spawn_effect& s, std::vector<pool_spawn_effect>& failed) {
+void spawn(pool_self self, pool_spawn_effect& s, std::vector<pool_spawn_effect>& failed) {
   auto& st = self->state;
   connection_config cc;
   cc.server = std::move(s.config);
@@ -156,11 +156,11 @@ void spawn(self_ptr self, pool_spawn_effect& s, std::vector<pool_spawn_effect>& 
   if (!conn) failed.push_back(std::move(s));
 }
 
-void apply(self_ptr self, pool_effect& effect, std::vector<pool_spawn_effect>& failed_spawns) {
+void apply_effect(pool_self self, pool_effect& effect, std::vector<pool_spawn_effect>& failed_spawns) {
   auto& st = self->state;
   std::visit(
     overloaded{
-      [&](pool_reserve_effect& r) { reserve(self, r); },
+      [&](pool_reserve_effect& r) { request_reservation(self, r); },
       [&](pool_release_slot_effect& r) {
         if (st.budget)
           self->request(st.budget, caf::infinite, atom::release_v, r.name).then([](bool) {}, [name = r.name](caf::error& e) {
@@ -168,7 +168,7 @@ void apply(self_ptr self, pool_effect& effect, std::vector<pool_spawn_effect>& f
           });
       },
       [&](pool_spawn_effect& s) { spawn(self, s, failed_spawns); },
-      [&](pool_stop_effect& s) { stop(self, s); },
+      [&](pool_stop_effect& s) { stop_entry(self, s); },
       [&](pool_timer_effect& t) {
         self->delayed_send(self, t.delay, pool_timer{static_cast<pool_timer_kind>(t.kind), std::move(t.id), t.token});
       },
@@ -192,7 +192,7 @@ void apply(self_ptr self, pool_effect& effect, std::vector<pool_spawn_effect>& f
           self->send(h->second, pool_entry_changed{std::move(n.id), std::move(n.server),
                                                    static_cast<pool_entry_event>(n.what), n.generation, std::move(n.error)});
       },
-      [&](pool_publish_effect& p) { publish(self, p.event); },
+      [&](pool_publish_effect& p) { publish_pool_event(self, p.event); },
       [&](pool_log_effect& l) {
         using level = pool_log_effect::level;
         auto lvl = l.severity == level::debug  ? spdlog::level::debug
@@ -209,13 +209,13 @@ void apply(self_ptr self, pool_effect& effect, std::vector<pool_spawn_effect>& f
 /// table only to hand over what it already knows (a stopped connection
 /// without a tail); those effects, and a connection that could not even be
 /// started (reported after the batch), run in the next round.
-void run(self_ptr self) {
+void run(pool_self self) {
   auto& st = self->state;
   std::vector<pool_spawn_effect> failed_spawns;
   while (!st.table->effects().empty()) {
     st.batch.swap(st.table->effects());
     for (auto& effect : st.batch)
-      apply(self, effect, failed_spawns);
+      apply_effect(self, effect, failed_spawns);
     st.batch.clear();
     for (auto& s : failed_spawns)
       st.table->connection_down(s.id, s.generation, "the connection could not be started", now(self));
@@ -224,7 +224,7 @@ void run(self_ptr self) {
 }
 
 /// The answer to an acquire or attach; `id` is the id for a ready handle.
-caf::result<pool_handle> answer(self_ptr self, pool_join& j, uint64_t token, std::string id) {
+caf::result<pool_handle> answer(pool_self self, pool_join& j, uint64_t token, std::string id) {
   auto& st = self->state;
   switch (j.result) {
     case pool_join::outcome::ready:
@@ -242,13 +242,13 @@ caf::result<pool_handle> answer(self_ptr self, pool_join& j, uint64_t token, std
   return error_of(j.code, j.message);
 }
 
-pool_entry_info info_of(pool_entry_view& v) {
+pool_entry_info entry_info_of(pool_entry_view& v) {
   return {std::move(v.id),        std::move(v.name),       v.refs,     static_cast<pool_entry_status>(v.state),
           static_cast<connection_status>(v.link), v.pid,    v.restarts, v.generation,
           std::move(v.transport), std::move(v.last_error), std::move(v.stderr_tail)};
 }
 
-caf::result<drain_result> drain_all(self_ptr self, bool force, caf::timespan timeout) {
+caf::result<drain_result> drain_all(pool_self self, bool force, caf::timespan timeout) {
   auto& st = self->state;
   auto plan = st.table->drain_all(now(self));
   run(self);
@@ -260,7 +260,7 @@ caf::result<drain_result> drain_all(self_ptr self, bool force, caf::timespan tim
   return st.stopper.stop_all(self, std::move(conns), plan.already_stopped, force, timeout);
 }
 
-pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_actor budget, event_bus_actor bus,
+pool_actor::behavior_type pool(pool_self self, connection_factory make, budget_actor budget, event_bus_actor bus,
                                pool_options opts) {
   auto& st = self->state;
   st.make = std::move(make);
@@ -332,7 +332,7 @@ pool_actor::behavior_type pool(self_ptr self, connection_factory make, budget_ac
       s.draining = self->state.table->draining();
       s.subprocess_count = self->state.table->live_subprocesses();
       for (auto& v : self->state.table->entries())
-        s.entries.push_back(info_of(v));
+        s.entries.push_back(entry_info_of(v));
       return s;
     },
     [self](atom::drain, bool force, caf::timespan timeout) { return drain_all(self, force, timeout); },

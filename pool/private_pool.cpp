@@ -16,7 +16,7 @@ namespace mcprt {
 
 namespace {
 
-constexpr auto stop_timeout = std::chrono::seconds(10);
+constexpr auto private_stop_timeout = std::chrono::seconds(10);
 
 struct entry {
   /// Never reused, so a budget reply for a released entry cannot touch its
@@ -61,15 +61,15 @@ struct private_pool_state {
   }
 };
 
-using self_ptr = pool_actor::stateful_pointer<private_pool_state>;
+using private_pool_self = pool_actor::stateful_pointer<private_pool_state>;
 
-entry* find(self_ptr self, const std::string& id, uint64_t serial = 0) {
+entry* find(private_pool_self self, const std::string& id, uint64_t serial = 0) {
   auto i = self->state.entries.find(id);
   if (i == self->state.entries.end() || (serial != 0 && i->second.serial != serial)) return nullptr;
   return &i->second;
 }
 
-void report_live_count(self_ptr self) {
+void report_live_count(private_pool_self self) {
   auto& st = self->state;
   if (!st.budget) return;
   uint64_t n = 0;
@@ -87,21 +87,21 @@ void fail_waiters(entry& e, const caf::error& err) {
 
 /// Removes an entry, stops its connection and gives its slot back when it
 /// was the last of its name.
-void close_entry(self_ptr self, const std::string& id) {
+void close_entry(private_pool_self self, const std::string& id) {
   auto& st = self->state;
   auto i = st.entries.find(id);
   if (i == st.entries.end()) return;
   auto conn = std::move(i->second.conn);
   auto name = i->second.name;
   st.entries.erase(i);
-  st.stopper.stop(self, conn, stop_timeout);
+  st.stopper.stop(self, conn, private_stop_timeout);
   auto sibling = std::any_of(st.entries.begin(), st.entries.end(), [&](const auto& kv) { return kv.second.name == name; });
   if (st.budget && !sibling && st.held.erase(name) > 0)
     self->request(st.budget, caf::infinite, atom::release_v, name).then([](bool) {}, [](caf::error&) {});
   report_live_count(self);
 }
 
-void spawn_conn(self_ptr self, entry& e) {
+void spawn_conn(private_pool_self self, entry& e) {
   auto& st = self->state;
   connection_config cc;
   cc.server = e.cfg;
@@ -119,7 +119,7 @@ void spawn_conn(self_ptr self, entry& e) {
 
 /// The connection of `e` failed: before it connected, its acquire fails;
 /// after, its holder is told and acquires it again after a backoff.
-void on_failure(self_ptr self, entry& e, std::string why, bool needs_auth = false) {
+void on_failure(private_pool_self self, entry& e, std::string why, bool needs_auth = false) {
   e.last_error = why.empty() ? std::string("connection failed") : std::move(why);
   if (!e.connected) {
     fail_waiters(e, make_error(needs_auth ? errc::needs_auth : errc::spawn_failed, e.name + ": " + e.last_error));
@@ -134,7 +134,7 @@ pool_handle handle_of(const entry& e) {
   return pool_handle{e.id, e.conn, e.generation};
 }
 
-caf::result<pool_handle> acquire(self_ptr self, pool_acquire& a) {
+caf::result<pool_handle> acquire(private_pool_self self, pool_acquire& a) {
   auto& st = self->state;
   if (st.draining) return make_error(errc::pool_draining, "the session is closing; refusing acquire of " + a.config.name);
   if (a.holder) st.holders[a.session] = a.holder;
@@ -190,7 +190,7 @@ caf::result<pool_handle> acquire(self_ptr self, pool_acquire& a) {
   return rp;
 }
 
-void detach(self_ptr self, const pool_detach& d) {
+void detach(private_pool_self self, const pool_detach& d) {
   auto e = find(self, d.connection_id);
   if (!e) return;
   if (e->refs > 0 && --e->refs > 0) return;
@@ -198,7 +198,7 @@ void detach(self_ptr self, const pool_detach& d) {
   close_entry(self, e->id);
 }
 
-void on_update(self_ptr self, const client_update& u) {
+void on_update(private_pool_self self, const client_update& u) {
   auto e = find(self, u.connection_id);
   if (!e || !e->conn || u.generation != e->generation) return;
   e->pid = u.pid;
@@ -226,7 +226,7 @@ void on_update(self_ptr self, const client_update& u) {
   }
 }
 
-pool_snapshot snapshot_of(const private_pool_state& st) {
+pool_snapshot pool_snapshot_of(const private_pool_state& st) {
   pool_snapshot s;
   s.draining = st.draining;
   for (auto& [id, e] : st.entries) {
@@ -246,7 +246,7 @@ pool_snapshot snapshot_of(const private_pool_state& st) {
   return s;
 }
 
-caf::result<drain_result> drain(self_ptr self, bool force, caf::timespan timeout) {
+caf::result<drain_result> drain(private_pool_self self, bool force, caf::timespan timeout) {
   auto& st = self->state;
   st.draining = true;
   auto entries = std::move(st.entries);
@@ -263,7 +263,7 @@ caf::result<drain_result> drain(self_ptr self, bool force, caf::timespan timeout
   return st.stopper.stop_all(self, std::move(conns), 0, force, timeout);
 }
 
-pool_actor::behavior_type private_pool(self_ptr self, connection_factory make, budget_actor budget) {
+pool_actor::behavior_type private_pool(private_pool_self self, connection_factory make, budget_actor budget) {
   self->state.make = std::move(make);
   self->state.budget = std::move(budget);
   self->set_down_handler([self](caf::down_msg& dm) {
@@ -301,7 +301,7 @@ pool_actor::behavior_type private_pool(self_ptr self, connection_factory make, b
         n += e.refs;
       auto rp = self->make_response_promise<uint64_t>();
       self->request(caf::actor_cast<pool_actor>(self), caf::infinite, atom::drain_v, true,
-                    caf::timespan{stop_timeout})
+                    caf::timespan{private_stop_timeout})
         .then([self, rp, n](drain_result&) mutable {
                 self->state.draining = false;
                 rp.deliver(n);
@@ -309,7 +309,7 @@ pool_actor::behavior_type private_pool(self_ptr self, connection_factory make, b
               [rp, n](caf::error&) mutable { rp.deliver(n); });
       return rp;
     },
-    [self](atom::snapshot) { return snapshot_of(self->state); },
+    [self](atom::snapshot) { return pool_snapshot_of(self->state); },
     [self](atom::drain, bool force, caf::timespan timeout) { return drain(self, force, timeout); },
   };
 }
