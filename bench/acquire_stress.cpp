@@ -254,7 +254,7 @@ double mutex_ops_per_s(double seconds) {
   return static_cast<double>(ops.load()) / std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-uint32_t percentile(std::vector<uint32_t>& xs, double p) {
+uint32_t wait_percentile(std::vector<uint32_t>& xs, double p) {
   if (xs.empty()) return 0;
   auto k = static_cast<std::size_t>(p * static_cast<double>(xs.size() - 1));
   std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k), xs.end());
@@ -533,7 +533,7 @@ int acquire_stress(const std::vector<std::string>& args) {
     uint32_t p50, p99, max;
   };
   auto latency_of = [](std::vector<uint32_t>& xs) {
-    return latency{percentile(xs, 0.50), percentile(xs, 0.99),
+    return latency{wait_percentile(xs, 0.50), wait_percentile(xs, 0.99),
                    xs.empty() ? 0 : *std::max_element(xs.begin(), xs.end())};
   };
   auto live_lat = latency_of(live_run.latencies_us);

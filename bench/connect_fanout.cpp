@@ -132,7 +132,7 @@ std::optional<row> run_sdk(int n, const std::string& server) {
   return r;
 }
 
-void print_row(const char* name, const row& r) {
+void print_fanout_row(const char* name, const row& r) {
   std::cout << std::left << std::setw(8) << name << std::right << std::fixed << std::setprecision(3)
             << std::setw(10) << r.wall_s << std::setw(10) << r.cpu_s << std::setprecision(1) << std::setw(10)
             << r.rss_mb << std::setw(9) << r.threads << "\n";
@@ -161,12 +161,12 @@ int connect_fanout(const std::vector<std::string>& args) {
   std::cout << "connect_fanout: " << n << " x " << server << " (connect, list tools, call echo, shut down)\n";
   auto mine = run_mcprt(n, server);
   std::cout << "client   wall_s    cpu_s     rss_mb    threads\n";
-  print_row("mcprt", mine);
+  print_fanout_row("mcprt", mine);
   json out = {{"bench", "connect_fanout"}, {"n", n}, {"mcprt", row_json(mine)}};
   std::optional<row> base;
   if (sdk) base = run_sdk(n, server);
   if (base) {
-    print_row("sdk", *base);
+    print_fanout_row("sdk", *base);
     double ratio_cpu = mine.cpu_s > 0 ? base->cpu_s / mine.cpu_s : 0;
     double ratio_rss = mine.rss_mb > 0 ? base->rss_mb / mine.rss_mb : 0;
     std::cout << std::setprecision(2) << "ratios (sdk / mcprt): cpu " << ratio_cpu << "x, rss " << ratio_rss

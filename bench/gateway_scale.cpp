@@ -102,7 +102,7 @@ proc_figures figures_of(pid_t pid) {
   return f;
 }
 
-double ms_since(clock_type::time_point t) {
+double elapsed_ms(clock_type::time_point t) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
 
@@ -194,7 +194,7 @@ int gateway_scale(const std::vector<std::string>& args) {
     streams.push_back(fd);
     ids.push_back(sid);
   }
-  auto open_ms = ms_since(t_open);
+  auto open_ms = elapsed_ms(t_open);
   // Drain the streams' heads so only news is read below.
   std::vector<std::string> seen(streams.size());
   auto drain = [&](std::chrono::milliseconds wait) {
@@ -220,7 +220,7 @@ int gateway_scale(const std::vector<std::string>& args) {
                       R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"x"}}})",
                       "Mcp-Session-Id: " + ids.back() + "\r\n");
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", ms_since(t));
+    std::snprintf(buf, sizeof buf, "%.2f", elapsed_ms(t));
     call_ms = r.find("\"result\"") != std::string::npos ? buf : "failed";
   }
 
@@ -240,7 +240,7 @@ int gateway_scale(const std::vector<std::string>& args) {
         ++told;
       }
   }
-  if (told == streams.size()) all_told_ms = ms_since(t_edit);
+  if (told == streams.size()) all_told_ms = elapsed_ms(t_edit);
 
   std::printf("gateway_scale: %zu sessions, each with its GET /mcp stream open\n", streams.size());
   std::printf("  %-34s %10s %10s\n", "", "threads", "RSS MiB");

@@ -91,7 +91,7 @@ std::optional<clock_type::time_point> wait_connected(arrivals& a, const std::str
   return a.connected[id];
 }
 
-double percentile(std::vector<double> xs, double p) {
+double latency_percentile(std::vector<double> xs, double p) {
   if (xs.empty()) return 0;
   std::sort(xs.begin(), xs.end());
   auto idx = static_cast<std::size_t>(p * static_cast<double>(xs.size() - 1) + 0.5);
@@ -143,7 +143,7 @@ int hot_reload_latency(const std::vector<std::string>& args) {
     }
     caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
   }
-  auto startup_median = percentile(startup, 0.5);
+  auto startup_median = latency_percentile(startup, 0.5);
 
   runtime_options opts;
   opts.workspace = dir / "ws";
@@ -181,13 +181,13 @@ int hot_reload_latency(const std::vector<std::string>& args) {
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
   fs::remove_all(dir);
 
-  auto median = percentile(net, 0.5);
-  auto p99 = percentile(net, 0.99);
+  auto median = latency_percentile(net, 0.5);
+  auto p99 = latency_percentile(net, 0.99);
   std::cout << std::fixed << std::setprecision(1);
   std::cout << "hot_reload_latency: " << net.size() << " edits (rename saves), debounce " << debounce_ms << " ms\n";
   std::cout << "  server start-up, measured apart: median " << startup_median << " ms\n";
-  std::cout << "  rename -> connected, raw:        median " << percentile(raw, 0.5) << " ms, p99 "
-            << percentile(raw, 0.99) << " ms\n";
+  std::cout << "  rename -> connected, raw:        median " << latency_percentile(raw, 0.5) << " ms, p99 "
+            << latency_percentile(raw, 0.99) << " ms\n";
   std::cout << "  minus start-up:                  median " << median << " ms, p99 " << p99
             << " ms  (target: median <= " << debounce_ms + 10 << " ms)\n";
   json out{{"bench", "hot_reload_latency"}, {"debounce_ms", debounce_ms}, {"median_ms", median},

@@ -152,7 +152,7 @@ void print_mappings(const footprint& m, const footprint* floor) {
   std::cout << "\n";
 }
 
-void print_row(const std::string& name, const footprint& f) {
+void print_footprint_row(const std::string& name, const footprint& f) {
   std::cout << std::left << std::setw(9) << name << std::right << std::fixed << std::setprecision(1) << std::setw(8)
             << f.rss_mb << std::setw(9) << f.anon_mb << std::setw(9) << f.file_mb << std::setw(9) << f.threads << "\n";
 }
@@ -240,7 +240,7 @@ int idle_footprint(const std::vector<std::string>& args) {
   json out{{"bench", "idle_footprint"}};
   for (const char* name : {"mcprt", "floor", "mcp-hub"}) {
     if (!rows.count(name)) continue;
-    print_row(name, rows[name]);
+    print_footprint_row(name, rows[name]);
     out[name] = to_json(rows[name]);
   }
   if (rows.count("mcprt")) {

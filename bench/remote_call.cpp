@@ -45,7 +45,7 @@ struct host_config : caf::actor_system_config {
   }
 };
 
-struct result {
+struct loop_result {
   int clients = 0;
   uint64_t calls = 0;
   uint64_t errors = 0;
@@ -59,7 +59,7 @@ using call_fn = std::function<bool()>;
 
 /// `clients` threads, each with its own caller from `make`, call in a loop
 /// for `seconds`.
-result run_loop(const std::function<call_fn()>& make, int clients, double seconds) {
+loop_result run_call_loop(const std::function<call_fn()>& make, int clients, double seconds) {
   std::vector<call_fn> callers;
   for (int i = 0; i < clients; ++i)
     callers.push_back(make());
@@ -86,7 +86,7 @@ result run_loop(const std::function<call_fn()>& make, int clients, double second
   stop = true;
   for (auto& t : threads)
     t.join();
-  result r;
+  loop_result r;
   r.clients = clients;
   r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   r.calls = lat.size();
@@ -149,7 +149,7 @@ int remote_call(const std::vector<std::string>& args) {
     << json{{"mcpServers", {{"echo", {{"command", server}, {"args", json::array()}}}}}}.dump(2) << "\n";
   json echo_args{{"text", "ping"}};
   bool broke = false;
-  std::vector<std::pair<std::string, std::vector<result>>> rows;
+  std::vector<std::pair<std::string, std::vector<loop_result>>> rows;
 
   host_config cfg;
   caf::actor_system sys{cfg};
@@ -160,9 +160,9 @@ int remote_call(const std::vector<std::string>& args) {
       broke = true;
       return;
     }
-    std::vector<result> rs;
+    std::vector<loop_result> rs;
     for (int n : levels)
-      rs.push_back(run_loop(make, n, seconds));
+      rs.push_back(run_call_loop(make, n, seconds));
     rows.emplace_back(path, rs);
   };
 

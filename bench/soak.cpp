@@ -67,7 +67,7 @@ long status_field(pid_t pid, const char* key) {
   return -1;
 }
 
-process_figures figures_of(pid_t pid) {
+process_figures soak_figures_of(pid_t pid) {
   process_figures f;
   f.rss_kb = status_field(pid, "VmRSS:");
   f.threads = static_cast<int>(status_field(pid, "Threads:"));
@@ -154,14 +154,14 @@ daemon_process start_daemon(const fs::path& mcprt, const fs::path& ws, const fs:
   return d;
 }
 
-json server_spec(const std::string& bin, int tools) {
+json soak_server_spec(const std::string& bin, int tools) {
   return {{"command", bin}, {"args", {"--tools", std::to_string(tools)}}};
 }
 
 json user_settings(const std::string& bin, const std::vector<int>& tools) {
   json servers = json::object();
   for (std::size_t i = 0; i < tools.size(); ++i)
-    servers["s" + std::to_string(i + 1)] = server_spec(bin, tools[i]);
+    servers["s" + std::to_string(i + 1)] = soak_server_spec(bin, tools[i]);
   return {{"mcpServers", servers}};
 }
 
@@ -183,7 +183,7 @@ bool settle(httplib::Client& cli, pid_t daemon, std::size_t servers, process_fig
       bool reconciling = j.is_object() && j.contains("reconcile") && j["reconcile"].value("in_progress", false);
       idle = connected >= servers && !reconciling;
     }
-    auto f = figures_of(daemon);
+    auto f = soak_figures_of(daemon);
     if (idle && f.fds == last.fds && f.threads == last.threads) {
       if (++stable >= 5) {
         out = f;
@@ -225,7 +225,7 @@ int soak(const std::vector<std::string>& args) {
   std::mt19937 rng(12345);
   std::vector<int> tools(static_cast<std::size_t>(o.servers), 3);
   save_atomically(home / ".mcprt" / "settings.json", user_settings(test_server, tools).dump(2));
-  save_atomically(ws / ".mcp.json", json{{"mcpServers", {{"proj", server_spec(test_server, 2)}}}}.dump(2));
+  save_atomically(ws / ".mcp.json", json{{"mcpServers", {{"proj", soak_server_spec(test_server, 2)}}}}.dump(2));
   std::string tag = "MCPRT_SOAK_TAG=" + std::to_string(::getpid()) + "-" + std::to_string(rng());
 
   std::cout << "soak: " << o.saves << " settings saves, " << o.servers << " servers + 1 project server, debounce "
