@@ -4,7 +4,9 @@
 // the failures), and against the workspace daemon. Every wait is on a
 // condition with a deadline.
 
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include "tests/cli/daemon_test_util.hpp"
 
@@ -632,8 +634,24 @@ TEST_F(GatewayScripted, BadFlagsAreRefused) {
 // -- against the workspace daemon --------------------------------------------------------------
 
 /// The `mcprt serve` processes of `ws` (their cmdline names it).
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// The daemons serving `ws`. A daemon's child between fork and exec (a
+// server being started) still shows the daemon's command line; it is not
+// another daemon.
 std::vector<pid_t> serve_processes(const fs::path& ws) {
-  std::vector<pid_t> out;
+  std::vector<pid_t> found;
   std::error_code ec;
   for (auto& e : fs::directory_iterator("/proc", ec)) {
     auto name = e.path().filename().string();
@@ -652,9 +670,12 @@ std::vector<pid_t> serve_processes(const fs::path& ws) {
     }
     if (args.size() >= 4 && args[1] == "serve" && args[2] == "--workspace" && args[3] == ws.string()) {
       // A zombie has an empty cmdline, so this one runs.
-      out.push_back(static_cast<pid_t>(std::stoi(name)));
+      found.push_back(static_cast<pid_t>(std::stoi(name)));
     }
   }
+  std::vector<pid_t> out;
+  for (pid_t pid : found)
+    if (std::find(found.begin(), found.end(), parent_of(pid)) == found.end()) out.push_back(pid);
   return out;
 }
 
