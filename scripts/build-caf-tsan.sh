@@ -31,7 +31,10 @@ die() { say "$*"; exit 1; }
 # compiled under two standards in one program. -O1 and line tables, as the
 # sanitizer builds of mcprt: frame pointers and line numbers for TSan's
 # stacks, in about half the time of -O2 -g. The RPATH makes libcaf_io and
-# libcaf_openssl find this prefix's libcaf_core, never Debian's.
+# libcaf_openssl find this prefix's libcaf_core, never Debian's. CMake's
+# unity build compiles CAF's 184 files eight at a time: the whole build
+# took 104 s of wall time here where it took about four minutes, and the
+# code is the same (CAF's files compile together without an error).
 cxx_flags="-std=c++17 -fsanitize=thread -fno-omit-frame-pointer"
 cmake_args=(
   -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -43,6 +46,7 @@ cmake_args=(
   -DCAF_NO_EXAMPLES=yes -DCAF_NO_UNIT_TESTS=yes -DCAF_NO_TOOLS=yes
   -DCAF_NO_OPENCL=yes -DCAF_NO_PYTHON=yes
   -DCAF_NO_SUMMARY=yes
+  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
 )
 
 command -v "$cxx" >/dev/null || die "no C++ compiler '$cxx' (run scripts/setup.sh)"
@@ -92,7 +96,7 @@ grep -q '^#include <limits>' "$receive_buffer" ||
 
 # -- build and install -------------------------------------------------------
 log=$cache/caf-$caf_version-tsan.log
-say "building CAF $caf_version with TSan into $prefix (once per machine, 5-10 minutes on 2 cores; log: $log)"
+say "building CAF $caf_version with TSan into $prefix (once per machine, about 2 minutes on 2 cores; log: $log)"
 rm -rf "$prefix"
 cmake_extra=()
 if command -v ccache >/dev/null; then cmake_extra=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
