@@ -47,7 +47,7 @@ int64_t event_time_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-constexpr const char* dropped_payload = "payload dropped: it could not be made safe to publish_payload";
+constexpr const char* dropped_payload = "payload dropped: it could not be made safe to publish";
 
 /// A typed payload made what subscribers may see, and its one rendering.
 nlohmann::json render_publishable(event_bus_state& st, event_payload& payload) {

@@ -190,7 +190,7 @@ caf::error unavailable_error(const reconciler_state& st, const std::string& serv
     for (auto& u : *skipped)
       if (u.server == server) return describe(u);
   for (auto& [name, err] : st.report.errors)
-    if (name == server) return make_error(errc::not_connected, server + " could not connect_server: " + err);
+    if (name == server) return make_error(errc::not_connected, server + " could not connect: " + err);
   if (auto r = st.retries.find(server); r != st.retries.end())
     return make_error(errc::not_connected, server + " failed (" + r->second.error + "); it is acquired again after a backoff");
   if (st.desired_map.count(server))
