@@ -121,7 +121,7 @@ std::string str(const json& j) {
   return dump_json(j);
 }
 
-std::string join(const json& arr) {
+std::string listed_json_names(const json& arr) {
   std::string out;
   if (arr.is_array())
     for (auto& x : arr)
@@ -164,7 +164,7 @@ void status_table(const json& s, std::ostream& os) {
     os << "budget: " << str(b.value("scope", json(""))) << " " << str(b.value("reserved_count", json(0))) << "/"
        << (b.value("budget", json(nullptr)).is_null() ? "unlimited" : str(b["budget"])) << " ("
        << str(b.value("mode", json(""))) << ", " << str(b.value("status", json(""))) << "), reserved "
-       << join(b.value("reserved", json::array())) << ", refused " << join(b.value("refused", json::array()))
+       << listed_json_names(b.value("reserved", json::array())) << ", refused " << listed_json_names(b.value("refused", json::array()))
        << "\n";
   const json fleet = s.value("fleet", json(nullptr));
   if (fleet.is_object()) {
@@ -217,7 +217,7 @@ std::string event_line(const std::string& id, const std::string& kind, const std
       }
     j.erase("connection_id");
     for (auto& [k, v] : j.items()) {
-      if (v.is_array()) out += " " + escape_for_display(k) + "=[" + (v.empty() ? "" : join(v)) + "]";
+      if (v.is_array()) out += " " + escape_for_display(k) + "=[" + (v.empty() ? "" : listed_json_names(v)) + "]";
       else out += " " + escape_for_display(k) + "=" + str(v);
     }
   } else if (!data.empty()) {

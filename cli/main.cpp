@@ -98,7 +98,7 @@ std::optional<fingerprint_key> explain_key(const workspace_options& o) {
   return r.key;
 }
 
-std::string join(const std::vector<std::string>& xs) {
+std::string listed_names(const std::vector<std::string>& xs) {
   std::string out;
   for (auto& x : xs)
     out += (out.empty() ? "" : ", ") + escape_for_display(x);
@@ -162,7 +162,7 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
     for (auto& [n, c] : view.merged.servers)
       names.push_back(n);
     std::cerr << "mcprt: no server named '" << escape_for_display(name) << "' in " << escape_for_display(view.workspace)
-              << " (configured: " << join(names) << ")\n";
+              << " (configured: " << listed_names(names) << ")\n";
     return exit_usage;
   }
   auto& cfg = it->second;
@@ -196,7 +196,7 @@ int run_auth(const common_flags& f, const std::string& name, const cli::auth_fla
     for (auto& [n, c] : view.merged.servers)
       names.push_back(n);
     std::cerr << "mcprt auth: no server named '" << escape_for_display(name) << "' in "
-              << escape_for_display(view.workspace) << " (configured: " << join(names) << ")\n";
+              << escape_for_display(view.workspace) << " (configured: " << listed_names(names) << ")\n";
     return exit_usage;
   }
   const auto file = oauth_token_store::default_path(opts->home, opts->settings_profile.dir_name);
