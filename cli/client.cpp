@@ -18,8 +18,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.hpp"
 #include "cli/daemon_file.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/terminal_output.hpp"
 #include "io/oauth_client.hpp"
 #include "core/untrusted_text.hpp"

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "cli/exit_codes.hpp"
 #include "actors/connection.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/terminal_output.hpp"
 #include "core/client_features.hpp"
 #include "core/untrusted_text.hpp"
