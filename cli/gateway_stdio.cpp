@@ -36,14 +36,15 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.hpp"
 #include "cli/daemon_file.hpp"
+#include "cli/exit_codes.hpp"
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
 #include "core/json_locate.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
 #include "io/http_worker_pool.hpp"
+#include "io/state_dir.hpp"
 
 extern char** environ;
 
@@ -486,8 +487,10 @@ std::string log_tail(const fs::path& log) {
 
 /// Starts `mcprt serve` in its own session, not our child (double fork), so
 /// it outlives this gateway and serves the next ones; stdin /dev/null,
-/// stdout and stderr to `log`. The daemon's pid, or -1 with `error`.
-pid_t spawn_daemon(const std::vector<std::string>& args, const fs::path& log, std::string& error) {
+/// stdout and stderr to `log` in `dir` (written afresh). The daemon's pid,
+/// or -1 with `error`.
+pid_t spawn_daemon(const std::vector<std::string>& args, const io::state_dir& dir, const std::string& log,
+                   std::string& error) {
   std::error_code ec;
   auto exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) {
@@ -501,11 +504,8 @@ pid_t spawn_daemon(const std::vector<std::string>& args, const fs::path& log, st
   for (auto& a : argv_s)
     argv.push_back(a.data());
   argv.push_back(nullptr);
-  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (log_fd < 0) {
-    error = "cannot write " + log.string() + ": " + std::strerror(errno);
-    return -1;
-  }
+  int log_fd = dir.create_fresh(log, error);
+  if (log_fd < 0) return -1;
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int report[2];
   if (null_fd < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
@@ -626,15 +626,14 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
   if (!start) return std::nullopt;
 
   std::error_code ec;
-  auto dir = fs::path(ws) / ".mcprt";
-  fs::create_directories(dir, ec);
+  // The workspace's .mcprt is a repository's to fill: its files are
+  // written through io::state_dir, never through a link planted there.
+  auto dir = io::state_dir::open(ws, ".mcprt", error);
+  if (!dir) return std::nullopt;
   lock_file lock;
-  auto lock_path = dir / "gateway.lock";
-  lock.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (lock.fd < 0) {
-    error = "cannot open " + lock_path.string() + ": " + std::strerror(errno);
-    return std::nullopt;
-  }
+  auto lock_path = dir->path() / "gateway.lock";
+  lock.fd = dir->open_file("gateway.lock", O_RDWR | O_CREAT, error);
+  if (lock.fd < 0) return std::nullopt;
   while (::flock(lock.fd, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
     error = "cannot lock " + lock_path.string() + ": " + std::strerror(errno);
@@ -650,8 +649,8 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
     args.push_back(fs::absolute(f.token_file, ec).string());
   }
   args.insert(args.end(), f.serve_args.begin(), f.serve_args.end());
-  auto log = dir / "daemon.log";
-  pid_t pid = spawn_daemon(args, log, error);
+  auto log = dir->path() / "daemon.log";
+  pid_t pid = spawn_daemon(args, *dir, "daemon.log", error);
   if (pid < 0) return std::nullopt;
   std::cerr << "mcprt gateway: started a daemon for " << escape_for_display(ws) << " (pid " << pid << ", log "
             << escape_for_display(log.string()) << ")" << std::endl;
@@ -663,7 +662,7 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
       // It may have lost to a daemon someone started by hand meanwhile,
       // which may still be starting (it holds daemon.lock): wait for that.
       if (auto again = check_daemon(ws); again.daemon) return again.daemon;
-      if (daemon_lock_held(dir / "daemon.lock") && std::chrono::steady_clock::now() < deadline) {
+      if (daemon_lock_held(dir->path() / "daemon.lock") && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(50ms);
         continue;
       }

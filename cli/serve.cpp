@@ -42,6 +42,7 @@
 #include "core/settings.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
+#include "io/state_dir.hpp"
 #include "mcprt/gateway.hpp"
 #include "mcprt/runtime.hpp"
 #include "mcprt/workspace_node.hpp"
@@ -185,28 +186,6 @@ bool block_stop_signals() {
   auto set = stop_signals();
   if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return false;
   std::signal(SIGPIPE, SIG_IGN);
-  return true;
-}
-
-// -- the daemon file -----------------------------------------------------------------
-
-bool write_daemon_file(const fs::path& path, const json& content, std::string& error) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  auto tmp = path.parent_path() / (".daemon.json." + std::to_string(::getpid()));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = "cannot write " + tmp.string() + ": " + std::strerror(errno);
-    return false;
-  }
-  auto text = content.dump(2) + "\n";
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot write " + path.string() + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
   return true;
 }
 
@@ -364,11 +343,19 @@ int run_serve(const serve_flags& f) {
   // One daemon per workspace, also while the other one is still starting
   // (its daemon.json not written yet): two would each run a pool and a
   // budget of their own. Held until the process ends; not inherited.
+  // The directory is the workspace's, that is a repository's: its files
+  // are written through io::state_dir, never through a link planted there.
+  std::string state_error;
+  auto state = io::state_dir::open(daemon_path.parent_path().parent_path(), daemon_path.parent_path().filename().string(),
+                                   state_error);
+  if (!state) {
+    std::cerr << "mcprt serve: " << escape_for_display(state_error) << "\n";
+    return 1;
+  }
   auto lock_path = daemon_path.parent_path() / "daemon.lock";
-  fs::create_directories(lock_path.parent_path(), ec);
-  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int lock_fd = state->open_file("daemon.lock", O_RDWR | O_CREAT, state_error);
   if (lock_fd < 0) {
-    std::cerr << "mcprt serve: cannot open " << lock_path.string() << ": " << std::strerror(errno) << "\n";
+    std::cerr << "mcprt serve: " << escape_for_display(state_error) << "\n";
     return 1;
   }
   while (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -509,22 +496,18 @@ int run_serve(const serve_flags& f) {
               ":" + std::to_string(*port);
   }
   std::string werr;
-  std::string written_daemon_file;
+  bool daemon_file_written = false;
   // `approvals` (the store the runtime resolved) lets `mcprt approve
   // --home/--profile` tell whether this daemon reads the store they name;
   // `instance` is what /healthz echoes, so a client knows it reached us.
-  if (!write_daemon_file(daemon_path,
-                         {{"url", url},
-                          {"pid", ::getpid()},
-                          {"instance", instance},
-                          {"workspace", opts.workspace.string()},
-                          {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()},
-                          {"caf", caf_url.empty() ? json(nullptr) : json(caf_url)}},
-                         werr)) {
-    spdlog::error("{}", werr);
-  } else {
-    written_daemon_file = daemon_path.string();
-  }
+  json record{{"url", url},
+              {"pid", ::getpid()},
+              {"instance", instance},
+              {"workspace", opts.workspace.string()},
+              {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()},
+              {"caf", caf_url.empty() ? json(nullptr) : json(caf_url)}};
+  daemon_file_written = state->write_atomically(daemon_path.filename().string(), record.dump(2) + "\n", werr);
+  if (!daemon_file_written) spdlog::error("{}", werr);
   // The file first: whoever reads the line can use the file at once.
   std::cout << "listening on " << url << std::endl;
   spdlog::info("listening on {}{}", url, token.empty() ? "" : " (bearer token required)");
@@ -538,7 +521,7 @@ int run_serve(const serve_flags& f) {
   std::condition_variable cv;
   bool stop_now = false;
   std::atomic<bool> exiting{false};
-  std::atomic<bool> daemon_file_ours{!written_daemon_file.empty()};
+  std::atomic<bool> daemon_file_ours{daemon_file_written};
   std::thread waiter([&] {
     auto set = stop_signals();
     int stops = 0;
@@ -551,7 +534,7 @@ int run_serve(const serve_flags& f) {
       }
       if (++stops > 1) {
         // The second signal: leave at once, without the file.
-        if (daemon_file_ours) ::unlink(written_daemon_file.c_str());
+        if (daemon_file_ours) state->remove(daemon_path.filename().string());
         ::_exit(128 + sig);
       }
       spdlog::info("{}: stopping (a second signal forces)", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -579,7 +562,7 @@ int run_serve(const serve_flags& f) {
   if (node) node->stop();
   auto drained = rt.shutdown();
   spdlog::info("runtime stopped: {} connections drained, {} forced", drained.drained, drained.forced);
-  ::unlink(daemon_path.c_str());
+  state->remove(daemon_path.filename().string());
   daemon_file_ours = false;
   exiting = true;
   ::pthread_kill(waiter.native_handle(), SIGUSR1);

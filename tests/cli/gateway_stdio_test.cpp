@@ -757,6 +757,45 @@ TEST_F(GatewayDaemon, AStaleDaemonFileIsReplacedByANewDaemon) {
   EXPECT_EQ(record.value("pid", 0), daemons.front());
 }
 
+// A cloned repository decides what <ws>/.mcprt holds. Links it planted
+// there for the files the gateway and the daemon write are replaced, never
+// followed: the file they point at keeps its content.
+TEST_F(GatewayDaemon, LinksPlantedInTheWorkspacesMcprtDirectoryAreNotFollowed) {
+  auto victim = root_ / "victim";
+  write_file(victim, "keep");
+  fs::create_directories(ws_ / ".mcprt");
+  const char* names[] = {"daemon.log", "gateway.lock", "daemon.lock", "daemon.json"};
+  for (auto* name : names)
+    fs::create_symlink(victim, ws_ / ".mcprt" / name);
+  gateway_proc gw(gateway_args(), home_);
+  gw.send(request(1, "ping"));
+  ASSERT_TRUE(gw.response(1, 90s).is_object()) << gw.err();
+  EXPECT_NE(gw.err().find("started a daemon"), std::string::npos) << gw.err();
+  EXPECT_EQ(slurp(victim), "keep");
+  for (auto* name : names) {
+    EXPECT_FALSE(fs::is_symlink(ws_ / ".mcprt" / name)) << name;
+    EXPECT_TRUE(fs::is_regular_file(ws_ / ".mcprt" / name)) << name;
+  }
+  auto record = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+  ASSERT_EQ(serve_processes(ws_).size(), 1u);
+  EXPECT_EQ(record.value("pid", 0), serve_processes(ws_).front());
+}
+
+// <ws>/.mcprt itself a link to a directory elsewhere: the gateway says so and
+// writes nothing there.
+TEST_F(GatewayDaemon, AnMcprtDirectoryThatIsALinkIsRefused) {
+  auto elsewhere = root_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(elsewhere, ws_ / ".mcprt");
+  gateway_proc gw(gateway_args(), home_);
+  auto code = gw.wait_exit(60s);
+  ASSERT_TRUE(code) << gw.err();
+  EXPECT_EQ(*code, 1) << gw.err();
+  EXPECT_NE(gw.err().find("is a symbolic link"), std::string::npos) << gw.err();
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  EXPECT_TRUE(serve_processes(ws_).empty());
+}
+
 TEST_F(GatewayDaemon, ALaterGatewayUsesTheRunningDaemon) {
   {
     gateway_proc first(gateway_args(), home_);

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/cli/daemon_test_util.hpp"
@@ -30,6 +31,45 @@ TEST_F(serve_test, prints_its_url_first_and_writes_daemon_json) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(body_of(r)["ok"], true);
+}
+
+// <ws>/.mcprt is the workspace's, so a cloned repository's: a link it
+// planted at daemon.json or daemon.lock is replaced, never written through,
+// and the file it points at is neither changed nor removed at exit.
+TEST_F(serve_test, links_planted_at_its_files_are_replaced_not_followed) {
+  auto victim = root_ / "victim";
+  write_file(victim, "keep");
+  fs::create_directories(ws_ / ".mcprt");
+  for (auto* name : {"daemon.json", "daemon.lock"})
+    fs::create_symlink(victim, ws_ / ".mcprt" / name);
+  ASSERT_TRUE(start());
+  EXPECT_EQ(slurp(victim), "keep");
+  for (auto* name : {"daemon.json", "daemon.lock"})
+    EXPECT_FALSE(fs::is_symlink(ws_ / ".mcprt" / name)) << name;
+  auto doc = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"), nullptr, false);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc["url"], url_);
+  struct stat st {};
+  ASSERT_EQ(::stat((ws_ / ".mcprt" / "daemon.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // No temporary file stays behind.
+  for (auto& e : fs::directory_iterator(ws_ / ".mcprt"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  stop();
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  EXPECT_EQ(slurp(victim), "keep");
+}
+
+TEST_F(serve_test, an_mcprt_directory_that_is_a_link_is_refused) {
+  auto elsewhere = root_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(elsewhere, ws_ / ".mcprt");
+  spawned serve({"serve", "--workspace", ws_.string(), "--home", home_.string()}, home_);
+  auto code = serve.wait_exit(60s);
+  ASSERT_TRUE(code) << serve.err();
+  EXPECT_EQ(*code, 1) << serve.err();
+  EXPECT_NE(serve.err().find(".mcprt is a symbolic link"), std::string::npos) << serve.err();
+  EXPECT_TRUE(fs::is_empty(elsewhere));
 }
 
 // Plain builds link the daemon with jemalloc (CMakeLists.txt, "The daemon and
