@@ -20,6 +20,7 @@ struct proc_entry {
   pid_t pid;
   pid_t ppid;
   std::string comm;
+  char state; // 'Z': it has ended and waits for its parent to reap it
 };
 
 inline std::vector<proc_entry> all_processes() {
@@ -37,7 +38,7 @@ inline std::vector<proc_entry> all_processes() {
     char state;
     int ppid;
     if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2)
-      out.push_back({std::stoi(name), ppid, line.substr(open + 1, close - open - 1)});
+      out.push_back({std::stoi(name), ppid, line.substr(open + 1, close - open - 1), state});
   }
   return out;
 }

@@ -46,8 +46,8 @@ inline std::vector<pid_t> reaper_pids() {
   return out;
 }
 
-/// The server processes of this test process: its children and its
-/// reapers' children, not the reapers themselves.
+/// The server processes of this test process that still run: its children
+/// and its reapers' children, not the reapers themselves.
 inline std::vector<pid_t> child_pids() {
   std::vector<pid_t> out;
   auto me = ::getpid();
@@ -58,7 +58,8 @@ inline std::vector<pid_t> child_pids() {
   for (auto& p : all) {
     bool of_reaper = std::find(reapers.begin(), reapers.end(), p.ppid) != reapers.end();
     bool mine = p.ppid == me && p.comm != "mcprt-reaper";
-    if (mine || of_reaper) out.push_back(p.pid);
+    // A zombie has ended; its reaper collects it a moment later.
+    if ((mine || of_reaper) && p.state != 'Z') out.push_back(p.pid);
   }
   return out;
 }
