@@ -13,6 +13,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <httplib.h>
@@ -127,10 +129,34 @@ int free_port() {
   return port;
 }
 
+std::string owner_token(const std::string& home) {
+  std::ifstream in(home + "/.mcprt/token");
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+namespace {
+std::mutex bench_tokens_mtx;
+std::map<int, std::string> bench_tokens;
+} // namespace
+
+void use_token(int port, const std::string& token) {
+  std::lock_guard<std::mutex> guard{bench_tokens_mtx};
+  bench_tokens[port] = token;
+}
+
+std::string token_for(int port) {
+  std::lock_guard<std::mutex> guard{bench_tokens_mtx};
+  auto it = bench_tokens.find(port);
+  return it == bench_tokens.end() ? std::string() : it->second;
+}
+
 bool wait_http(int port, const std::string& path, const std::function<bool(const nlohmann::json&)>& ok,
                double timeout_s) {
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(2, 0);
+  if (auto t = token_for(port); !t.empty()) cli.set_bearer_token_auth(t.c_str());
   auto until = clock_type::now() + std::chrono::duration<double>(timeout_s);
   while (clock_type::now() < until) {
     if (auto res = cli.Get(path); res && res->status == 200) {

@@ -36,6 +36,12 @@ double proc_cpu_s(pid_t pid);
 double proc_peak_rss_mb(pid_t pid);
 /// A free loopback TCP port.
 int free_port();
+/// The owner's bearer token that a daemon run with `--home HOME` requires
+/// (HOME/.mcprt/token), or "" when there is none yet.
+std::string owner_token(const std::string& home);
+/// The token to send to the daemon at `port` (wait_http sends it).
+void use_token(int port, const std::string& token);
+std::string token_for(int port);
 /// GETs `path` until it answers 200 with JSON that `ok` accepts.
 bool wait_http(int port, const std::string& path, const std::function<bool(const nlohmann::json&)>& ok,
                double timeout_s);

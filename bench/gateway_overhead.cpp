@@ -104,6 +104,7 @@ class streamable_session : public session_base {
 public:
   streamable_session(int port, std::string path, bool keep_alive = true)
       : cli_("127.0.0.1", port), path_(std::move(path)), keep_alive_(keep_alive) {
+    if (auto t = token_for(port); !t.empty()) cli_.set_bearer_token_auth(t.c_str());
     cli_.set_keep_alive(keep_alive);
     cli_.set_tcp_nodelay(true);
     cli_.set_read_timeout(30, 0);
@@ -656,6 +657,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
     auto c = spawn(serve_args, tmp + "/mcprt.out", tmp + "/mcprt.err");
     auto line = first_line(c, 20);
     int port = line ? port_of(*line) : 0;
+    if (port) use_token(port, owner_token(tmp + "/home"));
     if (!port) {
       std::cerr << "gateway_overhead: mcprt serve did not say where it listens (" << tmp << "/mcprt.err)\n";
       broke = true;

@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "bench.hpp"
@@ -60,6 +62,7 @@ std::string exchange(int port, const std::string& method, const std::string& pat
   if (fd < 0) return {};
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
                     + "\r\nConnection: close\r\nAccept: application/json, text/event-stream\r\n" + extra_headers;
+  if (auto t = token_for(port); !t.empty()) req += "Authorization: Bearer " + t + "\r\n";
   if (!body.empty()) req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   req += "\r\n" + body;
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
@@ -162,6 +165,7 @@ int gateway_scale(const std::vector<std::string>& args) {
     return 1;
   }
   int port = std::stoi(first.substr(first.rfind(':') + 1));
+  use_token(port, owner_token((dir / "home").string()));
   auto deadline = clock_type::now() + std::chrono::seconds(30);
   while (exchange(port, "GET", "/workspace/mcp", "").find("\"status\":\"connected\"") == std::string::npos) {
     if (clock_type::now() > deadline) {
@@ -189,7 +193,8 @@ int gateway_scale(const std::vector<std::string>& args) {
              "Mcp-Session-Id: " + sid + "\r\n");
     int fd = connect_port(port);
     std::string get = "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
-                      + "\r\nAccept: text/event-stream\r\nMcp-Session-Id: " + sid + "\r\n\r\n";
+                      + "\r\nAccept: text/event-stream\r\nMcp-Session-Id: " + sid + "\r\nAuthorization: Bearer "
+                      + token_for(port) + "\r\n\r\n";
     ::send(fd, get.data(), get.size(), MSG_NOSIGNAL);
     streams.push_back(fd);
     ids.push_back(sid);

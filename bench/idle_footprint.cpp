@@ -192,6 +192,7 @@ int idle_footprint(const std::vector<std::string>& args) {
                    tmp + "/mcprt.out", tmp + "/mcprt.err");
     auto line = first_line(c, 20);
     int port = line ? port_of(*line) : 0;
+    if (port) use_token(port, owner_token(tmp + "/home"));
     std::optional<footprint> f;
     if (port && wait_http(port, "/workspace/mcp", any_json, 20)) f = at_rest(c.pid);
     if (f) rows["mcprt"] = *f;

@@ -213,8 +213,9 @@ int remote_call(const std::vector<std::string>& args) {
     }
   }
   {
-    auto make = [http_port, echo_args]() -> call_fn {
+    auto make = [http_port, echo_args, token = owner_token(tmp + "/home")]() -> call_fn {
       auto client = std::make_shared<httplib::Client>("127.0.0.1", http_port);
+      client->set_bearer_token_auth(token.c_str());
       client->set_keep_alive(true);
       client->set_tcp_nodelay(true);
       client->set_read_timeout(30, 0);

@@ -235,6 +235,11 @@ int soak(const std::vector<std::string>& args) {
   cli.set_read_timeout(30, 0);
   httplib::Client stream_cli(d.url);
   stream_cli.set_read_timeout(60, 0);
+  // The owner's token, which the daemon made under --home.
+  std::string token;
+  std::getline(std::ifstream(home / ".mcprt" / "token"), token);
+  cli.set_bearer_token_auth(token.c_str());
+  stream_cli.set_bearer_token_auth(token.c_str());
 
   // An event stream open for the whole run, counting frames.
   std::atomic<long> frames{0};

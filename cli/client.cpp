@@ -68,6 +68,7 @@ connection resolve(const client_flags& f) {
   }
   c.daemon = check.daemon;
   c.url = check.daemon->url;
+  if (c.token.empty()) c.token = check.daemon->token;
   return c;
 }
 
@@ -402,6 +403,7 @@ std::optional<int> decide_via_daemon(const client_flags& f, const std::string& n
   }
   c.daemon = check.daemon;
   c.url = check.daemon->url;
+  if (c.token.empty()) c.token = check.daemon->token;
   if (!own_store.empty()) {
     // A daemon file without the field comes from an older daemon: trust it.
     auto& theirs = c.daemon->approvals;
@@ -441,6 +443,7 @@ std::vector<std::string> servers_needing_auth(const std::string& workspace) {
   connection c;
   c.daemon = check.daemon;
   c.url = check.daemon->url;
+  if (c.token.empty()) c.token = check.daemon->token;
   auto cli = make_client(c, 10);
   if (!prove_instance(c, *cli).empty()) return out;
   auto r = cli->Get("/workspace/mcp");
@@ -481,6 +484,7 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
     }
     c.daemon = check.daemon;
     c.url = check.daemon->url;
+  if (c.token.empty()) c.token = check.daemon->token;
   }
   auto cli = make_client(c, 60);
   if (auto why = prove_instance(c, *cli); !why.empty()) {

@@ -3,19 +3,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/daemon_identity.hpp"
 #include "core/untrusted_text.hpp"
+#include "io/state_dir.hpp"
 
 namespace mcprt::cli {
 
@@ -232,30 +231,36 @@ daemon_check check_daemon(const std::string& workspace, bool check_file) {
   d.instance = rec.instance;
   d.pid = pid;
   d.approvals = rec.approvals;
+  if (!rec.token_file.empty()) {
+    // Its owner and mode are checked like --token-file's: only this user
+    // can have put the token there.
+    auto t = read_token_file(rec.token_file, "the token file " + path + " names");
+    if (!t.error.empty()) return fail(t.error);
+    d.token = t.token;
+  }
   out.daemon = std::move(d);
   return out;
 }
 
-std::string new_instance_id() {
-  unsigned char bytes[16] = {};
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    auto n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
+std::string new_instance_id() { return io::random_hex(16); }
+
+owner_token load_owner_token(const std::string& home) {
+  owner_token out;
+  std::string error;
+  auto dir = io::state_dir::open(home, ".mcprt", error);
+  out.path = (fs::path(home) / ".mcprt" / "token").string();
+  if (!dir) {
+    out.error = "cannot keep the owner's token: " + error;
+    return out;
   }
-  if (got < sizeof bytes) {
-    std::random_device rd;
-    for (auto& b : bytes)
-      b = static_cast<unsigned char>(rd());
+  bool existed = false;
+  if (!dir->create_once("token", io::random_hex(32) + "\n", existed, error) && !existed) {
+    out.error = "cannot keep the owner's token: " + error;
+    return out;
   }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (auto b : bytes) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
+  auto t = read_token_file(out.path, "the owner's token file");
+  out.token = t.token;
+  out.error = t.error;
   return out;
 }
 

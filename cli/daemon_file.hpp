@@ -34,6 +34,8 @@ struct verified_daemon {
   std::string instance;
   pid_t pid = 0;
   std::string approvals;
+  /// Its bearer token, from the owner-only file daemon.json names.
+  std::string token;
 };
 
 struct daemon_check {
@@ -48,6 +50,17 @@ struct daemon_check {
 /// path). `check_file` false skips the file's owner and mode (serve only
 /// asks whether a daemon of this workspace runs).
 daemon_check check_daemon(const std::string& workspace, bool check_file = true);
+
+/// `<home>/.mcprt/token`: the owner's bearer token, which every daemon
+/// started without --token-file requires. Made on first use: 256 random
+/// bits as hex, mode 0600, in a directory of this user that nobody else can
+/// write. `path` is set even when `error` is.
+struct owner_token {
+  std::string path;
+  std::string token;
+  std::string error;
+};
+owner_token load_owner_token(const std::string& home);
 
 /// A random id for a daemon's run (128 bits, hex).
 std::string new_instance_id();

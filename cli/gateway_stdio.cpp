@@ -38,6 +38,7 @@
 
 #include "cli/daemon_file.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/serve.hpp"
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
 #include "core/json_locate.hpp"
@@ -680,6 +681,33 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
   }
 }
 
+/// A gateway's flags may come from a cloned repository's `.mcp.json`, so
+/// none of them may widen what mcprt trusts or who can reach it: other
+/// settings or another home (approvals, user-scope servers), web origins,
+/// a listener off loopback, the CAF door, a remote budget server. "" or why
+/// not.
+std::string trust_widening_flag(const std::vector<std::string>& serve_args) {
+  static const char* const widening[] = {"--mcp-config", "--home",     "--allow-origin",
+                                         "--caf-port",   "--caf-host", "--fleet-budget"};
+  for (std::size_t i = 0; i < serve_args.size(); ++i) {
+    const auto& name = serve_args[i];
+    for (auto* w : widening)
+      if (name == w)
+        return "mcprt gateway does not take " + name
+               + ": a repository's .mcp.json could name it to widen what mcprt trusts; start the daemon yourself "
+                 "with `mcprt serve "
+               + name + " ...` and the gateway uses it";
+    if (name == "--listen" && i + 1 < serve_args.size()) {
+      auto addr = parse_listen(serve_args[i + 1]);
+      if (addr.error.empty() && !is_loopback(addr.host))
+        return "mcprt gateway does not take --listen " + escape_for_display(serve_args[i + 1])
+               + ": a daemon it starts listens on loopback only; start one yourself with `mcprt serve --listen ... "
+                 "--token-file FILE` for other addresses";
+    }
+  }
+  return {};
+}
+
 /// The daemon proves it is the one daemon.json names (its /healthz echoes
 /// the instance id there) before anything else is sent. "" or why not.
 std::string prove_daemon(const verified_daemon& d, const std::string& token) {
@@ -691,7 +719,7 @@ std::string prove_daemon(const verified_daemon& d, const std::string& token) {
   if (!r) return "cannot reach the daemon at " + d.url + ": " + httplib::to_string(r.error());
   if (r->status == 401)
     return "the daemon at " + d.url
-           + " requires a bearer token: pass --token-file FILE (the one it was started with)";
+           + " refused the token: pass --token-file FILE (~/.mcprt/token, or the file it was started with)";
   if (r->status != 200)
     return "the daemon at " + d.url + " answered /healthz with HTTP " + std::to_string(r->status);
   auto j = json::parse(r->body, nullptr, false);
@@ -735,6 +763,10 @@ int run_gateway(const gateway_flags& f) {
     }
     return run_stdio_bridge(f.url, token);
   }
+  if (auto why = trust_widening_flag(f.serve_args); !why.empty()) {
+    log_error(why);
+    return exit_usage;
+  }
   std::error_code ec;
   auto ws = fs::absolute(f.workspace, ec).lexically_normal();
   if (!fs::is_directory(ws, ec)) {
@@ -749,6 +781,9 @@ int run_gateway(const gateway_flags& f) {
     log_error(error);
     return exit_failure;
   }
+  // The daemon's own token (from the owner-only file its daemon.json
+  // names) unless --token-file says otherwise.
+  if (token.empty()) token = daemon->token;
   if (auto why = prove_daemon(*daemon, token); !why.empty()) {
     log_error(why);
     return exit_failure;

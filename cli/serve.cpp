@@ -19,7 +19,10 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -90,7 +93,25 @@ listen_address parse_listen(const std::string& s) {
 }
 
 bool is_loopback(const std::string& host) {
-  return http::is_loopback_host(host);
+  // A literal is what it says; a name is what it resolves to, every
+  // address of it (`localhost` included: /etc/hosts decides).
+  if (host.find_first_not_of("0123456789.") == std::string::npos || host.find(':') != std::string::npos)
+    return http::is_loopback_host(host);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return false;
+  bool all = true;
+  for (auto* a = found; a; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* where = a->ai_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+                                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) || !::inet_ntop(a->ai_family, where, text, sizeof text)
+        || !http::is_loopback_host(text))
+      all = false;
+  }
+  ::freeaddrinfo(found);
+  return all;
 }
 
 namespace {
@@ -292,16 +313,29 @@ int run_serve(const serve_flags& f) {
 
   auto addr = parse_listen(f.listen);
   if (!addr.error.empty()) return fail_usage(addr.error);
-  std::string token;
+  // Every request carries a bearer token, loopback included: any local
+  // user, and any process they run, can reach a loopback port. Without
+  // --token-file it is the owner's (docs/security.md says why a file).
+  std::string token, token_path;
   if (!f.token_file.empty()) {
     auto t = read_token_file(f.token_file);
     if (!t.error.empty()) return fail_usage(t.error);
     token = t.token;
-  }
-  if (!is_loopback(addr.host) && token.empty())
+    std::error_code ec;
+    token_path = fs::absolute(f.token_file, ec).lexically_normal().string();
+  } else if (!is_loopback(addr.host)) {
     return fail_usage("refusing to listen on non-loopback address " + addr.host
-                      + " without a token: pass --token-file FILE (every request then needs "
-                        "Authorization: Bearer <token>)");
+                      + " without --token-file FILE (every request then needs Authorization: Bearer <token>; "
+                        "the owner's own token stays on this machine)");
+  } else {
+    auto t = load_owner_token(opts.home.string());
+    if (!t.error.empty()) {
+      std::cerr << "mcprt serve: " << t.error << "\n";
+      return 1;
+    }
+    token = t.token;
+    token_path = t.path;
+  }
   for (auto& o : f.allow_origins)
     if (!http::is_origin(o))
       return fail_usage("--allow-origin '" + escape_for_display(o)
@@ -505,12 +539,13 @@ int run_serve(const serve_flags& f) {
               {"instance", instance},
               {"workspace", opts.workspace.string()},
               {"approvals", fs::absolute(rt.options().approvals_file).lexically_normal().string()},
+              {"token_file", token_path},
               {"caf", caf_url.empty() ? json(nullptr) : json(caf_url)}};
   daemon_file_written = state->write_atomically(daemon_path.filename().string(), record.dump(2) + "\n", werr);
   if (!daemon_file_written) spdlog::error("{}", werr);
   // The file first: whoever reads the line can use the file at once.
   std::cout << "listening on " << url << std::endl;
-  spdlog::info("listening on {}{}", url, token.empty() ? "" : " (bearer token required)");
+  spdlog::info("listening on {} (every request needs the bearer token in {})", url, escape_for_display(token_path));
   if (!caf_url.empty()) {
     std::cout << "listening on " << caf_url << std::endl;
     spdlog::info("listening on {} for remote hosts", caf_url);

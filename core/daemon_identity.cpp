@@ -44,8 +44,8 @@ parsed_daemon_record parse_daemon_record(std::string_view text) {
   }
   r.pid = static_cast<long>(j["pid"].get<long long>());
   if (!text_field("instance", false, r.instance) || !text_field("workspace", false, r.workspace)
-      || !text_field("approvals", false, r.approvals)) {
-    out.error = "\"instance\", \"workspace\" and \"approvals\" must be strings";
+      || !text_field("approvals", false, r.approvals) || !text_field("token_file", false, r.token_file)) {
+    out.error = "\"instance\", \"workspace\", \"approvals\" and \"token_file\" must be strings";
     return out;
   }
   out.record = std::move(r);

@@ -24,6 +24,7 @@ struct daemon_record {
   std::string instance;  // random, echoed by the daemon's /healthz
   std::string workspace;
   std::string approvals;
+  std::string token_file; // where the daemon's bearer token is (the token never is here)
 };
 
 /// The record, or why the text is not one (the message quotes nothing).

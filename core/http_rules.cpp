@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "core/ascii.hpp"
 #include "core/untrusted_text.hpp"
@@ -125,7 +129,15 @@ std::string shown(std::string_view text, std::size_t max) {
 // -- who may ask -------------------------------------------------------------------------
 
 bool is_loopback_host(std::string_view host) {
-  return ascii_iequals(host, "localhost") || host == "::1" || host.rfind("127.", 0) == 0;
+  if (ascii_iequals(host, "localhost")) return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::string text(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
 }
 
 std::vector<std::string> allowed_hosts(const listener& l) {
@@ -234,7 +246,9 @@ std::optional<refusal> check_bearer(const header_list& headers, std::string_view
     why = "more than one Authorization header";
   }
   return refusal{401, "unauthorized",
-                 "this daemon needs Authorization: Bearer <token> (see --token-file); the request has " + why};
+                 "this daemon answers only its owner: send Authorization: Bearer <token> with the token in the "
+                 "owner's ~/.mcprt/token (or in the --token-file it was started with); the request has "
+                   + why};
 }
 
 // -- what it names -----------------------------------------------------------------------

@@ -47,6 +47,9 @@ struct listener {
   int port = 0;
 };
 
+/// A loopback address literal (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) or
+/// the name `localhost`. Text, never resolved: `127.evil.example` is not
+/// one (a caller that must know where a name leads resolves it).
 bool is_loopback_host(std::string_view host);
 
 /// The `Host` values a listener answers to (lower case). On a loopback

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <fcntl.h>
@@ -18,26 +20,6 @@ namespace {
 
 std::string errno_message(const std::string& what, const fs::path& where) {
   return what + " " + where.string() + ": " + std::strerror(errno);
-}
-
-/// Sixteen hex digits from the kernel's random source, so that no one can
-/// plant a link at a temporary name ahead of time.
-std::string random_suffix() {
-  unsigned char bytes[8] = {};
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  std::string out;
-  char hex[3];
-  for (unsigned char b : bytes) {
-    std::snprintf(hex, sizeof hex, "%02x", b);
-    out += hex;
-  }
-  return out;
 }
 
 bool write_whole(int fd, std::string_view text) {
@@ -56,6 +38,27 @@ bool is_symlink_at(int dir_fd, const std::string& name) {
 }
 
 } // namespace
+
+std::string random_hex(std::size_t count) {
+  std::string bytes(count, '\0');
+  std::size_t got = 0;
+  while (got < count) {
+    ssize_t n = ::getrandom(bytes.data() + got, count - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    // getrandom does not fail on Linux >= 3.17 once the pool is ready;
+    // a secret that silently had fewer random bytes would be worse.
+    if (n <= 0) throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(count * 2);
+  for (unsigned char b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
 
 std::optional<state_dir> state_dir::open(const fs::path& parent, const std::string& name, std::string& error) {
   auto path = parent / name;
@@ -85,6 +88,25 @@ std::optional<state_dir> state_dir::open(const fs::path& parent, const std::stri
     return std::nullopt;
   }
   ::close(parent_fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    error = errno_message("cannot look at directory", path);
+    ::close(fd);
+    return std::nullopt;
+  }
+  if (st.st_uid != ::geteuid()) {
+    error = path.string() + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid "
+            + std::to_string(::geteuid()) + "): mcprt keeps its files only in a directory of yours";
+    ::close(fd);
+    return std::nullopt;
+  }
+  if ((st.st_mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    error = path.string() + " can be written by others (mode " + mode + "), who could swap mcprt's files in it: run `chmod go-w " + path.string() + "`";
+    ::close(fd);
+    return std::nullopt;
+  }
   return state_dir{fd, std::move(path)};
 }
 
@@ -104,26 +126,49 @@ state_dir::~state_dir() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool state_dir::write_atomically(const std::string& name, std::string_view text, std::string& error) const {
+std::string state_dir::write_temporary(const std::string& name, std::string_view text, std::string& error) const {
   for (int attempt = 0; attempt < 8; ++attempt) {
-    auto tmp = "." + name + "." + random_suffix() + ".tmp";
+    // A random name, so that no one can plant a link at it ahead of time.
+    auto tmp = "." + name + "." + random_hex(8) + ".tmp";
     int fd = ::openat(fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0) {
       error = errno_message("cannot write", path_ / tmp);
-      return false;
+      return {};
     }
     bool ok = write_whole(fd, text);
     ok = ::close(fd) == 0 && ok;
-    if (!ok || ::renameat(fd_, tmp.c_str(), fd_, name.c_str()) != 0) {
-      error = errno_message("cannot write", path_ / name);
+    if (!ok) {
+      error = errno_message("cannot write", path_ / tmp);
       ::unlinkat(fd_, tmp.c_str(), 0);
-      return false;
+      return {};
     }
-    return true;
+    return tmp;
   }
   error = "cannot write " + (path_ / name).string() + ": no unused temporary name in 8 tries";
-  return false;
+  return {};
+}
+
+bool state_dir::write_atomically(const std::string& name, std::string_view text, std::string& error) const {
+  auto tmp = write_temporary(name, text, error);
+  if (tmp.empty()) return false;
+  if (::renameat(fd_, tmp.c_str(), fd_, name.c_str()) != 0) {
+    error = errno_message("cannot write", path_ / name);
+    ::unlinkat(fd_, tmp.c_str(), 0);
+    return false;
+  }
+  return true;
+}
+
+bool state_dir::create_once(const std::string& name, std::string_view text, bool& existed, std::string& error) const {
+  existed = false;
+  auto tmp = write_temporary(name, text, error);
+  if (tmp.empty()) return false;
+  bool ok = ::linkat(fd_, tmp.c_str(), fd_, name.c_str(), 0) == 0;
+  if (!ok && errno == EEXIST) existed = true;
+  else if (!ok) error = errno_message("cannot create", path_ / name);
+  ::unlinkat(fd_, tmp.c_str(), 0);
+  return ok;
 }
 
 int state_dir::open_file(const std::string& name, int flags, std::string& error) const {

@@ -23,7 +23,8 @@ class state_dir {
 public:
   /// Opens PARENT/NAME, creating it (mode 0700) when it does not exist.
   /// nullopt with `error` set when it cannot, or when NAME is a symbolic
-  /// link or not a directory.
+  /// link, not a directory, not this user's, or writable by others (then
+  /// another user could swap the files in it).
   static std::optional<state_dir> open(const std::filesystem::path& parent, const std::string& name,
                                        std::string& error);
 
@@ -37,6 +38,13 @@ public:
 
   /// Writes NAME with `text` and mode 0600, atomically.
   bool write_atomically(const std::string& name, std::string_view text, std::string& error) const;
+
+  /// Creates NAME holding `text` (mode 0600) unless something is there
+  /// already: written under a random name, then hard-linked into place, so
+  /// that a reader never sees it half written and two processes doing this
+  /// at once end up with one file. False with `existed` set when NAME was
+  /// there (it is left alone), with `error` set when the write failed.
+  bool create_once(const std::string& name, std::string_view text, bool& existed, std::string& error) const;
 
   /// Opens NAME with `flags` (O_NOFOLLOW and O_CLOEXEC are added; with
   /// O_CREAT the mode is 0600). A symbolic link at NAME is removed and the
@@ -53,9 +61,15 @@ public:
   bool remove(const std::string& name) const;
 
 private:
+  /// A fresh file under a random name holding `text`; its name, or "" with
+  /// `error` set.
+  std::string write_temporary(const std::string& name, std::string_view text, std::string& error) const;
   state_dir(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
   int fd_ = -1;
   std::filesystem::path path_;
 };
+
+/// `bytes` random bytes from the kernel, as lower-case hex.
+std::string random_hex(std::size_t bytes);
 
 } // namespace mcprt::io

@@ -216,6 +216,36 @@ private:
   int code_ = -1;
 };
 
+// -- the daemons' bearer tokens ----------------------------------------------------------------
+
+/// The token each daemon a test started requires, by port: what the raw
+/// readers below send when a test names none. Empty for a daemon started
+/// with --token-file (those tests send their token themselves).
+inline std::map<int, std::string>& daemon_tokens() {
+  static std::map<int, std::string> tokens;
+  return tokens;
+}
+
+inline std::string daemon_token(int port) {
+  auto it = daemon_tokens().find(port);
+  return it == daemon_tokens().end() ? std::string() : it->second;
+}
+
+/// Adds `Authorization: Bearer <token of port>` after the request line of
+/// raw bytes that carry none (a hostile request is still checked past the
+/// token, as a client that has the token would send it).
+inline std::string with_daemon_token(int port, const std::string& bytes) {
+  auto token = daemon_token(port);
+  if (token.empty()) return bytes;
+  std::string lower = bytes;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto head_end = lower.find("\r\n\r\n");
+  if (lower.substr(0, head_end).find("\nauthorization:") != std::string::npos) return bytes;
+  auto eol = bytes.find("\r\n");
+  if (eol == std::string::npos) return bytes;
+  return bytes.substr(0, eol + 2) + "Authorization: Bearer " + token + "\r\n" + bytes.substr(eol + 2);
+}
+
 // -- a raw SSE reader (de-chunks; frames by blank lines) ---------------------------------------
 
 struct sse_event {
@@ -238,6 +268,7 @@ public:
     for (auto& [k, v] : headers)
       req += k + ": " + v + "\r\n";
     req += "\r\n";
+    req = with_daemon_token(port, req);
     ok_ = ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
   }
   ~sse_stream() {
@@ -428,6 +459,11 @@ protected:
     }
     url_ = first->substr(std::string("listening on ").size());
     port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+    // The owner's token, which a daemon without --token-file requires.
+    token_.clear();
+    if (std::find(extra.begin(), extra.end(), "--token-file") == extra.end())
+      token_ = slurp(home_ / ".mcprt" / "token").substr(0, 64);
+    daemon_tokens()[port_] = token_;
     return true;
   }
 
@@ -446,10 +482,20 @@ protected:
     EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
   }
 
+  /// A client of the daemon with `token`, else the owner's token (none
+  /// for a daemon started with --token-file).
   httplib::Client client(const std::string& token = {}) const {
     httplib::Client c(url_);
     c.set_read_timeout(60, 0);
-    if (!token.empty()) c.set_bearer_token_auth(token.c_str());
+    const auto& t = token.empty() ? token_ : token;
+    if (!t.empty()) c.set_bearer_token_auth(t.c_str());
+    return c;
+  }
+
+  /// A client that sends no token at all.
+  httplib::Client stranger() const {
+    httplib::Client c(url_);
+    c.set_read_timeout(60, 0);
     return c;
   }
 
@@ -512,6 +558,7 @@ protected:
   std::unique_ptr<spawned> daemon_;
   std::string url_;
   int port_ = 0;
+  std::string token_; // the owner's, which the daemon requires
 };
 
 /// Stops the daemon with SIGTERM after each test instead of killing it, so
@@ -693,11 +740,22 @@ inline raw_reply read_reply(int fd, std::chrono::milliseconds timeout = 20s) {
   }
 }
 
-/// Sends `bytes` on a new connection and reads one response.
-inline raw_reply raw_request(int port, const std::string& bytes, std::chrono::milliseconds timeout = 20s) {
+/// Sends `bytes` as they are on a new connection and reads one response.
+inline raw_reply raw_request_as_is(int port, const std::string& bytes, std::chrono::milliseconds timeout = 20s) {
   int fd = connect_to(port);
   if (fd < 0) return {};
   send_all(fd, bytes);
+  auto r = read_reply(fd, timeout);
+  ::close(fd);
+  return r;
+}
+
+/// Sends `bytes` on a new connection, with the daemon's token when they
+/// carry none, and reads one response.
+inline raw_reply raw_request(int port, const std::string& bytes, std::chrono::milliseconds timeout = 20s) {
+  int fd = connect_to(port);
+  if (fd < 0) return {};
+  send_all(fd, with_daemon_token(port, bytes));
   auto r = read_reply(fd, timeout);
   ::close(fd);
   return r;

@@ -35,12 +35,14 @@ struct fleet_node {
       return;
     }
     port = std::stoi(first->substr(first->rfind(':') + 1));
+    daemon_tokens()[port] = slurp(home / ".mcprt" / "token").substr(0, 64);
   }
 
   json snapshot() const {
     if (port == 0) return json(nullptr);
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(10, 0);
+    c.set_bearer_token_auth(daemon_token(port).c_str());
     auto r = c.Get("/workspace/mcp");
     if (!r || r->status != 200) return json(nullptr);
     return json::parse(r->body, nullptr, false);

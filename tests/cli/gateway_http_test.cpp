@@ -95,6 +95,7 @@ protected:
 
   json connect(sdk_client& c, json extra = json::object()) {
     extra["url"] = url_ + "/mcp";
+    if (!extra.contains("token") && !token_.empty()) extra["token"] = token_;
     return c.run("connect", extra);
   }
 
@@ -295,7 +296,7 @@ TEST_F(GatewayHttp, TwoServersWithTheSameNameUnprefixedKeepTheFirstAndReportTheO
 
 TEST_F(GatewayHttp, ACrossSiteRequestOrAForeignHostIsRefused) {
   ASSERT_TRUE(start());
-  httplib::Client h(url_);
+  auto h = client();
   std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}})";
   // A web page's form post (text/plain needs no preflight).
   auto plain = h.Post("/mcp", init, "text/plain");
@@ -330,7 +331,7 @@ TEST_F(GatewayHttp, ACallIsAnsweredAsJsonUnlessProgressComesFirst) {
   write_user({{"echo", test_server_config({})}});
   ASSERT_TRUE(start());
   ASSERT_TRUE(connected("echo"));
-  httplib::Client h(url_);
+  auto h = client();
   httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
   auto init = h.Post("/mcp", both,
                      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
@@ -410,8 +411,7 @@ protected:
   json stdio_connect(sdk_client& c, const std::string& name) {
     return c.run("connect", {{"command", MCPRT_BIN},
                              {"name", name},
-                             {"args", {"gateway", "--workspace", ws_.string(), "--home", home_.string(),
-                                       "--debounce-ms", "50"}}},
+                             {"args", {"gateway", "--workspace", ws_.string(), "--debounce-ms", "50"}}},
                  90s);
   }
 };

@@ -631,6 +631,24 @@ TEST_F(GatewayScripted, BadFlagsAreRefused) {
   EXPECT_NE(r.out.find("--budget"), std::string::npos) << r.out; // serve's flags, mirrored
 }
 
+TEST_F(GatewayScripted, FlagsThatWidenTrustCannotComeThroughTheGateway) {
+  // What a cloned repository's .mcp.json could write: each would widen what
+  // the daemon trusts or who reaches it. Refused before anything starts.
+  fs::create_directories(ws_);
+  for (std::vector<std::string> flags :
+       {std::vector<std::string>{"--home", root_.string()}, {"--mcp-config", (ws_ / "evil.json").string()},
+        {"--allow-origin", "https://evil.example"}, {"--caf-port", "0"}, {"--caf-host", "127.0.0.1"},
+        {"--fleet-budget", "127.0.0.1:1"}, {"--listen", "0.0.0.0:0"}, {"--listen", "127.evil.example:0"},
+        {"--listen", "[::]:0"}}) {
+    std::vector<std::string> args{"gateway", "--workspace", ws_.string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto r = mcprt(args);
+    EXPECT_EQ(r.code, 2) << flags.front() << ": " << describe(r);
+    EXPECT_NE(r.err.find("does not take " + flags.front()), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+}
+
 // -- against the workspace daemon --------------------------------------------------------------
 
 /// The `mcprt serve` processes of `ws` (their cmdline names it).
@@ -695,7 +713,8 @@ protected:
   }
 
   std::vector<std::string> gateway_args() const {
-    return {"--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "50"};
+    // No --home (a gateway refuses it): HOME is home_ for every process here.
+    return {"--workspace", ws_.string(), "--debounce-ms", "50"};
   }
 };
 

@@ -328,7 +328,7 @@ TEST_F(hostile_http, bodies_over_the_limit_are_413_chunked_ones_too) {
     int fd = connect_to(port_);
     ASSERT_GE(fd, 0);
     auto head = chunked(0, 1);
-    head = head.substr(0, head.find("\r\n\r\n") + 4);
+    head = with_daemon_token(port_, head.substr(0, head.find("\r\n\r\n") + 4));
     ASSERT_TRUE(send_all(fd, head));
     std::string piece = "10000\r\n" + std::string(0x10000, 'z') + "\r\n";
     auto t0 = clock_type::now();
@@ -519,7 +519,7 @@ TEST_F(hostile_http, a_stuck_server_holds_no_thread_and_its_calls_are_bounded) {
   for (int i = 0; i < 40; ++i) {
     int fd = connect_to(port_);
     ASSERT_GE(fd, 0);
-    ASSERT_TRUE(send_all(fd, sleep_call));
+    ASSERT_TRUE(send_all(fd, with_daemon_token(port_, sleep_call)));
     waiting.push_back(fd);
   }
   // The 41st is refused at once, naming the server (once all 40 are in).

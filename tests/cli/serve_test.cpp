@@ -612,10 +612,13 @@ TEST_F(serve_test, a_token_is_required_on_every_request) {
   sse_stream s2(port_, {{"Authorization", "Bearer s3cret-token"}});
   EXPECT_EQ(s2.status(), 200);
 
+  // The owner's commands read the token from the file daemon.json names.
   auto st = cli({"status"});
+  EXPECT_EQ(st.code, 0) << describe(st);
+  st = cli({"status", "--url", url_});
   EXPECT_EQ(st.code, 1) << describe(st);
   EXPECT_NE(st.err.find("401"), std::string::npos) << st.err;
-  st = cli({"status", "--token-file", (root_ / "token").string()});
+  st = cli({"status", "--url", url_, "--token-file", (root_ / "token").string()});
   EXPECT_EQ(st.code, 0) << describe(st);
   EXPECT_EQ((daemon_->err() + st.err + st.out).find("s3cret-token"), std::string::npos) << "the token was printed";
 }
@@ -786,6 +789,8 @@ TEST_F(serve_test, every_command_resolves_the_home_alike_when_HOME_is_unset) {
   ASSERT_TRUE(first && first->rfind("listening on http://", 0) == 0) << first.value_or("") << daemon_->err();
   url_ = first->substr(std::string("listening on ").size());
   port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
+  token_ = slurp(home_ / ".mcprt" / "token").substr(0, 64);
+  daemon_tokens()[port_] = token_;
   ASSERT_TRUE(connected("echo")) << snapshot().dump(2);
   EXPECT_EQ((*find_server(snapshot(), "echo"))["scope"], "user");
 }
@@ -849,7 +854,7 @@ TEST_F(serve_test, status_table_and_json) {
   EXPECT_EQ(r.j["v"], 1);
   EXPECT_EQ(server_names(r.j).size(), 3u);
 
-  r = cli({"status", "--url", url_});
+  r = cli({"status", "--url", url_, "--token-file", (home_ / ".mcprt" / "token").string()});
   EXPECT_EQ(r.code, 0) << describe(r);
 }
 

