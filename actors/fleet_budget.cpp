@@ -18,11 +18,12 @@ namespace {
 
 using fleet_budget_impl = fleet_budget_actor::extend<caf::reacts_to<atom::tick>, caf::reacts_to<atom::fleet_free>>;
 
-/// Node ids and server names come from other processes: bounded, so that a
-/// peer cannot grow the books without end. A node id never holds '@', so a
-/// slot's key `name@node` cannot name another node's slot.
+/// Node labels and server names come from other processes: bounded, so
+/// that a peer cannot grow the books without end. A node's key never holds
+/// '@', so a slot's key `name@node` cannot name another node's slot.
 constexpr std::size_t max_name_bytes = 512;
 constexpr std::size_t max_held_per_node = 100000;
+constexpr std::size_t max_nodes = 4096;
 
 bool acceptable(const std::string& node, const std::string& name) {
   return !node.empty() && !name.empty() && node.size() <= max_name_bytes && name.size() <= max_name_bytes &&
@@ -36,10 +37,42 @@ struct fleet_budget_state {
   std::optional<fleet_ledger> ledger;
   /// Each node's link, from its latest renewal.
   std::map<std::string, fleet_listener_actor> links;
+  /// The name each node gives itself, shown in the snapshot.
+  std::map<std::string, std::string> labels;
   bool ticking = false;
 };
 
 using fleet_budget_self = fleet_budget_impl::stateful_pointer<fleet_budget_state>;
+
+/// The key of the node that sent the message being handled: its CAF node
+/// and the actor that sent it (the node's link), as the connection carries
+/// them. The name a node sends only labels it, so one node cannot reserve,
+/// renew or release for another by naming it. Empty for a message with no
+/// sender (refused).
+std::string sender_key(fleet_budget_self self) {
+  const auto& sender = self->current_sender();
+  if (!sender) return {};
+  auto key = caf::to_string(sender->node()) + "/" + std::to_string(sender->id());
+  for (auto& c : key)
+    if (c == '@') c = '_';
+  return key;
+}
+
+/// The sender's key when it may act: a known node, or room for a new one.
+/// Its label is kept while the ledger knows it.
+std::string admitted_key(fleet_budget_self self, const std::string& label) {
+  auto key = sender_key(self);
+  if (key.empty() || !acceptable(label, "-")) return {};
+  auto& st = self->state;
+  bool known = st.ledger->nodes().count(key) > 0;
+  if (!known && st.ledger->node_count() >= max_nodes) return {};
+  if (known) st.labels[key] = label;
+  return key;
+}
+
+void remember_label(fleet_budget_self self, const std::string& key, const std::string& label) {
+  if (self->state.ledger->nodes().count(key) > 0) self->state.labels[key] = label;
+}
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -86,10 +119,12 @@ fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, f
     // Nodes refused during the grace try again when it ends.
     self->delayed_send(self, opts.claim_grace, atom::fleet_free_v);
   return {
-    [self](atom::reserve, const std::string& node, const std::string& name) {
-      if (!acceptable(node, name)) return fleet_grant::refused;
+    [self](atom::reserve, const std::string& label, const std::string& name) {
+      auto node = admitted_key(self, label);
+      if (node.empty() || !acceptable(node, name)) return fleet_grant::refused;
       std::vector<budget_event> out;
       auto r = self->state.ledger->reserve(node, name, now_ms(), out);
+      remember_label(self, node, label);
       log_events(out);
       arm(self);
       switch (r) {
@@ -100,18 +135,21 @@ fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, f
       }
       return fleet_grant::refused;
     },
-    [self](atom::release, const std::string& node, const std::string& name) {
-      if (!acceptable(node, name)) return;
+    [self](atom::release, const std::string& label, const std::string& name) {
+      auto node = admitted_key(self, label);
+      if (node.empty() || !acceptable(node, name)) return;
       slots_went_back(self, self->state.ledger->release(node, name) ? 1 : 0);
     },
-    [self](atom::renew, const std::string& node, const std::vector<std::string>& held, fleet_listener_actor link) {
+    [self](atom::renew, const std::string& label, const std::vector<std::string>& held, fleet_listener_actor link) {
       auto& st = self->state;
+      auto node = admitted_key(self, label);
       std::vector<budget_event> out;
       std::vector<std::string> kept;
       if (held.size() <= max_held_per_node)
         for (auto& name : held)
           if (acceptable(node, name)) kept.push_back(name);
       auto freed = acceptable(node, "-") ? st.ledger->renew(node, kept, now_ms(), out) : 0;
+      remember_label(self, node, label);
       log_events(out);
       if (link && acceptable(node, "-")) st.links[node] = std::move(link);
       slots_went_back(self, freed);
@@ -131,8 +169,9 @@ fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, f
       st.ticking = false;
       auto before = st.ledger->reserved_count();
       for (auto& node : st.ledger->expire(now_ms())) {
-        spdlog::warn("fleet budget: node {} did not renew its lease; its slots go back", node);
+        spdlog::warn("fleet budget: node {} did not renew its lease; its slots go back", st.labels[node]);
         st.links.erase(node);
+        st.labels.erase(node);
       }
       slots_went_back(self, before - st.ledger->reserved_count());
       arm(self);
@@ -145,8 +184,13 @@ fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, f
       auto& l = *self->state.ledger;
       auto now = now_ms();
       nlohmann::json nodes = nlohmann::json::object();
-      for (auto& [id, n] : l.nodes())
-        nodes[id] = {{"held", n.held}, {"lease_left_ms", std::max<int64_t>(n.lease_end_ms - now, 0)}};
+      for (auto& [id, n] : l.nodes()) {
+        // Keyed by the name the node gives itself; two nodes giving one
+        // name are told apart by their connection.
+        auto label = self->state.labels.count(id) ? self->state.labels.at(id) : id;
+        auto shown = nodes.contains(label) ? label + " [" + id + "]" : label;
+        nodes[shown] = {{"held", n.held}, {"lease_left_ms", std::max<int64_t>(n.lease_end_ms - now, 0)}, {"connection", id}};
+      }
       nlohmann::json out = {{"budget", l.budget() ? nlohmann::json(*l.budget()) : nlohmann::json(nullptr)},
                             {"mode", to_string(l.mode())},
                             {"reserved_count", l.reserved_count()},

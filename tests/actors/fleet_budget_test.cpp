@@ -2,6 +2,8 @@
 // runs on real time and is covered by core/fleet_ledger's tests and, across
 // processes, by tests/cli/fleet_test.cpp.
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,9 +27,37 @@ protected:
     return track(spawn_fleet_budget(sys, o));
   }
 
-  fleet_grant reserve(const fleet_budget_actor& b, const std::string& node, const std::string& name) {
-    return ask<fleet_grant>(b, atom::reserve_v, node, name).value_or(fleet_grant::unreachable);
+  void TearDown() override {
+    nodes.clear();
+    actor_test::TearDown();
   }
+
+  /// A node's link: an actor of its own, since the budget server knows a
+  /// node by who sends, not by the name it gives.
+  caf::scoped_actor& node(const std::string& name) {
+    auto& n = nodes[name];
+    if (!n) n = std::make_unique<caf::scoped_actor>(sys);
+    return *n;
+  }
+
+  template <class R, class... Ts>
+  std::optional<R> ask_as(caf::scoped_actor& who, const fleet_budget_actor& b, Ts&&... xs) {
+    auto rh = who->request(b, caf::infinite, std::forward<Ts>(xs)...);
+    sched.run();
+    if (!who->has_next_message()) return std::nullopt;
+    std::optional<R> result;
+    std::move(rh).receive([&](R& x) { result = std::move(x); }, [&](caf::error&) {});
+    return result;
+  }
+
+  /// A reserve sent by node `sender`, naming itself `label` (itself when empty).
+  fleet_grant reserve(const fleet_budget_actor& b, const std::string& sender, const std::string& name,
+                      const std::string& label = {}) {
+    return ask_as<fleet_grant>(node(sender), b, atom::reserve_v, label.empty() ? sender : label, name)
+      .value_or(fleet_grant::unreachable);
+  }
+
+  std::map<std::string, std::unique_ptr<caf::scoped_actor>> nodes;
 };
 
 } // namespace
@@ -35,7 +65,7 @@ protected:
 TEST_F(FleetBudget, GrantsUpToTheBudgetAcrossNodesAndTellsTheLinksWhenASlotGoesBack) {
   auto b = spawn(2);
   auto me = caf::actor_cast<fleet_listener_actor>(self);
-  auto info = ask<fleet_info>(b, atom::renew_v, std::string{"c"}, std::vector<std::string>{}, me);
+  auto info = ask_as<fleet_info>(node("c"), b, atom::renew_v, std::string{"c"}, std::vector<std::string>{}, me);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->budget, 2u);
   EXPECT_EQ(info->mode, "enforce");
@@ -44,7 +74,7 @@ TEST_F(FleetBudget, GrantsUpToTheBudgetAcrossNodesAndTellsTheLinksWhenASlotGoesB
   EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::already_held);
   EXPECT_EQ(reserve(b, "c", "fs"), fleet_grant::refused);
   EXPECT_TRUE(drain<atom::fleet_free>().empty());
-  self->send(b, atom::release_v, std::string{"a"}, std::string{"fs"});
+  node("a")->send(b, atom::release_v, std::string{"a"}, std::string{"fs"});
   sched.run();
   EXPECT_EQ(drain<atom::fleet_free>().size(), 1u) << "c waits for room: its link is told";
   EXPECT_EQ(reserve(b, "c", "fs"), fleet_grant::reserved);
@@ -64,11 +94,43 @@ TEST_F(FleetBudget, RefusesWhatAPeerCouldUseToGrowTheBooksOrTakeAnotherNodesSlot
   EXPECT_EQ(reserve(b, "a", std::string(513, 'n')), fleet_grant::refused);
   EXPECT_EQ(reserve(b, std::string(513, 'n'), "fs"), fleet_grant::refused);
   auto me = caf::actor_cast<fleet_listener_actor>(self);
-  auto info = ask<fleet_info>(b, atom::renew_v, std::string{"z"}, std::vector<std::string>(100001, "s"), me);
+  auto info =
+    ask_as<fleet_info>(node("z"), b, atom::renew_v, std::string{"z"}, std::vector<std::string>(100001, "s"), me);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->reserved_count, 1u) << "an oversized holding is not adopted";
   // Invalid UTF-8 in a name still gives a JSON snapshot.
   EXPECT_EQ(reserve(b, "b", "\xff\xfe"), fleet_grant::reserved);
   auto text = ask<std::string>(b, atom::snapshot_v).value_or("");
   EXPECT_FALSE(json::parse(text, nullptr, false).is_discarded()) << text;
+}
+
+TEST_F(FleetBudget, ANodeIsWhoSendsNotTheNameItGivesSoNoNodeActsForAnother) {
+  auto b = spawn(2);
+  EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::reserved);
+  EXPECT_EQ(reserve(b, "b", "fs"), fleet_grant::reserved);
+  // Node "m" names itself "a": it releases, renews and reserves as "a".
+  node("m")->send(b, atom::release_v, std::string{"a"}, std::string{"fs"});
+  sched.run();
+  auto me = caf::actor_cast<fleet_listener_actor>(self);
+  ask_as<fleet_info>(node("m"), b, atom::renew_v, std::string{"a"}, std::vector<std::string>{}, me);
+  EXPECT_EQ(reserve(b, "m", "fs", "a"), fleet_grant::refused) << "a's slot is still a's, and the budget is full";
+  EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::already_held);
+  auto snap = json::parse(ask<std::string>(b, atom::snapshot_v).value_or("{}"));
+  EXPECT_EQ(snap["reserved_count"], 2) << snap.dump();
+  EXPECT_EQ(snap["nodes"]["a"]["held"], json::array({"fs"})) << snap.dump();
+  EXPECT_EQ(snap["nodes"]["b"]["held"], json::array({"fs"})) << snap.dump();
+  // Its own releases still work.
+  node("a")->send(b, atom::release_v, std::string{"whatever-it-calls-itself"}, std::string{"fs"});
+  sched.run();
+  EXPECT_EQ(reserve(b, "m", "fs", "a"), fleet_grant::reserved);
+}
+
+TEST_F(FleetBudget, AMessageWithNoSenderIsRefused) {
+  auto b = spawn(2);
+  EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::reserved);
+  caf::anon_send(b, atom::release_v, std::string{"a"}, std::string{"fs"});
+  sched.run();
+  EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::already_held);
+  auto snap = json::parse(ask<std::string>(b, atom::snapshot_v).value_or("{}"));
+  EXPECT_EQ(snap["reserved_count"], 1);
 }
