@@ -135,6 +135,7 @@ int gateway_scale(const std::vector<std::string>& args) {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return 1;
   auto max_conn = std::to_string(sessions * 2 + 64);
+  auto max_streams = std::to_string(sessions + 64); // every session's GET stream
   pid_t daemon = ::fork();
   if (daemon == 0) {
     ::dup2(out[1], 1);
@@ -143,7 +144,7 @@ int gateway_scale(const std::vector<std::string>& args) {
     auto mcprt = exe_dir() + "/mcprt";
     auto ws = (dir / "ws").string(), home = (dir / "home").string();
     ::execl(mcprt.c_str(), mcprt.c_str(), "serve", "--workspace", ws.c_str(), "--home", home.c_str(), "--listen",
-            "127.0.0.1:0", "--max-connections", max_conn.c_str(), "--debounce-ms", "50", "--log-level", "warn",
+            "127.0.0.1:0", "--max-connections", max_conn.c_str(), "--max-streams", max_streams.c_str(), "--debounce-ms", "50", "--log-level", "warn",
             nullptr);
     ::_exit(127);
   }

@@ -5,6 +5,7 @@
 // stream (/workspace/mcp/events) and the gateway's MCP streams (/mcp).
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -18,12 +19,43 @@ namespace mcprt::cli {
 
 using frame_ptr = std::shared_ptr<const std::string>;
 
+/// One limit over every kind of stream the daemon holds open for a client
+/// (the event stream, GET /mcp, /sse, a tools/call answered as a stream),
+/// so that no client gets more by switching kind.
+class stream_slots {
+public:
+  explicit stream_slots(std::size_t max) : max_(max), open_(std::make_shared<std::atomic<std::size_t>>(0)) {}
+
+  /// A slot, held until the last copy of the token goes; nullptr when every
+  /// slot is taken.
+  std::shared_ptr<void> take() {
+    auto n = open_->load();
+    do {
+      if (n >= max_) return nullptr;
+    } while (!open_->compare_exchange_weak(n, n + 1));
+    // Not null (a null shared_ptr tests false): it points at the count it
+    // gives back to, and owns nothing.
+    return std::shared_ptr<void>(static_cast<void*>(open_.get()), [open = open_](void*) { open->fetch_sub(1); });
+  }
+
+  std::size_t open() const { return open_->load(); }
+  std::size_t max() const { return max_; }
+
+private:
+  std::size_t max_;
+  std::shared_ptr<std::atomic<std::size_t>> open_;
+};
+
 /// One connected event stream: a bounded queue of ready SSE frames, pulled
 /// by the server's loop. `push` comes from the bus subscriber and only
 /// takes a short lock: it never waits for a client.
 class event_stream final : public http_stream {
 public:
   explicit event_stream(std::size_t limit) : limit_(limit) {}
+
+  /// A slot of stream_slots, given back when the stream goes (its
+  /// response ended).
+  void hold(std::shared_ptr<void> slot) { slot_ = std::move(slot); }
 
   /// What the stream starts with (replayed events, a gap marker) and the
   /// highest event id in it: queued events up to that id are skipped.
@@ -115,6 +147,7 @@ private:
   bool waiting_ = false;
   bool dropped_ = false;
   bool closed_ = false;
+  std::shared_ptr<void> slot_;
 };
 
 } // namespace mcprt::cli

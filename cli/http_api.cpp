@@ -217,13 +217,17 @@ private:
 /// Fans bus events out to the streams.
 class event_hub {
 public:
-  event_hub(std::size_t queue_limit, std::size_t max_streams) : limit_(queue_limit), max_(max_streams) {}
+  event_hub(std::size_t queue_limit, std::shared_ptr<stream_slots> slots)
+    : limit_(queue_limit), slots_(std::move(slots)) {}
 
   std::shared_ptr<event_stream> add() {
     std::lock_guard<std::mutex> guard{mtx_};
     prune();
-    if (stopping_ || streams_.size() >= max_) return nullptr;
+    if (stopping_) return nullptr;
+    auto slot = slots_->take();
+    if (!slot) return nullptr;
     auto s = std::make_shared<event_stream>(limit_);
+    s->hold(std::move(slot));
     streams_.push_back(s);
     return s;
   }
@@ -279,7 +283,7 @@ private:
   bool stopping_ = false;
   uint64_t latest_ = 0;
   std::size_t limit_;
-  std::size_t max_;
+  std::shared_ptr<stream_slots> slots_;
 };
 
 std::string sse_frame(const event& ev) {
@@ -339,6 +343,7 @@ struct http_api::impl {
   caf::actor_system& sys;
   std::string session;
   http_api_options opts;
+  std::shared_ptr<stream_slots> slots; // every kind of stream, one limit
   std::shared_ptr<event_hub> hub;
   event_subscriber_actor sink;
   std::atomic<int> port{0};
@@ -349,13 +354,15 @@ struct http_api::impl {
 
   impl(runtime& r, caf::actor_system& s, std::string sess, http_api_options o)
     : rt(r), sys(s), session(std::move(sess)), opts(std::move(o)),
-      hub(std::make_shared<event_hub>(opts.sse_queue, opts.max_streams)), reads(opts.lane_threads, opts.lane_queue),
+      slots(std::make_shared<stream_slots>(opts.max_streams)),
+      hub(std::make_shared<event_hub>(opts.sse_queue, slots)), reads(opts.lane_threads, opts.lane_queue),
       changes(opts.lane_threads, opts.lane_queue) {
     if (opts.gateway) {
       mcp_http_options mo;
       mo.max_body = opts.max_body;
       mo.max_json_depth = opts.max_json_depth;
       mo.stream_queue = opts.sse_queue;
+      mo.slots = slots;
       mcp = std::make_unique<mcp_http>(*opts.gateway, mo);
     }
   }
@@ -777,8 +784,8 @@ void http_api::impl::events(const std::shared_ptr<http_exchange>& ex) {
   auto stream = hub->add();
   if (!stream) {
     respond(ex, error_response(503, "unavailable",
-                               "too many event streams (at most " + std::to_string(opts.max_streams)
-                                 + ", --max-streams), or the daemon is stopping"));
+                               "too many streams (at most " + std::to_string(opts.max_streams)
+                                 + " of every kind together, --max-streams), or the daemon is stopping"));
     return;
   }
   auto open = [this, ex, stream, after, stream_head]() {

@@ -367,7 +367,7 @@ int main(int argc, char** argv) {
                     "default: none, every request with an Origin header is refused)");
   serve->add_option("--max-connections", serve_flags.max_connections,
                     "Open HTTP connections (default 256); at the limit the oldest one still sending its request is closed");
-  serve->add_option("--max-streams", serve_flags.max_streams, "Concurrent event streams (default 64); more get 503");
+  serve->add_option("--max-streams", serve_flags.max_streams, "Open streams of every kind together: events, GET /mcp, /sse, streamed tools/call answers (default 64); more get 503");
   serve->add_option("--max-calls-per-server", serve_flags.max_calls_per_server,
                     "Tool calls in flight per server (default 16); more get 429");
   serve->add_option("--request-timeout-ms", serve_flags.request_timeout_ms,

@@ -210,10 +210,16 @@ std::optional<json> parse_message(const std::shared_ptr<http_exchange>& ex, cons
 /// is the first thing to send (one write, where a stream costs the client a
 /// wake-up per chunk), as an event stream from the first progress, log or
 /// server request on.
+/// A slot of the daemon's stream limit; a token of no limit without one.
+std::shared_ptr<void> take_slot(const std::shared_ptr<stream_slots>& slots) {
+  return slots ? slots->take() : std::make_shared<char>(0);
+}
+
 class call_channel final : public gateway_channel {
 public:
-  call_channel(std::shared_ptr<http_exchange> ex, mcp_http::header_list extra, std::size_t queue)
-    : ex_(std::move(ex)), extra_(std::move(extra)), queue_(queue) {}
+  call_channel(std::shared_ptr<http_exchange> ex, mcp_http::header_list extra, std::size_t queue,
+               std::shared_ptr<stream_slots> slots)
+    : ex_(std::move(ex)), extra_(std::move(extra)), queue_(queue), slots_(std::move(slots)) {}
 
   void send(const json& msg, bool last) override {
     std::shared_ptr<sse_channel> sse;
@@ -229,9 +235,14 @@ public:
           ex_->respond(std::move(r));
           return;
         }
+        // With every stream slot taken the answer stays JSON: progress
+        // and logs before it are dropped, the result is not.
+        auto slot = take_slot(slots_);
+        if (!slot) return;
         // The answer holds the stream from here on; the channel only
         // refers to it.
         auto s = std::make_shared<event_stream>(queue_);
+        s->hold(std::move(slot));
         sse_ = std::make_shared<sse_channel>(s, true);
         ex_->respond(stream_response(s, extra_));
       }
@@ -270,6 +281,7 @@ private:
   std::shared_ptr<http_exchange> ex_;
   mcp_http::header_list extra_;
   std::size_t queue_;
+  std::shared_ptr<stream_slots> slots_;
   mutable std::mutex mtx_;
   bool done_ = false;
   std::shared_ptr<sse_channel> sse_;
@@ -292,7 +304,7 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
   std::shared_ptr<json_channel> json_reply;
   std::shared_ptr<call_channel> call_reply;
   if (request && method == "tools/call" && accepts(req, "text/event-stream")) {
-    call_reply = std::make_shared<call_channel>(ex, extra, opts_.stream_queue);
+    call_reply = std::make_shared<call_channel>(ex, extra, opts_.stream_queue, opts_.slots);
     channel = call_reply;
   } else if (request) {
     json_reply = std::make_shared<json_channel>(ex, extra, !sid->empty());
@@ -331,7 +343,14 @@ void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& 
     ex->respond(stream_response(nullptr, extra));
     return;
   }
+  auto slot = take_slot(opts_.slots);
+  if (!slot) {
+    ex->respond(rpc_error_response(503, gateway_error::internal,
+                                   "too many open streams (--max-streams counts every kind together)", extra));
+    return;
+  }
   auto s = std::make_shared<event_stream>(opts_.stream_queue);
+  s->hold(std::move(slot));
   s->set_initial(": mcprt\n\n", 0);
   auto channel = std::make_shared<sse_channel>(s, false);
   if (!gw_.listen(*sid, channel)) {
@@ -365,7 +384,14 @@ void mcp_http::legacy_stream(const std::shared_ptr<http_exchange>& ex, const hea
     ex->respond(stream_response(nullptr, extra));
     return;
   }
+  auto slot = take_slot(opts_.slots);
+  if (!slot) {
+    ex->respond(rpc_error_response(503, gateway_error::internal,
+                                   "too many open streams (--max-streams counts every kind together)", extra));
+    return;
+  }
   auto s = std::make_shared<event_stream>(opts_.stream_queue);
+  s->hold(std::move(slot));
   auto id = new_legacy_id();
   s->set_initial("event: endpoint\ndata: /messages?sessionId=" + id + "\n\n", 0);
   auto l = std::make_shared<legacy>();

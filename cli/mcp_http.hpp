@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/event_stream.hpp"
 #include "cli/http_server.hpp"
 #include "core/http_rules.hpp"
 
@@ -42,6 +43,9 @@ struct mcp_http_options {
   std::size_t stream_queue = 1024;
   /// Open 2024-11-05 streams; more get 503.
   std::size_t max_legacy_streams = 1024;
+  /// The daemon's one limit on open streams of every kind (--max-streams);
+  /// none when null.
+  std::shared_ptr<stream_slots> slots;
 };
 
 class mcp_http {

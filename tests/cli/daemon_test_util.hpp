@@ -255,7 +255,8 @@ struct sse_event {
 
 class sse_stream {
 public:
-  sse_stream(int port, const std::map<std::string, std::string>& headers = {}, int rcvbuf = 0) {
+  sse_stream(int port, const std::map<std::string, std::string>& headers = {}, int rcvbuf = 0,
+             const std::string& path = "/workspace/mcp/events") {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sockaddr_in a{};
@@ -263,7 +264,7 @@ public:
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
-    std::string req = "GET /workspace/mcp/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port)
                       + "\r\nAccept: text/event-stream\r\n";
     for (auto& [k, v] : headers)
       req += k + ": " + v + "\r\n";

@@ -507,6 +507,28 @@ TEST_F(hostile_http, a_stream_whose_reader_left_frees_its_place_at_once) {
   }
 }
 
+TEST_F(hostile_http, every_kind_of_stream_counts_against_one_limit) {
+  start({"--max-streams", "2"});
+  sse_stream events(port_);
+  ASSERT_EQ(events.status(), 200);
+  sse_stream legacy(port_, {}, 0, "/sse");
+  ASSERT_EQ(legacy.status(), 200);
+  // Full: no kind gets a third.
+  sse_stream events2(port_);
+  EXPECT_EQ(events2.status(), 503);
+  sse_stream legacy2(port_, {}, 0, "/sse");
+  EXPECT_EQ(legacy2.status(), 503);
+  // A stream that ends gives its place to any kind.
+  legacy.hang_up();
+  EXPECT_TRUE(legacy.closed_within(10s));
+  int status = 0;
+  for (auto deadline = clock_type::now() + 10s; clock_type::now() < deadline && status != 200;) {
+    sse_stream again(port_);
+    status = again.status();
+  }
+  EXPECT_EQ(status, 200) << "the ended stream's place did not come back";
+}
+
 TEST_F(hostile_http, a_stuck_server_holds_no_thread_and_its_calls_are_bounded) {
   start_logging({"--max-calls-per-server", "40"});
   ASSERT_TRUE(connected("echo") && connected("calc"));
