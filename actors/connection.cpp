@@ -271,12 +271,14 @@ void apply(connection_self self, session_effects fx) {
     self->send(h->second.progress, call_progress_update{st.cfg.server.name, h->second.call_id, wire(p.progress),
                                                         p.total.has_value(), wire(p.total.value_or(0)), p.message});
   }
+  // Logs before the calls they came with complete: while a call is still
+  // in flight its id is on them, so they reach only its caller.
+  if (!fx.logs.empty()) publish_logs(self, fx.logs);
   for (auto& c : fx.completed_calls)
     deliver(self, c);
   for (auto& uri : fx.resources_updated)
     publish(self, st.cfg.bus, events::resource_updated{st.cfg.server.name, uri});
   if (fx.resources_changed) publish(self, st.cfg.bus, events::resource_list_changed{st.cfg.server.name});
-  if (!fx.logs.empty()) publish_logs(self, fx.logs);
   if (!fx.host_requests.empty() || !fx.withdrawn_host_requests.empty()) forward_host_requests(self, fx);
   if (fx.failure) fail(self, *fx.failure);
   schedule_tick(self);

@@ -247,9 +247,21 @@ bool uri_template_matches(std::string_view uri_template, std::string_view uri) {
   return toks && match_tokens(*toks, uri);
 }
 
+/// A name or URI with a C0 control character or DEL in it: a client shows
+/// names, and one could forge a line or steer a terminal.
+static bool has_control_character(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
+}
+
 gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers, const gateway_limits& limits) {
-  std::stable_sort(servers.begin(), servers.end(),
-                   [](const gateway_server_view& a, const gateway_server_view& b) { return a.name < b.name; });
+  // Servers of the owner's own scopes first: a repository's server cannot
+  // take a name (and so the calls made by it) from one the owner set up.
+  std::stable_sort(servers.begin(), servers.end(), [](const gateway_server_view& a, const gateway_server_view& b) {
+    return std::make_pair(a.project, a.name) < std::make_pair(b.project, b.name);
+  });
   gateway_catalog c;
 
   // Tools and prompts: exposed as prefix + own name.
@@ -258,7 +270,7 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
     tally t;
     for (auto& e : entries) {
       const std::string* own = string_field_of(e, "name");
-      if (!own || own->empty() || own->size() > limits.max_name_bytes) {
+      if (!own || own->empty() || own->size() > limits.max_name_bytes || has_control_character(*own)) {
         ++t.invalid;
         continue;
       }
@@ -286,7 +298,7 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
     tally t;
     for (auto& e : entries) {
       const std::string* uri = string_field_of(e, key);
-      if (!uri || uri->empty() || uri->size() > max_bytes) {
+      if (!uri || uri->empty() || uri->size() > max_bytes || has_control_character(*uri)) {
         ++t.invalid;
         continue;
       }

@@ -23,6 +23,9 @@ struct gateway_server_view {
   std::string name;       // configured server name
   std::string prefix;     // effective prefix; the caller resolves the default (default_gateway_prefix)
   bool available = false; // connected and admitted for this session; otherwise only its prefix counts
+  /// From the repository's settings (project scope): a name a more trusted
+  /// scope's server also exposes stays with that server.
+  bool project = false;
   nlohmann::json capabilities = nlohmann::json::object(); // the server's initialize capabilities
   // Raw entries as the server listed them (tools after the session's filter).
   std::vector<nlohmann::json> tools, prompts, resources, resource_templates;
@@ -30,10 +33,12 @@ struct gateway_server_view {
 
 /// An entry the catalog does not show, and why.
 /// - `name_conflict`: its exposed name (or URI, for resources and
-///   templates) is shown for `kept_by` (a server earlier by name, or the same
-///   server's earlier entry); one record per entry.
+///   templates) is shown for `kept_by` (a server of a more trusted scope,
+///   else one earlier by name, or the same server's earlier entry); one
+///   record per entry.
 /// - `invalid`: no usable name / uri / uriTemplate (missing, not a string,
-///   empty, too long) or the entry is not an object;
+///   empty, too long, a control character in it) or the entry is not an
+///   object;
 /// - `over_limit`: the catalog already holds gateway_limits::max_entries of
 ///   that kind (or, for templates, max_template_bytes_total bytes of them).
 ///   `invalid` and `over_limit` come as one record per server and kind, with

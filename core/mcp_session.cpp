@@ -766,6 +766,15 @@ void mcp_session::begin_list(request_kind kind, session_effects& fx, time_point 
     j.rerun = true;
     return;
   }
+  if (state_ == session_state::ready) {
+    if (j.relisted_at && now < *j.relisted_at + opts_.relist_interval) {
+      j.due_at = *j.relisted_at + opts_.relist_interval;
+      j.rerun = false;
+      return;
+    }
+    j.relisted_at = now;
+  }
+  j.due_at.reset();
   j.running = true;
   j.rerun = false;
   j.pages = 0;
@@ -896,6 +905,13 @@ session_effects mcp_session::on_tick(time_point now) {
       (state_ == session_state::initializing || state_ == session_state::discovering)) {
     fail(fx, "discovery timed out after " + ms_string(opts_.discovery_timeout));
     return fx;
+  }
+  for (auto kind : {request_kind::list_tools, request_kind::list_prompts}) {
+    auto& j = job(kind);
+    if (j.due_at && now >= *j.due_at && !j.running && state_ == session_state::ready) {
+      j.due_at.reset();
+      begin_list(kind, fx, now);
+    }
   }
   std::vector<std::int64_t> expired;
   for (const auto& [id, p] : pending_)
@@ -1061,6 +1077,9 @@ std::optional<mcp_session::time_point> mcp_session::next_deadline() const {
   for (const auto& [token, h] : host_pending_)
     if (h.deadline && (!best || *h.deadline < *best))
       best = h.deadline;
+  for (const auto* j : {&tools_job_, &prompts_job_})
+    if (j->due_at && (!best || *j->due_at < *best))
+      best = j->due_at;
   return best;
 }
 

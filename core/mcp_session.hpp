@@ -190,6 +190,10 @@ public:
     /// A ping not answered within this fails the session: it is the
     /// liveness check, and a server that cannot answer it is wedged.
     std::chrono::milliseconds ping_timeout{30000};
+    /// Re-lists a server's list_changed asks for start at most this often
+    /// (per list): a server that floods list_changed costs one listing per
+    /// interval, and its clients one notification.
+    std::chrono::milliseconds relist_interval{500};
     /// Guards against a server whose cursors never end.
     std::size_t max_list_pages = 1000;
     /// Deepest nesting of arrays and objects accepted in one message. A
@@ -331,6 +335,10 @@ private:
     bool running = false;
     bool rerun = false;
     bool done_once = false;
+    /// When the last re-list (not the discovery listing) started, and when
+    /// a deferred one is due.
+    std::optional<time_point> relisted_at;
+    std::optional<time_point> due_at;
     std::optional<std::int64_t> request_id;
     std::size_t pages = 0;
     nlohmann::json items = nlohmann::json::array();

@@ -153,7 +153,7 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
     std::deque<json> backlog;
     std::map<std::string, pending_request> requests; // by key_of(id)
     struct outbound {
-      std::optional<host_responder> responder; // none: our own roots/list
+      std::optional<host_responder> responder;
       std::string request_id;                  // the runtime's server_request id
     };
     std::map<std::uint64_t, outbound> outbound;
@@ -175,6 +175,20 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   std::map<std::string, std::pair<std::string, std::string>> calls;
   // The same calls by the id their connection knows them by (server logs).
   std::map<std::string, std::pair<std::string, std::string>> wires;
+  // Wires of calls that just ended, and their session: a log the server
+  // sent during the call may come after its answer (the bus and the answer
+  // travel apart). The newest 256.
+  std::deque<std::pair<std::string, std::string>> ended_wires;
+  void wire_ended(const std::string& wire, const std::string& sid) {
+    wires.erase(wire);
+    ended_wires.emplace_back(wire, sid);
+    if (ended_wires.size() > 256) ended_wires.pop_front();
+  }
+  std::string session_of_ended_wire(const std::string& wire) const {
+    for (auto it = ended_wires.rbegin(); it != ended_wires.rend(); ++it)
+      if (it->first == wire) return it->second;
+    return {};
+  }
   // Upstream resource subscriptions, shared by sessions: one subscribe per
   // (server, uri), one unsubscribe when the last session lets go.
   std::map<std::pair<std::string, std::string>, std::set<std::string>> subscribers;
@@ -227,7 +241,7 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
       if (r == s->requests.end()) return;
       reply = std::move(r->second.reply);
       if (!r->second.call_id.empty()) calls.erase(r->second.call_id);
-      if (!r->second.wire.empty()) wires.erase(r->second.wire);
+      if (!r->second.wire.empty()) wire_ended(r->second.wire, sid);
       s->requests.erase(r);
     }
     if (reply) reply->send(answer, true);
@@ -236,7 +250,6 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   void dispatch(const std::shared_ptr<session>& s, const std::string& runtime_session, gateway_dispatch d);
   void stale_call(const std::string& sid, const std::string& key, const gateway_dispatch& d);
   void answered(session& s, std::uint64_t id, const json& msg);
-  void ask_roots(session& s);
   void close_session(const std::string& sid);
   void on_event(const event& ev);
   void rebuild();
@@ -395,6 +408,15 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     if (c == p.calls.end()) return false;
     owner = c->second;
   } else {
+    // Only when every call in flight to that server is a gateway call of
+    // one session: a call from elsewhere (the HTTP API, another host
+    // session) may have caused it, and then nobody gets it.
+    std::string only;
+    for (auto& id : req.in_flight_calls) {
+      auto c = p.calls.find(id);
+      if (c == p.calls.end() || (!only.empty() && only != c->second.first)) return false;
+      only = c->second.first;
+    }
     std::uint64_t oldest = 0;
     for (auto& [sid, sess] : p.sessions)
       for (auto& [key, r] : sess->requests)
@@ -452,24 +474,7 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
   auto out = std::move(it->second);
   s.outbound.erase(it);
   auto result = msg.find("result");
-  if (!out.responder) {
-    // Our roots/list: the runtime offers one set of roots to the shared
-    // pool, so the latest client to answer sets it.
-    if (result == msg.end() || !result->is_object()) return;
-    auto roots = result->find("roots");
-    if (roots == result->end() || !roots->is_array()) return;
-    std::vector<mcp_root> xs;
-    for (auto& r : *roots) {
-      if (!r.is_object() || !r.contains("uri") || !r["uri"].is_string()) continue;
-      auto uri = r["uri"].get<std::string>();
-      if (uri.rfind("file://", 0) != 0 || uri.size() > 4096) continue;
-      auto name = r.find("name");
-      xs.push_back({uri, name != r.end() && name->is_string() ? name->get<std::string>().substr(0, 256) : ""});
-      if (xs.size() >= 64) break;
-    }
-    rt.set_roots(std::move(xs));
-    return;
-  }
+  if (!out.responder) return;
   if (result != msg.end() && result->is_object()) {
     out.responder->answer(*result);
     return;
@@ -485,13 +490,6 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
   out.responder->fail(code, text);
 }
 
-// Under mtx.
-void gateway::impl::ask_roots(session& s) {
-  if (!s.engine.client_can("roots")) return;
-  auto [id, msg] = s.engine.request("roots/list", nullptr);
-  s.outbound[id] = {std::nullopt, {}};
-  send_unrelated(s, std::move(msg));
-}
 
 // -- sessions ------------------------------------------------------------------------------
 
@@ -555,16 +553,29 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
     s->last_active_wall = std::chrono::system_clock::now();
     fx = s->engine.on_message(msg, *p.catalog);
     runtime_session = s->runtime_session;
+    // An id already in flight in this session would cross the two
+    // answers: the second request is refused, the first goes on.
+    std::vector<gateway_dispatch> admitted;
     for (auto& d : fx.dispatch) {
+      auto key = key_of(d.id);
+      if (s->requests.count(key)) {
+        fx.send.push_back(gateway_session::error(
+          d.id, gateway_error::invalid_request, "a request with this id is still in flight in this session"));
+        continue;
+      }
       impl::pending_request pr;
       pr.reply = reply;
       pr.server = d.server;
       pr.method = d.method;
-      s->requests[key_of(d.id)] = std::move(pr);
+      s->requests[key] = std::move(pr);
+      admitted.push_back(std::move(d));
     }
+    fx.dispatch = std::move(admitted);
     for (auto& [id, m] : fx.answers)
       p.answered(*s, id, m);
-    if (fx.initialized || fx.roots_changed) p.ask_roots(*s);
+    // Clients' roots are not asked for: the pool's connections are shared,
+    // so one client's roots would become what every client's servers may
+    // reach. Servers get the roots of the owner's settings.
   }
   for (auto& m : fx.send)
     if (reply) reply->send(m, true);
@@ -706,23 +717,24 @@ void gateway::impl::on_event(const event& ev) {
       params["logger"] = l.logger.empty() ? l.server : l.logger;
       auto note = gateway_session::notification("notifications/message", params);
       std::lock_guard<std::mutex> guard{mtx};
-      std::set<std::string> told;
+      // A log goes to the one session whose calls were all that was in
+      // flight on the server when it logged; when that cannot be told (no
+      // call, calls of several sessions, a call from outside the gateway)
+      // it goes to nobody, so one client never reads what another's call
+      // made a server say.
+      std::shared_ptr<session> owner;
+      std::string related;
       for (auto& wire : l.call_ids) {
         auto c = wires.find(wire);
-        if (c == wires.end()) continue;
-        auto s = find(c->second.first);
-        if (!s || told.count(s->id)) continue;
-        auto want = s->engine.log_level();
-        if (want && level_rank(l.level) < level_rank(*want)) continue;
-        told.insert(s->id);
-        send_related(*s, c->second.second, note);
+        auto s = find(c != wires.end() ? c->second.first : session_of_ended_wire(wire));
+        if (!s || (owner && owner != s)) return;
+        if (!owner && c != wires.end()) related = c->second.second;
+        owner = s;
       }
-      // Not tied to a call: the sessions that asked for logs.
-      if (l.call_ids.empty())
-        for (auto& [sid, s] : sessions) {
-          auto want = s->engine.log_level();
-          if (want && level_rank(l.level) >= level_rank(*want)) send_unrelated(*s, note);
-        }
+      if (!owner) return;
+      auto want = owner->engine.log_level();
+      if (want && level_rank(l.level) < level_rank(*want)) return;
+      send_related(*owner, related, note);
       return;
     }
     default: return;
@@ -742,6 +754,7 @@ void gateway::impl::rebuild() {
       gateway_server_view v;
       v.name = g.name;
       v.prefix = g.prefix;
+      v.project = g.scope == "project";
       auto l = live.find(g.name);
       if (g.admitted && l != live.end() && l->second == connection_status::connected) {
         if (auto info = rt.server_info(opts.catalog_session, g.name)) {

@@ -211,7 +211,7 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       out.server = req.server;
       out.method = req.method;
       out.params = std::move(req.params.value);
-      if (!req.tool.empty() && st.shared->lookup) out.call = st.shared->lookup(req.server, req.tool);
+      if (st.shared->lookup) out.call = st.shared->lookup(req.server, req.tool, out.in_flight_calls);
       if (h.actor) {
         ask_host_actor(self, h.actor, std::move(out));
         return rp;

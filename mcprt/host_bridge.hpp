@@ -19,7 +19,11 @@ namespace mcprt {
 
 /// The runtime's call a request belongs to, from the server name and the
 /// tool of the one call in flight on its connection (empty: none).
-using host_call_lookup = std::function<std::optional<host_call_ref>(const std::string& server, const std::string& tool)>;
+/// The call a server's request belongs to (see server_request::call), and
+/// into `in_flight` the ids of every call of the runtime then in flight to
+/// that server.
+using host_call_lookup = std::function<std::optional<host_call_ref>(const std::string& server, const std::string& tool,
+                                                                    std::vector<std::string>& in_flight)>;
 
 class host_bridge {
 public:

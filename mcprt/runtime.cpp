@@ -731,17 +731,22 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     // A request is attributed to a call of the runtime when exactly one
     // call to that server and tool is in flight.
     host_call_lookup lookup = [calls = std::weak_ptr<call_registry>(p->in_flight)](
-                                const std::string& server, const std::string& tool) -> std::optional<host_call_ref> {
+                                const std::string& server, const std::string& tool,
+                                std::vector<std::string>& in_flight) -> std::optional<host_call_ref> {
       auto r = calls.lock();
       if (!r) return std::nullopt;
       std::optional<host_call_ref> found;
+      bool several = false;
       std::lock_guard<std::mutex> guard{r->mtx};
       for (auto& [id, entry] : r->live) {
         auto job = entry.first.lock();
-        if (!job || job->server != server || job->tool != tool) continue;
-        if (found) return std::nullopt;
+        if (!job || job->server != server) continue;
+        in_flight.push_back(job->call_id);
+        if (tool.empty() || job->tool != tool) continue;
+        if (found) several = true;
         found = host_call_ref{job->session, job->server, job->tool, job->call_id};
       }
+      if (several) return std::nullopt;
       return found;
     };
     p->host = std::make_unique<host_bridge>(sys, opts.host, std::move(lookup));

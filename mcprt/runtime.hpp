@@ -80,6 +80,9 @@ struct server_request {
   /// gives none. Servers that run a request inside a call (the usual way)
   /// and get one call at a time are always attributed.
   std::optional<host_call_ref> call;
+  /// The ids of every call of the runtime in flight to that server when
+  /// the request came: whom it may concern, when `call` cannot say.
+  std::vector<std::string> in_flight_calls;
 };
 
 /// Answers one server_request, exactly once: the first `answer` or `fail`

@@ -325,6 +325,77 @@ TEST_F(GatewayHttp, ACrossSiteRequestOrAForeignHostIsRefused) {
   EXPECT_EQ(none->status, 400);
 }
 
+// A request id still in flight in a session, sent again, gets an error of
+// its own: the first call's answer never goes to the second, nor the other
+// way round.
+TEST_F(GatewayHttp, ARepeatedRequestIdInFlightIsRefusedNotCrossed) {
+  write_user({{"echo", test_server_config({})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  auto h = client();
+  httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
+  auto init = h.Post("/mcp", both,
+                     R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
+                     R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})",
+                     "application/json");
+  ASSERT_TRUE(init);
+  auto sid = init->get_header_value("Mcp-Session-Id");
+  ASSERT_FALSE(sid.empty());
+  both.emplace("Mcp-Session-Id", sid);
+  h.Post("/mcp", both, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", "application/json");
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = h.Post("/mcp", both, R"({"jsonrpc":"2.0","id":9,"method":"tools/list"})", "application/json");
+    return listed && listed->body.find("echo__sleep") != std::string::npos;
+  }));
+  // The first: long, on a connection of its own.
+  std::string first_body;
+  std::thread first([&] {
+    auto c = client();
+    auto r = c.Post("/mcp", both,
+                    R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__sleep","arguments":{"ms":3000}}})",
+                    "application/json");
+    if (r) first_body = r->body;
+  });
+  // The same id again once the first is in flight (the snapshot counts
+  // the session's requests).
+  bool in_flight = false;
+  for (auto deadline = clock_type::now() + 10s; !in_flight && clock_type::now() < deadline;) {
+    auto snap = snapshot();
+    for (auto& sess : snap["gateway"]["sessions"])
+      if (sess.value("in_flight", 0) > 0) in_flight = true;
+  }
+  ASSERT_TRUE(in_flight) << snapshot().dump();
+  auto second = h.Post("/mcp", both,
+                       R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"second"}}})",
+                       "application/json");
+  first.join();
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->body.find("still in flight"), std::string::npos) << second->body;
+  EXPECT_EQ(second->body.find("\"text\":\"second\""), std::string::npos) << second->body;
+  // The first got its own answer.
+  EXPECT_NE(first_body.find("\"id\":7"), std::string::npos) << first_body;
+  EXPECT_EQ(first_body.find("still in flight"), std::string::npos) << first_body;
+  EXPECT_EQ(first_body.find("second"), std::string::npos) << first_body;
+}
+
+// Roots come from the owner's settings: a client announcing `/` does not
+// make it what the shared servers may reach, for itself or anyone else.
+TEST_F(GatewayHttp, OneClientsRootsNeverChangeWhatTheSharedServersMayReach) {
+  write_user({{"fs", test_server_config({"--client-tool"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("fs"));
+  sdk_client a(home_), b(home_);
+  ASSERT_EQ(connect(a, {{"roots", {{{"uri", "file:///"}, {"name", "everything"}}}}}).value("ok", ""), "connect");
+  ASSERT_EQ(connect(b).value("ok", ""), "connect");
+  for (auto* c : {&a, &b})
+    for (int i = 0; i < 3; ++i) {
+      auto r = c->run("callTool", {{"name", "fs__ask_client"}, {"arguments", {{"method", "roots/list"}}}});
+      auto text = r.dump();
+      EXPECT_EQ(text.find("file:///\\\""), std::string::npos) << text;
+      EXPECT_NE(text.find("file://" + ws_.string()), std::string::npos) << text;
+    }
+}
+
 // A client that takes either gets a tools/call answer as one JSON body when
 // nothing comes before it, and as an event stream when progress does.
 TEST_F(GatewayHttp, ACallIsAnsweredAsJsonUnlessProgressComesFirst) {

@@ -83,6 +83,31 @@ TEST(GatewayCatalog, SameExposedNameFromTwoServersFirstByNameKeepsIt) {
   EXPECT_EQ(c.left_out().size(), 1u);
 }
 
+TEST(GatewayCatalog, AProjectServerCannotTakeANameAUserServerHasEvenWhenItSortsFirst) {
+  auto repo = server("aaa", {"search"});
+  repo.prefix = "";
+  repo.project = true;
+  auto mine = server("zzz", {"search"});
+  mine.prefix = "";
+  auto c = gateway_catalog::build({repo, mine});
+  ASSERT_TRUE(c.tool("search"));
+  EXPECT_EQ(c.tool("search")->server, "zzz");
+  const auto* l = find_left_out(c, "aaa", "name_conflict");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->kept_by, "zzz");
+}
+
+TEST(GatewayCatalog, NamesAndUrisWithControlCharactersAreRefused) {
+  auto s = server("s", {"ok", "bad\nname", std::string("nul\0x", 5), "esc\x1b[2J", "del\x7f"});
+  s.resources.push_back({{"uri", "file:///a\r\nb"}, {"name", "r"}});
+  s.resources.push_back({{"uri", "file:///fine"}, {"name", "f"}});
+  auto c = gateway_catalog::build({s});
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"s__ok"}));
+  EXPECT_EQ(catalog_names(c.resources_list(), "resources", "uri"), (std::vector<std::string>{"file:///fine"}));
+  const auto* l = find_left_out(c, "s", "invalid");
+  ASSERT_NE(l, nullptr);
+}
+
 TEST(GatewayCatalog, PrefixCollisionAcrossDifferentNamesIsAConflict) {
   // "a__b__" + "c" and "a_" + "_b__c" give the same exposed name.
   auto ab = server("a__b", {"c"});

@@ -333,6 +333,10 @@ TEST_F(McpSession, ListChangedDuringReListRunsExactlyOneMore) {
     EXPECT_TRUE(s->on_line(notification_line("notifications/tools/list_changed"), now).send.empty());
   auto fx = s->on_line(result_line(first, {{"tools", tools_json({"a", "b"})}}), now);
   EXPECT_TRUE(fx.tools_changed);
+  // The one more waits out the re-list interval.
+  EXPECT_TRUE(fx.send.empty());
+  ASSERT_EQ(s->next_deadline(), std::optional<mcp_session::time_point>(now + 500ms));
+  fx = s->on_tick(now + 500ms);
   sent = parsed(fx);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0]["method"], "tools/list");
@@ -341,6 +345,35 @@ TEST_F(McpSession, ListChangedDuringReListRunsExactlyOneMore) {
   EXPECT_TRUE(fx.tools_changed);
   EXPECT_TRUE(fx.send.empty()); // and no more after that
   EXPECT_EQ(s->tools().size(), 3u);
+}
+
+TEST_F(McpSession, AServerFloodingListChangedCostsOneListingPerInterval) {
+  auto s = ready_with({"a"});
+  int listings = 0;
+  std::optional<json> in_flight;
+  auto t = now;
+  // A thousand notifications over two seconds, each listing answered at once.
+  for (int i = 0; i < 1000; ++i) {
+    t = now + std::chrono::milliseconds(i * 2);
+    auto fx = s->on_tick(t);
+    auto sent = parsed(fx);
+    auto more = parsed(s->on_line(notification_line("notifications/tools/list_changed"), t));
+    sent.insert(sent.end(), more.begin(), more.end());
+    for (auto& m : sent)
+      if (m.value("method", "") == "tools/list") {
+        ++listings;
+        s->on_line(result_line(m["id"], {{"tools", tools_json({"a", i % 2 ? "b" : "c"})}}), t);
+      }
+  }
+  // 2 s at one per 500 ms: the first at once, then one per interval.
+  EXPECT_GE(listings, 4);
+  EXPECT_LE(listings, 5);
+  // The last one still comes: nothing a server said is lost.
+  auto deadline = s->next_deadline();
+  ASSERT_TRUE(deadline);
+  auto sent = parsed(s->on_tick(*deadline));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["method"], "tools/list");
 }
 
 TEST_F(McpSession, PromptsListChangedReLists) {
@@ -385,7 +418,7 @@ TEST_F(McpSession, TimedOutReListIsCancelledAndKeepsLastGoodTools) {
   EXPECT_EQ(sent[0]["params"]["requestId"], id);
   EXPECT_EQ(tool_names(s->tools()), (std::vector<std::string>{"a"}));
   // A new list_changed starts a fresh re-list.
-  EXPECT_EQ(parsed(s->on_line(notification_line("notifications/tools/list_changed"), now)).size(), 1u);
+  EXPECT_EQ(parsed(s->on_line(notification_line("notifications/tools/list_changed"), now + 5s)).size(), 1u);
 }
 
 // -- server requests and pings -----------------------------------------------
