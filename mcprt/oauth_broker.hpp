@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "core/http_url.hpp"
 #include "core/server_config.hpp"
 
 namespace mcprt::io {
@@ -36,6 +37,10 @@ struct authorize_options {
   std::chrono::milliseconds callback_timeout{300000};
   /// How long discovery and registration may take before the URL is known.
   std::chrono::milliseconds url_timeout{30000};
+  /// When set, the whole authorization ends by then: discovery,
+  /// registration, the wait for the redirect and the token request share
+  /// it (`mcprt auth --timeout-ms`).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 class oauth_broker {
@@ -75,9 +80,16 @@ public:
   /// Cancels running authorizations and waits for their threads.
   void shutdown();
 
+  /// The host:port pairs this process listens on (the daemon's HTTP API).
+  /// No OAuth request of any client of this broker goes there, those made
+  /// before the call included. Replaces the previous list.
+  void set_own_listeners(std::vector<host_port> listeners);
+
 private:
   struct flow;
+  struct listeners;
   std::filesystem::path file_;
+  std::shared_ptr<listeners> own_;
   std::shared_ptr<io::oauth_credential_store> store_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<flow>> flows_;
