@@ -234,7 +234,7 @@ TEST_F(oauth_test, a_registration_endpoint_aimed_at_the_daemons_approve_route_ap
              json{{"mcpServers", {{"project-tools", test_server_config({"--tools", "1", "--pid-file", pid_file.string()})}}}}
                .dump(2));
   ASSERT_TRUE(start());
-  ASSERT_TRUE(wait_until([&] { return server("project-tools").value("reason", "") == "pending_approval"; }))
+  ASSERT_TRUE(wait_until([&] { return server("project-tools").value("reason", json(nullptr)) == "pending_approval"; }))
     << server("project-tools").dump();
   // The authorization server's metadata sends dynamic registration (a POST
   // with a JSON body) to the daemon's own route.
@@ -249,7 +249,7 @@ TEST_F(oauth_test, a_registration_endpoint_aimed_at_the_daemons_approve_route_ap
   EXPECT_NE(auth.err.find("refusing the registration endpoint " + approve), std::string::npos) << auth.err;
   EXPECT_NE(auth.err.find("mcprt's own HTTP listener"), std::string::npos) << auth.err;
   EXPECT_EQ(server("project-tools").value("approval", ""), "pending") << server("project-tools").dump();
-  EXPECT_EQ(server("project-tools").value("reason", ""), "pending_approval") << server("project-tools").dump();
+  EXPECT_EQ(server("project-tools").value("reason", json(nullptr)), "pending_approval") << server("project-tools").dump();
   EXPECT_FALSE(fs::exists(pid_file)) << "the pending project server was started";
   EXPECT_EQ(logged("register"), 0);
 }
@@ -358,8 +358,9 @@ TEST_F(oauth_test, a_refresh_token_goes_only_to_the_token_endpoint_it_came_from)
   ASSERT_TRUE(r);
   ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
   EXPECT_EQ(logged("elsewhere-token"), 0) << "the refresh token went to a token endpoint it did not come from";
-  EXPECT_TRUE(wait_until([&] { return daemon_->err().find("where the stored tokens were issued") != std::string::npos; }, 10s))
-    << daemon_->err();
+  // (Which request meets the refusal first, and so whose error names it,
+  // depends on timing: the closing DELETE of the old connection may. The
+  // words are checked in tests/core/oauth_endpoints_test.cpp.)
 }
 
 // -- mcprt auth --timeout-ms bounds the whole authorization -----------------------------------------
