@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/http_url.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/oauth_client.hpp"
 
@@ -60,9 +61,12 @@ oauth_broker::oauth_broker(std::filesystem::path credentials_file)
       spdlog::warn("{}", escape_for_display(warning));
     })) {}
 
-void oauth_broker::set_own_listeners(std::vector<host_port> listeners) {
+void oauth_broker::set_own_listeners(std::vector<listen_endpoint> listeners) {
+  std::vector<host_port> list;
+  for (auto& l : listeners)
+    if (l.port > 0 && l.port <= 65535) list.push_back(host_port{std::move(l.host), static_cast<uint16_t>(l.port)});
   std::lock_guard<std::mutex> lock(own_->mu);
-  own_->list = std::move(listeners);
+  own_->list = std::move(list);
 }
 
 oauth_broker::~oauth_broker() {

@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "core/http_url.hpp"
 #include "core/server_config.hpp"
 
 namespace mcprt::io {
@@ -27,6 +27,12 @@ class oauth_credential_store;
 } // namespace mcprt::io
 
 namespace mcprt {
+
+/// A host:port this process listens on (the daemon's HTTP API).
+struct listen_endpoint {
+  std::string host; // a name or an address (IPv6 without brackets)
+  int port = 0;
+};
 
 /// How an interactive authorization runs.
 struct authorize_options {
@@ -83,7 +89,7 @@ public:
   /// The host:port pairs this process listens on (the daemon's HTTP API).
   /// No OAuth request of any client of this broker goes there, those made
   /// before the call included. Replaces the previous list.
-  void set_own_listeners(std::vector<host_port> listeners);
+  void set_own_listeners(std::vector<listen_endpoint> listeners);
 
 private:
   struct flow;

@@ -1250,7 +1250,7 @@ caf::expected<std::string> runtime::authorize(const std::string& server, authori
   return started->authorization_url;
 }
 
-void runtime::set_own_listeners(std::vector<host_port> listeners) {
+void runtime::set_own_listeners(std::vector<listen_endpoint> listeners) {
   if (impl_->oauth) impl_->oauth->set_own_listeners(std::move(listeners));
 }
 

@@ -455,7 +455,7 @@ public:
   /// authorization server's metadata names (a route of the daemon would
   /// run with its authority). Replaces the previous list; a remote node's
   /// clients run on the node, so there it does nothing.
-  void set_own_listeners(std::vector<host_port> listeners);
+  void set_own_listeners(std::vector<listen_endpoint> listeners);
 
   /// Stops watching, closes every session and drains the pool: no child
   /// process is left when it returns. Idempotent.
