@@ -288,22 +288,37 @@ TEST_F(oauth_test, discovered_endpoints_into_the_network_or_over_plain_http_are_
 }
 
 TEST_F(oauth_test, an_authorization_server_that_names_another_issuer_is_not_used) {
-  // The metadata names an issuer it was not fetched for (RFC 8414 3.3); a
-  // server without usable resource metadata too (its issuer is its origin).
-  for (auto flags : {std::vector<std::string>{"--oauth-metadata", R"({"issuer": "http://127.0.0.1:1"})"},
-                     std::vector<std::string>{"--oauth-metadata", R"({"issuer": "http://127.0.0.1:1"})",
-                                              "--oauth-resource-metadata", R"({"resource": ""})"}}) {
-    auto url = start_remote(flags);
-    ASSERT_FALSE(url.empty());
-    configure(url);
-    auto auth = mcprt({"auth", "remote", "--workspace", ws_.string(), "--home", home_.string(), "--browser",
-                       headless_browser, "--timeout-ms", "20000"});
-    EXPECT_EQ(auth.code, 1) << auth.out << auth.err;
-    EXPECT_NE(auth.err.find("names issuer 'http://127.0.0.1:1'"), std::string::npos) << auth.err;
-    EXPECT_NE(auth.err.find("RFC 8414"), std::string::npos) << auth.err;
-    EXPECT_EQ(logged("register"), 0);
-    EXPECT_TRUE(secrets().empty());
-  }
+  // The metadata names an issuer it was not fetched for (RFC 8414 3.3).
+  auto url = start_remote({"--oauth-metadata", R"({"issuer": "http://127.0.0.1:1"})"});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  auto auth = mcprt({"auth", "remote", "--workspace", ws_.string(), "--home", home_.string(), "--browser",
+                     headless_browser, "--timeout-ms", "20000"});
+  EXPECT_EQ(auth.code, 1) << auth.out << auth.err;
+  EXPECT_NE(auth.err.find("names issuer 'http://127.0.0.1:1'"), std::string::npos) << auth.err;
+  EXPECT_NE(auth.err.find("RFC 8414"), std::string::npos) << auth.err;
+  EXPECT_EQ(logged("register"), 0);
+  EXPECT_TRUE(secrets().empty());
+}
+
+TEST_F(oauth_test, a_refresh_is_not_sent_when_the_issuers_metadata_names_another_issuer) {
+  // Tokens live 30 s, so every use refreshes them (60 s ahead).
+  const auto changed = root_ / "changed.json";
+  auto url = start_remote({"--oauth-token-ttl-s", "30", "--oauth-metadata-file", changed.string()});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(reason_is("remote", "needs_auth"));
+  ASSERT_EQ(cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code, 0);
+  ASSERT_TRUE(connected("remote")) << server("remote").dump();
+  // The stored issuer's metadata now says it is another issuer: its token
+  // endpoint is not the stored issuer's to vouch for.
+  write_file(changed, json{{"issuer", "http://127.0.0.1:1"}}.dump());
+  const int refreshes = logged("token refresh_token");
+  auto r = post("/workspace/mcp/remote/restart");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+  EXPECT_EQ(logged("token refresh_token"), refreshes) << "a refresh was sent on the word of another issuer";
 }
 
 TEST_F(oauth_test, the_iss_of_the_authorization_response_must_be_the_issuers) {
