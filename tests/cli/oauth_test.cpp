@@ -254,6 +254,24 @@ TEST_F(oauth_test, a_registration_endpoint_aimed_at_the_daemons_approve_route_ap
   EXPECT_EQ(logged("register"), 0);
 }
 
+TEST_F(oauth_test, an_oauth_request_never_follows_a_redirect) {
+  // The registration endpoint passes every rule but answers 307 (method and
+  // body kept) to the daemon's approve route.
+  write_file(project_file(), json{{"mcpServers", {{"project-tools", test_server_config({"--tools", "1"})}}}}.dump(2));
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(wait_until([&] { return server("project-tools").value("reason", json(nullptr)) == "pending_approval"; }));
+  const std::string approve = url_ + "/workspace/mcp/project-tools/approve";
+  auto url = start_remote({"--oauth-metadata", json{{"registration_endpoint", "{base}/redirect?to=" + approve}}.dump()});
+  ASSERT_FALSE(url.empty());
+  ASSERT_TRUE(reconfigure_needing_auth(url)) << server("remote").dump();
+  auto auth = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "20000"});
+  EXPECT_NE(auth.code, 0) << auth.out << auth.err;
+  EXPECT_NE(auth.err.find("answered with a redirect (HTTP 307); OAuth requests never follow redirects"), std::string::npos)
+    << auth.err;
+  EXPECT_EQ(logged("redirect POST"), 1);
+  EXPECT_EQ(server("project-tools").value("approval", json(nullptr)), "pending") << server("project-tools").dump();
+}
+
 TEST_F(oauth_test, discovered_endpoints_into_the_network_or_over_plain_http_are_refused_before_any_request) {
   ASSERT_TRUE(start());
   struct refused_case {

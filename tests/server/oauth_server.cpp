@@ -228,6 +228,17 @@ void oauth_server::install(httplib::Server& svr) {
   svr.Get("/authorize",
           [this](const httplib::Request& req, httplib::Response& res) { handle_authorize(req, res); });
   svr.Post("/token", [this](const httplib::Request& req, httplib::Response& res) { handle_token(req, res); });
+  // Sends any request on to ?to=URL with 307, which keeps its method and
+  // body: metadata that names it tests that no OAuth request follows.
+  auto redirect = [this](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_locked("redirect " + req.method);
+    }
+    res.set_redirect(req.get_param_value("to"), 307);
+  };
+  svr.Get("/redirect", redirect);
+  svr.Post("/redirect", redirect);
   // A second token endpoint, for metadata that moves it: whatever reaches
   // it is logged first, so a test sees a refresh token sent where it should
   // not have been.
@@ -343,7 +354,8 @@ void oauth_server::handle_authorize(const httplib::Request& req, httplib::Respon
   auto location = redirect_uri + (redirect_uri.find('?') == std::string::npos ? "?" : "&") + "code=" + code;
   if (req.has_param("state")) location += "&state=" + httplib::detail::encode_query_param(get("state"));
   if (opts_.oauth_redirect_iss)
-    location += "&iss=" + httplib::detail::encode_query_param(with_base(*opts_.oauth_redirect_iss).get<std::string>());
+    location +=
+      "&iss=" + httplib::detail::encode_query_param(with_base(*opts_.oauth_redirect_iss).get<std::string>());
   res.set_redirect(location, 302);
 }
 

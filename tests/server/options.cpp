@@ -132,8 +132,9 @@ OAuth 2.1 (with --http only):
                               "unauthorized METHOD PATH", "revoke N",
                               "elsewhere-token GRANT" (a request to
                               /other/token, a second token endpoint that
-                              issues tokens like /token), "register-hang"
-                              (never a token)
+                              issues tokens like /token), "register-hang",
+                              "redirect METHOD" (a request to /redirect?to=URL,
+                              answered 307 to URL) (never a token)
   --oauth-metadata JSON       merge the object JSON into the authorization
                               server metadata ("{base}" in a string value
                               is this server's http://127.0.0.1:PORT): point
@@ -311,8 +312,9 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
   // OAuth lives on HTTP only; silently serving stdio without it would let
   // a test believe it exercised the flow.
   bool oauth_detail = !out.oauth_scopes.empty() || out.oauth_token_ttl_s != 3600 || !out.oauth_revoke_file.empty()
-                      || !out.oauth_log.empty() || !out.oauth_metadata.empty() || !out.oauth_resource_metadata.empty()
-                      || !out.oauth_metadata_file.empty() || out.oauth_redirect_iss || out.oauth_register_hang;
+                      || !out.oauth_log.empty() || !out.oauth_metadata.empty()
+                      || !out.oauth_resource_metadata.empty() || !out.oauth_metadata_file.empty()
+                      || out.oauth_redirect_iss || out.oauth_register_hang;
   if (out.oauth && out.http_port < 0) {
     std::fprintf(stderr, "mcprt-test-server: --oauth needs --http PORT\n(see --help)\n");
     return parse_outcome::exit_usage;
