@@ -503,7 +503,8 @@ int main(int argc, char** argv) {
                    "Command that opens the authorization URL, given as its last argument "
                    "(default: xdg-open when installed, else the URL is only printed)");
   auth->add_flag("--logout", auth_opts.logout, "Forget the server's stored OAuth credentials instead");
-  auth->add_option("--timeout-ms", auth_opts.timeout_ms, "How long to wait for the authorization (default 300000)")
+  auth->add_option("--timeout-ms", auth_opts.timeout_ms, "How long the whole authorization may take: discovery, registration, the redirect, the token "
+                   "request (default 300000)")
     ->check(CLI::PositiveNumber);
   auth->add_option("--url", auth_url, "Daemon URL (default: from <workspace>/.mcprt/daemon.json)");
   auth->add_option("--token-file", auth_token, "Bearer token file of a running daemon");
