@@ -18,7 +18,8 @@ std::string shown_endpoint_text(std::string_view s) {
 }
 
 std::string without_trailing_slash(std::string_view s) {
-  while (!s.empty() && s.back() == '/') s.remove_suffix(1);
+  while (!s.empty() && s.back() == '/')
+    s.remove_suffix(1);
   return std::string(s);
 }
 
@@ -94,7 +95,7 @@ address_scope scope_of(const ip_address& a) {
   loop[15] = 1;
   if (a.bytes == zero) return address_scope::unspecified;
   if (a.bytes == loop) return address_scope::loopback;
-  if ((a.bytes[0] & 0xfe) == 0xfc) return address_scope::private_network;                      // fc00::/7
+  if ((a.bytes[0] & 0xfe) == 0xfc) return address_scope::private_network;                       // fc00::/7
   if (a.bytes[0] == 0xfe && (a.bytes[1] & 0xc0) == 0x80) return address_scope::private_network; // fe80::/10
   return address_scope::public_network;
 }
@@ -133,13 +134,15 @@ std::string endpoint_refusal(std::string_view role, const endpoint_target& t, co
     }
   }
   if (ascii_lower(t.scheme) == "https") return {};
-  if (ascii_lower(c.server_scheme) == "http" && server_loopback && all_of_scope(t.addresses, address_scope::loopback))
+  if (ascii_lower(c.server_scheme) == "http" && server_loopback
+      && all_of_scope(t.addresses, address_scope::loopback))
     return {};
   return head + "it is not https (plain http is allowed only on loopback, for an MCP server that is itself http on loopback)";
 }
 
 std::string issuer_mismatch(std::string_view metadata_issuer, std::string_view expected_issuer) {
-  if (!metadata_issuer.empty() && without_trailing_slash(metadata_issuer) == without_trailing_slash(expected_issuer))
+  if (!metadata_issuer.empty()
+      && without_trailing_slash(metadata_issuer) == without_trailing_slash(expected_issuer))
     return {};
   return "the authorization server metadata names issuer '" + shown_endpoint_text(metadata_issuer)
          + "', but it was fetched for issuer '" + shown_endpoint_text(expected_issuer)
@@ -159,7 +162,8 @@ std::string callback_issuer_problem(const std::optional<std::string>& iss, std::
   return {};
 }
 
-std::optional<std::string> refresh_endpoint(std::string_view stored, std::string_view discovered, std::string* why) {
+std::optional<std::string> refresh_endpoint(std::string_view stored, std::string_view discovered,
+                                            std::string* why) {
   auto fail = [&](std::string s) -> std::optional<std::string> {
     if (why) *why = std::move(s);
     return std::nullopt;
@@ -171,8 +175,9 @@ std::optional<std::string> refresh_endpoint(std::string_view stored, std::string
                 + " where the stored tokens were issued; the refresh token and client secret are not sent there");
   }
   if (discovered.empty())
-    return fail("the stored tokens do not say which token endpoint issued them and discovery names none; "
-                "the refresh token is not sent anywhere");
+    return fail(
+      "the stored tokens do not say which token endpoint issued them and discovery names none; "
+      "the refresh token is not sent anywhere");
   return std::string(discovered);
 }
 

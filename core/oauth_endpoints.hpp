@@ -89,7 +89,8 @@ struct endpoint_target {
 ///     on loopback.
 /// A URL on the MCP server's own origin (scheme, host, port as configured)
 /// is held to rule 1 only: the user chose to talk to that origin already.
-std::string endpoint_refusal(std::string_view role, const endpoint_target& target, const endpoint_context& context);
+std::string endpoint_refusal(std::string_view role, const endpoint_target& target,
+                             const endpoint_context& context);
 
 /// RFC 8414 section 3.3: the issuer in the metadata must be the issuer the
 /// metadata was fetched for (a trailing slash aside). Empty when it is,

@@ -84,9 +84,11 @@ std::optional<std::vector<oa::ip_address>> resolve_oauth_host(const std::string&
     for (auto* p = res; rc == 0 && p; p = p->ai_next) {
       std::optional<oa::ip_address> a;
       if (p->ai_family == AF_INET)
-        a = oa::ip_from_bytes(reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr), 4);
+        a = oa::ip_from_bytes(
+          reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr), 4);
       else if (p->ai_family == AF_INET6)
-        a = oa::ip_from_bytes(reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr), 16);
+        a = oa::ip_from_bytes(
+          reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr), 16);
       if (a && std::find(out.begin(), out.end(), *a) == out.end()) out.push_back(*a);
     }
     if (res) ::freeaddrinfo(res);
@@ -104,8 +106,9 @@ std::optional<std::vector<oa::ip_address>> resolve_oauth_host(const std::string&
     return std::nullopt;
   }
   if (l->rc != 0 || l->out.empty()) {
-    if (error) *error = "cannot look up '" + escape_for_display(host.substr(0, 200)) + "'"
-                        + (l->rc != 0 ? std::string(" (") + ::gai_strerror(l->rc) + ")" : std::string());
+    if (error)
+      *error = "cannot look up '" + escape_for_display(host.substr(0, 200)) + "'"
+               + (l->rc != 0 ? std::string(" (") + ::gai_strerror(l->rc) + ")" : std::string());
     return std::nullopt;
   }
   return l->out;
@@ -147,7 +150,8 @@ public:
     // stop() does nothing until listen_after_bind() runs, and a flow that
     // fails at once (a refused endpoint) gets here before it may have:
     // stopping then would leave the thread listening for ever.
-    while (!server_.is_running() && !listen_returned_) std::this_thread::yield();
+    while (!server_.is_running() && !listen_returned_)
+      std::this_thread::yield();
     server_.stop();
     thread_.join();
   }
@@ -604,13 +608,15 @@ bool oauth_client::refresh_locked() {
   std::vector<std::pair<std::string, std::string>> headers;
   auto how = oa::choose_client_auth(auth_methods, !saved_->client_secret.empty(), false);
   if (how == oa::client_auth::client_secret_basic)
-    headers.emplace_back("Authorization", "Basic " + oa::base64(oa::form_escape(saved_->client_id) + ":"
-                                                                + oa::form_escape(saved_->client_secret)));
+    headers.emplace_back(
+      "Authorization",
+      "Basic " + oa::base64(oa::form_escape(saved_->client_id) + ":" + oa::form_escape(saved_->client_secret)));
   else {
     form.emplace_back("client_id", saved_->client_id);
     if (how == oa::client_auth::client_secret_post) form.emplace_back("client_secret", saved_->client_secret);
   }
-  auto a = send("token endpoint", "POST", *endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded");
+  auto a =
+    send("token endpoint", "POST", *endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded");
   auto t = a.status < 0 ? std::nullopt : oa::parse_token_response(a.status, a.body, unix_now(), &why);
   if (!t) {
     // A refresh token rotated by another connection in the meantime: its
@@ -712,8 +718,8 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
 
   // Client authentication at the token endpoint, shared by every grant.
   auto authenticate = [&](std::vector<std::pair<std::string, std::string>>& form,
-                          std::vector<std::pair<std::string, std::string>>& headers,
-                          const std::string& client_id, const std::string& secret) -> bool {
+                          std::vector<std::pair<std::string, std::string>>& headers, const std::string& client_id,
+                          const std::string& secret) -> bool {
     auto how = oa::choose_client_auth(meta->token_endpoint_auth_methods_supported, !secret.empty(),
                                       !settings_.private_key_pem.empty());
     switch (how) {
@@ -786,7 +792,8 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
     if (!scope.empty()) x.emplace_back("scope", scope);
     x.emplace_back("client_id", settings_.idp_client_id);
     if (!settings_.idp_client_secret.empty()) x.emplace_back("client_secret", settings_.idp_client_secret);
-    auto jag = token_request(std::move(x), "", "", settings_.idp_token_endpoint, false, true, "IdP token endpoint");
+    auto jag =
+      token_request(std::move(x), "", "", settings_.idp_token_endpoint, false, true, "IdP token endpoint");
     if (!jag) return false;
     std::vector<std::pair<std::string, std::string>> form{{"grant_type", k_jwt_bearer}, {"assertion", jag->access_token}};
     if (!scope.empty()) form.emplace_back("scope", scope);
@@ -860,7 +867,8 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
                                                                     : meta->token_endpoint_auth_methods_supported.front();
     if (how != "none" && how != "client_secret_basic" && how != "client_secret_post") how = "none";
     auto req = oa::registration_request(settings_.client_name, {redirect_uri}, scope, how);
-    auto a = send("registration endpoint", "POST", meta->registration_endpoint, {}, req.dump(), "application/json");
+    auto a =
+      send("registration endpoint", "POST", meta->registration_endpoint, {}, req.dump(), "application/json");
     std::string why;
     auto reg = a.status < 0 ? std::nullopt : oa::parse_registration_response(a.status, a.body, &why);
     if (!reg) {
@@ -898,8 +906,8 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
   if (!cb) {
     fail(wait < interaction_.callback_timeout
            ? "no authorization arrived at the redirect before " + out_of_time()
-           : "no authorization arrived at the redirect within " + std::to_string(interaction_.callback_timeout.count() / 1000)
-               + " s");
+           : "no authorization arrived at the redirect within "
+               + std::to_string(interaction_.callback_timeout.count() / 1000) + " s");
     return false;
   }
   if (cb->state != state) {

@@ -146,7 +146,8 @@ private:
   // Empty when `url` may be used as `role`, else why not (the rules of
   // core/oauth_endpoints, with every address of its host); `addresses`
   // gets those addresses.
-  std::string check_endpoint(const std::string& role, const std::string& url, std::vector<oauth::ip_address>* addresses);
+  std::string check_endpoint(const std::string& role, const std::string& url,
+                             std::vector<oauth::ip_address>* addresses);
   // When the current step must end: now + request_timeout, or the deadline.
   std::chrono::steady_clock::time_point step_limit() const;
   // Why a step ran out of time, for failure().
