@@ -468,6 +468,9 @@ std::string browser_command(const std::string& given) {
 }
 
 std::optional<int> auth_via_daemon(const client_flags& f, const std::string& name, const auth_flags& a) {
+  // One deadline for the whole command, whatever the daemon or the
+  // authorization server does meanwhile.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
   connection c;
   if (!f.url.empty() || !f.token_file.empty()) {
     c = resolve(f);
@@ -503,7 +506,16 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
     std::cout << (forgot ? "forgot the OAuth credentials of " : "no OAuth credentials were stored for ") << name << "\n";
     return exit_ok;
   }
-  auto r = cli->Post(path, "", "application/json");
+  // The daemon's flow gets what is left; its answer (why it failed) gets a
+  // second more to arrive.
+  auto left_ms = std::max<long long>(
+    1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+  cli->set_read_timeout((left_ms + 1000) / 1000, (left_ms + 1000) % 1000 * 1000);
+  auto r = cli->Post(path, json{{"timeout_ms", left_ms}}.dump(), "application/json");
+  if (!r && r.error() == httplib::Error::Read) {
+    std::cerr << "mcprt auth: " << name << ": no authorization URL within " << a.timeout_ms << " ms\n";
+    return exit_failure;
+  }
   if (!r || r->status != 200) {
     std::cerr << "mcprt auth: " << describe_failure(c, r) << "\n";
     return r && r->status == 404 ? exit_usage : exit_failure;
@@ -518,7 +530,6 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
     browser = io::start_browser(browser_command(a.browser), url);
   }
   // The daemon connects the server once the tokens are stored: wait for it.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
   int rc = exit_failure;
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -407,7 +407,7 @@ struct http_api::impl {
   std::atomic<uint64_t> next_call_id{1};
   http_response decision(const std::string& name, bool approve);
   http_response restart(const std::string& name);
-  http_response authorize(const std::string& name);
+  http_response authorize(const std::string& name, const authorize_options& options);
   http_response logout(const std::string& name);
 };
 
@@ -562,10 +562,19 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
       if (!object_body(ex, true)) return;
       cancel_call(ex, m.server);
       return;
-    case http::route_id::auth:
-      if (!object_body(ex, true)) return;
-      submit(changes, ex, [this, name = m.server] { return authorize(name); });
+    case http::route_id::auth: {
+      auto body = object_body(ex, true);
+      if (!body) return;
+      // `mcprt auth --timeout-ms`: the whole flow shares the caller's deadline.
+      authorize_options ao;
+      if (auto t = body->find("timeout_ms"); t != body->end() && t->is_number_unsigned() && t->get<std::uint64_t>() > 0) {
+        auto ms = std::chrono::milliseconds(std::min<std::uint64_t>(t->get<std::uint64_t>(), 3600000));
+        ao.url_timeout = ao.callback_timeout = ms;
+        ao.deadline = std::chrono::steady_clock::now() + ms;
+      }
+      submit(changes, ex, [this, name = m.server, ao] { return authorize(name, ao); });
       return;
+    }
     case http::route_id::auth_logout:
       submit(changes, ex, [this, name = m.server] { return logout(name); });
       return;
@@ -690,8 +699,8 @@ http_response http_api::impl::restart(const std::string& name) {
 
 // The daemon serves the redirect itself (a loopback listener of its own per
 // authorization); the caller opens the URL. Nobody else learns the tokens.
-http_response http_api::impl::authorize(const std::string& name) {
-  auto url = rt.authorize(name);
+http_response http_api::impl::authorize(const std::string& name, const authorize_options& options) {
+  auto url = rt.authorize(name, options);
   if (!url) return runtime_error_response(sys, url.error(), {{"server", name}});
   spdlog::info("authorization of {} started", escape_for_display(name));
   return json_response(200, {{"server", name}, {"authorization_url", url->empty() ? json(nullptr) : json(*url)}});

@@ -186,6 +186,7 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
 // `mcprt auth` without a daemon: this process authorizes, serves the
 // redirect and writes the credential file the daemon will read.
 int run_auth(const common_flags& f, const std::string& name, const cli::auth_flags& a) {
+  const auto started_at = std::chrono::steady_clock::now();
   auto opts = make_options(f);
   if (!opts) return exit_usage;
   auto approvals = open_approvals(*opts);
@@ -212,9 +213,13 @@ int run_auth(const common_flags& f, const std::string& name, const cli::auth_fla
       return exit_failure;
     }
   }
+  // One deadline for every network step and the wait for the redirect, so
+  // the command ends within --timeout-ms whatever the servers do.
   authorize_options ao;
   ao.browser_command = cli::browser_command(a.browser);
   ao.callback_timeout = std::chrono::milliseconds(a.timeout_ms);
+  ao.url_timeout = std::chrono::milliseconds(a.timeout_ms);
+  ao.deadline = started_at + std::chrono::milliseconds(a.timeout_ms);
   std::promise<std::pair<bool, std::string>> ended;
   auto done = ended.get_future();
   std::string error;
@@ -498,7 +503,8 @@ int main(int argc, char** argv) {
                    "Command that opens the authorization URL, given as its last argument "
                    "(default: xdg-open when installed, else the URL is only printed)");
   auth->add_flag("--logout", auth_opts.logout, "Forget the server's stored OAuth credentials instead");
-  auth->add_option("--timeout-ms", auth_opts.timeout_ms, "How long to wait for the authorization (default 300000)")
+  auth->add_option("--timeout-ms", auth_opts.timeout_ms, "How long the whole authorization may take: discovery, registration, the redirect, the token "
+                   "request (default 300000)")
     ->check(CLI::PositiveNumber);
   auth->add_option("--url", auth_url, "Daemon URL (default: from <workspace>/.mcprt/daemon.json)");
   auth->add_option("--token-file", auth_token, "Bearer token file of a running daemon");

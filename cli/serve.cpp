@@ -507,6 +507,7 @@ int run_serve(const serve_flags& f) {
     return 1;
   }
   api.listening_on(server.port());
+  rt.set_own_listeners({{addr.host, server.port()}}); // no OAuth request comes back here
   bool v6 = addr.host.find(':') != std::string::npos;
   std::string url = "http://" + (v6 ? "[" + addr.host + "]" : addr.host) + ":" + std::to_string(server.port());
   // -- remote hosts ---------------------------------------------------------

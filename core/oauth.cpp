@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 
 #include "core/ascii.hpp"
+#include "core/oauth_endpoints.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt::oauth {
@@ -251,9 +252,8 @@ std::optional<authorization_server_metadata> parse_authorization_server_metadata
   m.authorization_endpoint = oauth_string_field(j, "authorization_endpoint");
   m.token_endpoint = oauth_string_field(j, "token_endpoint");
   m.registration_endpoint = oauth_string_field(j, "registration_endpoint");
-  if (!expected_issuer.empty() && strip_trailing_slash(m.issuer) != strip_trailing_slash(expected_issuer))
-    return fail("authorization server metadata names issuer '" + excerpt_ascii(m.issuer, 200) + "', expected '"
-                + excerpt_ascii(expected_issuer, 200) + "'");
+  if (!expected_issuer.empty())
+    if (auto why = issuer_mismatch(m.issuer, expected_issuer); !why.empty()) return fail(std::move(why));
   if (m.token_endpoint.empty() || !plausible_url(m.token_endpoint))
     return fail("authorization server metadata has no usable 'token_endpoint'");
   if (!m.authorization_endpoint.empty() && !plausible_url(m.authorization_endpoint))
@@ -269,6 +269,8 @@ std::optional<authorization_server_metadata> parse_authorization_server_metadata
     string_list(j, "code_challenge_methods_supported", &ignored).value_or(std::vector<std::string>{});
   auto cimd = j.find("client_id_metadata_document_supported");
   m.client_id_metadata_document_supported = cimd != j.end() && cimd->is_boolean() && cimd->get<bool>();
+  auto iss = j.find("authorization_response_iss_parameter_supported");
+  m.authorization_response_iss_parameter_supported = iss != j.end() && iss->is_boolean() && iss->get<bool>();
   return m;
 }
 
@@ -441,6 +443,7 @@ std::optional<callback_result> parse_callback(std::string_view query) {
     else if (k == "state") r.state = v;
     else if (k == "error") r.error = v, any = true;
     else if (k == "error_description") r.error_description = v;
+    else if (k == "iss") r.iss = v;
   }
   if (!any) return std::nullopt;
   return r;

@@ -81,11 +81,16 @@ struct authorization_server_metadata {
   std::vector<std::string> token_endpoint_auth_methods_supported;
   std::vector<std::string> code_challenge_methods_supported;
   bool client_id_metadata_document_supported = false;
+  /// RFC 9207: the server puts `iss` into every authorization response, so
+  /// a response without it is refused.
+  bool authorization_response_iss_parameter_supported = false;
 };
 
-/// Reads RFC 8414 / OpenID metadata. With `expected_issuer` set the issuer
-/// must match it (a trailing slash aside); empty skips that check (the
-/// 2025-03-26 servers whose metadata sits at the MCP server's origin).
+/// Reads RFC 8414 / OpenID metadata. The issuer must match
+/// `expected_issuer`, the issuer the metadata was fetched for (a trailing
+/// slash aside; RFC 8414 section 3.3): for a 2025-03-26 server without
+/// resource metadata that is the MCP server's origin. Empty skips the check
+/// (io/oauth_client always passes the issuer).
 std::optional<authorization_server_metadata> parse_authorization_server_metadata(const nlohmann::json& j,
                                                                                  std::string_view expected_issuer,
                                                                                  std::string* error);
@@ -150,6 +155,7 @@ struct callback_result {
   std::string state;
   std::string error;
   std::string error_description;
+  std::optional<std::string> iss; // RFC 9207, when the response carries one
 };
 std::optional<callback_result> parse_callback(std::string_view query);
 

@@ -29,6 +29,7 @@ constexpr token_string_field string_fields[] = {
   {"refresh_token", &oauth_credentials::refresh_token},
   {"scope", &oauth_credentials::scope},
   {"resource", &oauth_credentials::resource},
+  {"token_endpoint", &oauth_credentials::token_endpoint},
 };
 
 struct time_field {
@@ -142,7 +143,8 @@ bool oauth_credentials::operator==(const oauth_credentials& other) const {
   return issuer == other.issuer && client_id == other.client_id && client_secret == other.client_secret
          && client_secret_expires_at == other.client_secret_expires_at && access_token == other.access_token
          && token_type == other.token_type && refresh_token == other.refresh_token && scope == other.scope
-         && expires_at == other.expires_at && resource == other.resource;
+         && expires_at == other.expires_at && resource == other.resource
+         && token_endpoint == other.token_endpoint;
 }
 
 oauth_token_store::oauth_token_store(fs::path file) : store_(file, tokens_label, tokens_validator(file)) {}

@@ -25,6 +25,12 @@ struct oauth_credentials {
   std::string scope;
   std::optional<std::int64_t> expires_at; // unix seconds, of the access token
   std::string resource;                   // the resource indicator the tokens were issued for
+  /// The token endpoint the tokens and client secret were issued by: a
+  /// refresh, and any request with the secret, goes there and nowhere else.
+  /// Empty in records written before it was kept ("unbound"): such a
+  /// refresh goes only to the token endpoint that discovery names for the
+  /// stored `issuer` (issuer-checked), as it did then.
+  std::string token_endpoint;
 
   bool operator==(const oauth_credentials& other) const;
   bool operator!=(const oauth_credentials& other) const { return !(*this == other); }

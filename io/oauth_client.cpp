@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -15,6 +18,7 @@
 
 #include "core/http_url.hpp"
 #include "core/oauth.hpp"
+#include "core/untrusted_text.hpp"
 #include "io/http_common.hpp"
 
 extern char** environ;
@@ -42,51 +46,72 @@ std::string random_bytes(std::size_t n) {
   return out;
 }
 
-struct http_answer {
-  int status = -1;
-  std::string body;
-  std::string error; // transport failure, for people
-};
+using steady = std::chrono::steady_clock;
 
-// One request to an authorization or metadata endpoint: no redirects
-// followed, bounded answer, no cookies.
-http_answer fetch(const std::string& method, const std::string& url, const httplib::Headers& headers,
-                  const std::string& body, const std::string& content_type, std::chrono::milliseconds timeout) {
-  http_answer a;
-  std::string why;
-  auto u = http_url::parse(url, &why);
-  if (!u) {
-    a.error = why;
-    return a;
-  }
-  auto c = make_http_client(*u, timeout, timeout, timeout);
-  c->set_keep_alive(false);
-  httplib::Request req;
-  req.method = method;
-  req.path = u->target;
-  req.headers = headers;
-  if (!req.has_header("Accept")) req.headers.emplace("Accept", "application/json");
-  if (method == "POST") {
-    req.body = body;
-    req.headers.emplace("Content-Type", content_type);
-  }
-  bool too_big = false;
-  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-    if (a.body.size() + n > k_max_answer) {
-      too_big = true;
-      return false;
-    }
-    a.body.append(data, n);
-    return true;
+std::chrono::milliseconds left_until_limit(steady::time_point limit) {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(limit - steady::now()));
+}
+
+// The numeric form the HTTP client connects to (IPv6 without brackets).
+std::string numeric_host(const oa::ip_address& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(a.v6 ? AF_INET6 : AF_INET, a.bytes.data(), buf, sizeof buf);
+  return buf;
+}
+
+// Every address of `host`, looked up by the system resolver on a thread of
+// its own so that a slow lookup ends the step at `limit` (the thread is
+// left to finish by itself). A literal is its own address.
+std::optional<std::vector<oa::ip_address>> resolve_oauth_host(const std::string& host, steady::time_point limit,
+                                                              std::string* error) {
+  if (auto lit = oa::parse_ip_literal(host)) return std::vector<oa::ip_address>{*lit};
+  struct lookup {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    std::vector<oa::ip_address> out;
   };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  if (!c->send(req, res, err)) {
-    a.error = too_big ? "answer larger than 1 MiB" : "request failed (" + httplib::to_string(err) + ")";
-    return a;
+  auto l = std::make_shared<lookup>();
+  std::thread([l, host] {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    std::vector<oa::ip_address> out;
+    for (auto* p = res; rc == 0 && p; p = p->ai_next) {
+      std::optional<oa::ip_address> a;
+      if (p->ai_family == AF_INET)
+        a = oa::ip_from_bytes(
+          reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr), 4);
+      else if (p->ai_family == AF_INET6)
+        a = oa::ip_from_bytes(
+          reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr), 16);
+      if (a && std::find(out.begin(), out.end(), *a) == out.end()) out.push_back(*a);
+    }
+    if (res) ::freeaddrinfo(res);
+    {
+      std::lock_guard<std::mutex> lock(l->mu);
+      l->done = true;
+      l->rc = rc;
+      l->out = std::move(out);
+    }
+    l->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(l->mu);
+  if (!l->cv.wait_until(lock, limit, [&] { return l->done; })) {
+    if (error) *error = "looking up '" + escape_for_display(host.substr(0, 200)) + "' did not finish in time";
+    return std::nullopt;
   }
-  a.status = res.status;
-  return a;
+  if (l->rc != 0 || l->out.empty()) {
+    if (error)
+      *error = "cannot look up '" + escape_for_display(host.substr(0, 200)) + "'"
+               + (l->rc != 0 ? std::string(" (") + ::gai_strerror(l->rc) + ")" : std::string());
+    return std::nullopt;
+  }
+  return l->out;
 }
 
 std::string describe(const std::string& url) {
@@ -114,11 +139,21 @@ public:
       res.set_content("mcprt: authorization received. You can close this window.\n", "text/plain");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
-    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
+    if (port_ > 0)
+      thread_ = std::thread([this] {
+        server_.listen_after_bind();
+        listen_returned_ = true;
+      });
   }
   ~callback_listener() {
+    if (!thread_.joinable()) return;
+    // stop() does nothing until listen_after_bind() runs, and a flow that
+    // fails at once (a refused endpoint) gets here before it may have:
+    // stopping then would leave the thread listening for ever.
+    while (!server_.is_running() && !listen_returned_)
+      std::this_thread::yield();
     server_.stop();
-    if (thread_.joinable()) thread_.join();
+    thread_.join();
   }
   int port() const { return port_; }
   std::optional<oa::callback_result> wait(std::chrono::milliseconds timeout) {
@@ -137,6 +172,7 @@ public:
 private:
   httplib::Server server_;
   int port_ = -1;
+  std::atomic<bool> listen_returned_{false};
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -301,6 +337,185 @@ void oauth_client::fail(std::string why) {
   failure_ = std::move(why);
 }
 
+struct oauth_client::answer {
+  int status = -1;
+  std::string body;
+  std::string error;    // transport failure or refusal, for people
+  bool refused = false; // an endpoint rule said no: the flow stops there
+  bool out_of_time = false;
+};
+
+steady::time_point oauth_client::step_limit() const {
+  auto limit = steady::now() + interaction_.request_timeout;
+  if (interaction_.deadline && *interaction_.deadline < limit) limit = *interaction_.deadline;
+  return limit;
+}
+
+std::string oauth_client::out_of_time() const {
+  if (interaction_.deadline && steady::now() + std::chrono::milliseconds(50) >= *interaction_.deadline)
+    return "the time given for the authorization ran out";
+  return "no answer within " + std::to_string(interaction_.request_timeout.count()) + " ms";
+}
+
+std::string oauth_client::check_endpoint(const std::string& role, const std::string& url,
+                                         std::vector<oa::ip_address>* addresses) {
+  std::string why;
+  auto u = http_url::parse(url, &why);
+  if (!u) return "refusing the " + role + ": " + why;
+  const auto limit = step_limit();
+  if (!context_) {
+    auto s = http_url::parse(server_url_, &why);
+    if (!s) return "the MCP server's URL is not usable: " + why;
+    auto server_addresses = resolve_oauth_host(s->host, limit, &why);
+    if (!server_addresses) return "cannot check the " + role + " against the MCP server's address: " + why;
+    oa::endpoint_context c;
+    c.server_scheme = s->scheme;
+    c.server_host = s->host;
+    c.server_port = s->port;
+    c.server_addresses = std::move(*server_addresses);
+    if (interaction_.own_listeners) {
+      for (const auto& hp : interaction_.own_listeners()) {
+        oa::own_listener l;
+        l.port = hp.port;
+        // A listener whose name does not resolve has no address to avoid.
+        if (auto a = resolve_oauth_host(hp.host, limit, nullptr)) l.addresses = std::move(*a);
+        c.own.push_back(std::move(l));
+      }
+    }
+    context_ = std::move(c);
+  }
+  auto found = resolve_oauth_host(u->host, limit, &why);
+  if (!found) return "refusing the " + role + " " + escape_for_display(u->display) + ": " + why;
+  oa::endpoint_target t{u->scheme, u->host, u->port, u->display, *found};
+  auto refusal = oa::endpoint_refusal(role, t, *context_);
+  if (refusal.empty() && addresses) *addresses = std::move(*found);
+  return refusal;
+}
+
+oauth_client::answer oauth_client::send(const std::string& role, const std::string& method, const std::string& url,
+                                        const std::vector<std::pair<std::string, std::string>>& headers,
+                                        const std::string& body, const std::string& content_type) {
+  answer a;
+  if (cancelled_.load()) {
+    a.error = "the authorization was cancelled";
+    a.refused = true;
+    return a;
+  }
+  std::vector<oa::ip_address> addresses;
+  if (auto no = check_endpoint(role, url, &addresses); !no.empty()) {
+    a.error = std::move(no);
+    a.refused = true;
+    return a;
+  }
+  const auto limit = step_limit();
+  const auto left = left_until_limit(limit);
+  // Only the authorization's deadline ends a flow; a request that merely
+  // took request_timeout lets discovery try its next URL.
+  auto deadline_passed = [&] {
+    return interaction_.deadline && steady::now() + std::chrono::milliseconds(50) >= *interaction_.deadline;
+  };
+  if (left.count() <= 0) {
+    a.error = out_of_time();
+    a.out_of_time = deadline_passed();
+    return a;
+  }
+  auto u = http_url::parse(url, nullptr);
+  auto c = make_http_client(*u, left, left, left);
+  c->set_keep_alive(false);
+  // A redirect would take the request, and what it carries, to a place
+  // no rule above looked at.
+  c->set_follow_location(false);
+  // Connect to the address the rules looked at, not to what a second
+  // lookup might say (the TLS name check still uses the host name).
+  if (!oa::parse_ip_literal(u->host)) c->set_hostname_addr_map({{u->host, numeric_host(addresses.front())}});
+  httplib::Request req;
+  req.method = method;
+  req.path = u->target;
+  for (const auto& [k, v] : headers)
+    req.headers.emplace(k, v);
+  if (!req.has_header("Accept")) req.headers.emplace("Accept", "application/json");
+  if (method == "POST") {
+    req.body = body;
+    req.headers.emplace("Content-Type", content_type);
+  }
+  bool too_big = false;
+  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    if (a.body.size() + n > k_max_answer) {
+      too_big = true;
+      return false;
+    }
+    a.body.append(data, n);
+    return true;
+  };
+  // The client's timeouts bound each wait, not the whole request: a server
+  // that trickles its answer would stretch them. A watch ends it at the
+  // limit, and cancel() ends it at once.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool finished = false;
+  bool stopped = false;
+  auto stop_now = [&] {
+    {
+      std::lock_guard<std::mutex> lock(watch_mu);
+      stopped = true;
+    }
+    watch_cv.notify_all();
+  };
+  std::thread watch([&] {
+    std::unique_lock<std::mutex> lock(watch_mu);
+    watch_cv.wait_until(lock, limit, [&] { return finished || stopped; });
+    // stop() shuts the socket of a request in flight; one that is still
+    // connecting ends by its connect timeout (the same limit), so repeat.
+    while (!finished) {
+      lock.unlock();
+      c->stop();
+      lock.lock();
+      watch_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return finished; });
+    }
+  });
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_ = stop_now;
+  }
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  bool ok = !cancelled_.load() && c->send(req, res, err);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_ = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(watch_mu);
+    finished = true;
+  }
+  watch_cv.notify_all();
+  watch.join();
+  const std::string where = "the " + role + " " + escape_for_display(u->display);
+  if (!ok) {
+    if (cancelled_.load()) {
+      a.error = "the authorization was cancelled";
+      a.refused = true;
+    } else if (too_big) {
+      a.error = where + " answered more than 1 MiB";
+    } else if (steady::now() + std::chrono::milliseconds(5) >= limit) {
+      a.error = where + ": " + out_of_time();
+      a.out_of_time = deadline_passed();
+    } else {
+      a.error = where + ": " + describe_http_error(err, left);
+    }
+    a.body.clear();
+    return a;
+  }
+  if (res.status >= 300 && res.status < 400) {
+    a.error = where + " answered with a redirect (HTTP " + std::to_string(res.status)
+              + "); OAuth requests never follow redirects";
+    a.body.clear();
+    return a;
+  }
+  a.status = res.status;
+  return a;
+}
+
 std::string oauth_client::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;
@@ -352,57 +567,86 @@ bool oauth_client::adopt_newer_locked() {
 bool oauth_client::refresh_locked() {
   if (adopt_newer_locked() && !(saved_->expires_at && *saved_->expires_at - 60 <= unix_now())) return true;
   if (!saved_ || saved_->refresh_token.empty()) return false;
-  // The token endpoint comes from the issuer's metadata again: it is not
-  // stored, and may have moved.
-  std::optional<oa::authorization_server_metadata> meta;
-  for (const auto& u : oa::authorization_server_metadata_urls(saved_->issuer)) {
-    auto a = fetch("GET", u, {}, "", "", interaction_.request_timeout);
-    if (a.status != 200) continue;
-    meta = oa::parse_authorization_server_metadata(oa::parse_answer(a.body), "", nullptr);
-    if (meta) break;
+  context_.reset();
+  auto give_up = [&](std::string why) {
+    fail("token refresh: " + why);
+    saved_->access_token.clear();
+    saved_->refresh_token.clear();
+    if (store_) store_->save(server_url_, client_key(), *saved_);
+    return false;
+  };
+  // The issuer's metadata is read again: it says whether the token
+  // endpoint the tokens came from is still the issuer's.
+  std::string discovered;
+  std::vector<std::string> auth_methods;
+  bool answered = false;
+  if (!saved_->issuer.empty()) {
+    for (const auto& u : oa::authorization_server_metadata_urls(saved_->issuer)) {
+      auto a = send("authorization server metadata", "GET", u, {}, "", "");
+      if (a.refused) return give_up(a.error);
+      if (a.status != 200) continue;
+      auto m = oa::parse_authorization_server_metadata(oa::parse_answer(a.body), "", nullptr);
+      if (!m) continue;
+      if (auto why = oa::issuer_mismatch(m->issuer, saved_->issuer); !why.empty()) return give_up(why);
+      discovered = m->token_endpoint;
+      auth_methods = m->token_endpoint_auth_methods_supported;
+      answered = true;
+      break;
+    }
   }
-  if (!meta) meta = oa::default_endpoints(server_url_);
+  // A 2025-03-26 server without metadata: the default endpoint at its
+  // origin, where its issuer is.
+  auto origin = oa::split_url(server_url_);
+  if (!answered && !saved_->issuer.empty() && origin && origin->origin == saved_->issuer)
+    discovered = oa::default_endpoints(server_url_).token_endpoint;
+  std::string why;
+  auto endpoint = oa::refresh_endpoint(saved_->token_endpoint, discovered, &why);
+  if (!endpoint) return give_up(why + "; authorize again");
   std::vector<std::pair<std::string, std::string>> form{{"grant_type", "refresh_token"},
                                                         {"refresh_token", saved_->refresh_token}};
   if (!saved_->resource.empty()) form.emplace_back("resource", saved_->resource);
-  httplib::Headers headers;
-  auto how = oa::choose_client_auth(meta->token_endpoint_auth_methods_supported, !saved_->client_secret.empty(), false);
+  std::vector<std::pair<std::string, std::string>> headers;
+  auto how = oa::choose_client_auth(auth_methods, !saved_->client_secret.empty(), false);
   if (how == oa::client_auth::client_secret_basic)
-    headers.emplace("Authorization", "Basic " + oa::base64(oa::form_escape(saved_->client_id) + ":"
-                                                           + oa::form_escape(saved_->client_secret)));
+    headers.emplace_back(
+      "Authorization",
+      "Basic " + oa::base64(oa::form_escape(saved_->client_id) + ":" + oa::form_escape(saved_->client_secret)));
   else {
     form.emplace_back("client_id", saved_->client_id);
     if (how == oa::client_auth::client_secret_post) form.emplace_back("client_secret", saved_->client_secret);
   }
-  auto a = fetch("POST", meta->token_endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded",
-                 interaction_.request_timeout);
-  std::string why;
+  auto a =
+    send("token endpoint", "POST", *endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded");
   auto t = a.status < 0 ? std::nullopt : oa::parse_token_response(a.status, a.body, unix_now(), &why);
   if (!t) {
     // A refresh token rotated by another connection in the meantime: its
     // new tokens are in the store.
     if (adopt_newer_locked()) return true;
-    fail("token refresh at " + describe(meta->token_endpoint) + " failed: " + (a.status < 0 ? a.error : why));
-    saved_->access_token.clear();
-    saved_->refresh_token.clear();
-    if (store_) store_->save(server_url_, client_key(), *saved_);
-    return false;
+    if (a.status < 0) return give_up(a.error);
+    return give_up("the token endpoint " + escape_for_display(describe(*endpoint)) + " refused it: " + why);
   }
   saved_->access_token = t->access_token;
   saved_->token_type = t->token_type;
   if (!t->refresh_token.empty()) saved_->refresh_token = t->refresh_token;
   if (!t->scope.empty()) saved_->scope = t->scope;
   saved_->expires_at = t->expires_at;
+  // A record from before endpoints were kept is bound from now on.
+  saved_->token_endpoint = *endpoint;
   if (store_) store_->save(server_url_, client_key(), *saved_);
   return true;
 }
 
 bool oauth_client::run_flow(const std::string& challenge_scope, const std::string& resource_metadata) {
-  const auto timeout = interaction_.request_timeout;
+  context_.reset();
   // 1. Protected-resource metadata (RFC 9728); a 2025-03-26 server has none.
   std::optional<oa::protected_resource_metadata> prm;
   for (const auto& u : oa::protected_resource_metadata_urls(server_url_, resource_metadata)) {
-    auto a = fetch("GET", u, {}, "", "", timeout);
+    auto a = send("protected resource metadata", "GET", u, {}, "", "");
+    // A URL the rules refuse ends the flow: trying the next one would hide why.
+    if (a.refused || a.out_of_time) {
+      fail(a.error);
+      return false;
+    }
     if (a.status != 200) continue;
     std::string why;
     prm = oa::parse_protected_resource_metadata(oa::parse_answer(a.body), &why);
@@ -429,13 +673,27 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
 
   // 2. Authorization-server metadata (RFC 8414, OpenID discovery); for a
   // server without resource metadata, at its origin or the default endpoints.
+  // Its issuer must be the one it was fetched for (RFC 8414 section 3.3).
+  // A 2025-03-26 server without resource metadata names no issuer to fetch
+  // for: its metadata sits at its own origin and may name a path issuer
+  // there (the conformance suite's backcompat server does), so that one is
+  // taken as it says.
   std::optional<oa::authorization_server_metadata> meta;
   std::string meta_error;
   for (const auto& u : oa::authorization_server_metadata_urls(issuer)) {
-    auto a = fetch("GET", u, {}, "", "", timeout);
+    auto a = send("authorization server metadata", "GET", u, {}, "", "");
+    if (a.refused || a.out_of_time) {
+      fail(a.error);
+      return false;
+    }
     if (a.status != 200) continue;
-    meta = oa::parse_authorization_server_metadata(oa::parse_answer(a.body), prm ? issuer : "", &meta_error);
-    if (meta) break;
+    meta = oa::parse_authorization_server_metadata(oa::parse_answer(a.body), "", &meta_error);
+    if (!meta) continue;
+    if (auto why = prm ? oa::issuer_mismatch(meta->issuer, issuer) : std::string(); !why.empty()) {
+      fail(why);
+      return false;
+    }
+    break;
   }
   if (!meta) {
     if (prm) {
@@ -456,16 +714,18 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
   oauth_credentials fresh;
   fresh.issuer = meta->issuer.empty() ? issuer : meta->issuer;
   fresh.resource = resource;
+  fresh.token_endpoint = meta->token_endpoint;
 
   // Client authentication at the token endpoint, shared by every grant.
-  auto authenticate = [&](std::vector<std::pair<std::string, std::string>>& form, httplib::Headers& headers,
-                          const std::string& client_id, const std::string& secret) -> bool {
+  auto authenticate = [&](std::vector<std::pair<std::string, std::string>>& form,
+                          std::vector<std::pair<std::string, std::string>>& headers, const std::string& client_id,
+                          const std::string& secret) -> bool {
     auto how = oa::choose_client_auth(meta->token_endpoint_auth_methods_supported, !secret.empty(),
                                       !settings_.private_key_pem.empty());
     switch (how) {
       case oa::client_auth::client_secret_basic:
-        headers.emplace("Authorization",
-                        "Basic " + oa::base64(oa::form_escape(client_id) + ":" + oa::form_escape(secret)));
+        headers.emplace_back("Authorization",
+                             "Basic " + oa::base64(oa::form_escape(client_id) + ":" + oa::form_escape(secret)));
         break;
       case oa::client_auth::client_secret_post:
         form.emplace_back("client_id", client_id);
@@ -493,13 +753,15 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
   };
   auto token_request = [&](std::vector<std::pair<std::string, std::string>> form, const std::string& client_id,
                            const std::string& secret, const std::string& endpoint, bool client_auth,
-                           bool any_type = false) -> std::optional<oa::token_response> {
-    httplib::Headers headers;
+                           bool any_type = false,
+                           const std::string& role = "token endpoint") -> std::optional<oa::token_response> {
+    std::vector<std::pair<std::string, std::string>> headers;
     if (client_auth && !authenticate(form, headers, client_id, secret)) return std::nullopt;
-    auto a = fetch("POST", endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded", timeout);
+    auto a = send(role, "POST", endpoint, headers, oa::form_encode(form), "application/x-www-form-urlencoded");
     std::string why;
     auto t = a.status < 0 ? std::nullopt : oa::parse_token_response(a.status, a.body, unix_now(), &why, any_type);
-    if (!t) fail("token request at " + describe(endpoint) + " failed: " + (a.status < 0 ? a.error : why));
+    if (!t && a.status < 0) fail(a.error);
+    else if (!t) fail("token request at " + escape_for_display(describe(endpoint)) + " failed: " + why);
     return t;
   };
   auto adopt = [&](const oa::token_response& t, const std::string& client_id, const std::string& secret) {
@@ -530,7 +792,8 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
     if (!scope.empty()) x.emplace_back("scope", scope);
     x.emplace_back("client_id", settings_.idp_client_id);
     if (!settings_.idp_client_secret.empty()) x.emplace_back("client_secret", settings_.idp_client_secret);
-    auto jag = token_request(std::move(x), "", "", settings_.idp_token_endpoint, false, true);
+    auto jag =
+      token_request(std::move(x), "", "", settings_.idp_token_endpoint, false, true, "IdP token endpoint");
     if (!jag) return false;
     std::vector<std::pair<std::string, std::string>> form{{"grant_type", k_jwt_bearer}, {"assertion", jag->access_token}};
     if (!scope.empty()) form.emplace_back("scope", scope);
@@ -563,6 +826,12 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
     fail("the authorization server publishes no authorization endpoint");
     return false;
   }
+  // The browser goes there, not this process; the same rules hold anyway
+  // (a person would otherwise be sent to the daemon or into the network).
+  if (auto no = check_endpoint("authorization endpoint", meta->authorization_endpoint, nullptr); !no.empty()) {
+    fail(no);
+    return false;
+  }
   if (!meta->code_challenge_methods_supported.empty()
       && std::find(meta->code_challenge_methods_supported.begin(), meta->code_challenge_methods_supported.end(), "S256")
            == meta->code_challenge_methods_supported.end()) {
@@ -582,7 +851,10 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
   std::string secret = settings_.client_secret;
   if (client_id.empty() && !settings_.client_metadata_url.empty() && meta->client_id_metadata_document_supported)
     client_id = settings_.client_metadata_url;
-  if (client_id.empty() && saved_ && !saved_->client_id.empty() && saved_->issuer == fresh.issuer) {
+  // A stored client secret goes only to the token endpoint it was issued
+  // for: an issuer that moved its token endpoint gets a new registration.
+  if (client_id.empty() && saved_ && !saved_->client_id.empty() && saved_->issuer == fresh.issuer
+      && (saved_->token_endpoint.empty() || saved_->token_endpoint == meta->token_endpoint)) {
     client_id = saved_->client_id;
     secret = saved_->client_secret;
   }
@@ -595,12 +867,14 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
                                                                     : meta->token_endpoint_auth_methods_supported.front();
     if (how != "none" && how != "client_secret_basic" && how != "client_secret_post") how = "none";
     auto req = oa::registration_request(settings_.client_name, {redirect_uri}, scope, how);
-    auto a = fetch("POST", meta->registration_endpoint, {}, req.dump(), "application/json", timeout);
+    auto a =
+      send("registration endpoint", "POST", meta->registration_endpoint, {}, req.dump(), "application/json");
     std::string why;
     auto reg = a.status < 0 ? std::nullopt : oa::parse_registration_response(a.status, a.body, &why);
     if (!reg) {
-      fail("client registration at " + describe(meta->registration_endpoint)
-           + " failed: " + (a.status < 0 ? a.error : why));
+      fail(a.status < 0 ? "client registration failed: " + a.error
+                        : "client registration at " + escape_for_display(describe(meta->registration_endpoint))
+                            + " failed: " + why);
       return false;
     }
     client_id = reg->client_id;
@@ -618,7 +892,9 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
     std::lock_guard<std::mutex> lock(wake_mu_);
     wake_ = [&listener] { listener.wake(); };
   }
-  auto cb = cancelled_.load() ? std::nullopt : listener.wait(interaction_.callback_timeout);
+  auto wait = interaction_.callback_timeout;
+  if (interaction_.deadline) wait = std::min(wait, left_until_limit(*interaction_.deadline));
+  auto cb = cancelled_.load() ? std::nullopt : listener.wait(wait);
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     wake_ = nullptr;
@@ -628,12 +904,22 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
     return false;
   }
   if (!cb) {
-    fail("no authorization arrived at the redirect within "
-         + std::to_string(interaction_.callback_timeout.count() / 1000) + " s");
+    fail(wait < interaction_.callback_timeout
+           ? "no authorization arrived at the redirect before " + out_of_time()
+           : "no authorization arrived at the redirect within "
+               + std::to_string(interaction_.callback_timeout.count() / 1000) + " s");
     return false;
   }
   if (cb->state != state) {
     fail("the authorization redirect carried a wrong state; ignored");
+    return false;
+  }
+  // RFC 9207: the response names the issuer that sent it, so a response
+  // from another authorization server (a mix-up) is not taken for this one's.
+  if (auto why = oa::callback_issuer_problem(cb->iss, meta->issuer.empty() ? issuer : meta->issuer,
+                                             meta->authorization_response_iss_parameter_supported);
+      !why.empty()) {
+    fail(why);
     return false;
   }
   if (!cb->error.empty() || cb->code.empty()) {

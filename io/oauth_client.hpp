@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/http_url.hpp"
+#include "core/oauth_endpoints.hpp"
 #include "core/oauth_token_store.hpp"
 #include "io/http_transport.hpp"
 
@@ -94,7 +96,18 @@ struct oauth_interaction {
   /// Told the URL before the browser starts (printed by `mcprt auth`).
   std::function<void(const std::string& url)> on_authorization_url;
   std::chrono::milliseconds callback_timeout{300000};
+  /// The most one request may take, all of it (connect, TLS, answer).
   std::chrono::milliseconds request_timeout{15000};
+  /// When set, every network step (discovery, registration, the token
+  /// requests, name lookups) and the wait for the redirect end by then:
+  /// `mcprt auth --timeout-ms` sets it for the whole authorization.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// The host:port pairs this process listens on (the daemon's HTTP API),
+  /// asked at each request: no OAuth request is sent there, whatever
+  /// discovery names (docs/oauth.md, "OAuth endpoint rules"). Filled by
+  /// mcprt::oauth_broker from runtime::set_own_listeners(), which the
+  /// daemon (cli/serve.cpp) calls once its listener is bound. Unset: none.
+  std::function<std::vector<host_port>()> own_listeners;
 };
 
 class oauth_client final : public http_auth {
@@ -118,11 +131,27 @@ public:
   void cancel() override;
 
 private:
-  struct discovered;
+  struct answer;
   bool run_flow(const std::string& challenge_scope, const std::string& resource_metadata);
   bool refresh_locked();
   bool adopt_newer_locked();
   void fail(std::string why);
+
+  // One request to an OAuth endpoint (`role` names it in messages): the
+  // endpoint rules first, then at most request_timeout and never past the
+  // deadline, no redirect followed, the answer bounded.
+  answer send(const std::string& role, const std::string& method, const std::string& url,
+              const std::vector<std::pair<std::string, std::string>>& headers, const std::string& body,
+              const std::string& content_type);
+  // Empty when `url` may be used as `role`, else why not (the rules of
+  // core/oauth_endpoints, with every address of its host); `addresses`
+  // gets those addresses.
+  std::string check_endpoint(const std::string& role, const std::string& url,
+                             std::vector<oauth::ip_address>* addresses);
+  // When the current step must end: now + request_timeout, or the deadline.
+  std::chrono::steady_clock::time_point step_limit() const;
+  // Why a step ran out of time, for failure().
+  std::string out_of_time() const;
 
   const std::string server_url_;
   const oauth_settings settings_;
@@ -131,7 +160,11 @@ private:
 
   std::atomic<bool> cancelled_{false};
   std::mutex wake_mu_;
-  std::function<void()> wake_; // set while a flow waits for its redirect
+  std::function<void()> wake_; // set while a flow waits for its redirect, or a request runs
+
+  // The MCP server's side of the endpoint rules, looked up once per flow
+  // or refresh (guarded by mu_).
+  std::optional<oauth::endpoint_context> context_;
 
   mutable std::mutex mu_;
   std::optional<oauth_credentials> saved_;

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/http_url.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/oauth_client.hpp"
 
@@ -34,6 +35,15 @@ std::optional<io::oauth_settings> settings_of(const server_config& server, std::
 
 } // namespace
 
+struct oauth_broker::listeners {
+  std::mutex mu;
+  std::vector<host_port> list;
+  std::vector<host_port> get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return list;
+  }
+};
+
 struct oauth_broker::flow {
   std::shared_ptr<io::oauth_client> client;
   std::thread thread;
@@ -46,9 +56,18 @@ struct oauth_broker::flow {
 
 oauth_broker::oauth_broker(std::filesystem::path credentials_file)
   : file_(std::move(credentials_file)),
+    own_(std::make_shared<listeners>()),
     store_(std::make_shared<io::file_credential_store>(file_, [](const std::string& warning) {
       spdlog::warn("{}", escape_for_display(warning));
     })) {}
+
+void oauth_broker::set_own_listeners(std::vector<listen_endpoint> listeners) {
+  std::vector<host_port> list;
+  for (auto& l : listeners)
+    if (l.port > 0 && l.port <= 65535) list.push_back(host_port{std::move(l.host), static_cast<uint16_t>(l.port)});
+  std::lock_guard<std::mutex> lock(own_->mu);
+  own_->list = std::move(list);
+}
 
 oauth_broker::~oauth_broker() {
   shutdown();
@@ -65,6 +84,7 @@ std::shared_ptr<io::http_auth> oauth_broker::client_for(const server_config& ser
   }
   io::oauth_interaction quiet;
   quiet.interactive = false;
+  quiet.own_listeners = [own = own_] { return own->get(); };
   return std::make_shared<io::oauth_client>(*url, std::move(*settings), std::move(quiet), store_);
 }
 
@@ -88,6 +108,8 @@ std::optional<oauth_broker::started> oauth_broker::begin(const server_config& se
   interaction.interactive = true;
   interaction.browser_command = options.browser_command;
   interaction.callback_timeout = options.callback_timeout;
+  interaction.deadline = options.deadline;
+  interaction.own_listeners = [own = own_] { return own->get(); };
   std::weak_ptr<flow> weak = f;
   interaction.on_authorization_url = [weak](const std::string& u) {
     if (auto fl = weak.lock()) {
@@ -135,10 +157,19 @@ std::optional<oauth_broker::started> oauth_broker::begin(const server_config& se
   });
 
   std::unique_lock<std::mutex> lock(f->mu);
-  f->cv.wait_for(lock, options.url_timeout, [&] { return f->url.has_value() || f->ended; });
+  auto until = std::chrono::steady_clock::now() + options.url_timeout;
+  if (options.deadline && *options.deadline < until) until = *options.deadline;
+  f->cv.wait_until(lock, until, [&] { return f->url.has_value() || f->ended; });
+  // The flow's own steps end at the same deadline: a moment more lets its
+  // reason (which step ran out) be the answer.
+  if (!f->url && !f->ended && options.deadline && *options.deadline <= until)
+    f->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return f->url.has_value() || f->ended; });
   if (f->url) return started{*f->url, false};
   if (f->ended && f->ok) return started{{}, true};
-  error = f->ended ? f->client->failure() : "no authorization URL within " + std::to_string(options.url_timeout.count()) + " ms";
+  error = f->ended ? f->client->failure()
+                   : options.deadline && *options.deadline <= until
+                       ? "no authorization URL before the time given for the authorization ran out"
+                       : "no authorization URL within " + std::to_string(options.url_timeout.count()) + " ms";
   lock.unlock();
   if (!f->ended) f->client->cancel();
   return std::nullopt;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/server_config.hpp"
 
@@ -27,6 +28,12 @@ class oauth_credential_store;
 
 namespace mcprt {
 
+/// A host:port this process listens on (the daemon's HTTP API).
+struct listen_endpoint {
+  std::string host; // a name or an address (IPv6 without brackets)
+  int port = 0;
+};
+
 /// How an interactive authorization runs.
 struct authorize_options {
   /// Run with the authorization URL as its last argument, by the process
@@ -36,6 +43,10 @@ struct authorize_options {
   std::chrono::milliseconds callback_timeout{300000};
   /// How long discovery and registration may take before the URL is known.
   std::chrono::milliseconds url_timeout{30000};
+  /// When set, the whole authorization ends by then: discovery,
+  /// registration, the wait for the redirect and the token request share
+  /// it (`mcprt auth --timeout-ms`).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 class oauth_broker {
@@ -75,9 +86,16 @@ public:
   /// Cancels running authorizations and waits for their threads.
   void shutdown();
 
+  /// The host:port pairs this process listens on (the daemon's HTTP API).
+  /// No OAuth request of any client of this broker goes there, those made
+  /// before the call included. Replaces the previous list.
+  void set_own_listeners(std::vector<listen_endpoint> listeners);
+
 private:
   struct flow;
+  struct listeners;
   std::filesystem::path file_;
+  std::shared_ptr<listeners> own_;
   std::shared_ptr<io::oauth_credential_store> store_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<flow>> flows_;

@@ -1255,6 +1255,10 @@ caf::expected<std::string> runtime::authorize(const std::string& server, authori
   return started->authorization_url;
 }
 
+void runtime::set_own_listeners(std::vector<listen_endpoint> listeners) {
+  if (impl_->oauth) impl_->oauth->set_own_listeners(std::move(listeners));
+}
+
 caf::expected<bool> runtime::forget_authorization(const std::string& server) {
   if (impl_->remote) return impl_->ask<bool>(impl_->remote->node, std::chrono::seconds(10), atom::forget_v, server);
   auto cfg = impl_->ask<server_config>(impl_->gating, std::chrono::seconds(10), atom::config_v, server);

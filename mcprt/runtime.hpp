@@ -453,6 +453,13 @@ public:
   /// token until it reconnects.
   caf::expected<bool> forget_authorization(const std::string& server);
 
+  /// The host:port pairs this process listens on (the daemon's HTTP API,
+  /// once bound): no OAuth request of this runtime goes there, whatever an
+  /// authorization server's metadata names (a route of the daemon would
+  /// run with its authority). Replaces the previous list; a remote node's
+  /// clients run on the node, so there it does nothing.
+  void set_own_listeners(std::vector<listen_endpoint> listeners);
+
   /// Stops watching, closes every session and drains the pool: no child
   /// process is left when it returns. Idempotent.
   drain_result shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(10));

@@ -76,6 +76,18 @@ protected:
     });
   }
 
+  /// Points the settings at `url` and waits until the daemon runs that
+  /// config and reports that it needs a person.
+  bool reconfigure_needing_auth(const std::string& url) {
+    auto fingerprint = [&] {
+      auto s = server("remote");
+      return s.contains("fingerprint") && s["fingerprint"].is_string() ? s["fingerprint"].get<std::string>() : "";
+    };
+    auto before = fingerprint();
+    configure(url);
+    return wait_until([&] { return fingerprint() != before && server("remote").value("reason", json("")) == "needs_auth"; });
+  }
+
   std::unique_ptr<spawned> remote_;
   fs::path log_, revoke_;
 };
@@ -210,6 +222,216 @@ TEST_F(oauth_test, a_one_shot_call_authorizes_through_the_browser_command_and_ke
   auto no = mcprt({"call", "--http", url, "--timeout-ms", "3000", "--auth-timeout-ms", "1000", "echo", "{}"});
   EXPECT_EQ(no.code, 1) << no.out << no.err;
   EXPECT_NE(no.err.find("authoriz"), std::string::npos) << no.err;
+}
+
+// -- what a remote party says is no route into the daemon ---------------------------------------
+
+TEST_F(oauth_test, a_registration_endpoint_aimed_at_the_daemons_approve_route_approves_nothing) {
+  // A project server waiting for the user's approval; if anything starts it,
+  // its pid file appears.
+  const auto pid_file = root_ / "project.pid";
+  write_file(project_file(),
+             json{{"mcpServers", {{"project-tools", test_server_config({"--tools", "1", "--pid-file", pid_file.string()})}}}}
+               .dump(2));
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(wait_until([&] { return server("project-tools").value("reason", json(nullptr)) == "pending_approval"; }))
+    << server("project-tools").dump();
+  // The authorization server's metadata sends dynamic registration (a POST
+  // with a JSON body) to the daemon's own route.
+  const std::string approve = url_ + "/workspace/mcp/project-tools/approve";
+  auto url = start_remote({"--oauth-metadata", json{{"registration_endpoint", approve}}.dump()});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+
+  auto auth = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "20000"});
+  EXPECT_NE(auth.code, 0) << auth.out << auth.err;
+  EXPECT_NE(auth.err.find("refusing the registration endpoint " + approve), std::string::npos) << auth.err;
+  EXPECT_NE(auth.err.find("mcprt's own HTTP listener"), std::string::npos) << auth.err;
+  EXPECT_EQ(server("project-tools").value("approval", ""), "pending") << server("project-tools").dump();
+  EXPECT_EQ(server("project-tools").value("reason", json(nullptr)), "pending_approval") << server("project-tools").dump();
+  EXPECT_FALSE(fs::exists(pid_file)) << "the pending project server was started";
+  EXPECT_EQ(logged("register"), 0);
+}
+
+TEST_F(oauth_test, an_oauth_request_never_follows_a_redirect) {
+  // The registration endpoint passes every rule but answers 307 (method and
+  // body kept) to the daemon's approve route.
+  write_file(project_file(), json{{"mcpServers", {{"project-tools", test_server_config({"--tools", "1"})}}}}.dump(2));
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(wait_until([&] { return server("project-tools").value("reason", json(nullptr)) == "pending_approval"; }));
+  const std::string approve = url_ + "/workspace/mcp/project-tools/approve";
+  auto url = start_remote({"--oauth-metadata", json{{"registration_endpoint", "{base}/redirect?to=" + approve}}.dump()});
+  ASSERT_FALSE(url.empty());
+  ASSERT_TRUE(reconfigure_needing_auth(url)) << server("remote").dump();
+  auto auth = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "20000"});
+  EXPECT_NE(auth.code, 0) << auth.out << auth.err;
+  EXPECT_NE(auth.err.find("answered with a redirect (HTTP 307); OAuth requests never follow redirects"), std::string::npos)
+    << auth.err;
+  EXPECT_EQ(logged("redirect POST"), 1);
+  EXPECT_EQ(server("project-tools").value("approval", json(nullptr)), "pending") << server("project-tools").dump();
+}
+
+TEST_F(oauth_test, discovered_endpoints_into_the_network_or_over_plain_http_are_refused_before_any_request) {
+  ASSERT_TRUE(start());
+  struct refused_case {
+    std::vector<std::string> remote_flags;
+    std::string expected; // in the error
+  };
+  const std::vector<refused_case> cases{
+    // A private address, for a server on loopback (nothing is listening
+    // there: the request would hang until its timeout).
+    {{"--oauth-metadata", R"({"registration_endpoint": "http://10.0.0.1/register"})"},
+     "refusing the registration endpoint http://10.0.0.1:80/register: it resolves to the private or link-local address 10.0.0.1"},
+    // Link-local (a cloud's metadata service), named by the resource metadata.
+    {{"--oauth-resource-metadata", R"({"authorization_servers": ["http://169.254.169.254/latest"]})"},
+     "refusing the authorization server metadata http://169.254.169.254:80/"},
+    // Plain http to a host that is not loopback.
+    {{"--oauth-metadata", R"({"registration_endpoint": "http://192.0.2.1/register"})"},
+     "refusing the registration endpoint http://192.0.2.1:80/register: it is not https"},
+    // The unspecified address reaches this machine.
+    {{"--oauth-metadata", R"({"registration_endpoint": "http://0.0.0.0:9/register"})"}, "unspecified address"},
+  };
+  for (const auto& c : cases) {
+    auto url = start_remote(c.remote_flags);
+    ASSERT_FALSE(url.empty());
+    ASSERT_TRUE(reconfigure_needing_auth(url)) << server("remote").dump();
+    auto started = clock_type::now();
+    auto auth = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "20000"});
+    EXPECT_NE(auth.code, 0) << auth.out << auth.err;
+    EXPECT_NE(auth.err.find(c.expected), std::string::npos) << c.expected << "\n" << auth.err;
+    EXPECT_LT(clock_type::now() - started, 10s) << "refused without waiting for the address";
+    EXPECT_EQ(logged("register"), 0);
+  }
+}
+
+TEST_F(oauth_test, an_authorization_server_that_names_another_issuer_is_not_used) {
+  // The metadata names an issuer it was not fetched for (RFC 8414 3.3).
+  auto url = start_remote({"--oauth-metadata", R"({"issuer": "http://127.0.0.1:1"})"});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  auto auth = mcprt({"auth", "remote", "--workspace", ws_.string(), "--home", home_.string(), "--browser",
+                     headless_browser, "--timeout-ms", "20000"});
+  EXPECT_EQ(auth.code, 1) << auth.out << auth.err;
+  EXPECT_NE(auth.err.find("names issuer 'http://127.0.0.1:1'"), std::string::npos) << auth.err;
+  EXPECT_NE(auth.err.find("RFC 8414"), std::string::npos) << auth.err;
+  EXPECT_EQ(logged("register"), 0);
+  EXPECT_TRUE(secrets().empty());
+}
+
+TEST_F(oauth_test, a_refresh_is_not_sent_when_the_issuers_metadata_names_another_issuer) {
+  // Tokens live 30 s, so every use refreshes them (60 s ahead).
+  const auto changed = root_ / "changed.json";
+  auto url = start_remote({"--oauth-token-ttl-s", "30", "--oauth-metadata-file", changed.string()});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(reason_is("remote", "needs_auth"));
+  ASSERT_EQ(cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code, 0);
+  ASSERT_TRUE(connected("remote")) << server("remote").dump();
+  // The stored issuer's metadata now says it is another issuer: its token
+  // endpoint is not the stored issuer's to vouch for.
+  write_file(changed, json{{"issuer", "http://127.0.0.1:1"}}.dump());
+  const int refreshes = logged("token refresh_token");
+  auto r = post("/workspace/mcp/remote/restart");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+  EXPECT_EQ(logged("token refresh_token"), refreshes) << "a refresh was sent on the word of another issuer";
+}
+
+TEST_F(oauth_test, the_iss_of_the_authorization_response_must_be_the_issuers) {
+  struct iss_case {
+    std::vector<std::string> remote_flags;
+    std::string expected; // empty: authorized
+  };
+  const std::string supported = R"({"authorization_response_iss_parameter_supported": true})";
+  const std::vector<iss_case> cases{
+    {{"--oauth-redirect-iss", "http://evil.example"}, "came from issuer 'http://evil.example'"},
+    {{"--oauth-metadata", supported}, "carries no 'iss'"},
+    {{"--oauth-metadata", supported, "--oauth-redirect-iss", "{base}"}, ""},
+  };
+  for (const auto& c : cases) {
+    fs::remove(oauth_file());
+    auto url = start_remote(c.remote_flags);
+    ASSERT_FALSE(url.empty());
+    configure(url);
+    auto auth = mcprt({"auth", "remote", "--workspace", ws_.string(), "--home", home_.string(), "--browser",
+                       headless_browser, "--timeout-ms", "20000"});
+    if (c.expected.empty()) {
+      EXPECT_EQ(auth.code, 0) << auth.out << auth.err;
+      continue;
+    }
+    EXPECT_EQ(auth.code, 1) << auth.out << auth.err;
+    EXPECT_NE(auth.err.find(c.expected), std::string::npos) << c.expected << "\n" << auth.err;
+    EXPECT_NE(auth.err.find("RFC 9207"), std::string::npos) << auth.err;
+    EXPECT_EQ(logged("token authorization_code"), 0) << "the code was exchanged";
+    EXPECT_TRUE(secrets().empty());
+  }
+}
+
+TEST_F(oauth_test, a_refresh_token_goes_only_to_the_token_endpoint_it_came_from) {
+  // Tokens live 30 s, so every use refreshes them (60 s ahead).
+  const auto moved = root_ / "moved.json";
+  auto url = start_remote({"--oauth-token-ttl-s", "30", "--oauth-metadata-file", moved.string()});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(reason_is("remote", "needs_auth"));
+  ASSERT_EQ(cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code, 0);
+  ASSERT_TRUE(connected("remote")) << server("remote").dump();
+  auto stored = json::parse(slurp(oauth_file()), nullptr, false);
+  ASSERT_TRUE(stored.is_object());
+  EXPECT_EQ(stored[url]["dynamic"].value("token_endpoint", ""), url.substr(0, url.rfind('/')) + "/token")
+    << "the credentials remember where they were issued";
+
+  // The issuer's metadata now names another token endpoint: the refresh
+  // token is not sent there, and a person must authorize again.
+  write_file(moved, json{{"token_endpoint", "{base}/other/token"}}.dump());
+  auto r = post("/workspace/mcp/remote/restart");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+  EXPECT_EQ(logged("elsewhere-token"), 0) << "the refresh token went to a token endpoint it did not come from";
+  // (Which request meets the refusal first, and so whose error names it,
+  // depends on timing: the closing DELETE of the old connection may. The
+  // words are checked in tests/core/oauth_endpoints_test.cpp.)
+}
+
+// -- mcprt auth --timeout-ms bounds the whole authorization -----------------------------------------
+
+TEST_F(oauth_test, mcprt_auth_ends_within_its_timeout_when_registration_never_answers) {
+  auto url = start_remote({"--oauth-register-hang"});
+  ASSERT_FALSE(url.empty());
+  configure(url);
+  // Generous for sanitizers, well under the 15 s one request could take.
+  const auto bound = 2000ms + 3s;
+
+  // On its own ...
+  auto started = clock_type::now();
+  auto alone = mcprt({"auth", "remote", "--workspace", ws_.string(), "--home", home_.string(), "--browser",
+                      headless_browser, "--timeout-ms", "2000"});
+  auto took = clock_type::now() - started;
+  EXPECT_EQ(alone.code, 1) << alone.out << alone.err;
+  EXPECT_LE(took, bound) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_NE(alone.err.find("registration"), std::string::npos) << alone.err;
+  EXPECT_NE(alone.err.find("ran out"), std::string::npos) << alone.err;
+
+  // ... and through the daemon.
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(reason_is("remote", "needs_auth"));
+  started = clock_type::now();
+  auto via = cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "2000"});
+  took = clock_type::now() - started;
+  EXPECT_EQ(via.code, 1) << via.out << via.err;
+  EXPECT_LE(took, bound) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_NE(via.err.find("registration"), std::string::npos) << via.err;
+  EXPECT_NE(via.err.find("ran out"), std::string::npos) << via.err;
+  EXPECT_GE(logged("register-hang"), 2);
+  // The daemon's flow had the same deadline: nothing of it is left to wait
+  // for when the daemon stops.
+  started = clock_type::now();
+  stop();
+  took = clock_type::now() - started;
+  EXPECT_LE(took, 5s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
 }
 
 } // namespace

@@ -50,6 +50,7 @@ oauth_credentials full_credentials() {
   c.scope = "mcp:read mcp:write";
   c.expires_at = 1767225600;
   c.resource = "https://mcp.example.com/mcp";
+  c.token_endpoint = "https://auth.example.com/oauth/token";
   return c;
 }
 
@@ -98,9 +99,30 @@ TEST_F(OAuthTokenStore, RoundTripsEveryField) {
   EXPECT_EQ(got->scope, c.scope);
   EXPECT_EQ(got->expires_at, c.expires_at);
   EXPECT_EQ(got->resource, c.resource);
+  EXPECT_EQ(got->token_endpoint, c.token_endpoint);
   EXPECT_EQ(fresh.get(url_a, "dynamic"), std::nullopt);
   EXPECT_EQ(fresh.get(url_b, "client-123"), std::nullopt);
   EXPECT_THAT(fresh.warnings(), IsEmpty());
+}
+
+TEST_F(OAuthTokenStore, AnOlderRecordWithoutTheTokenEndpointReadsAsUnbound) {
+  // Written before the token endpoint was kept: still usable, bound to nothing.
+  fs::create_directories(file_.parent_path());
+  write_bytes(file_, json{{url_a, {{"dynamic", {{"issuer", "https://auth.example.com"}, {"client_id", "c"},
+                                                {"refresh_token", "rt"}}}}}}.dump());
+  oauth_token_store store{file_};
+  auto got = store.get(url_a, "dynamic");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->refresh_token, "rt");
+  EXPECT_EQ(got->token_endpoint, "");
+  EXPECT_THAT(store.warnings(), IsEmpty());
+  // Kept as a string like the others; another type makes the record unusable.
+  auto doc = json::parse(read_bytes(file_));
+  doc[url_a]["dynamic"]["token_endpoint"] = 7;
+  write_bytes(file_, doc.dump());
+  oauth_token_store again{file_};
+  EXPECT_EQ(again.get(url_a, "dynamic"), std::nullopt);
+  EXPECT_THAT(joined(again.warnings()), HasSubstr("\"token_endpoint\""));
 }
 
 TEST_F(OAuthTokenStore, WritesTheDocumentedLayoutAndOmitsUnknownFields) {

@@ -166,12 +166,53 @@ bool oauth_server::admit(const httplib::Request& req, httplib::Response& res) {
   return false;
 }
 
+json oauth_server::with_base(json j) const {
+  if (j.is_string()) {
+    auto s = j.get<std::string>();
+    for (auto at = s.find("{base}"); at != std::string::npos; at = s.find("{base}", at + base().size()))
+      s.replace(at, 6, base());
+    return s;
+  }
+  if (j.is_object() || j.is_array())
+    for (auto& v : j)
+      v = with_base(v);
+  return j;
+}
+
+json oauth_server::resource_metadata_document() {
+  json doc = {{"resource", resource()}, {"authorization_servers", {base()}}};
+  if (!opts_.oauth_scopes.empty()) doc["scopes_supported"] = opts_.oauth_scopes;
+  doc["bearer_methods_supported"] = {"header"};
+  if (!opts_.oauth_resource_metadata.empty()) doc.update(with_base(json::parse(opts_.oauth_resource_metadata)));
+  return doc;
+}
+
+json oauth_server::authorization_server_metadata() {
+  auto scopes = opts_.oauth_scopes;
+  scopes.push_back("offline_access");
+  json doc = {{"issuer", base()},
+              {"authorization_endpoint", base() + "/authorize"},
+              {"token_endpoint", base() + "/token"},
+              {"registration_endpoint", base() + "/register"},
+              {"response_types_supported", {"code"}},
+              {"grant_types_supported", {"authorization_code", "refresh_token"}},
+              {"code_challenge_methods_supported", {"S256"}},
+              {"token_endpoint_auth_methods_supported", {"none", "client_secret_post", "client_secret_basic"}},
+              {"scopes_supported", scopes}};
+  if (!opts_.oauth_metadata.empty()) doc.update(with_base(json::parse(opts_.oauth_metadata)));
+  if (!opts_.oauth_metadata_file.empty()) {
+    std::ifstream in(opts_.oauth_metadata_file);
+    if (in) {
+      auto extra = json::parse(in, nullptr, false);
+      if (extra.is_object()) doc.update(with_base(extra));
+    }
+  }
+  return doc;
+}
+
 void oauth_server::install(httplib::Server& svr) {
   auto resource_metadata = [this](const httplib::Request&, httplib::Response& res) {
-    json doc = {{"resource", resource()}, {"authorization_servers", {base()}}};
-    if (!opts_.oauth_scopes.empty()) doc["scopes_supported"] = opts_.oauth_scopes;
-    doc["bearer_methods_supported"] = {"header"};
-    send_json(res, 200, doc);
+    send_json(res, 200, resource_metadata_document());
   };
   // The path-suffixed form is what our 401 names; the bare one is where a
   // client looks when it starts from the origin (RFC 9728 section 3.1).
@@ -179,18 +220,7 @@ void oauth_server::install(httplib::Server& svr) {
   svr.Get("/.well-known/oauth-protected-resource", resource_metadata);
 
   svr.Get("/.well-known/oauth-authorization-server", [this](const httplib::Request&, httplib::Response& res) {
-    auto scopes = opts_.oauth_scopes;
-    scopes.push_back("offline_access");
-    send_json(res, 200,
-              {{"issuer", base()},
-               {"authorization_endpoint", base() + "/authorize"},
-               {"token_endpoint", base() + "/token"},
-               {"registration_endpoint", base() + "/register"},
-               {"response_types_supported", {"code"}},
-               {"grant_types_supported", {"authorization_code", "refresh_token"}},
-               {"code_challenge_methods_supported", {"S256"}},
-               {"token_endpoint_auth_methods_supported", {"none", "client_secret_post", "client_secret_basic"}},
-               {"scopes_supported", scopes}});
+    send_json(res, 200, authorization_server_metadata());
   });
 
   svr.Post("/register",
@@ -198,9 +228,46 @@ void oauth_server::install(httplib::Server& svr) {
   svr.Get("/authorize",
           [this](const httplib::Request& req, httplib::Response& res) { handle_authorize(req, res); });
   svr.Post("/token", [this](const httplib::Request& req, httplib::Response& res) { handle_token(req, res); });
+  // Sends any request on to ?to=URL with 307, which keeps its method and
+  // body: metadata that names it tests that no OAuth request follows.
+  auto redirect = [this](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_locked("redirect " + req.method);
+    }
+    res.set_redirect(req.get_param_value("to"), 307);
+  };
+  svr.Get("/redirect", redirect);
+  svr.Post("/redirect", redirect);
+  // A second token endpoint, for metadata that moves it: whatever reaches
+  // it is logged first, so a test sees a refresh token sent where it should
+  // not have been.
+  svr.Post("/other/token", [this](const httplib::Request& req, httplib::Response& res) {
+    httplib::Params form;
+    httplib::detail::parse_query_text(req.body, form);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_locked("elsewhere-token " + param(form, "grant_type"));
+    }
+    handle_token(req, res);
+  });
 }
 
 void oauth_server::handle_register(const httplib::Request& req, httplib::Response& res) {
+  if (opts_.oauth_register_hang) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_locked("register-hang");
+    }
+    // Nothing ever wakes this: the connection stays open, unanswered, until
+    // the client gives up (or two minutes pass).
+    std::mutex m;
+    std::condition_variable never;
+    std::unique_lock<std::mutex> lock(m);
+    never.wait_for(lock, std::chrono::seconds(120), [] { return false; });
+    send_error(res, 503, "temporarily_unavailable", "--oauth-register-hang");
+    return;
+  }
   auto meta = json::parse(req.body, nullptr, false);
   if (meta.is_discarded() || !meta.is_object()) {
     send_error(res, 400, "invalid_client_metadata", "body is not a JSON object");
@@ -286,6 +353,9 @@ void oauth_server::handle_authorize(const httplib::Request& req, httplib::Respon
 
   auto location = redirect_uri + (redirect_uri.find('?') == std::string::npos ? "?" : "&") + "code=" + code;
   if (req.has_param("state")) location += "&state=" + httplib::detail::encode_query_param(get("state"));
+  if (opts_.oauth_redirect_iss)
+    location +=
+      "&iss=" + httplib::detail::encode_query_param(with_base(*opts_.oauth_redirect_iss).get<std::string>());
   res.set_redirect(location, 302);
 }
 

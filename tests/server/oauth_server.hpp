@@ -8,6 +8,7 @@
 
 #include "server_core.hpp"
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -61,6 +62,12 @@ private:
   void handle_register(const httplib::Request& req, httplib::Response& res);
   void handle_authorize(const httplib::Request& req, httplib::Response& res);
   void handle_token(const httplib::Request& req, httplib::Response& res);
+
+  // The metadata documents with the --oauth-*metadata overrides applied.
+  json authorization_server_metadata();
+  json resource_metadata_document();
+  // "{base}" in every string of `j` replaced by base().
+  json with_base(json j) const;
 
   // Both take mu_.
   void check_revoke_file_locked();

@@ -129,8 +129,25 @@ OAuth 2.1 (with --http only):
   --oauth-log FILE            append one line per OAuth event to FILE:
                               "register CLIENT", "authorize CLIENT scope=S
                               resource=R", "token GRANT", "token-error ERR",
-                              "unauthorized METHOD PATH", "revoke N"
-                              (never a token)
+                              "unauthorized METHOD PATH", "revoke N",
+                              "elsewhere-token GRANT" (a request to
+                              /other/token, a second token endpoint that
+                              issues tokens like /token), "register-hang",
+                              "redirect METHOD" (a request to /redirect?to=URL,
+                              answered 307 to URL) (never a token)
+  --oauth-metadata JSON       merge the object JSON into the authorization
+                              server metadata ("{base}" in a string value
+                              is this server's http://127.0.0.1:PORT): point
+                              endpoints elsewhere, change the issuer, ...
+  --oauth-resource-metadata JSON
+                              the same for the protected-resource metadata
+  --oauth-metadata-file FILE  while FILE exists, merge its JSON object into
+                              the authorization server metadata too (read
+                              at each request)
+  --oauth-redirect-iss ISS    /authorize's redirect carries iss=ISS ("{base}"
+                              replaced as above); without it, no iss
+  --oauth-register-hang       /register reads the request and never answers
+                              (for 120 s)
 
   --version                   print the version and exit
   -h, --help                  print this help and exit
@@ -273,6 +290,20 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       auto v = value();
       ok = v.has_value() && !v->empty();
       if (ok) out.oauth_log = *v;
+    } else if (arg == "--oauth-metadata" || arg == "--oauth-resource-metadata") {
+      auto v = value();
+      ok = v.has_value() && json::parse(*v, nullptr, false).is_object();
+      if (ok) (arg == "--oauth-metadata" ? out.oauth_metadata : out.oauth_resource_metadata) = *v;
+    } else if (arg == "--oauth-metadata-file") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) out.oauth_metadata_file = *v;
+    } else if (arg == "--oauth-redirect-iss") {
+      auto v = value();
+      ok = v.has_value();
+      if (ok) out.oauth_redirect_iss = *v;
+    } else if (arg == "--oauth-register-hang") {
+      ok = flag(out.oauth_register_hang);
     } else {
       return fail("unknown flag " + std::string(argv[i]));
     }
@@ -281,7 +312,9 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
   // OAuth lives on HTTP only; silently serving stdio without it would let
   // a test believe it exercised the flow.
   bool oauth_detail = !out.oauth_scopes.empty() || out.oauth_token_ttl_s != 3600 || !out.oauth_revoke_file.empty()
-                      || !out.oauth_log.empty();
+                      || !out.oauth_log.empty() || !out.oauth_metadata.empty()
+                      || !out.oauth_resource_metadata.empty() || !out.oauth_metadata_file.empty()
+                      || out.oauth_redirect_iss || out.oauth_register_hang;
   if (out.oauth && out.http_port < 0) {
     std::fprintf(stderr, "mcprt-test-server: --oauth needs --http PORT\n(see --help)\n");
     return parse_outcome::exit_usage;

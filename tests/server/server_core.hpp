@@ -85,6 +85,16 @@ struct options {
   int oauth_token_ttl_s = 3600;
   std::string oauth_revoke_file; // its appearance revokes every token
   std::string oauth_log;         // one line per OAuth event, never a token
+  // What a hostile or broken authorization server says, for the client's
+  // endpoint rules: JSON objects merged into the metadata ("{base}" in a
+  // string value becomes this server's http://127.0.0.1:PORT), a file
+  // merged at each request while it exists, the `iss` of the redirect, and
+  // a /register that never answers.
+  std::string oauth_metadata;          // into /.well-known/oauth-authorization-server
+  std::string oauth_resource_metadata; // into the protected-resource metadata
+  std::string oauth_metadata_file;
+  std::optional<std::string> oauth_redirect_iss;
+  bool oauth_register_hang = false;
 };
 
 enum class parse_outcome { run, exit_ok, exit_usage };

@@ -713,6 +713,11 @@ TEST(cli, version_and_help) {
                      "--oauth-token-ttl-s",
                      "--oauth-revoke-file",
                      "--oauth-log",
+                     "--oauth-metadata",
+                     "--oauth-resource-metadata",
+                     "--oauth-metadata-file",
+                     "--oauth-redirect-iss",
+                     "--oauth-register-hang",
                      "--version",
                      "--help"})
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
