@@ -99,6 +99,31 @@ protected:
     return c.run("connect", extra);
   }
 
+  /// A session opened by hand on /mcp (initialize, initialized) once the
+  /// catalog lists echo__sleep: the headers its requests carry (no
+  /// Mcp-Session-Id, and a test failure, when it did not open).
+  httplib::Headers raw_session(httplib::Client& h) {
+    httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
+    auto init = h.Post("/mcp", both,
+                       R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
+                       R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})",
+                       "application/json");
+    auto sid = init && init->status == 200 ? init->get_header_value("Mcp-Session-Id") : std::string();
+    if (sid.empty()) {
+      ADD_FAILURE() << "initialize on /mcp failed";
+      return both;
+    }
+    both.emplace("Mcp-Session-Id", sid);
+    auto note = h.Post("/mcp", both, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", "application/json");
+    EXPECT_TRUE(note && note->status == 202);
+    // The catalog follows the server's connect a moment later.
+    EXPECT_TRUE(wait_until([&] {
+      auto listed = h.Post("/mcp", both, R"({"jsonrpc":"2.0","id":9,"method":"tools/list"})", "application/json");
+      return listed && listed->body.find("echo__sleep") != std::string::npos;
+    }));
+    return both;
+  }
+
   void write_user(json servers) { write_file(user_settings(), json{{"mcpServers", std::move(servers)}}.dump(2)); }
 
   /// The tools the client lists, until `pred` holds on them (each try after
@@ -333,20 +358,8 @@ TEST_F(GatewayHttp, ARepeatedRequestIdInFlightIsRefusedNotCrossed) {
   ASSERT_TRUE(start());
   ASSERT_TRUE(connected("echo"));
   auto h = client();
-  httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
-  auto init = h.Post("/mcp", both,
-                     R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
-                     R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})",
-                     "application/json");
-  ASSERT_TRUE(init);
-  auto sid = init->get_header_value("Mcp-Session-Id");
-  ASSERT_FALSE(sid.empty());
-  both.emplace("Mcp-Session-Id", sid);
-  h.Post("/mcp", both, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", "application/json");
-  ASSERT_TRUE(wait_until([&] {
-    auto listed = h.Post("/mcp", both, R"({"jsonrpc":"2.0","id":9,"method":"tools/list"})", "application/json");
-    return listed && listed->body.find("echo__sleep") != std::string::npos;
-  }));
+  auto both = raw_session(h);
+  ASSERT_TRUE(both.count("Mcp-Session-Id"));
   // The first: long, on a connection of its own.
   std::string first_body;
   std::thread first([&] {
@@ -403,24 +416,8 @@ TEST_F(GatewayHttp, ACallIsAnsweredAsJsonUnlessProgressComesFirst) {
   ASSERT_TRUE(start());
   ASSERT_TRUE(connected("echo"));
   auto h = client();
-  httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
-  auto init = h.Post("/mcp", both,
-                     R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
-                     R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})",
-                     "application/json");
-  ASSERT_TRUE(init);
-  ASSERT_EQ(init->status, 200);
-  auto sid = init->get_header_value("Mcp-Session-Id");
-  ASSERT_FALSE(sid.empty());
-  both.emplace("Mcp-Session-Id", sid);
-  auto note = h.Post("/mcp", both, R"({"jsonrpc":"2.0","method":"notifications/initialized"})", "application/json");
-  ASSERT_TRUE(note);
-  EXPECT_EQ(note->status, 202);
-  // The catalog follows the server's connect a moment later.
-  ASSERT_TRUE(wait_until([&] {
-    auto listed = h.Post("/mcp", both, R"({"jsonrpc":"2.0","id":9,"method":"tools/list"})", "application/json");
-    return listed && listed->body.find("echo__sleep") != std::string::npos;
-  }));
+  auto both = raw_session(h);
+  ASSERT_TRUE(both.count("Mcp-Session-Id"));
   auto plain = h.Post("/mcp", both,
                       R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo__echo",)"
                       R"("arguments":{"text":"as json"}}})",

@@ -47,6 +47,20 @@ protected:
 
   fs::path oauth_file() const { return home_ / ".mcprt" / "mcp-oauth.json"; }
 
+  /// A protected server whose metadata `file` can change later, its tokens
+  /// short-lived (every use refreshes them), authorized through the daemon
+  /// and connected: its URL, or "" with a test failure.
+  std::string authorized_with_metadata_file(const fs::path& file) {
+    auto url = start_remote({"--oauth-token-ttl-s", "30", "--oauth-metadata-file", file.string()});
+    if (url.empty()) return {};
+    configure(url);
+    bool ok = start() && reason_is("remote", "needs_auth")
+              && cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code == 0
+              && connected("remote");
+    if (!ok) ADD_FAILURE() << "not authorized: " << server("remote").dump();
+    return ok ? url : std::string();
+  }
+
   /// Every token and secret the credential file holds.
   std::vector<std::string> secrets() const {
     std::vector<std::string> out;
@@ -322,13 +336,8 @@ TEST_F(oauth_test, an_authorization_server_that_names_another_issuer_is_not_used
 TEST_F(oauth_test, a_refresh_is_not_sent_when_the_issuers_metadata_names_another_issuer) {
   // Tokens live 30 s, so every use refreshes them (60 s ahead).
   const auto changed = root_ / "changed.json";
-  auto url = start_remote({"--oauth-token-ttl-s", "30", "--oauth-metadata-file", changed.string()});
+  auto url = authorized_with_metadata_file(changed);
   ASSERT_FALSE(url.empty());
-  configure(url);
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(reason_is("remote", "needs_auth"));
-  ASSERT_EQ(cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code, 0);
-  ASSERT_TRUE(connected("remote")) << server("remote").dump();
   // The stored issuer's metadata now says it is another issuer: its token
   // endpoint is not the stored issuer's to vouch for.
   write_file(changed, json{{"issuer", "http://127.0.0.1:1"}}.dump());
@@ -372,13 +381,8 @@ TEST_F(oauth_test, the_iss_of_the_authorization_response_must_be_the_issuers) {
 TEST_F(oauth_test, a_refresh_token_goes_only_to_the_token_endpoint_it_came_from) {
   // Tokens live 30 s, so every use refreshes them (60 s ahead).
   const auto moved = root_ / "moved.json";
-  auto url = start_remote({"--oauth-token-ttl-s", "30", "--oauth-metadata-file", moved.string()});
+  auto url = authorized_with_metadata_file(moved);
   ASSERT_FALSE(url.empty());
-  configure(url);
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(reason_is("remote", "needs_auth"));
-  ASSERT_EQ(cli({"auth", "remote", "--browser", headless_browser, "--timeout-ms", "30000"}).code, 0);
-  ASSERT_TRUE(connected("remote")) << server("remote").dump();
   auto stored = json::parse(slurp(oauth_file()), nullptr, false);
   ASSERT_TRUE(stored.is_object());
   EXPECT_EQ(stored[url]["dynamic"].value("token_endpoint", ""), url.substr(0, url.rfind('/')) + "/token")

@@ -11,18 +11,13 @@
 #include "messages/fleet.hpp"
 #include "mcprt/runtime.hpp"
 #include "tests/cli/daemon_test_util.hpp"
+#include "tests/runtime/host_config.hpp"
 
 using namespace mcprt_cli_test;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct peer_config : caf::actor_system_config {
-  peer_config() {
-    mcprt::add_mcprt_types(*this);
-    load<caf::io::middleman>();
-  }
-};
 
 class fleet_identity_test : public cli_test {
 protected:
@@ -79,7 +74,7 @@ TEST_F(fleet_identity_test, a_peer_naming_itself_after_a_node_cannot_release_ren
   }
   ASSERT_TRUE(connected()) << node_snapshot().dump(2) << node_->err();
 
-  peer_config cfg;
+  mcprt::test::host_config cfg;
   caf::actor_system sys{cfg};
   auto budget = sys.middleman().remote_actor<mcprt::fleet_budget_actor>("127.0.0.1", static_cast<uint16_t>(caf_port_));
   ASSERT_TRUE(budget) << sys.render(budget.error());

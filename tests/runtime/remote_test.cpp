@@ -15,18 +15,14 @@
 #include "mcprt/runtime.hpp"
 #include "tests/cli/daemon_test_util.hpp"
 #include "tests/runtime/event_log.hpp"
+#include "tests/runtime/host_config.hpp"
 
 using namespace mcprt_cli_test;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct host_config : caf::actor_system_config {
-  host_config() {
-    mcprt::add_mcprt_types(*this);
-    load<caf::io::middleman>();
-  }
-};
+using mcprt::test::host_config;
 
 bool is_errc(const caf::error& e, mcprt::errc code) {
   return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(code);
