@@ -387,6 +387,10 @@ int main(int argc, char** argv) {
                     "POST /workspace/mcp/sampling/{id}");
   serve->add_flag("--no-gateway", serve_flags.no_gateway,
                   "do not serve MCP at /mcp (and /sse, /messages) for other clients");
+  serve->add_option("--max-gateway-sessions", serve_flags.max_gateway_sessions,
+                    "Open gateway sessions; more get 503 (default 4096, or 8 with --no-pool, where each spawns "
+                    "its own servers)")
+    ->check(CLI::Range(1, 4096));
   serve->add_option("--gateway-idle-timeout", serve_flags.gateway_idle_ms,
                     "ms: a gateway client's session with no request and no open stream for this long ends "
                     "(default 1800000)");

@@ -19,7 +19,6 @@
 #include <mutex>
 #include <thread>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -43,6 +42,7 @@
 #include "core/budget_ledger.hpp"
 #include "core/http_rules.hpp"
 #include "core/settings.hpp"
+#include "core/oauth_endpoints.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_view.hpp"
 #include "io/state_dir.hpp"
@@ -103,12 +103,12 @@ bool is_loopback(const std::string& host) {
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return false;
   bool all = true;
   for (auto* a = found; a; a = a->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* where = a->ai_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
-                                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-    if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) || !::inet_ntop(a->ai_family, where, text, sizeof text)
-        || !http::is_loopback_host(text))
-      all = false;
+    std::optional<oauth::ip_address> ip;
+    if (a->ai_family == AF_INET)
+      ip = oauth::ip_from_bytes(reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr), 4);
+    else if (a->ai_family == AF_INET6)
+      ip = oauth::ip_from_bytes(reinterpret_cast<const unsigned char*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr), 16);
+    if (!ip || oauth::scope_of(*ip) != oauth::address_scope::loopback) all = false;
   }
   ::freeaddrinfo(found);
   return all;
@@ -484,6 +484,10 @@ int run_serve(const serve_flags& f) {
     go.catalog_session = session;
     go.idle_timeout = std::chrono::milliseconds(f.gateway_idle_ms);
     go.version = MCPRT_VERSION;
+    // Without the pool every session spawns every server of its own: the
+    // sessions a client can open bound the processes it can cause.
+    go.max_sessions = f.max_gateway_sessions > 0 ? static_cast<std::size_t>(f.max_gateway_sessions)
+                                                 : (opts.pool ? 4096 : 8);
     gw.emplace(rt, sys, go);
     if (!gw->start()) {
       spdlog::error("cannot start the gateway (event bus subscription)");

@@ -40,6 +40,9 @@ struct serve_flags {
   // The gateway: MCP at /mcp for any client.
   bool no_gateway = false;
   long long gateway_idle_ms = 30LL * 60 * 1000; // a client session with no request this long ends
+  // Open gateway sessions; 0: 4,096 with the pool, 8 without (then every
+  // session spawns its own servers).
+  long long max_gateway_sessions = 0;
   // The fleet budget: HOST:PORT of `mcprt budget-server`.
   std::optional<std::string> fleet_budget;
   std::string caf_tls_cert, caf_tls_key, caf_tls_ca; // to reach it (and serve hosts) over TLS

@@ -4,10 +4,8 @@
 #include <cctype>
 #include <string>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include "core/ascii.hpp"
+#include "core/oauth_endpoints.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace mcprt::http {
@@ -130,14 +128,8 @@ std::string shown(std::string_view text, std::size_t max) {
 
 bool is_loopback_host(std::string_view host) {
   if (ascii_iequals(host, "localhost")) return true;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  std::string text(host);
-  in_addr v4{};
-  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
-  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  auto ip = oauth::parse_ip_literal(host);
+  return ip && oauth::scope_of(*ip) == oauth::address_scope::loopback;
 }
 
 std::vector<std::string> allowed_hosts(const listener& l) {

@@ -350,6 +350,25 @@ TEST_F(GatewayHttp, ACrossSiteRequestOrAForeignHostIsRefused) {
   EXPECT_EQ(none->status, 400);
 }
 
+// Without the pool every gateway session spawns its own servers: the
+// sessions one client can open are few, so are the processes it can cause.
+TEST_F(GatewayHttp, WithoutThePoolAClientCanOpenOnlyAFewSessions) {
+  write_user({{"echo", test_server_config({})}});
+  ASSERT_TRUE(start({"--no-pool"}));
+  auto h = client();
+  int opened = 0, refused = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto r = h.Post("/mcp", {{"Accept", "application/json, text/event-stream"}},
+                    R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
+                    R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})",
+                    "application/json");
+    if (r && r->status == 200) ++opened;
+    if (r && r->status == 503) ++refused;
+  }
+  EXPECT_EQ(opened, 8);
+  EXPECT_EQ(refused, 2);
+}
+
 // A request id still in flight in a session, sent again, gets an error of
 // its own: the first call's answer never goes to the second, nor the other
 // way round.
