@@ -350,6 +350,48 @@ TEST_F(GatewayHttp, ACrossSiteRequestOrAForeignHostIsRefused) {
   EXPECT_EQ(none->status, 400);
 }
 
+// A server's log goes to the client whose call was all that was in flight;
+// when a call from elsewhere (the HTTP API) was in flight too, whom it
+// concerns cannot be told, and no client gets it.
+TEST_F(GatewayHttp, AServerLogWhoseCallerCannotBeToldReachesNoClient) {
+  write_user({{"echo", test_server_config({})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  auto own = c.run("callTool", {{"name", "echo__echo"}, {"arguments", {{"text", "x"}, {"log", "mine"}}}});
+  ASSERT_EQ(own.value("ok", ""), "callTool") << own.dump();
+  auto mine = c.event("log", 10s);
+  ASSERT_TRUE(mine) << "the log of the client's own call did not reach it";
+  EXPECT_EQ((*mine)["params"]["data"], "mine");
+
+  // The client's slow call and an HTTP API call in flight together.
+  json slow_answer;
+  std::thread slow([&] { slow_answer = c.run("callTool", {{"name", "echo__sleep"}, {"arguments", {{"ms", 1500}}}}); });
+  bool in_flight = false;
+  for (auto deadline = clock_type::now() + 10s; !in_flight && clock_type::now() < deadline;) {
+    auto snap = snapshot(); // held: a range-for over a temporary's member would dangle
+    for (auto& sess : snap["gateway"]["sessions"])
+      if (sess.value("in_flight", 0) > 0) in_flight = true;
+  }
+  auto api = post("/workspace/mcp/tools/call",
+                  R"({"server":"echo","tool":"echo","arguments":{"text":"y","log":"not yours"}})");
+  slow.join();
+  ASSERT_TRUE(in_flight) << slow_answer.dump();
+  ASSERT_TRUE(api && api->status == 200) << (api ? api->body : "no answer");
+  // A log of the client's own call, alone again, marks the end: every log
+  // sent before it has arrived by then.
+  c.run("callTool", {{"name", "echo__echo"}, {"arguments", {{"text", "x"}, {"log", "marker"}}}});
+  std::vector<json> seen;
+  for (;;) {
+    auto ev = c.event("log", 10s);
+    ASSERT_TRUE(ev) << "the marker log did not come";
+    if ((*ev)["params"]["data"] == "marker") break;
+    seen.push_back((*ev)["params"]["data"]);
+  }
+  EXPECT_TRUE(seen.empty()) << json(seen).dump();
+}
+
 // Without the pool every gateway session spawns its own servers: the
 // sessions one client can open are few, so are the processes it can cause.
 TEST_F(GatewayHttp, WithoutThePoolAClientCanOpenOnlyAFewSessions) {

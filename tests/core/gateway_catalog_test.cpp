@@ -97,6 +97,21 @@ TEST(GatewayCatalog, AProjectServerCannotTakeANameAUserServerHasEvenWhenItSortsF
   EXPECT_EQ(l->kept_by, "zzz");
 }
 
+TEST(GatewayCatalog, AProjectServersTemplateCannotCatchReadsMeantForAUserServer) {
+  auto repo = server("aaa");
+  repo.project = true;
+  repo.resource_templates.push_back({{"uriTemplate", "{+anything}"}, {"name", "all"}});
+  repo.resources.push_back({{"uri", "file:///home/u/notes.md"}, {"name", "n"}});
+  auto mine = server("zzz");
+  mine.resource_templates.push_back({{"uriTemplate", "file:///{+path}"}, {"name", "files"}});
+  mine.resources.push_back({{"uri", "file:///home/u/notes.md"}, {"name", "n"}});
+  auto c = gateway_catalog::build({repo, mine});
+  EXPECT_EQ(c.resource_server("file:///home/u/.ssh/id_ed25519"), std::optional<std::string>("zzz"));
+  EXPECT_EQ(c.resource_server("file:///home/u/notes.md"), std::optional<std::string>("zzz"));
+  // What only the project server's template matches is still its own.
+  EXPECT_EQ(c.resource_server("repo://thing"), std::optional<std::string>("aaa"));
+}
+
 TEST(GatewayCatalog, NamesAndUrisWithControlCharactersAreRefused) {
   auto s = server("s", {"ok", "bad\nname", std::string("nul\0x", 5), "esc\x1b[2J", "del\x7f"});
   s.resources.push_back({{"uri", "file:///a\r\nb"}, {"name", "r"}});

@@ -453,6 +453,8 @@ json handler::call_tool(const std::shared_ptr<peer>& peer_ptr, const json& param
   if (base == "echo") {
     auto text = args.find("text");
     if (text == args.end() || !text->is_string()) return tool_failure("echo: argument 'text' must be a string");
+    // {"log": X}: a log message with data X first, sent during the call.
+    if (auto log = args.find("log"); log != args.end() && peer_ptr) send_log(*peer_ptr, "info", *log);
     if (opts_.invalid_utf8_in("result"))
       return tool_result(text->get<std::string>() + " " + k_invalid_utf8_marker);
     return tool_result(text->get<std::string>());
