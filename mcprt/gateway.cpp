@@ -297,8 +297,19 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
           self->send_related(*s, key, gateway_session::notification("notifications/progress", std::move(params)));
       };
     }
+    // Known before the call goes out: a log the server sends during it
+    // finds its session however fast the call ends.
+    o.on_wire = [this, sid, key, call_id = o.call_id](const std::string& wire) {
+      std::lock_guard<std::mutex> guard{mtx};
+      auto s = find(sid);
+      if (!s) return;
+      auto r = s->requests.find(key);
+      if (r != s->requests.end() && r->second.call_id == call_id) {
+        r->second.wire = wire;
+        wires[wire] = {sid, key};
+      }
+    };
     auto id = d.id;
-    auto call_id = o.call_id;
     rt.call_tool_async(
       runtime_session, d.server, d.name, std::move(d.params),
       [weak, sid, key, id](caf::expected<json> r) {
@@ -316,16 +327,6 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
         }
       },
       std::move(o));
-    // The call is registered before call_tool_async returns, long before its
-    // server can log anything about it.
-    if (auto wire = rt.wire_id(call_id); !wire.empty()) {
-      std::lock_guard<std::mutex> guard{mtx};
-      auto r = s->requests.find(key);
-      if (r != s->requests.end() && r->second.call_id == call_id) {
-        r->second.wire = wire;
-        wires[wire] = {sid, key};
-      }
-    }
     return;
   }
   // Subscriptions are the connection's, shared by sessions: counted here.

@@ -1027,6 +1027,7 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
     job->finish(make_error(errc::not_connected, "the runtime is stopping"));
     return call_id;
   }
+  if (opts.on_wire) opts.on_wire(job->wire_id);
   auto id = job->id;
   auto kept = job;
   auto runner = p.sys.spawn(call_runner, s->reconciler, std::move(job), p.bus);

@@ -249,6 +249,10 @@ struct call_options {
   /// True: the server is asked for progress and each step is published on
   /// the bus as event_kind::call_progress (the daemon's SSE stream).
   bool progress_events = false;
+  /// Set: called with the id the call's connection knows it by (what
+  /// events::server_log's call_ids hold), on the calling thread, before the
+  /// call is sent anywhere, so that nothing about it can come first.
+  std::function<void(const std::string& wire_id)> on_wire;
 };
 
 /// Receives what `call_tool_async` answers, exactly once: on an actor
