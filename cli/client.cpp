@@ -487,7 +487,7 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
     }
     c.daemon = check.daemon;
     c.url = check.daemon->url;
-  if (c.token.empty()) c.token = check.daemon->token;
+    if (c.token.empty()) c.token = check.daemon->token;
   }
   auto cli = make_client(c, 60);
   if (auto why = prove_instance(c, *cli); !why.empty()) {

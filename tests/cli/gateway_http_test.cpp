@@ -124,6 +124,17 @@ protected:
     return both;
   }
 
+  /// Until some gateway session has a request in flight (the snapshot
+  /// counts them); false at the deadline.
+  bool request_in_flight(std::chrono::milliseconds timeout = 10s) const {
+    for (auto deadline = clock_type::now() + timeout; clock_type::now() < deadline;) {
+      auto snap = snapshot(); // held: a range-for over a temporary's member would dangle
+      for (auto& sess : snap["gateway"]["sessions"])
+        if (sess.value("in_flight", 0) > 0) return true;
+    }
+    return false;
+  }
+
   void write_user(json servers) { write_file(user_settings(), json{{"mcpServers", std::move(servers)}}.dump(2)); }
 
   /// The tools the client lists, until `pred` holds on them (each try after
@@ -368,12 +379,7 @@ TEST_F(GatewayHttp, AServerLogWhoseCallerCannotBeToldReachesNoClient) {
   // The client's slow call and an HTTP API call in flight together.
   json slow_answer;
   std::thread slow([&] { slow_answer = c.run("callTool", {{"name", "echo__sleep"}, {"arguments", {{"ms", 1500}}}}); });
-  bool in_flight = false;
-  for (auto deadline = clock_type::now() + 10s; !in_flight && clock_type::now() < deadline;) {
-    auto snap = snapshot(); // held: a range-for over a temporary's member would dangle
-    for (auto& sess : snap["gateway"]["sessions"])
-      if (sess.value("in_flight", 0) > 0) in_flight = true;
-  }
+  bool in_flight = request_in_flight();
   auto api = post("/workspace/mcp/tools/call",
                   R"({"server":"echo","tool":"echo","arguments":{"text":"y","log":"not yours"}})");
   slow.join();
@@ -432,12 +438,7 @@ TEST_F(GatewayHttp, ARepeatedRequestIdInFlightIsRefusedNotCrossed) {
   });
   // The same id again once the first is in flight (the snapshot counts
   // the session's requests).
-  bool in_flight = false;
-  for (auto deadline = clock_type::now() + 10s; !in_flight && clock_type::now() < deadline;) {
-    auto snap = snapshot();
-    for (auto& sess : snap["gateway"]["sessions"])
-      if (sess.value("in_flight", 0) > 0) in_flight = true;
-  }
+  bool in_flight = request_in_flight();
   ASSERT_TRUE(in_flight) << snapshot().dump();
   auto second = h.Post("/mcp", both,
                        R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"second"}}})",
