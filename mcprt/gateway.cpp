@@ -491,7 +491,6 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
   out.responder->fail(code, text);
 }
 
-
 // -- sessions ------------------------------------------------------------------------------
 
 gateway::gateway(runtime& rt, caf::actor_system& sys, gateway_options opts)
