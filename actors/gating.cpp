@@ -188,14 +188,19 @@ void start_store_watch(gating_self self, std::vector<std::filesystem::path> file
 caf::result<bool> decide(gating_self self, const std::string& name, approval_state decision) {
   auto& model = *self->state.model;
   auto& servers = model.merged().servers;
-  auto i = servers.find(name);
-  if (i == servers.end())
-    return make_error(errc::unknown_server, name + ": no server of that name is configured");
-  if (!is_gated(i->second.scope))
-    return make_error(errc::not_gated, name + ": comes from " + to_string(i->second.scope)
+  const server_config* cfg = nullptr;
+  if (auto i = servers.find(name); i != servers.end()) cfg = &i->second;
+  // Else a gated server a session brought (a remote host's): the decision
+  // is bound to its config like a project server's.
+  for (auto s = self->state.sessions.begin(); !cfg && s != self->state.sessions.end(); ++s)
+    if (auto j = s->second.servers.find(name); j != s->second.servers.end() && is_gated(j->second.scope))
+      cfg = &j->second;
+  if (!cfg) return make_error(errc::unknown_server, name + ": no server of that name is configured");
+  if (!is_gated(cfg->scope))
+    return make_error(errc::not_gated, name + ": comes from " + to_string(cfg->scope)
                                          + " settings, which need no approval");
   try {
-    model.approvals().set(model.project_root(), name, approval_hash(i->second), decision);
+    model.approvals().set(model.project_root(), name, approval_hash(*cfg), decision);
   } catch (const std::exception& e) {
     log_store_warnings(self);
     return make_error(errc::io_error, replace_invalid_utf8(e.what()));

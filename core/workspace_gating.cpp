@@ -201,8 +201,12 @@ session_admission workspace_gating::admit(const server_map& session_servers, boo
   gating_result session_gating;
   if (!session_servers.empty()) {
     with_session = merged_;
-    for (auto& [name, cfg] : session_servers)
-      with_session.servers.insert_or_assign(name, cfg);
+    for (auto& [name, cfg] : session_servers) {
+      // A gated session server (a remote host's) is one more server of the
+      // project: the settings' own server of that name wins.
+      if (is_gated(cfg.scope)) with_session.servers.try_emplace(name, cfg);
+      else with_session.servers.insert_or_assign(name, cfg);
+    }
     session_gating = compute(with_session);
     merged = &with_session;
     g = &session_gating;

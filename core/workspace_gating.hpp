@@ -69,9 +69,11 @@ public:
   /// input's new value is a new expanded config), changed.
   bool refresh();
 
-  /// Admission of the workspace servers plus a session's own top-tier
-  /// servers (which win over same-named settings servers and need no
-  /// approval, but do obey the allow and exclude lists).
+  /// Admission of the workspace servers plus a session's own servers: its
+  /// top-tier servers win over same-named settings servers and need no
+  /// approval, but do obey the allow and exclude lists; those of a gated
+  /// scope (a remote host's) are gated as a project's and lose to a
+  /// settings server of the same name.
   /// With `with_configs` false, `admitted` stays empty (the lists and
   /// reasons are filled): for a caller that takes configs one by one
   /// through admitted_config.

@@ -490,8 +490,9 @@ struct runtime::impl {
   caf::actor deadlines; // call_deadline_sweeper over in_flight
   // Requests for the host: null without host handlers.
   std::unique_ptr<host_bridge> host;
-  // Set: the workspace is a remote node's; the actor handles above are
-  // middleman proxies of its actors, and nothing here spawned them.
+  // Set: the workspace is a remote node's; bus, gating, watcher and the
+  // sessions' reconcilers are local views of its facade (remote_link.hpp),
+  // and there is no pool or budget here.
   std::shared_ptr<remote_state> remote;
   // The roots connections started from now on offer (nullopt: none).
   std::shared_ptr<std::pair<std::mutex, std::optional<std::vector<mcp_root>>>> roots =
@@ -610,9 +611,9 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), calls = p->in_flight](const std::string& why) {
     if (auto r = weak.lock()) node_gone(r, calls, why);
   });
-  caf::expected<workspace_handles> h{caf::error{}};
+  caf::expected<workspace_info> h{caf::error{}};
   self->request(node, co.timeout, atom::hello_v, r->link)
-    .receive([&](workspace_handles& x) { h = std::move(x); }, [&](caf::error& e) { h = std::move(e); });
+    .receive([&](workspace_info& x) { h = std::move(x); }, [&](caf::error& e) { h = std::move(e); });
   if (!h) {
     caf::anon_send_exit(r->link, caf::exit_reason::user_shutdown);
     return make_error(errc::not_connected, address + " did not answer: " + sys.render(h.error()));
@@ -625,12 +626,11 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   if (h->limited) o.budget = h->budget;
   o.mode = parse_budget_mode(h->mode).value_or(budget_mode::off);
   o.watch = false; // the node watches
-  p->bus = h->bus;
-  p->forwarders->set(h->forwarder);
-  p->gating = h->gating;
-  p->watcher = h->watcher;
-  p->pool = h->pool_handle;
-  p->budget = h->budget_handle;
+  // The node hands out no actor of its own: the runtime's actors here are
+  // local views of its facade. No pool or budget: those stay the node's.
+  p->bus = spawn_remote_bus(sys, node);
+  p->gating = spawn_remote_gating(sys, node);
+  p->watcher = spawn_remote_watcher(sys, node);
   p->calls = std::make_shared<call_limiter>(o.max_calls_per_server);
   p->deadlines = sys.spawn(call_deadline_sweeper, p->in_flight);
   p->show_id = [&sys, r](const std::string& id) -> std::string {
@@ -832,20 +832,15 @@ std::string runtime::open_session(std::vector<server_config> servers) {
     if (!p.remote->up) return {};
     caf::scoped_actor self{p.sys};
     std::string id;
-    reconciler_actor reconciler;
     self->request(p.remote->node, std::chrono::seconds(30), atom::open_v, p.remote->link, std::move(servers))
-      .receive(
-        [&](std::string& i, reconciler_actor& r) {
-          id = std::move(i);
-          reconciler = std::move(r);
-        },
-        [&](caf::error& e) {
-          spdlog::warn("runtime: the node at {} opened no session: {}", escape_for_display(p.remote->address),
-                       escape_for_display(p.sys.render(e)));
-        });
-    if (id.empty() || !reconciler) return {};
+      .receive([&](std::string& i) { id = std::move(i); },
+               [&](caf::error& e) {
+                 spdlog::warn("runtime: the node at {} opened no session: {}", escape_for_display(p.remote->address),
+                              escape_for_display(p.sys.render(e)));
+               });
+    if (id.empty()) return {};
     impl::session_entry entry;
-    entry.reconciler = std::move(reconciler);
+    entry.reconciler = spawn_remote_session(p.sys, p.remote->node, id);
     std::lock_guard<std::mutex> guard{p.mtx};
     p.sessions.emplace(id, entry);
     p.order.push_back(id);
@@ -889,6 +884,7 @@ void runtime::close_session(const std::string& session) {
   if (p.remote) {
     // The node closes it; a node that went away closed it already.
     (void)p.ask<bool>(p.remote->node, std::chrono::seconds(30), atom::close_v, session);
+    caf::anon_send_exit(s->reconciler, caf::exit_reason::user_shutdown);
     std::lock_guard<std::mutex> guard{p.mtx};
     p.sessions.erase(session);
     p.order.erase(std::remove(p.order.begin(), p.order.end(), session), p.order.end());
@@ -1215,10 +1211,10 @@ caf::expected<unavailability> runtime::unavailable_reason(const std::string& ser
 }
 
 caf::expected<std::vector<restart_result>> runtime::restart(const std::string& server) {
-  if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
   if (impl_->remote)
     return impl_->ask<std::vector<restart_result>>(impl_->remote->node, std::chrono::seconds(70), atom::restart_v,
                                                    server);
+  if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
   auto r = impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), pool_restart{server});
   if (r)
     for (auto& x : *r) {
@@ -1299,8 +1295,8 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   }
   kill(p.deadlines);
   if (p.remote) {
-    // The handles are the node's actors: they stay. This host's sessions
-    // close there, and the link's end tells the node the host has gone.
+    // This host's sessions close at the node, the local views of its
+    // facade end, and the link's end tells the node the host has gone.
     std::vector<std::string> ids;
     {
       std::lock_guard<std::mutex> guard{p.mtx};
@@ -1308,6 +1304,9 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     }
     for (auto& id : ids)
       close_session(id);
+    kill(p.watcher);
+    kill(p.gating);
+    kill(p.bus);
     kill(p.remote->link);
     return out;
   }
@@ -1352,7 +1351,9 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
 void runtime::set_roots(std::vector<mcp_root> roots) {
   auto& p = *impl_;
   if (p.remote) {
-    caf::anon_send(p.remote->node, atom::roots_v, std::move(roots));
+    // The node's connections offer the node owner's roots, which no host
+    // changes for the node's other clients.
+    spdlog::warn("runtime: set_roots does nothing on a remote workspace node's runtime");
     return;
   }
   {

@@ -295,6 +295,14 @@ public:
   ///    a new runtime. The node closes the sessions of a host that went
   ///    away.
   ///  - `open_session` answers an empty id when the node cannot open one.
+  ///    The servers a host brings are gated as a project's: each runs once
+  ///    the node's owner approves it (`mcprt approve NAME` there, bound to
+  ///    its config), and a settings server of the same name wins. At most
+  ///    256 sessions per host, 256 servers per session.
+  ///  - The node hands a host only its facade: `pool()` and `budget()` are
+  ///    invalid, `set_roots` does nothing (the node's servers see the node
+  ///    owner's roots), and a call's progress reaches its callback, not the
+  ///    node's event stream.
   ///  - Requests for the host (sampling, `ask` elicitations) stay with the
   ///    node's own handlers; `authorize` opens no browser (the URL is
   ///    answered; a `browser_command` is refused).

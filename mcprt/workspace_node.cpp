@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/server_config.hpp"
 #include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
 #include "mcprt/version.hpp"
@@ -66,11 +67,33 @@ namespace {
 
 using gate_ptr = std::shared_ptr<runtime_gate>;
 
+/// What one host may hold at once: a host is authenticated, but one host
+/// must not exhaust the node for the others.
+constexpr std::size_t max_sessions_per_host = 256;
+constexpr std::size_t max_servers_per_session = 256;
+constexpr std::size_t max_sinks_per_host = 64;
+
+struct host_entry {
+  remote_host_actor actor;
+  std::set<std::string> sessions;
+  std::set<caf::actor_addr> sinks;
+};
+
+struct node_session {
+  caf::actor_addr host;
+  caf::node_id node;
+  reconciler_actor reconciler;
+};
+
 struct workspace_node_state {
   static inline const char* name = "mcprt.workspace_node";
   gate_ptr gate;
-  /// The sessions each connected host opened.
-  std::map<caf::actor_addr, std::set<std::string>> sessions;
+  // The node's own actors: they never leave this process.
+  event_bus_actor bus;
+  gating_actor gating;
+  watcher_actor watcher;
+  std::map<caf::actor_addr, host_entry> hosts;
+  std::map<std::string, node_session> sessions;
 };
 
 using node_self = workspace_node_actor::stateful_pointer<workspace_node_state>;
@@ -87,18 +110,66 @@ caf::result<T> as_result(caf::expected<T> x) {
   return std::move(x.error());
 }
 
+std::string host_label(const caf::node_id& node) {
+  return escape_for_display(to_string(node));
+}
+
 void watch_host(node_self self, const remote_host_actor& host) {
   if (!host) return;
-  auto [it, added] = self->state.sessions.try_emplace(host.address());
+  auto [it, added] = self->state.hosts.try_emplace(host.address());
   if (added) {
+    it->second.actor = host;
     self->monitor(host);
-    spdlog::info("remote host {} connected", escape_for_display(to_string(host.node())));
+    spdlog::info("remote host {} connected", host_label(host.node()));
   }
 }
 
-workspace_handles handles_of(runtime& rt) {
+/// The session `id` when the asking actor's node opened it. Another
+/// host's session reads as no session at all.
+const node_session* own_session(node_self self, const std::string& id) {
+  auto i = self->state.sessions.find(id);
+  if (i == self->state.sessions.end()) return nullptr;
+  auto& sender = self->current_sender();
+  if (!sender || sender->node() != i->second.node) return nullptr;
+  return &i->second;
+}
+
+caf::error no_session(const std::string& id) {
+  return make_error(errc::unknown_session, "no session " + escape_for_display(id) + " of this host");
+}
+
+/// The wire id of a host's call on the node: the session's id before it,
+/// so that calls of different hosts, and the node's own, never share one
+/// on a shared connection (a cancel names exactly its own call).
+std::string node_call_id(const std::string& session, const std::string& call_id) {
+  return session + "/" + call_id;
+}
+
+/// A host's servers as the node runs them: parsed again from their specs
+/// as a project's servers, so they need the owner's approval and do not
+/// shadow a settings server of the same name.
+caf::expected<std::vector<server_config>> host_servers(std::vector<server_config> servers, const std::string& from) {
+  if (servers.size() > max_servers_per_session)
+    return make_error(errc::bad_request, "a session of a remote host has at most "
+                                           + std::to_string(max_servers_per_session) + " servers of its own");
+  std::vector<server_config> out;
+  out.reserve(servers.size());
+  for (auto& cfg : servers) {
+    if (auto problem = server_name_problem(cfg.name))
+      return make_error(errc::bad_request, "a server of the host has a name the node refuses: " + *problem);
+    auto parsed = parse_server_config(cfg.name, cfg.spec, config_scope::project);
+    if (!parsed.config)
+      return make_error(errc::bad_request, "the host's server " + escape_for_display(cfg.name) + " is not valid: "
+                                             + (parsed.error ? parsed.error->message : std::string{"?"}));
+    parsed.config->source = from;
+    out.push_back(std::move(*parsed.config));
+  }
+  return out;
+}
+
+workspace_info info_of(runtime& rt) {
   auto& o = rt.options();
-  workspace_handles h;
+  workspace_info h;
   h.workspace = o.workspace.string();
   h.profile = o.profile;
   h.version = MCPRT_VERSION;
@@ -107,63 +178,86 @@ workspace_handles handles_of(runtime& rt) {
   h.limited = o.budget.has_value();
   h.budget = o.budget.value_or(0);
   h.mode = to_string(o.mode);
-  h.bus = rt.bus();
-  h.forwarder = rt.event_forwarder();
-  h.gating = rt.gating();
-  h.watcher = rt.watcher();
-  h.pool_handle = rt.pool();
-  h.budget_handle = rt.budget();
   return h;
 }
 
-workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate_ptr gate) {
-  self->state.gate = gate;
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto i = self->state.sessions.find(dm.source);
-    if (i == self->state.sessions.end()) return;
-    auto ids = std::move(i->second);
-    self->state.sessions.erase(i);
-    spdlog::info("remote host {} went away ({}); closing its {} session(s)",
-                 escape_for_display(to_string(dm.source.node())), escape_for_display(to_string(dm.reason)),
-                 ids.size());
-    if (ids.empty()) return;
-    auto worker = self->system().template spawn<caf::detached>(
-      blocking_worker<bool, std::function<caf::expected<bool>()>>, [gate = self->state.gate, ids] {
-        return gate->with<bool>([&](runtime& rt) {
-          for (auto& id : ids)
-            rt.close_session(id);
-          return true;
-        });
-      });
-    caf::anon_send(worker, atom::run_v);
-  });
-  return {
-    [self](atom::hello, remote_host_actor host) -> caf::result<workspace_handles> {
-      watch_host(self, host);
-      return as_result(self->state.gate->with<workspace_handles>(handles_of));
-    },
-    [self](atom::open, remote_host_actor host, std::vector<server_config>& servers)
-      -> caf::result<std::string, reconciler_actor> {
-      if (!host) return make_error(errc::bad_request, "a session needs its host's actor");
-      watch_host(self, host);
-      std::string id;
-      reconciler_actor reconciler;
-      auto opened = self->state.gate->with<bool>([&](runtime& rt) {
-        id = rt.open_session(std::move(servers));
-        reconciler = rt.session(id);
+void host_gone(node_self self, const caf::down_msg& dm) {
+  auto i = self->state.hosts.find(dm.source);
+  if (i == self->state.hosts.end()) return;
+  auto entry = std::move(i->second);
+  self->state.hosts.erase(i);
+  for (auto& sink : entry.sinks)
+    self->send(self->state.bus, atom::unsubscribe_v, caf::actor_cast<event_subscriber_actor>(sink));
+  std::vector<std::string> ids{entry.sessions.begin(), entry.sessions.end()};
+  for (auto& id : ids)
+    self->state.sessions.erase(id);
+  spdlog::info("remote host {} went away ({}); closing its {} session(s)", host_label(dm.source.node()),
+               escape_for_display(to_string(dm.reason)), ids.size());
+  if (ids.empty()) return;
+  auto worker = self->system().template spawn<caf::detached>(
+    blocking_worker<bool, std::function<caf::expected<bool>()>>, [gate = self->state.gate, ids] {
+      return gate->with<bool>([&](runtime& rt) {
+        for (auto& id : ids)
+          rt.close_session(id);
         return true;
       });
-      if (!opened) return std::move(opened.error());
-      self->state.sessions[host.address()].insert(id);
-      return {id, reconciler};
+    });
+  caf::anon_send(worker, atom::run_v);
+}
+
+caf::result<std::string> open_for_host(node_self self, const remote_host_actor& host,
+                                       std::vector<server_config>& servers) {
+  if (!host) return make_error(errc::bad_request, "a session needs its host's actor");
+  auto& sender = self->current_sender();
+  if (!sender || sender->node() != host.node())
+    return make_error(errc::bad_request, "a host opens sessions for itself only");
+  watch_host(self, host);
+  auto& entry = self->state.hosts[host.address()];
+  if (entry.sessions.size() >= max_sessions_per_host)
+    return make_error(errc::bad_request, "a remote host has at most " + std::to_string(max_sessions_per_host)
+                                           + " sessions open on the node");
+  auto checked = host_servers(std::move(servers), "remote host " + to_string(host.node()));
+  if (!checked) return std::move(checked.error());
+  std::string id;
+  reconciler_actor reconciler;
+  auto opened = self->state.gate->with<bool>([&](runtime& rt) {
+    id = rt.open_session(std::move(*checked));
+    reconciler = rt.session(id);
+    return true;
+  });
+  if (!opened) return std::move(opened.error());
+  if (id.empty() || !reconciler) return make_error(errc::unavailable, "the node opened no session");
+  entry.sessions.insert(id);
+  self->state.sessions[id] = node_session{host.address(), host.node(), reconciler};
+  return id;
+}
+
+workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate_ptr gate, event_bus_actor bus,
+                                                            gating_actor gating, watcher_actor watcher) {
+  auto& st = self->state;
+  st.gate = gate;
+  st.bus = std::move(bus);
+  st.gating = std::move(gating);
+  st.watcher = std::move(watcher);
+  self->set_down_handler([self](caf::down_msg& dm) { host_gone(self, dm); });
+  return {
+    [self](atom::hello, remote_host_actor host) -> caf::result<workspace_info> {
+      auto& sender = self->current_sender();
+      if (!host || !sender || sender->node() != host.node())
+        return make_error(errc::bad_request, "a host says hello for itself only");
+      watch_host(self, host);
+      return as_result(self->state.gate->with<workspace_info>(info_of));
+    },
+    [self](atom::open, remote_host_actor host, std::vector<server_config>& servers) -> caf::result<std::string> {
+      return open_for_host(self, host, servers);
     },
     [self](atom::close, std::string& id) -> caf::result<bool> {
-      bool known = false;
-      for (auto& [host, ids] : self->state.sessions)
-        known = ids.erase(id) > 0 || known;
-      // Only a host's own sessions: the daemon's and other embedders'
-      // sessions are not a host's to close.
-      if (!known) return false;
+      auto* s = own_session(self, id);
+      // Only a host's own sessions: the daemon's, other embedders' and
+      // other hosts' sessions are not a host's to close.
+      if (!s) return false;
+      if (auto h = self->state.hosts.find(s->host); h != self->state.hosts.end()) h->second.sessions.erase(id);
+      self->state.sessions.erase(id);
       return off_thread<bool>(self, [gate = self->state.gate, id] {
         return gate->with<bool>([&](runtime& rt) {
           rt.close_session(id);
@@ -171,10 +265,59 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
         });
       });
     },
+    // -- one session's servers --
+    [self](atom::call, const std::string& session, std::string& server, std::string& tool, json_value& args,
+           const std::string& call_id, progress_sink_actor& sink) -> caf::result<json_value> {
+      auto* s = own_session(self, session);
+      if (!s) return no_session(session);
+      return self->delegate(s->reconciler, atom::call_v, std::move(server), std::move(tool), std::move(args),
+                            node_call_id(session, call_id), std::move(sink));
+    },
+    [self](atom::cancel, const std::string& session, const std::string& call_id) -> caf::result<bool> {
+      auto* s = own_session(self, session);
+      if (!s) return false;
+      return self->delegate(s->reconciler, atom::cancel_v, node_call_id(session, call_id));
+    },
+    [self](atom::mcp_request, const std::string& session, std::string& server, std::string& method,
+           json_value& params) -> caf::result<json_value> {
+      auto* s = own_session(self, session);
+      if (!s) return no_session(session);
+      return self->delegate(s->reconciler, atom::mcp_request_v, std::move(server), std::move(method),
+                            std::move(params));
+    },
+    [self](atom::tools, const std::string& session, std::string& server) -> caf::result<std::vector<tool_info>> {
+      auto* s = own_session(self, session);
+      if (!s) return no_session(session);
+      return self->delegate(s->reconciler, atom::tools_v, std::move(server));
+    },
+    [self](atom::info, const std::string& session, std::string& server) -> caf::result<connection_info> {
+      auto* s = own_session(self, session);
+      if (!s) return no_session(session);
+      return self->delegate(s->reconciler, atom::info_v, std::move(server));
+    },
+    [self](atom::snapshot, const std::string& session) -> caf::result<session_snapshot> {
+      auto* s = own_session(self, session);
+      if (!s) return no_session(session);
+      return self->delegate(s->reconciler, atom::snapshot_v);
+    },
+    // -- the workspace --
     [self](atom::snapshot) -> caf::result<json_value> {
       return off_thread<json_value>(self, [gate = self->state.gate] {
         return gate->with<json_value>([](runtime& rt) { return json_value{rt.snapshot()}; });
       });
+    },
+    [self](atom::gating) -> caf::result<gating_snapshot> {
+      return self->delegate(self->state.gating, atom::snapshot_v);
+    },
+    [self](atom::reload) -> caf::result<bool> { return self->delegate(self->state.watcher, atom::reload_v); },
+    [self](atom::approve, std::string& server) -> caf::result<bool> {
+      return self->delegate(self->state.gating, atom::approve_v, std::move(server));
+    },
+    [self](atom::reject, std::string& server) -> caf::result<bool> {
+      return self->delegate(self->state.gating, atom::reject_v, std::move(server));
+    },
+    [self](atom::reason, std::string& server) -> caf::result<unavailability> {
+      return self->delegate(self->state.gating, atom::reason_v, std::move(server));
     },
     [self](atom::restart, std::string& server) -> caf::result<std::vector<restart_result>> {
       return off_thread<std::vector<restart_result>>(self, [gate = self->state.gate, server] {
@@ -198,11 +341,31 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
     [self](atom::shown_id, const std::string& id) -> caf::result<std::string> {
       return as_result(self->state.gate->with<std::string>([&](runtime& rt) { return rt.shown_connection_id(id); }));
     },
-    [self](atom::roots, std::vector<mcp_root>& roots) {
-      (void)self->state.gate->with<bool>([&](runtime& rt) {
-        rt.set_roots(std::move(roots));
-        return true;
-      });
+    // -- events --
+    [self](atom::subscribe, event_subscriber_actor& sink, std::vector<event_kind>& kinds) -> caf::result<uint64_t> {
+      auto& sender = self->current_sender();
+      if (!sink || !sender || sink.node() != sender->node())
+        return make_error(errc::bad_request, "a host subscribes its own sinks only");
+      auto h = std::find_if(self->state.hosts.begin(), self->state.hosts.end(),
+                            [&](const auto& x) { return x.first.node() == sink.node(); });
+      if (h == self->state.hosts.end()) return make_error(errc::bad_request, "say hello first");
+      if (!h->second.sinks.count(sink.address()) && h->second.sinks.size() >= max_sinks_per_host)
+        return make_error(errc::bad_request, "a remote host has at most " + std::to_string(max_sinks_per_host)
+                                               + " event subscriptions");
+      h->second.sinks.insert(sink.address());
+      return self->delegate(self->state.bus, atom::subscribe_v, std::move(sink), std::move(kinds));
+    },
+    [self](atom::unsubscribe, event_subscriber_actor& sink) {
+      auto& sender = self->current_sender();
+      if (!sink || !sender || sink.node() != sender->node()) return;
+      for (auto& [addr, h] : self->state.hosts)
+        if (h.sinks.erase(sink.address()) > 0) {
+          self->send(self->state.bus, atom::unsubscribe_v, std::move(sink));
+          return;
+        }
+    },
+    [self](atom::replay, uint64_t after) -> caf::result<std::vector<event>> {
+      return self->delegate(self->state.bus, atom::replay_v, after);
     },
   };
 }
@@ -211,7 +374,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
 
 workspace_node::workspace_node(caf::actor_system& sys, runtime& rt) : gate_(std::make_shared<runtime_gate>()) {
   gate_->rt = &rt;
-  actor_ = sys.spawn(workspace_node_behavior, gate_);
+  actor_ = sys.spawn(workspace_node_behavior, gate_, rt.bus(), rt.gating(), rt.watcher());
 }
 
 workspace_node::~workspace_node() {

@@ -3,6 +3,7 @@
 // again) against the same model recomputed in full (set_documents), edit by
 // edit: every observable answer must be the same.
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -276,3 +277,33 @@ TEST(TakeSettingsValue, AnInvalidEntryFailsTheDocumentAsAFreshParseDoes) {
 }
 
 } // namespace
+
+TEST_F(IncrementalGating, AGatedSessionServerWaitsForApprovalAndLosesToASettingsServerOfItsName) {
+  content_[config_scope::user] = json::parse(R"({"mcpServers": {"echo": {"command": "settings-echo"}}})");
+  update();
+  auto session_server = [](const std::string& name, const std::string& command, config_scope scope) {
+    auto parsed = parse_server_config(name, json{{"command", command}}, scope);
+    EXPECT_TRUE(parsed.config.has_value());
+    return *parsed.config;
+  };
+  server_map host{{"echo", session_server("echo", "host-echo", config_scope::project)},
+                  {"mine", session_server("mine", "host-mine", config_scope::project)}};
+  auto adm = incremental_->admit(host);
+  ASSERT_TRUE(adm.admitted.count("echo"));
+  EXPECT_EQ(adm.admitted.at("echo").command.value_or(""), "settings-echo");
+  EXPECT_FALSE(adm.admitted.count("mine"));
+  auto out = std::find_if(adm.unavailable.begin(), adm.unavailable.end(), [](auto& u) { return u.name == "mine"; });
+  ASSERT_NE(out, adm.unavailable.end());
+  EXPECT_EQ(out->reason, unavailable_reason::pending_approval);
+
+  approvals_->set(incremental_->project_root(), "mine", approval_hash(host.at("mine")), approval_state::approved);
+  adm = incremental_->admit(host);
+  ASSERT_TRUE(adm.admitted.count("mine"));
+  EXPECT_EQ(adm.admitted.at("mine").command.value_or(""), "host-mine");
+
+  // A top-tier session server (an embedder's own) still wins, unapproved.
+  server_map top{{"echo", session_server("echo", "top-echo", config_scope::session)}};
+  adm = incremental_->admit(top);
+  ASSERT_TRUE(adm.admitted.count("echo"));
+  EXPECT_EQ(adm.admitted.at("echo").command.value_or(""), "top-echo");
+}

@@ -12,7 +12,9 @@
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 
+#include "core/server_config.hpp"
 #include "mcprt/runtime.hpp"
+#include "messages/remote.hpp"
 #include "tests/cli/daemon_test_util.hpp"
 #include "tests/runtime/event_log.hpp"
 #include "tests/runtime/host_config.hpp"
@@ -26,6 +28,27 @@ using mcprt::test::host_config;
 
 bool is_errc(const caf::error& e, mcprt::errc code) {
   return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(code);
+}
+
+/// The node's published actor, reached as any peer of its port reaches it.
+mcprt::workspace_node_actor raw_node(caf::actor_system& sys, uint16_t port) {
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  caf::scoped_actor self{sys};
+  mcprt::workspace_node_actor node;
+  self->request(mm, 10s, caf::connect_atom::value, std::string{"127.0.0.1"}, port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        node = caf::actor_cast<mcprt::workspace_node_actor>(std::move(ptr));
+      },
+      [](caf::error&) {});
+  return node;
+}
+
+/// One host server: the test server, or a command that leaves `marker`.
+mcprt::server_config host_server(const std::string& name, const json& spec) {
+  auto parsed = mcprt::parse_server_config(name, spec, mcprt::config_scope::session);
+  EXPECT_TRUE(parsed.config.has_value());
+  return parsed.config.value_or(mcprt::server_config{});
 }
 
 class remote_test : public cli_test {
@@ -428,4 +451,85 @@ TEST_F(remote_test, a_node_that_stops_while_a_host_asks_exits_cleanly) {
   EXPECT_EQ(err.find("Sanitizer"), std::string::npos) << err;
   EXPECT_EQ(err.find("runtime error:"), std::string::npos) << err;
   node_.reset();
+}
+
+TEST_F(remote_test, a_hosts_own_server_waits_for_the_owners_approval_and_never_shadows_a_settings_server) {
+  ASSERT_TRUE(start_node());
+  ASSERT_TRUE(connect());
+  auto marker = ws_ / "host-command-ran";
+  std::vector<mcprt::server_config> mine{
+    host_server("mine", test_server_config({"--name-prefix", "mine_"})),
+    // The settings name `echo` with a command of the host's: it must not run.
+    host_server("echo", json{{"command", "/bin/sh"}, {"args", {"-c", "touch " + marker.string()}}}),
+  };
+  auto session = rt_->open_session(mine);
+  ASSERT_FALSE(session.empty());
+  ASSERT_TRUE(wait_until([&] { return session_connected(session, "echo"); })) << node_->err();
+  auto echo = rt_->call_tool(session, "echo", "echo", {{"text", "settings"}}, 10s);
+  ASSERT_TRUE(echo) << host_.render(echo.error());
+  EXPECT_NE(echo->dump().find("settings"), std::string::npos) << echo->dump();
+  // Not top tier: what the host sent waits for the node owner's approval.
+  auto out = rt_->call_tool(session, "mine", "mine_echo", {{"text", "x"}}, 10s);
+  ASSERT_FALSE(out);
+  EXPECT_TRUE(is_errc(out.error(), mcprt::errc::unavailable)) << host_.render(out.error());
+  EXPECT_NE(host_.render(out.error()).find("approv"), std::string::npos) << host_.render(out.error());
+
+  // The owner approves it on the node (through its HTTP API); then it runs.
+  {
+    httplib::Client c("127.0.0.1", http_port_);
+    c.set_read_timeout(10, 0);
+    std::ifstream token_file(home_ / ".mcprt" / "token");
+    std::string token;
+    std::getline(token_file, token);
+    c.set_bearer_token_auth(token.c_str());
+    auto approved = c.Post("/workspace/mcp/mine/approve", "", "application/json");
+    ASSERT_TRUE(approved);
+    EXPECT_EQ(approved->status, 200) << approved->body;
+  }
+  ASSERT_TRUE(wait_until([&] { return session_connected(session, "mine"); })) << node_->err();
+  auto called = rt_->call_tool(session, "mine", "mine_echo", {{"text", "approved"}}, 10s);
+  ASSERT_TRUE(called) << host_.render(called.error());
+  // The settings' echo stays the one in use, and the host's command never ran.
+  auto info = rt_->server_info(session, "echo");
+  ASSERT_TRUE(info) << host_.render(info.error());
+  EXPECT_EQ(info->status, mcprt::connection_status::connected);
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+TEST_F(remote_test, a_host_reaches_only_its_own_sessions_and_no_internal_actor) {
+  ASSERT_TRUE(start_node());
+  ASSERT_TRUE(connect());
+  auto session = rt_->open_session();
+  ASSERT_FALSE(session.empty());
+  ASSERT_TRUE(wait_until([&] { return session_connected(session, "echo"); }));
+
+  // Another host: its own actor system, so its own CAF node.
+  host_config other_cfg;
+  caf::actor_system other{other_cfg};
+  auto node = raw_node(other, caf_port_);
+  ASSERT_TRUE(node);
+  {
+    caf::scoped_actor self{other};
+    caf::error tools_error;
+    self->request(node, 10s, mcprt::atom::tools_v, session, std::string{"echo"})
+      .receive([](std::vector<mcprt::tool_info>&) {}, [&](caf::error& e) { tools_error = std::move(e); });
+    EXPECT_TRUE(is_errc(tools_error, mcprt::errc::unknown_session)) << other.render(tools_error);
+    caf::error call_error;
+    self->request(node, 10s, mcprt::atom::call_v, session, std::string{"echo"}, std::string{"echo"},
+                  mcprt::json_value{json{{"text", "stolen"}}}, std::string{"c1"}, mcprt::progress_sink_actor{})
+      .receive([](mcprt::json_value&) {}, [&](caf::error& e) { call_error = std::move(e); });
+    EXPECT_TRUE(is_errc(call_error, mcprt::errc::unknown_session)) << other.render(call_error);
+    bool closed = true;
+    self->request(node, 10s, mcprt::atom::close_v, session).receive([&](bool b) { closed = b; }, [](caf::error&) {});
+    EXPECT_FALSE(closed);
+    // The gating actor's own messages find no one behind the facade.
+    caf::error internal;
+    self->request(caf::actor_cast<caf::actor>(node), 10s, mcprt::atom::config_v, std::string{"echo"})
+      .receive([](mcprt::server_config&) {}, [&](caf::error& e) { internal = std::move(e); });
+    EXPECT_TRUE(static_cast<bool>(internal));
+  }
+  // The owner's host still has its session.
+  auto out = rt_->call_tool(session, "echo", "echo", {{"text", "still mine"}}, 10s);
+  ASSERT_TRUE(out) << host_.render(out.error());
+  EXPECT_TRUE(session_connected(session, "echo"));
 }
