@@ -398,6 +398,38 @@ TEST_F(GatewayHttp, AServerLogWhoseCallerCannotBeToldReachesNoClient) {
   EXPECT_TRUE(seen.empty()) << json(seen).dump();
 }
 
+// A server's request while a gateway client's call and an HTTP API call are
+// both out on it: the connection cannot tell which call asked, and the API
+// call is nobody's to answer through a client, so the client is not asked.
+TEST_F(GatewayHttp, AServerRequestWhoseCallerCannotBeToldReachesNoClient) {
+  write_user({{"asker", test_server_config({"--client-tool"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("asker"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c, {{"sampling", true}}).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "asker__sleep"); }));
+  json slow_answer;
+  std::thread slow([&] { slow_answer = c.run("callTool", {{"name", "asker__sleep"}, {"arguments", {{"ms", 1500}}}}); });
+  bool in_flight = request_in_flight();
+  json ask{{"server", "asker"},
+           {"tool", "ask_client"},
+           {"arguments",
+            {{"method", "sampling/createMessage"},
+             {"params",
+              {{"messages", json::array({{{"role", "user"}, {"content", {{"type", "text"}, {"text", "hi"}}}}})},
+               {"maxTokens", 10}}}}}};
+  auto api = post("/workspace/mcp/tools/call", ask.dump());
+  slow.join();
+  ASSERT_TRUE(in_flight) << slow_answer.dump();
+  ASSERT_TRUE(api && api->status == 200) << (api ? api->body : "no answer");
+  // Had the client been asked, it would have answered, and its answer
+  // would be the API call's result.
+  EXPECT_EQ(api->body.find("sampled by the sdk client"), std::string::npos) << api->body;
+  EXPECT_NE(api->body.find("sampling"), std::string::npos) << api->body;
+  EXPECT_FALSE(c.event("sampling", 0ms));
+  EXPECT_EQ(slow_answer.value("ok", ""), "callTool") << slow_answer.dump();
+}
+
 // Without the pool every gateway session spawns its own servers: the
 // sessions one client can open are few, so are the processes it can cause.
 TEST_F(GatewayHttp, WithoutThePoolAClientCanOpenOnlyAFewSessions) {
