@@ -1,6 +1,7 @@
 #include "cli/budget_server.hpp"
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include <pthread.h>
@@ -14,7 +15,10 @@
 
 #include "actors/fleet_budget.hpp"
 #include "cli/serve.hpp"
+#include "core/settings.hpp"
+#include "core/untrusted_text.hpp"
 #include "io/openssl_error_queue.hpp"
+#include "io/owner_tls.hpp"
 #include "messages/messages.hpp"
 
 namespace mcprt::cli {
@@ -45,6 +49,23 @@ std::string check_caf_tls(const caf_tls_flags& t) {
   return {};
 }
 
+std::string resolve_caf_tls(caf_tls_flags& t, const std::string& home) {
+  if (t.any()) return check_caf_tls(t);
+  auto owner = io::load_owner_tls(home);
+  if (!owner.error.empty()) return owner.error;
+  t.cert = owner.files.certificate.string();
+  t.key = owner.files.key.string();
+  t.ca = t.cert;
+  return {};
+}
+
+std::string check_caf_host(const caf_tls_flags& given, const std::string& host) {
+  if (given.any() || is_loopback(host)) return {};
+  return "refusing to listen on non-loopback address " + escape_for_display(host)
+         + " with the owner's own identity, which is for this machine: a fleet across machines needs a CA of its "
+           "own; pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca";
+}
+
 void use_caf_tls(caf::actor_system_config& cfg, const caf_tls_flags& t) {
   cfg.openssl_certificate = t.cert;
   cfg.openssl_key = t.key;
@@ -71,11 +92,17 @@ int run_budget_server(const budget_server_flags& f) {
   opts.lease = std::chrono::milliseconds(f.lease_ms);
   opts.claim_grace = std::chrono::milliseconds(f.claim_grace_ms);
   if (auto bad = check_caf_tls(f.tls); !bad.empty()) return fail_budget_usage(bad);
-  // Without TLS the middleman speaks plain CAF binary to anyone: loopback
-  // only (docs/distribution.md).
-  if (!f.tls.any() && !is_loopback(f.caf_host))
-    return fail_budget_usage("refusing to listen on non-loopback address " + f.caf_host +
-                      " without TLS: pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca");
+  if (auto bad = check_caf_host(f.tls, f.caf_host); !bad.empty()) return fail_budget_usage(bad);
+  std::string no_home;
+  auto home = resolve_home(f.home, std::getenv("HOME"), &no_home);
+  if (!home) return fail_budget_usage(no_home);
+  // No peer's bytes reach CAF's BASP reader before the handshake proved it
+  // holds the owner's key (or a certificate the given CA signed).
+  auto tls = f.tls;
+  if (auto bad = resolve_caf_tls(tls, home->string()); !bad.empty()) {
+    std::cerr << "mcprt budget-server: " << bad << "\n";
+    return 1;
+  }
 
   // Node ids and server names in its log lines come from other processes.
   setup_logging(f.log_level, "text");
@@ -92,19 +119,16 @@ int run_budget_server(const budget_server_flags& f) {
 
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
-  if (f.tls.any()) use_caf_tls(cfg, f.tls);
-  else cfg.load<caf::io::middleman>();
+  use_caf_tls(cfg, tls);
   caf::actor_system sys{cfg};
   auto budget = spawn_fleet_budget(sys, opts);
-  auto port = f.tls.any()
-                ? caf::openssl::publish(budget, static_cast<uint16_t>(f.caf_port), f.caf_host.c_str(), true)
-                : sys.middleman().publish(budget, static_cast<uint16_t>(f.caf_port), f.caf_host.c_str(), true);
+  auto port = caf::openssl::publish(budget, static_cast<uint16_t>(f.caf_port), f.caf_host.c_str(), true);
   if (!port) {
     spdlog::error("cannot listen on {}:{}: {}", f.caf_host, f.caf_port, sys.render(port.error()));
     caf::anon_send_exit(budget, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::cout << "listening on " << (f.tls.any() ? "caf+tls://" : "caf://") << f.caf_host << ":" << *port << std::endl;
+  std::cout << "listening on caf+tls://" << f.caf_host << ":" << *port << std::endl;
   spdlog::info("fleet budget {} ({}), lease {} ms", opts.budget ? std::to_string(*opts.budget) : "unlimited",
                to_string(opts.mode), opts.lease.count());
   int sig = 0;

@@ -316,11 +316,16 @@ int main(int argc, char** argv) {
   auto* budget_server = app.add_subcommand(
     "budget-server",
     "Hold one budget of server slots for a fleet of workspace daemons (`mcprt serve --fleet-budget HOST:PORT`),\n"
-    "  over CAF's middleman, until SIGINT / SIGTERM. Prints `listening on caf://HOST:PORT` first.\n"
+    "  over CAF's middleman, until SIGINT / SIGTERM. Prints `listening on caf+tls://HOST:PORT` first.\n"
+    "  Always mutual TLS: without --caf-tls-*, the owner's own identity (<home>/.mcprt/caf/, made the first\n"
+    "  time), so only processes that can read the owner's key connect: the owner's own `mcprt serve --fleet-budget`.\n"
     "  A slot is one server of one node; a node that stops renewing its lease loses its slots.\n"
     "  After a start it grants nothing new for --claim-grace-ms, while running nodes claim what they hold.");
+  budget_server->add_option("--home", budget_server_flags.home,
+                            "Home directory whose .mcprt/caf/ holds the owner's identity (default: $HOME)");
   budget_server->add_option("--caf-port", budget_server_flags.caf_port, "Port to publish on (default 0: any free port)");
-  budget_server->add_option("--caf-host", budget_server_flags.caf_host, "Loopback address to listen on (default 127.0.0.1)");
+  budget_server->add_option("--caf-host", budget_server_flags.caf_host,
+                            "Address to listen on (default 127.0.0.1; another than loopback needs --caf-tls-*)");
   budget_server->add_option("--budget", budget_server_flags.budget, "Slots across the fleet, a positive integer");
   budget_server->add_option("--mode", budget_server_flags.mode, "enforce (refuse past the budget, default) or warn");
   budget_server->add_option("--lease-ms", budget_server_flags.lease_ms,
@@ -332,7 +337,7 @@ int main(int argc, char** argv) {
   budget_server->add_option("--caf-tls-key", budget_server_flags.tls.key, "PEM private key of --caf-tls-cert");
   budget_server->add_option("--caf-tls-ca", budget_server_flags.tls.ca,
                             "PEM CA: only nodes with a certificate it signed can connect (with all three, "
-                            "--caf-host may be any address)");
+                            "--caf-host may be any address; without them, the owner's own identity)");
   budget_server->add_option("--log-level", budget_server_flags.log_level, "trace, debug, info, warn, error (default info)")
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -400,10 +405,13 @@ int main(int argc, char** argv) {
   serve->add_option("--fleet-budget", serve_flags.fleet_budget,
                     "HOST:PORT of an `mcprt budget-server`: every server spawned also takes a slot of the fleet's "
                     "budget; while it cannot be reached, new servers are refused (its mode warn: started, with a warning) "
-                    "and the snapshot's fleet.status says fleet_unreachable");
+                    "and the snapshot's fleet.status says fleet_unreachable. Over mutual TLS: --caf-tls-*, or "
+                    "the owner's own identity, the budget server's when it runs as the same owner");
   serve->add_option("--caf-port", serve_flags.caf_port,
                     "Publish the workspace over CAF's middleman on this port (0: any free one) for C++ hosts "
-                    "(mcprt::runtime::connect); prints `listening on caf://HOST:PORT` after the HTTP line");
+                    "(mcprt::runtime::connect); prints `listening on caf+tls://HOST:PORT` after the HTTP line. "
+                    "Always mutual TLS: without --caf-tls-*, the owner's own identity (<home>/.mcprt/caf/, made the "
+                    "first time), so only the owner's hosts (mcprt::use_owner_tls) connect");
   serve->add_option("--caf-host", serve_flags.caf_host,
                     "Address --caf-port listens on (default 127.0.0.1; another than loopback needs --caf-tls-*)");
   serve->add_option("--caf-tls-cert", serve_flags.caf_tls_cert,
@@ -412,7 +420,7 @@ int main(int argc, char** argv) {
                     "With --fleet-budget or --caf-port: the PEM key of --caf-tls-cert");
   serve->add_option("--caf-tls-ca", serve_flags.caf_tls_ca,
                     "With --fleet-budget or --caf-port: the PEM CA every peer's certificate must be signed by "
-                    "(mutual authentication)");
+                    "(mutual authentication); without the three, the owner's own identity in <home>/.mcprt/caf/");
   serve->add_option("--sse-keepalive-ms", serve_flags.keepalive_ms)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sse-queue", serve_flags.sse_queue)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);

@@ -295,14 +295,15 @@ int run_serve(const serve_flags& f) {
   if (auto t = check_caf_tls(tls); !t.empty()) bad.push_back(t);
   else if (tls.any() && !f.fleet_budget && !f.caf_port)
     bad.push_back("--caf-tls-* are for --fleet-budget or --caf-port, and neither is given");
-  opts.fleet_tls = tls.any() && f.fleet_budget;
+  // Every CAF connection is TLS with mutual authentication: the flags' CA,
+  // or the owner's own identity (resolved once the flags are checked).
+  opts.fleet_tls = f.fleet_budget.has_value();
   if (f.caf_port) {
     if (*f.caf_port < 0 || *f.caf_port > 65535) bad.push_back("--caf-port must be between 0 and 65535");
-    // Without TLS the middleman speaks plain CAF binary to anyone, and a
-    // host may do all a workspace allows: loopback only.
-    else if (!tls.any() && !is_loopback(f.caf_host))
-      bad.push_back("refusing --caf-host " + escape_for_display(f.caf_host) +
-                    " without TLS: pass --caf-tls-cert, --caf-tls-key and --caf-tls-ca");
+    // A host may do all a workspace allows; the owner's identity is for
+    // this machine only.
+    else if (auto why = check_caf_host(tls, f.caf_host); !why.empty())
+      bad.push_back(why);
   }
   if (bad.empty()) bad = apply_environment(opts);
   if (!bad.empty()) {
@@ -335,6 +336,14 @@ int run_serve(const serve_flags& f) {
     }
     token = t.token;
     token_path = t.path;
+  }
+  // Before any peer's bytes can reach CAF's BASP reader, the handshake
+  // proves the peer holds the owner's key (or a certificate the CA signed).
+  if (opts.fleet_budget || f.caf_port) {
+    if (auto why = resolve_caf_tls(tls, opts.home.string()); !why.empty()) {
+      std::cerr << "mcprt serve: " << why << "\n";
+      return 1;
+    }
   }
   for (auto& o : f.allow_origins)
     if (!http::is_origin(o))
@@ -412,8 +421,7 @@ int run_serve(const serve_flags& f) {
   caf::actor_system_config cfg;
   add_mcprt_types(cfg);
   // Only a fleet node or a published one pays for the middleman's thread.
-  if (tls.any()) use_caf_tls(cfg, tls);
-  else if (opts.fleet_budget || f.caf_port) cfg.load<caf::io::middleman>();
+  if (opts.fleet_budget || f.caf_port) use_caf_tls(cfg, tls);
   if (f.scheduler == "caf") {
     // CAF's default is one worker per core already.
     if (f.threads > 0) cfg.set("scheduler.max-threads", static_cast<std::size_t>(f.threads));
@@ -520,9 +528,7 @@ int run_serve(const serve_flags& f) {
   if (f.caf_port) {
     node.emplace(sys, rt);
     auto& published = node->actor();
-    auto port = tls.any()
-                  ? caf::openssl::publish(published, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true)
-                  : sys.middleman().publish(published, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true);
+    auto port = caf::openssl::publish(published, static_cast<uint16_t>(*f.caf_port), f.caf_host.c_str(), true);
     if (!port) {
       spdlog::error("cannot listen on {}:{}: {}", f.caf_host, *f.caf_port, sys.render(port.error()));
       node->stop();
@@ -531,7 +537,7 @@ int run_serve(const serve_flags& f) {
       return 1;
     }
     bool caf_v6 = f.caf_host.find(':') != std::string::npos;
-    caf_url = std::string(tls.any() ? "caf+tls://" : "caf://") + (caf_v6 ? "[" + f.caf_host + "]" : f.caf_host) +
+    caf_url = std::string("caf+tls://") + (caf_v6 ? "[" + f.caf_host + "]" : f.caf_host) +
               ":" + std::to_string(*port);
   }
   std::string werr;

@@ -45,7 +45,8 @@ struct serve_flags {
   long long max_gateway_sessions = 0;
   // The fleet budget: HOST:PORT of `mcprt budget-server`.
   std::optional<std::string> fleet_budget;
-  std::string caf_tls_cert, caf_tls_key, caf_tls_ca; // to reach it (and serve hosts) over TLS
+  // TLS for both (always): a CA of the fleet's, or none for the owner's own identity.
+  std::string caf_tls_cert, caf_tls_key, caf_tls_ca;
   // Remote hosts: publish the workspace over CAF's middleman.
   std::optional<int> caf_port;
   std::string caf_host = "127.0.0.1";
