@@ -421,6 +421,7 @@ caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target,
 caf::error check_middleman(caf::actor_system& sys, bool tls, const std::string& what) {
   if (tls && !sys.has_openssl_manager())
     return make_error(errc::io_error, "runtime: " + what + " over TLS needs CAF's OpenSSL manager: "
+                                        "mcprt::use_owner_tls(cfg) (mcprt/owner_tls.hpp), or "
                                         "cfg.load<caf::openssl::manager>() with a certificate, key and CA");
   if (tls && !io::clear_openssl_errors_before_io())
     spdlog::warn("runtime: SSL_read is not mcprt's in this program (are library symbols hidden?): a stranger's "

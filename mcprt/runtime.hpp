@@ -271,10 +271,12 @@ std::vector<std::string> apply_environment(runtime_options& opts);
 struct connect_options {
   /// For the connection and the node's first answer.
   std::chrono::milliseconds timeout = std::chrono::seconds(10);
-  /// Over TLS with mutual authentication: the actor system loaded
-  /// caf::openssl::manager with this host's certificate, key and CA
-  /// (`openssl_certificate`, `openssl_key`, `openssl_cafile`).
-  bool tls = false;
+  /// Over TLS with mutual authentication, as every `mcprt serve --caf-port`
+  /// listens: the actor system loaded caf::openssl::manager with this
+  /// host's certificate, key and CA; `mcprt::use_owner_tls(cfg)`
+  /// (mcprt/owner_tls.hpp) does that with the owner's own identity. false
+  /// only for a node published without TLS, which mcprt never does.
+  bool tls = true;
 };
 
 class runtime {

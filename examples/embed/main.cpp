@@ -2,9 +2,11 @@
 // on a workspace, opens one session, prints every event as it arrives and,
 // optionally, calls one tool once the server is connected. With --connect it
 // does the same against the workspace of a remote node (`mcprt serve
-// --caf-port`): only the line that gets the runtime differs.
+// --caf-port`): only the lines that get the runtime differ. A node's CAF
+// port admits only its owner: `use_owner_tls` loads the owner's identity
+// from <home>/.mcprt/caf/ (--home, else $HOME), as `mcprt serve` does.
 //
-//   mcprt-embed-example (--workspace DIR [--home DIR] | --connect HOST:PORT)
+//   mcprt-embed-example (--workspace DIR | --connect HOST:PORT) [--home DIR]
 //                       [--wait-connected N] [--call SERVER TOOL JSON] [--run-ms MS]
 //
 // Exit status: 0 on success, 1 when the servers did not connect in time or
@@ -17,8 +19,8 @@
 #include <string>
 
 #include <caf/all.hpp>
-#include <caf/io/middleman.hpp>
 
+#include "mcprt/owner_tls.hpp"
 #include "mcprt/runtime.hpp"
 
 namespace {
@@ -53,7 +55,7 @@ mcprt::event_subscriber_actor::behavior_type printer(mcprt::event_subscriber_act
 }
 
 int usage() {
-  std::cerr << "usage: mcprt-embed-example (--workspace DIR [--home DIR] | --connect HOST:PORT)"
+  std::cerr << "usage: mcprt-embed-example (--workspace DIR | --connect HOST:PORT) [--home DIR]"
                " [--wait-connected N] [--call SERVER TOOL JSON] [--run-ms MS]\n";
   return 2;
 }
@@ -90,7 +92,12 @@ int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   mcprt::add_mcprt_types(cfg);
   mcprt::use_mcprt_scheduler(cfg); // fair scheduling, one worker per core
-  if (!connect_to.empty()) cfg.load<caf::io::middleman>();
+  if (!connect_to.empty()) {
+    if (auto err = mcprt::use_owner_tls(cfg, opts.home)) {
+      std::cerr << "cannot start: " << caf::to_string(err) << "\n";
+      return 1;
+    }
+  }
   caf::actor_system sys{cfg};
 
   auto rt = connect_to.empty()
