@@ -6,20 +6,26 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include "actors/fleet_budget.hpp"
 #include "actors/scheduler.hpp"
 #include "bench.hpp"
+#include "mcprt/owner_tls.hpp"
 #include "messages/messages.hpp"
 
 namespace mcprt::bench {
@@ -28,10 +34,23 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+/// The owner's identity for every node and the budget server, made once in
+/// a home of the benchmark's own: mcprt's CAF ports speak only TLS, so the
+/// round trips measured are those a fleet pays.
+const std::string& fleet_bench_home() {
+  static const std::string home = [] {
+    auto dir = std::filesystem::temp_directory_path() / ("mcprt-bench-fleet-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    return dir.string();
+  }();
+  return home;
+}
+
 struct node_config : caf::actor_system_config {
   explicit node_config(std::size_t threads) {
     add_mcprt_types(*this);
-    load<caf::io::middleman>();
+    if (auto err = use_owner_tls(*this, fleet_bench_home()))
+      throw std::runtime_error("fleet_budget: " + caf::to_string(err));
     // As the daemon runs: idle workers sleep instead of polling, which
     // matters with 100 actor systems in one process.
     use_mcprt_scheduler(*this, threads);
@@ -97,13 +116,13 @@ double recovery_ms(std::chrono::milliseconds lease) {
   o.lease = lease;
   o.claim_grace = std::chrono::milliseconds(0);
   auto budget = spawn_fleet_budget(server_sys, o);
-  auto port = server_sys.middleman().publish(budget, 0, "127.0.0.1", true);
+  auto port = caf::openssl::publish(budget, 0, "127.0.0.1", true);
   if (!port) return -1;
   clock_type::time_point gone;
   {
     node_config a_cfg(1);
     caf::actor_system a{a_cfg};
-    auto remote = a.middleman().remote_actor<fleet_budget_actor>("127.0.0.1", *port);
+    auto remote = caf::openssl::remote_actor<fleet_budget_actor>(a, "127.0.0.1", *port);
     if (!remote) return -1;
     caf::scoped_actor self{a};
     self->request(*remote, std::chrono::seconds(5), atom::reserve_v, std::string{"a"}, std::string{"s"})
@@ -112,7 +131,7 @@ double recovery_ms(std::chrono::milliseconds lease) {
   }
   node_config b_cfg(1);
   caf::actor_system b{b_cfg};
-  auto remote = b.middleman().remote_actor<fleet_budget_actor>("127.0.0.1", *port);
+  auto remote = caf::openssl::remote_actor<fleet_budget_actor>(b, "127.0.0.1", *port);
   if (!remote) return -1;
   caf::scoped_actor self{b};
   auto listener = caf::actor_cast<fleet_listener_actor>(self);
@@ -172,7 +191,7 @@ int fleet_budget(const std::vector<std::string>& args) {
     o.mode = budget_mode::enforce;
     o.claim_grace = std::chrono::milliseconds(0);
     auto budget = spawn_fleet_budget(server_sys, o);
-    auto port = server_sys.middleman().publish(budget, 0, "127.0.0.1", true);
+    auto port = caf::openssl::publish(budget, 0, "127.0.0.1", true);
     if (!port) {
       std::cerr << "cannot publish: " << server_sys.render(port.error()) << "\n";
       return 1;
@@ -185,7 +204,7 @@ int fleet_budget(const std::vector<std::string>& args) {
       for (std::size_t i = 0; i < n; ++i) {
         cfgs.push_back(std::make_unique<node_config>(1));
         nodes.push_back(std::make_unique<caf::actor_system>(*cfgs.back()));
-        auto remote = nodes.back()->middleman().remote_actor<fleet_budget_actor>("127.0.0.1", *port);
+        auto remote = caf::openssl::remote_actor<fleet_budget_actor>(*nodes.back(), "127.0.0.1", *port);
         if (!remote) {
           std::cerr << "node " << i << " cannot connect: " << nodes.back()->render(remote.error()) << "\n";
           return 1;
@@ -210,6 +229,8 @@ int fleet_budget(const std::vector<std::string>& args) {
             << fixed(rec, 1) << " ms (lease " << lease_ms << " ms; baseline: the lease itself)\n";
   std::cout << "{\"bench\":\"fleet_budget\",\"recovery_ms\":" << fixed(rec, 1) << ",\"lease_ms\":" << lease_ms
             << "}\n";
+  std::error_code ec;
+  std::filesystem::remove_all(fleet_bench_home(), ec);
   return rec < 0 ? 1 : 0;
 }
 

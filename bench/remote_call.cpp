@@ -27,6 +27,7 @@
 #include "actors/scheduler.hpp"
 #include "bench.hpp"
 #include "child_process.hpp"
+#include "mcprt/owner_tls.hpp"
 #include "mcprt/runtime.hpp"
 
 namespace mcprt::bench {
@@ -37,12 +38,15 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
+/// The host's actor system, over TLS with the owner's identity in `home`
+/// (the node is started on the same home), as every CAF port requires.
 struct host_config : caf::actor_system_config {
-  host_config() {
+  explicit host_config(const std::string& home) {
     add_mcprt_types(*this);
-    load<caf::io::middleman>();
+    tls_error = use_owner_tls(*this, home);
     use_mcprt_scheduler(*this);
   }
+  caf::error tls_error;
 };
 
 struct loop_result {
@@ -151,7 +155,11 @@ int remote_call(const std::vector<std::string>& args) {
   bool broke = false;
   std::vector<std::pair<std::string, std::vector<loop_result>>> rows;
 
-  host_config cfg;
+  host_config cfg(tmp + "/home");
+  if (cfg.tls_error) {
+    std::cerr << "remote_call: " << caf::to_string(cfg.tls_error) << "\n";
+    return 1;
+  }
   caf::actor_system sys{cfg};
   // One row per level, once a first call has answered (unmeasured).
   auto measure = [&](const std::string& path, const std::function<call_fn()>& make) {
@@ -190,7 +198,7 @@ int remote_call(const std::vector<std::string>& args) {
                   "--caf-port", "0", "--max-calls-per-server", "1000"},
                  tmp + "/mcprt.out", tmp + "/mcprt.err");
   auto http_line = line_starting(tmp + "/mcprt.out", "listening on http://", 20);
-  auto caf_line = line_starting(tmp + "/mcprt.out", "listening on caf://", 5);
+  auto caf_line = line_starting(tmp + "/mcprt.out", "listening on caf+tls://", 5);
   int http_port = http_line ? port_of(*http_line) : 0;
   int caf_port = caf_line ? std::stoi(caf_line->substr(caf_line->rfind(':') + 1)) : 0;
   if (!http_port || !caf_port) {

@@ -428,6 +428,20 @@ inline bool make_certificates(const fs::path& dir) {
   return std::system(("bash '" + (dir / "make.sh").string() + "'").c_str()) == 0;
 }
 
+/// Gives `to_home` the owner's CAF identity that `from_home` holds (`mcprt
+/// serve --caf-port`, `budget-server` or use_owner_tls made it there): one
+/// owner, two homes, as a fleet of one user's daemons on one machine is.
+inline void share_owner_identity(const fs::path& from_home, const fs::path& to_home) {
+  auto from = from_home / ".mcprt" / "caf", to = to_home / ".mcprt" / "caf";
+  fs::create_directories(to);
+  fs::permissions(to_home / ".mcprt", fs::perms::owner_all, fs::perm_options::replace);
+  fs::permissions(to, fs::perms::owner_all, fs::perm_options::replace);
+  for (const char* name : {"cert.pem", "key.pem"}) {
+    fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+    fs::permissions(to / name, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  }
+}
+
 /// The TLS flags of `who` (server, node or rogue), with the files
 /// make_certificates wrote to `dir`; every end trusts the fleet's CA.
 inline std::vector<std::string> tls_flags(const fs::path& dir, const std::string& who) {

@@ -106,7 +106,14 @@ protected:
     return true;
   }
 
-  fleet_node& add_node(const std::string& name, int servers, const std::vector<std::string>& extra = {}) {
+  /// A node in a home of its own. Without --caf-tls-* flags it is the
+  /// budget server's owner: it gets the owner's identity the budget server
+  /// made in the fixture's home, unless `own_identity` (then it makes one
+  /// of its own, which the budget server does not trust).
+  fleet_node& add_node(const std::string& name, int servers, const std::vector<std::string>& extra = {},
+                       bool own_identity = false) {
+    bool flags = std::find(extra.begin(), extra.end(), "--caf-tls-cert") != extra.end();
+    if (!flags && !own_identity) share_owner_identity(home_, root_ / (name + "-home"));
     nodes_.push_back(std::make_unique<fleet_node>(root_, name, servers, fleet_address_, extra));
     return *nodes_.back();
   }
@@ -286,11 +293,12 @@ TEST_F(fleet_test, over_tls_only_a_node_whose_certificate_the_ca_signed_gets_a_s
   })) << rogue.snapshot().dump(2) << rogue.daemon->err();
   EXPECT_NE(rogue.fleet().value("error", json("")).get<std::string>().find("cannot connect"), std::string::npos);
   EXPECT_EQ(rogue.connected(), 0);
-  // A plain node cannot talk to a TLS budget server either.
-  auto& plain = add_node("plain", 1);
-  ASSERT_TRUE(wait_until(plain, [&] { return plain.fleet().value("status", json(nullptr)) == "fleet_unreachable"; }))
-    << plain.fleet().dump();
-  EXPECT_EQ(plain.connected(), 0);
+  // A node with no flags uses its owner's own identity, which the fleet's
+  // CA did not sign: it cannot reach the budget server either.
+  auto& stranger = add_node("stranger", 1, {}, true);
+  ASSERT_TRUE(wait_until(stranger, [&] { return stranger.fleet().value("status", json(nullptr)) == "fleet_unreachable"; }))
+    << stranger.fleet().dump();
+  EXPECT_EQ(stranger.connected(), 0);
   EXPECT_FALSE(budget_server_->wait_exit(0ms).has_value()) << "the budget server lives on\n" << budget_server_->err();
   EXPECT_EQ(good.connected(), 1);
   EXPECT_EQ(good.fleet().value("state", ""), "connected");
@@ -355,11 +363,12 @@ TEST_F(fleet_test, bad_fleet_flags_are_refused_before_anything_starts) {
   EXPECT_NE(r.err.find("is not a file"), std::string::npos) << r.err;
   r = mcprt({"serve", "--workspace", ws_.string(), "--caf-tls-cert", "/a", "--caf-tls-key", "/b", "--caf-tls-ca", "/c"});
   EXPECT_EQ(r.code, 2);
-  // Remote hosts: the node's port, and loopback only without TLS.
+  // Remote hosts: the node's port, and loopback only with the owner's own
+  // identity.
   r = mcprt({"serve", "--workspace", ws_.string(), "--caf-port", "70000"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--caf-port"), std::string::npos) << r.err;
   r = mcprt({"serve", "--workspace", ws_.string(), "--caf-port", "0", "--caf-host", "0.0.0.0"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("without TLS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("owner's own identity"), std::string::npos) << r.err;
 }

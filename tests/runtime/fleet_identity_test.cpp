@@ -7,11 +7,12 @@
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/remote_actor.hpp>
 
 #include "messages/fleet.hpp"
+#include "mcprt/owner_tls.hpp"
 #include "mcprt/runtime.hpp"
 #include "tests/cli/daemon_test_util.hpp"
-#include "tests/runtime/host_config.hpp"
 
 using namespace mcprt_cli_test;
 using namespace std::chrono_literals;
@@ -48,7 +49,7 @@ TEST_F(fleet_identity_test, a_peer_naming_itself_after_a_node_cannot_release_ren
   budget_server_ = std::make_unique<spawned>(
     std::vector<std::string>{"budget-server", "--caf-port", "0", "--budget", "1", "--lease-ms", "60000"}, home_);
   auto first = budget_server_->line(30s);
-  ASSERT_TRUE(first && first->rfind("listening on caf://", 0) == 0) << budget_server_->err();
+  ASSERT_TRUE(first && first->rfind("listening on caf+tls://", 0) == 0) << budget_server_->err();
   auto address = first->substr(first->find("://") + 3);
   caf_port_ = std::stoi(address.substr(address.rfind(':') + 1));
 
@@ -74,9 +75,15 @@ TEST_F(fleet_identity_test, a_peer_naming_itself_after_a_node_cannot_release_ren
   }
   ASSERT_TRUE(connected()) << node_snapshot().dump(2) << node_->err();
 
-  mcprt::test::host_config cfg;
+  // The peer holds the owner's key, as any process of the owner can: the
+  // port's TLS admits it, and only its connection tells it apart.
+  caf::actor_system_config cfg;
+  mcprt::add_mcprt_types(cfg);
+  auto tls = mcprt::use_owner_tls(cfg, home_);
+  ASSERT_FALSE(tls) << caf::to_string(tls);
   caf::actor_system sys{cfg};
-  auto budget = sys.middleman().remote_actor<mcprt::fleet_budget_actor>("127.0.0.1", static_cast<uint16_t>(caf_port_));
+  auto budget =
+    caf::openssl::remote_actor<mcprt::fleet_budget_actor>(sys, "127.0.0.1", static_cast<uint16_t>(caf_port_));
   ASSERT_TRUE(budget) << sys.render(budget.error());
   caf::scoped_actor peer{sys};
   auto books = [&] {

@@ -13,6 +13,7 @@
 #include <caf/openssl/manager.hpp>
 
 #include "core/server_config.hpp"
+#include "mcprt/owner_tls.hpp"
 #include "mcprt/runtime.hpp"
 #include "messages/remote.hpp"
 #include "tests/cli/daemon_test_util.hpp"
@@ -25,6 +26,24 @@ using namespace std::chrono_literals;
 namespace {
 
 using mcprt::test::host_config;
+
+/// A home of the host's own, made before the fixture's actor system (which
+/// needs its identity when it starts, before SetUp): start_node gives the
+/// node that identity, as one owner's host and node share it.
+fs::path fresh_host_home() {
+  std::string tmpl = (fs::temp_directory_path() / "mcprt-remote-host-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+/// The host's actor system: mcprt's types, the middleman over the owner's
+/// TLS.
+struct owner_host_config : caf::actor_system_config {
+  explicit owner_host_config(const fs::path& home) {
+    mcprt::add_mcprt_types(*this);
+    if (auto err = mcprt::use_owner_tls(*this, home)) throw std::runtime_error(caf::to_string(err));
+  }
+};
 
 bool is_errc(const caf::error& e, mcprt::errc code) {
   return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(code);
@@ -53,6 +72,11 @@ mcprt::server_config host_server(const std::string& name, const json& spec) {
 
 class remote_test : public cli_test {
 protected:
+  ~remote_test() override {
+    std::error_code ec;
+    fs::remove_all(host_home_, ec);
+  }
+
   void SetUp() override {
     cli_test::SetUp();
     write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({"--tools", "1"})}}}}.dump(2));
@@ -81,6 +105,7 @@ protected:
                                   "--caf-port", std::to_string(caf_port)};
     args.insert(args.begin() + 1, "--workspace");
     args.insert(args.end(), extra.begin(), extra.end());
+    share_owner_identity(host_home_, home_);
     node_ = std::make_unique<spawned>(args, home_);
     auto http = node_->line(60s);
     auto caf = node_->line(10s);
@@ -147,7 +172,8 @@ protected:
     return false;
   }
 
-  host_config cfg_;
+  fs::path host_home_ = fresh_host_home();
+  owner_host_config cfg_{host_home_};
   caf::actor_system host_{cfg_};
   std::shared_ptr<mcprt::test::event_log> log_ = std::make_shared<mcprt::test::event_log>();
   mcprt::event_subscriber_actor sink_;
@@ -270,10 +296,11 @@ TEST_F(remote_test, a_host_whose_node_is_killed_gets_disconnected_and_failing_ca
   rt_.reset();
 
   // Nothing listens: connect says so. A node back on the port: connect
-  // works again.
-  auto refused = mcprt::runtime::connect(host_, "127.0.0.1", caf_port_, {5s, false});
+  // works again, over TLS only.
+  auto refused = mcprt::runtime::connect(host_, "127.0.0.1", caf_port_, {5s});
   EXPECT_FALSE(refused);
   ASSERT_TRUE(start_node(caf_port_));
+  EXPECT_FALSE(mcprt::runtime::connect(host_, "127.0.0.1", caf_port_, {5s, false})) << "a plain connect was let in";
   ASSERT_TRUE(connect());
   auto again = rt_->open_session();
   ASSERT_FALSE(again.empty());
@@ -362,7 +389,7 @@ TEST_F(remote_test, over_tls_only_a_host_whose_certificate_the_ca_signed_connect
   }
   // Plain BASP to a TLS port: refused as well.
   auto plain = mcprt::runtime::connect(host_, "127.0.0.1", caf_port_, {5s, false});
-  EXPECT_FALSE(plain);
+  EXPECT_FALSE(plain) << "a plain connect was let in";
   // The node lives on through both.
   EXPECT_TRUE(node_snapshot().is_object()) << node_->err();
 }
@@ -503,8 +530,8 @@ TEST_F(remote_test, a_host_reaches_only_its_own_sessions_and_no_internal_actor) 
   ASSERT_FALSE(session.empty());
   ASSERT_TRUE(wait_until([&] { return session_connected(session, "echo"); }));
 
-  // Another host: its own actor system, so its own CAF node.
-  host_config other_cfg;
+  // Another host of the owner's: its own actor system, so its own CAF node.
+  owner_host_config other_cfg{host_home_};
   caf::actor_system other{other_cfg};
   auto node = raw_node(other, caf_port_);
   ASSERT_TRUE(node);
