@@ -62,7 +62,9 @@ std::string owner_bio_text(BIO* b) {
 }
 
 // An encrypted key must fail, never prompt on the terminal.
-int owner_tls_no_passphrase(char*, int, int, void*) { return -1; }
+int owner_tls_no_passphrase(char*, int, int, void*) {
+  return -1;
+}
 
 std::string owner_file_mode_text(mode_t mode) {
   char buf[8];
@@ -78,8 +80,7 @@ std::optional<std::string> read_identity_file(const fs::path& path, bool secret,
   if (fd < 0) {
     if (errno == ELOOP)
       error = path.string() + " is a symbolic link: mcprt uses only the file it made there; remove the link";
-    else
-      error = "cannot read " + path.string() + ": " + std::strerror(errno);
+    else error = "cannot read " + path.string() + ": " + std::strerror(errno);
     return std::nullopt;
   }
   struct stat st {};
@@ -89,9 +90,12 @@ std::optional<std::string> read_identity_file(const fs::path& path, bool secret,
     why = path.string() + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid "
           + std::to_string(::geteuid()) + "): the owner's identity must be your own";
   else if ((st.st_mode & (secret ? 077 : 022)) != 0)
-    why = path.string() + (secret ? " can be read or written by others" : " can be written by others") + " (mode "
-          + owner_file_mode_text(st.st_mode) + "), and whoever holds it is the owner on every CAF port: run `chmod 600 "
-          + path.string() + "`" + (secret ? ", and remove the directory if someone else may have read it" : "");
+    why =
+      path.string() + (secret ? " can be read or written by others" : " can be written by others") + " (mode "
+      + owner_file_mode_text(st.st_mode) + "), and "
+      + (secret ? "whoever holds the key is the owner on every CAF port" : "it decides whom every CAF port trusts")
+      + ": run `chmod 600 " + path.string() + "`"
+      + (secret ? ", and remove the directory if someone else may have read it" : "");
   std::string text;
   if (why.empty()) {
     char buf[4096];
@@ -189,11 +193,12 @@ owner_x509 parse_owner_cert(const std::string& pem) {
 bool write_identity_once(const state_dir& dir, const std::string& name, const std::string& text,
                          std::string& error) {
   bool existed = false;
-  if (dir.create_once(name, text, existed, error) || existed) return true;
-  return false;
+  return dir.create_once(name, text, existed, error) || existed;
 }
 
-std::string owner_tls_failure(const std::string& why) { return "cannot use the owner's CAF identity: " + why; }
+std::string owner_tls_failure(const std::string& why) {
+  return "cannot use the owner's CAF identity: " + why;
+}
 
 } // namespace
 
@@ -240,10 +245,12 @@ owner_tls_result load_owner_tls(const fs::path& home) {
     return out;
   }
   auto cert = parse_owner_cert(*cert_text);
-  std::string remake = ": remove " + dir->path().string() + " and mcprt makes a new identity (every end then needs it)";
+  std::string remake =
+    ": remove " + dir->path().string() + " and mcprt makes a new identity (every end then needs it)";
   if (!cert) out.error = owner_tls_failure(out.files.certificate.string() + " holds no PEM certificate" + remake);
   else if (X509_check_private_key(cert.get(), key.get()) != 1)
-    out.error = owner_tls_failure(out.files.certificate.string() + " was not made for " + out.files.key.string() + remake);
+    out.error =
+      owner_tls_failure(out.files.certificate.string() + " was not made for " + out.files.key.string() + remake);
   else if (X509_cmp_current_time(X509_get0_notAfter(cert.get())) <= 0)
     out.error = owner_tls_failure(out.files.certificate.string() + " has expired" + remake);
   ERR_clear_error();
