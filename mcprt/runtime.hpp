@@ -201,13 +201,15 @@ struct runtime_options {
   /// `HOST:PORT` of a fleet budget server (`mcprt budget-server`):
   /// every server the pool spawns also takes a slot of the fleet's budget
   /// (docs/distribution.md). Needs the pool, and an actor system that
-  /// loaded caf::io::middleman (`cfg.load<caf::io::middleman>()`).
+  /// loaded CAF's middleman and OpenSSL manager with an identity the budget
+  /// server trusts: `mcprt::use_owner_tls(cfg)` (mcprt/owner_tls.hpp) for
+  /// the owner's own, or `openssl_certificate`, `openssl_key` and
+  /// `openssl_cafile` of a fleet CA.
   std::optional<std::string> fleet_budget;
-  /// Reach the fleet budget server over TLS with mutual authentication: the
-  /// actor system loaded caf::openssl::manager, with this node's
-  /// certificate, key and CA in its config (`openssl_certificate`,
-  /// `openssl_key`, `openssl_cafile`).
-  bool fleet_tls = false;
+  /// Over TLS with mutual authentication, as every budget server mcprt
+  /// starts requires. False only for a budget server an embedder published
+  /// over plain CAF itself.
+  bool fleet_tls = true;
 };
 
 // -- progress and cancel of tool calls ----------------------------------
