@@ -327,6 +327,12 @@ TEST_F(caf_port_test, another_uid_cannot_read_the_owners_key_and_is_refused) {
   auto [read_code, read_err] = as_nobody("/bin/cat", {(caf_dir() / "key.pem").string()}, home_);
   EXPECT_NE(read_code, 0);
   EXPECT_NE(read_err.find("Permission denied"), std::string::npos) << read_err;
+#if defined(__SANITIZE_THREAD__)
+  // The TSan build's instrumented CAF lives in root's cache, which nobody
+  // cannot read: its programs would load the system's uninstrumented CAF,
+  // and TSan would report that mix, not this test's subject.
+  GTEST_SKIP() << "nobody's connection attempts run only in the builds without TSan (the key was unreadable)";
+#endif
   // With the owner's home: the identity is not nobody's to use (and its
   // key could not be read anyway), so no connection.
   auto address = "127.0.0.1:" + std::to_string(caf_port_);
