@@ -300,8 +300,8 @@ int run_serve(const serve_flags& f) {
   opts.fleet_tls = f.fleet_budget.has_value();
   if (f.caf_port) {
     if (*f.caf_port < 0 || *f.caf_port > 65535) bad.push_back("--caf-port must be between 0 and 65535");
-    // A host may do all a workspace allows; the owner's identity is for
-    // this machine only.
+    // The owner's identity is for this machine only: hosts elsewhere
+    // need a CA of the fleet's.
     else if (auto why = check_caf_host(tls, f.caf_host); !why.empty())
       bad.push_back(why);
   }
