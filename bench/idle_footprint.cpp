@@ -36,6 +36,10 @@ namespace fs = std::filesystem;
 
 struct footprint {
   double rss_mb = 0, anon_mb = 0, file_mb = 0;
+  // The proportional set size: shared library pages count by the share of
+  // the processes mapping them, so it is what this process adds to a
+  // machine that runs other programs on the same libraries.
+  double pss_mb = 0;
   int threads = 0;
   std::map<std::string, int> thread_names; // comm -> how many
   std::map<std::string, double> by_mapping; // file name (or "[anon]") -> resident MB
@@ -60,6 +64,9 @@ std::optional<footprint> read_footprint(pid_t pid) {
   f.rss_mb = status_mb(status, "VmRSS");
   f.anon_mb = status_mb(status, "RssAnon");
   f.file_mb = status_mb(status, "RssFile");
+  std::ifstream rollup(dir + "/smaps_rollup");
+  std::string rolled = "\n" + std::string((std::istreambuf_iterator<char>(rollup)), {});
+  f.pss_mb = status_mb(rolled, "Pss");
   std::ifstream smaps(dir + "/smaps");
   std::string line, mapping;
   while (std::getline(smaps, line)) {
@@ -109,7 +116,7 @@ std::string names_of(const footprint& f) {
 }
 
 json to_json(const footprint& f) {
-  return {{"rss_mb", f.rss_mb},   {"anon_mb", f.anon_mb},           {"file_mb", f.file_mb},
+  return {{"rss_mb", f.rss_mb},   {"pss_mb", f.pss_mb},             {"anon_mb", f.anon_mb}, {"file_mb", f.file_mb},
           {"threads", f.threads}, {"thread_names", f.thread_names}, {"by_mapping_mb", f.by_mapping}};
 }
 
@@ -154,7 +161,8 @@ void print_mappings(const footprint& m, const footprint* floor) {
 
 void print_footprint_row(const std::string& name, const footprint& f) {
   std::cout << std::left << std::setw(9) << name << std::right << std::fixed << std::setprecision(1) << std::setw(8)
-            << f.rss_mb << std::setw(9) << f.anon_mb << std::setw(9) << f.file_mb << std::setw(9) << f.threads << "\n";
+            << f.rss_mb << std::setw(9) << f.pss_mb << std::setw(9) << f.anon_mb << std::setw(9) << f.file_mb
+            << std::setw(9) << f.threads << "\n";
 }
 
 } // namespace
@@ -237,7 +245,7 @@ int idle_footprint(const std::vector<std::string>& args) {
   }
 
   std::cout << "idle_footprint: an idle daemon with no servers, at rest after start-up\n"
-            << "process   rss_mb  anon_mb  file_mb  threads\n";
+            << "process   rss_mb   pss_mb  anon_mb  file_mb  threads\n";
   json out{{"bench", "idle_footprint"}};
   for (const char* name : {"mcprt", "floor", "mcp-hub"}) {
     if (!rows.count(name)) continue;

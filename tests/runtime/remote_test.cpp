@@ -131,15 +131,20 @@ protected:
     return static_cast<bool>(rt_->subscribe(sink_));
   }
 
-  /// The node's snapshot over its HTTP API.
-  json node_snapshot() const {
-    httplib::Client c("127.0.0.1", http_port_);
-    c.set_read_timeout(10, 0);
+  /// A client of the node's HTTP API with the owner's token.
+  std::unique_ptr<httplib::Client> owner_client() const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", http_port_);
+    c->set_read_timeout(10, 0);
     std::ifstream token_file(home_ / ".mcprt" / "token");
     std::string token;
     std::getline(token_file, token);
-    c.set_bearer_token_auth(token.c_str());
-    auto r = c.Get("/workspace/mcp");
+    c->set_bearer_token_auth(token.c_str());
+    return c;
+  }
+
+  /// The node's snapshot over its HTTP API.
+  json node_snapshot() const {
+    auto r = owner_client()->Get("/workspace/mcp");
     if (!r || r->status != 200) return json(nullptr);
     return json::parse(r->body, nullptr, false);
   }
@@ -502,17 +507,9 @@ TEST_F(remote_test, a_hosts_own_server_waits_for_the_owners_approval_and_never_s
   EXPECT_NE(host_.render(out.error()).find("approv"), std::string::npos) << host_.render(out.error());
 
   // The owner approves it on the node (through its HTTP API); then it runs.
-  {
-    httplib::Client c("127.0.0.1", http_port_);
-    c.set_read_timeout(10, 0);
-    std::ifstream token_file(home_ / ".mcprt" / "token");
-    std::string token;
-    std::getline(token_file, token);
-    c.set_bearer_token_auth(token.c_str());
-    auto approved = c.Post("/workspace/mcp/mine/approve", "", "application/json");
-    ASSERT_TRUE(approved);
-    EXPECT_EQ(approved->status, 200) << approved->body;
-  }
+  auto approved = owner_client()->Post("/workspace/mcp/mine/approve", "", "application/json");
+  ASSERT_TRUE(approved);
+  EXPECT_EQ(approved->status, 200) << approved->body;
   ASSERT_TRUE(wait_until([&] { return session_connected(session, "mine"); })) << node_->err();
   auto called = rt_->call_tool(session, "mine", "mine_echo", {{"text", "approved"}}, 10s);
   ASSERT_TRUE(called) << host_.render(called.error());
