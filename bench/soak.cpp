@@ -88,7 +88,12 @@ std::vector<pid_t> tagged_processes(const std::string& tag, pid_t except) {
     pid_t pid = std::stoi(name);
     if (pid == except || pid == ::getpid()) continue;
     std::ifstream in(it->path() / "environ", std::ios::binary);
-    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string env;
+    try {
+      env.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue; // the process ended while it was read (ESRCH)
+    }
     if (env.find(tag) != std::string::npos) out.push_back(pid);
   }
   return out;

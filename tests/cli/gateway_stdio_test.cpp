@@ -8,6 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "tests/cli/daemon_test_util.hpp"
 
 namespace mcprt_cli_test {
@@ -652,9 +655,24 @@ TEST_F(GatewayScripted, FlagsThatWidenTrustCannotComeThroughTheGateway) {
 // -- against the workspace daemon --------------------------------------------------------------
 
 /// The `mcprt serve` processes of `ws` (their cmdline names it).
+/// A /proc file's text, or "" once its process is gone: a read that fails
+/// with ESRCH would throw out of an istreambuf_iterator.
+std::string read_proc_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto got = ::read(fd, buf, sizeof buf);
+    if (got <= 0) break;
+    out.append(buf, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return out;
+}
+
 pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto stat = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
   auto close = stat.rfind(')');
   if (close == std::string::npos) return 0;
@@ -674,8 +692,7 @@ std::vector<pid_t> serve_processes(const fs::path& ws) {
   for (auto& e : fs::directory_iterator("/proc", ec)) {
     auto name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline", std::ios::binary);
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto cmd = read_proc_file(e.path() / "cmdline");
     std::vector<std::string> args;
     std::string cur;
     for (char c : cmd) {
