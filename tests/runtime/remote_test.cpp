@@ -18,14 +18,11 @@
 #include "messages/remote.hpp"
 #include "tests/cli/daemon_test_util.hpp"
 #include "tests/runtime/event_log.hpp"
-#include "tests/runtime/host_config.hpp"
 
 using namespace mcprt_cli_test;
 using namespace std::chrono_literals;
 
 namespace {
-
-using mcprt::test::host_config;
 
 /// A home of the host's own, made before the fixture's actor system (which
 /// needs its identity when it starts, before SetUp): start_node gives the
