@@ -15,6 +15,7 @@ int gateway_overhead(const std::vector<std::string>& args);
 int idle_footprint(const std::vector<std::string>& args);
 int fleet_budget(const std::vector<std::string>& args);
 int remote_call(const std::vector<std::string>& args);
+int remote_calls(const std::vector<std::string>& args);
 
 /// Peak resident set size of this process, in MiB.
 double peak_rss_mb();

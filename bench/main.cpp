@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     {"idle_footprint", idle_footprint},
     {"fleet_budget", fleet_budget},
     {"remote_call", remote_call},
+    {"remote_calls", remote_calls},
   };
   if (argc < 2 || !benches.count(argv[1])) {
     std::cerr << "usage: mcprt-bench NAME [options]\n  benchmarks:";

@@ -6,18 +6,14 @@
 // child), in the same run: calls per second and p50/p99 latency for 1 and
 // N concurrent clients.
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <httplib.h>
@@ -26,6 +22,7 @@
 
 #include "actors/scheduler.hpp"
 #include "bench.hpp"
+#include "call_loop.hpp"
 #include "child_process.hpp"
 #include "mcprt/owner_tls.hpp"
 #include "mcprt/runtime.hpp"
@@ -36,7 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using clock_type = std::chrono::steady_clock;
 
 /// The host's actor system, over TLS with the owner's identity in `home`
 /// (the node is started on the same home), as every CAF port requires.
@@ -49,83 +45,8 @@ struct host_config : caf::actor_system_config {
   caf::error tls_error;
 };
 
-struct loop_result {
-  int clients = 0;
-  uint64_t calls = 0;
-  uint64_t errors = 0;
-  double seconds = 0;
-  double p50_us = 0, p99_us = 0;
-  double rate() const { return seconds > 0 ? static_cast<double>(calls) / seconds : 0; }
-};
-
-/// One client's call: true on a good answer.
-using call_fn = std::function<bool()>;
-
-/// `clients` threads, each with its own caller from `make`, call in a loop
-/// for `seconds`.
-loop_result run_call_loop(const std::function<call_fn()>& make, int clients, double seconds) {
-  std::vector<call_fn> callers;
-  for (int i = 0; i < clients; ++i)
-    callers.push_back(make());
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> errors{0};
-  std::mutex mtx;
-  std::vector<double> lat;
-  std::vector<std::thread> threads;
-  auto start = clock_type::now();
-  for (auto& call : callers)
-    threads.emplace_back([&, call] {
-      std::vector<double> mine;
-      while (!stop) {
-        auto t0 = clock_type::now();
-        bool ok = call();
-        auto us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
-        if (ok) mine.push_back(us);
-        else ++errors;
-      }
-      std::lock_guard<std::mutex> guard{mtx};
-      lat.insert(lat.end(), mine.begin(), mine.end());
-    });
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& t : threads)
-    t.join();
-  loop_result r;
-  r.clients = clients;
-  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  r.calls = lat.size();
-  r.errors = errors;
-  std::sort(lat.begin(), lat.end());
-  auto at = [&](double q) { return lat.empty() ? 0.0 : lat[std::min(lat.size() - 1, static_cast<std::size_t>(q * lat.size()))]; };
-  r.p50_us = at(0.50);
-  r.p99_us = at(0.99);
-  return r;
-}
-
 bool echo_ok(const caf::expected<json>& r) {
   return r && r->is_object() && !r->value("isError", false);
-}
-
-/// Waits until a call answers (unmeasured): "connected" comes a moment
-/// before the first call can go through.
-bool warm(const call_fn& call) {
-  for (int i = 0; i < 200; ++i) {
-    if (call()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-std::optional<std::string> line_starting(const std::string& file, const std::string& prefix, double timeout_s) {
-  auto deadline = clock_type::now() + std::chrono::duration<double>(timeout_s);
-  while (clock_type::now() < deadline) {
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind(prefix, 0) == 0) return line;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return std::nullopt;
 }
 
 } // namespace
@@ -163,7 +84,7 @@ int remote_call(const std::vector<std::string>& args) {
   caf::actor_system sys{cfg};
   // One row per level, once a first call has answered (unmeasured).
   auto measure = [&](const std::string& path, const std::function<call_fn()>& make) {
-    if (!warm(make())) {
+    if (!warm_up(make())) {
       std::cerr << "remote_call: echo never answered (" << path << ")\n";
       broke = true;
       return;
