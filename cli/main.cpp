@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <list>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -220,11 +221,13 @@ int run_auth(const common_flags& f, const std::string& name, const cli::auth_fla
   ao.callback_timeout = std::chrono::milliseconds(a.timeout_ms);
   ao.url_timeout = std::chrono::milliseconds(a.timeout_ms);
   ao.deadline = started_at + std::chrono::milliseconds(a.timeout_ms);
-  std::promise<std::pair<bool, std::string>> ended;
-  auto done = ended.get_future();
+  // Shared with the flow's thread: when begin() fails because the flow
+  // ended, that thread still reports the end after this function returned.
+  auto ended = std::make_shared<std::promise<std::pair<bool, std::string>>>();
+  auto done = ended->get_future();
   std::string error;
-  auto started = broker.begin(it->second, ao, [&ended](bool ok, const std::string& why) { ended.set_value({ok, why}); },
-                              error);
+  auto started = broker.begin(
+    it->second, ao, [ended](bool ok, const std::string& why) { ended->set_value({ok, why}); }, error);
   if (!started) {
     std::cerr << "mcprt auth: " << escape_for_display(name) << ": " << escape_for_display(error) << "\n";
     return exit_failure;
