@@ -106,13 +106,27 @@ double proc_cpu_s(pid_t pid) {
   return static_cast<double>(std::stoull(f[11]) + std::stoull(f[12])) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// Peak resident set size of a process (VmHWM), in MiB.
-double proc_peak_rss_mb(pid_t pid) {
+namespace {
+
+/// The number after `key` ("VmHWM:") in /proc/PID/status; -1 without it.
+double proc_status_number(pid_t pid, const std::string& key) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size()));
+  return -1;
+}
+
+} // namespace
+
+// Peak resident set size of a process (VmHWM), in MiB.
+double proc_peak_rss_mb(pid_t pid) {
+  auto kib = proc_status_number(pid, "VmHWM:");
+  return kib < 0 ? 0 : kib / 1024.0;
+}
+
+int proc_threads(pid_t pid) {
+  return static_cast<int>(proc_status_number(pid, "Threads:"));
 }
 
 int free_port() {

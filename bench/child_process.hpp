@@ -34,6 +34,8 @@ int port_of(const std::string& line);
 double proc_cpu_s(pid_t pid);
 /// Peak resident set size of a process (VmHWM), in MiB.
 double proc_peak_rss_mb(pid_t pid);
+/// Threads of a process right now (-1: it is gone).
+int proc_threads(pid_t pid);
 /// A free loopback TCP port.
 int free_port();
 /// The owner's bearer token that a daemon run with `--home HOME` requires

@@ -86,14 +86,6 @@ std::optional<daemon_run> start_calls_daemon(const std::string& mcprt, const std
   return d;
 }
 
-int threads_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  return -1;
-}
-
 struct loaded_result {
   int slow = 0;
   double quick_ms = -1; // -1: no answer within the timeout
@@ -223,7 +215,7 @@ int remote_calls(const std::vector<std::string>& args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms / 10));
     loaded_result r;
     r.slow = k;
-    r.threads = threads_of(d->proc.pid);
+    r.threads = proc_threads(d->proc.pid);
     auto t0 = remote_clock::now();
     if (call_ok(quick_client->Post("/workspace/mcp/tools/call", quick_body, "application/json")))
       r.quick_ms = std::chrono::duration<double, std::milli>(remote_clock::now() - t0).count();
