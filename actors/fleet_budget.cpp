@@ -59,17 +59,15 @@ std::string sender_key(fleet_budget_self self) {
 }
 
 /// The sender's key when it may act: a known node, or room for a new one.
-/// Its label is kept while the ledger knows it.
 std::string admitted_key(fleet_budget_self self, const std::string& label) {
   auto key = sender_key(self);
   if (key.empty() || !acceptable(label, "-")) return {};
   auto& st = self->state;
-  bool known = st.ledger->nodes().count(key) > 0;
-  if (!known && st.ledger->node_count() >= max_nodes) return {};
-  if (known) st.labels[key] = label;
+  if (!st.ledger->nodes().count(key) && st.ledger->node_count() >= max_nodes) return {};
   return key;
 }
 
+/// Keeps the label of a node while the ledger knows it.
 void remember_label(fleet_budget_self self, const std::string& key, const std::string& label) {
   if (self->state.ledger->nodes().count(key) > 0) self->state.labels[key] = label;
 }

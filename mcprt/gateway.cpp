@@ -153,8 +153,8 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
     std::deque<json> backlog;
     std::map<std::string, pending_request> requests; // by key_of(id)
     struct outbound {
-      std::optional<host_responder> responder;
-      std::string request_id;                  // the runtime's server_request id
+      host_responder responder;
+      std::string request_id; // the runtime's server_request id
     };
     std::map<std::uint64_t, outbound> outbound;
     std::set<std::pair<std::string, std::string>> subscriptions; // (server, uri)
@@ -448,7 +448,7 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     }
   }
   auto [id, msg] = e.request(req.method, req.params);
-  s->outbound[id] = {responder, req.id};
+  s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id});
   p.send_related(*s, owner->second, std::move(msg));
   return true;
 }
@@ -475,9 +475,8 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
   auto out = std::move(it->second);
   s.outbound.erase(it);
   auto result = msg.find("result");
-  if (!out.responder) return;
   if (result != msg.end() && result->is_object()) {
-    out.responder->answer(*result);
+    out.responder.answer(*result);
     return;
   }
   auto err = msg.find("error");
@@ -488,7 +487,7 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
     if (err->contains("message") && (*err)["message"].is_string())
       text = replace_invalid_utf8((*err)["message"].get<std::string>().substr(0, 1024));
   }
-  out.responder->fail(code, text);
+  out.responder.fail(code, text);
 }
 
 // -- sessions ------------------------------------------------------------------------------
@@ -652,7 +651,7 @@ void gateway::impl::close_session(const std::string& sid) {
       }
     }
     for (auto& [id, out] : s->outbound)
-      if (out.responder) out.responder->fail(gateway_error::internal, "the client's session ended");
+      out.responder.fail(gateway_error::internal, "the client's session ended");
     s->outbound.clear();
   }
   for (auto& c : cancels)
