@@ -27,12 +27,6 @@ std::string daemon_file(const std::string& workspace) {
 
 namespace {
 
-std::string octal_mode(mode_t m) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
-  return buf;
-}
-
 /// Reads at most `max` bytes of an open descriptor.
 std::optional<std::string> read_bounded(int fd, std::size_t max) {
   std::string out;
@@ -81,37 +75,34 @@ std::string same_path_key(const fs::path& p) {
 token_file read_token_file(const std::string& path, const std::string& flag) {
   token_file out;
   auto where = flag + " '" + escape_for_display(path) + "'";
-  // O_NONBLOCK: a FIFO must not hang us; it is refused below anyway.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    out.error = "cannot read " + where + ": " + std::strerror(errno);
-    return out;
+  // The path is the user's choice (a link to it is fine); a FIFO must not
+  // hang us, and is refused as not a regular file.
+  auto f = io::read_owner_file(path, 077, 4096, false);
+  using problem = io::owner_file::problem;
+  switch (f.what) {
+    case problem::none:
+      break;
+    case problem::cannot_open:
+    case problem::symlink:
+      out.error = "cannot read " + where + ": " + std::strerror(f.error_number);
+      return out;
+    case problem::not_regular:
+      out.error = where + " is not a regular file";
+      return out;
+    case problem::not_ours:
+      out.error = where + " belongs to uid " + std::to_string(f.uid) + ", not to you (uid "
+                  + std::to_string(::geteuid()) + "): a token file must be your own";
+      return out;
+    case problem::mode:
+      out.error = where + " can be read or written by others (mode " + f.mode + "): run `chmod 600 "
+                  + escape_for_display(path) + "`";
+      return out;
+    case problem::too_large:
+    case problem::cannot_read:
+      out.error = "cannot read " + where + " (a token file holds one line of at most 4096 bytes)";
+      return out;
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    out.error = where + " is not a regular file";
-    return out;
-  }
-  if (st.st_uid != ::geteuid()) {
-    ::close(fd);
-    out.error = where + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid "
-                + std::to_string(::geteuid()) + "): a token file must be your own";
-    return out;
-  }
-  if ((st.st_mode & 077) != 0) {
-    ::close(fd);
-    out.error = where + " can be read or written by others (mode " + octal_mode(st.st_mode)
-                + "): run `chmod 600 " + escape_for_display(path) + "`";
-    return out;
-  }
-  auto text = read_bounded(fd, 4096);
-  ::close(fd);
-  if (!text) {
-    out.error = "cannot read " + where + " (a token file holds one line of at most 4096 bytes)";
-    return out;
-  }
-  auto line = text->substr(0, text->find('\n'));
+  auto line = f.text.substr(0, f.text.find('\n'));
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
     line.pop_back();
   if (line.empty()) {
@@ -156,7 +147,7 @@ daemon_check check_daemon(const std::string& workspace, bool check_file) {
     }
     if ((fst.st_mode & 022) != 0) {
       ::close(fd);
-      return fail("others can write it (mode " + octal_mode(fst.st_mode) + ")");
+      return fail("others can write it (mode " + io::octal_mode(fst.st_mode) + ")");
     }
   }
   auto text = read_bounded(fd, 64 * 1024);

@@ -1,12 +1,10 @@
 #include "io/owner_tls.hpp"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,57 +64,42 @@ int owner_tls_no_passphrase(char*, int, int, void*) {
   return -1;
 }
 
-std::string owner_file_mode_text(mode_t mode) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
-  return buf;
-}
-
 /// The text of an identity file, checked like the owner's token file: a
 /// regular file of ours, reached through no symbolic link, that nobody else
 /// may write (nor read, for the key).
 std::optional<std::string> read_identity_file(const fs::path& path, bool secret, std::string& error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    if (errno == ELOOP)
+  auto f = read_owner_file(path, secret ? 077 : 022, 64 * 1024, true);
+  using problem = owner_file::problem;
+  switch (f.what) {
+    case problem::none:
+      return std::move(f.text);
+    case problem::symlink:
       error = path.string() + " is a symbolic link: mcprt uses only the file it made there; remove the link";
-    else error = "cannot read " + path.string() + ": " + std::strerror(errno);
-    return std::nullopt;
+      break;
+    case problem::cannot_open:
+    case problem::cannot_read:
+      error = "cannot read " + path.string() + ": " + std::strerror(f.error_number);
+      break;
+    case problem::not_regular:
+      error = path.string() + " is not a regular file";
+      break;
+    case problem::not_ours:
+      error = path.string() + " belongs to uid " + std::to_string(f.uid) + ", not to you (uid "
+              + std::to_string(::geteuid()) + "): the owner's identity must be your own";
+      break;
+    case problem::mode:
+      error = path.string() + (secret ? " can be read or written by others" : " can be written by others")
+              + " (mode " + f.mode + "), and "
+              + (secret ? "whoever holds the key is the owner on every CAF port"
+                        : "it decides whom every CAF port trusts")
+              + ": run `chmod 600 " + path.string() + "`"
+              + (secret ? ", and remove the directory if someone else may have read it" : "");
+      break;
+    case problem::too_large:
+      error = path.string() + " is larger than 64 KiB: not an identity mcprt made";
+      break;
   }
-  struct stat st {};
-  std::string why;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = path.string() + " is not a regular file";
-  else if (st.st_uid != ::geteuid())
-    why = path.string() + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid "
-          + std::to_string(::geteuid()) + "): the owner's identity must be your own";
-  else if ((st.st_mode & (secret ? 077 : 022)) != 0)
-    why =
-      path.string() + (secret ? " can be read or written by others" : " can be written by others") + " (mode "
-      + owner_file_mode_text(st.st_mode) + "), and "
-      + (secret ? "whoever holds the key is the owner on every CAF port" : "it decides whom every CAF port trusts")
-      + ": run `chmod 600 " + path.string() + "`"
-      + (secret ? ", and remove the directory if someone else may have read it" : "");
-  std::string text;
-  if (why.empty()) {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) why = "cannot read " + path.string() + ": " + std::strerror(errno);
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-      if (text.size() > 64 * 1024) {
-        why = path.string() + " is larger than 64 KiB: not an identity mcprt made";
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  if (!why.empty()) {
-    error = why;
-    return std::nullopt;
-  }
-  return text;
+  return std::nullopt;
 }
 
 std::string new_owner_key_pem(std::string& error) {

@@ -60,6 +60,46 @@ std::string random_hex(std::size_t count) {
   return out;
 }
 
+std::string octal_mode(unsigned mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
+  return buf;
+}
+
+owner_file read_owner_file(const fs::path& path, unsigned forbidden, std::size_t max, bool no_links) {
+  owner_file out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (no_links ? O_NOFOLLOW : 0));
+  if (fd < 0) {
+    out.error_number = errno;
+    out.what = no_links && errno == ELOOP ? owner_file::problem::symlink : owner_file::problem::cannot_open;
+    return out;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) out.what = owner_file::problem::not_regular;
+  else if (st.st_uid != ::geteuid()) {
+    out.what = owner_file::problem::not_ours;
+    out.uid = st.st_uid;
+  } else if ((st.st_mode & forbidden) != 0) {
+    out.what = owner_file::problem::mode;
+    out.mode = octal_mode(st.st_mode);
+  }
+  char buf[4096];
+  while (out.what == owner_file::problem::none) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      out.what = owner_file::problem::cannot_read;
+      out.error_number = errno;
+    }
+    if (n <= 0) break;
+    out.text.append(buf, static_cast<std::size_t>(n));
+    if (out.text.size() > max) out.what = owner_file::problem::too_large;
+  }
+  ::close(fd);
+  if (out.what != owner_file::problem::none) out.text.clear();
+  return out;
+}
+
 std::optional<state_dir> state_dir::open(const fs::path& parent, const std::string& name, std::string& error) {
   auto path = parent / name;
   int parent_fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -101,9 +141,8 @@ std::optional<state_dir> state_dir::open(const fs::path& parent, const std::stri
     return std::nullopt;
   }
   if ((st.st_mode & 022) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    error = path.string() + " can be written by others (mode " + mode + "), who could swap mcprt's files in it: run `chmod go-w " + path.string() + "`";
+    error = path.string() + " can be written by others (mode " + octal_mode(st.st_mode)
+            + "), who could swap mcprt's files in it: run `chmod go-w " + path.string() + "`";
     ::close(fd);
     return std::nullopt;
   }

@@ -72,4 +72,25 @@ private:
 /// `bytes` random bytes from the kernel, as lower-case hex.
 std::string random_hex(std::size_t bytes);
 
+/// A file only its owner may have made or changed (a token, a key, a
+/// certificate), read whole, and what was wrong with it otherwise. The
+/// caller words the error: each knows what the file is for.
+struct owner_file {
+  enum class problem { none, cannot_open, symlink, not_regular, not_ours, mode, too_large, cannot_read };
+  problem what = problem::none;
+  std::string text;
+  int error_number = 0; // cannot_open, cannot_read
+  unsigned uid = 0;     // not_ours: whose it is
+  std::string mode;     // mode: the file's, as "0640"
+};
+
+/// Opens PATH (never blocking on a FIFO; with `no_links`, a symbolic link
+/// is `symlink`), and reads it when it is a regular file of this user with
+/// none of the `forbidden` mode bits (022: nobody else may write it; 077:
+/// nor read it) and at most `max` bytes.
+owner_file read_owner_file(const std::filesystem::path& path, unsigned forbidden, std::size_t max, bool no_links);
+
+/// A mode's permission bits as four octal digits ("0600").
+std::string octal_mode(unsigned mode);
+
 } // namespace mcprt::io
