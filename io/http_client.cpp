@@ -1,0 +1,854 @@
+#include "io/http_client.hpp"
+
+#include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+
+#include "core/ascii.hpp"
+#include "core/http_url.hpp"
+#include "core/proxy_choice.hpp"
+
+namespace mcprt::io {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+std::string http_response_head::header(std::string_view name) const {
+  for (const auto& [n, v] : headers)
+    if (ascii_iequals(n, name)) return v;
+  return {};
+}
+
+bool http_response_head::has_header(std::string_view name) const {
+  for (const auto& h : headers)
+    if (ascii_iequals(h.first, name)) return true;
+  return false;
+}
+
+std::string http_response_head::media_type() const {
+  auto type = header("Content-Type");
+  auto semi = type.find(';');
+  return ascii_lower(trim_space(std::string_view(type).substr(0, semi)));
+}
+
+std::string describe_http_failure(http_failure failure, std::chrono::milliseconds idle_timeout) {
+  switch (failure) {
+    case http_failure::none: return "ok";
+    case http_failure::resolve: return "cannot resolve the host name";
+    case http_failure::connect: return "cannot connect (connection refused or host unreachable)";
+    case http_failure::connect_timeout: return "connect timed out";
+    case http_failure::tls: return "TLS handshake failed";
+    case http_failure::send: return "connection lost while sending the request";
+    case http_failure::receive: return "connection lost before the response was complete";
+    case http_failure::idle_timeout:
+      return "nothing received within " + std::to_string(idle_timeout.count()) + " ms (timed out)";
+    case http_failure::aborted: return "request aborted";
+    case http_failure::other: return "request failed";
+  }
+  return "request failed";
+}
+
+namespace {
+
+// Bounds on a response head: curl bounds one line (100 KiB); a server must
+// not make us keep an endless list of them.
+constexpr std::size_t k_max_header_count = 256;
+constexpr std::size_t k_max_header_bytes = 64 * 1024;
+
+// epoll_event.data.u64 of the wake-up eventfd; sockets use their fd.
+constexpr std::uint64_t k_wake_tag = ~std::uint64_t{0};
+
+struct curl_global {
+  curl_global() {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw std::runtime_error("curl_global_init failed");
+  }
+};
+
+void ensure_curl_global() {
+  // curl_global_init is not thread-safe before 7.84 and must run once.
+  static curl_global once;
+  (void)once;
+}
+
+http_outcome outcome_of(CURLcode code, const char* detail) {
+  http_outcome o;
+  switch (code) {
+    case CURLE_OK: return o;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: o.failure = http_failure::resolve; break;
+    case CURLE_COULDNT_CONNECT: o.failure = http_failure::connect; break;
+#if LIBCURL_VERSION_NUM >= 0x074900
+    case CURLE_PROXY:
+      o.failure = http_failure::connect;
+      o.reason = "the proxy refused the connection";
+      break;
+#endif
+    case CURLE_OPERATION_TIMEDOUT: o.failure = http_failure::connect_timeout; break;
+    case CURLE_SSL_CONNECT_ERROR: o.failure = http_failure::tls; break;
+    case CURLE_PEER_FAILED_VERIFICATION:
+      o.failure = http_failure::tls;
+      o.reason = "TLS server certificate verification failed";
+      break;
+    case CURLE_SSL_CACERT_BADFILE:
+      o.failure = http_failure::tls;
+      o.reason = "cannot load the TLS CA certificates";
+      break;
+    case CURLE_SEND_ERROR: o.failure = http_failure::send; break;
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM: o.failure = http_failure::receive; break;
+    case CURLE_WRITE_ERROR:
+    case CURLE_ABORTED_BY_CALLBACK: o.failure = http_failure::aborted; break;
+    default:
+      o.failure = http_failure::other;
+      o.reason = std::string("request failed (") + curl_easy_strerror(code) + ")";
+      break;
+  }
+  (void)detail;
+  return o;
+}
+
+} // namespace
+
+struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
+  struct request_state {
+    request_id id = 0;
+    impl* self = nullptr;
+    CURL* easy = nullptr;
+    curl_slist* header_list = nullptr;
+    http_request req;
+    http_handlers handlers;
+    std::size_t body_offset = 0;
+    bool body_reported = false;
+    http_response_head head;
+    std::size_t head_bytes = 0;
+    bool in_head = false;    // a status line came, its blank line not yet
+    bool head_delivered = false;
+    bool cancelled = false;  // no handler runs any more
+    std::optional<http_failure> forced; // set when we end the transfer ourselves
+    clock_type::time_point last_activity;
+    timer_id idle_timer = 0;
+    char error[CURL_ERROR_SIZE] = {};
+  };
+
+  explicit impl(http_client_options o) : opts(o) {}
+
+  ~impl() {
+    if (multi) curl_multi_cleanup(multi);
+    if (epfd >= 0) ::close(epfd);
+    if (wakefd >= 0) ::close(wakefd);
+  }
+
+  const http_client_options opts;
+
+  // ---- shared with other threads --------------------------------------
+  mutable std::mutex mu;
+  mutable std::condition_variable idle_cv;
+  std::deque<std::function<void()>> tasks; // guarded by mu
+  bool started = false;                    // guarded by mu
+  bool stopping = false;                   // guarded by mu
+  std::thread thread;
+  std::atomic<std::thread::id> loop_id{};
+  std::atomic<request_id> next_request{1};
+  std::atomic<timer_id> next_timer{1};
+  std::atomic<std::size_t> active{0};
+  std::atomic<std::uint64_t> connections{0};
+
+  // ---- loop thread only -----------------------------------------------
+  int epfd = -1;
+  int wakefd = -1;
+  CURLM* multi = nullptr;
+  std::unordered_map<request_id, std::unique_ptr<request_state>> requests;
+  std::unordered_map<curl_socket_t, std::uint32_t> watched; // fd -> epoll interest
+  std::optional<clock_type::time_point> curl_deadline;
+  std::multimap<clock_type::time_point, timer_id> timer_queue;
+  std::unordered_map<timer_id, std::pair<clock_type::time_point, std::function<void()>>> timers;
+  int in_curl = 0; // depth of curl calls that may run our callbacks
+  std::vector<request_id> deferred_removals;
+
+  // ---- starting the loop ----------------------------------------------
+
+  // Called with mu held.
+  void start_locked() {
+    if (started) return;
+    ensure_curl_global();
+    epfd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) throw std::system_error(errno, std::generic_category(), "http_client: epoll_create1");
+    wakefd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wakefd < 0) throw std::system_error(errno, std::generic_category(), "http_client: eventfd");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = k_wake_tag;
+    ::epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev);
+    multi = curl_multi_init();
+    if (!multi) throw std::runtime_error("http_client: curl_multi_init failed");
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &impl::socket_cb);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &impl::timer_cb);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_PIPELINING, long(CURLPIPE_MULTIPLEX));
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, long(opts.max_idle_connections));
+    started = true;
+    thread = std::thread([this] { run(); });
+  }
+
+  bool enqueue(std::function<void()> fn) {
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping) return false;
+      start_locked();
+      tasks.push_back(std::move(fn));
+      // The loop drains its tasks before it waits again: no wake-up needed
+      // from its own thread.
+      wake = loop_id.load() != std::this_thread::get_id();
+    }
+    if (wake) {
+      std::uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(wakefd, &one, sizeof(one));
+    }
+    return true;
+  }
+
+  void stop_and_join() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!started) {
+        stopping = true;
+        return;
+      }
+      if (stopping) return;
+      stopping = true;
+    }
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakefd, &one, sizeof(one));
+    if (thread.joinable()) thread.join();
+  }
+
+  // ---- the loop -------------------------------------------------------
+
+  void run() {
+    loop_id = std::this_thread::get_id();
+    std::vector<epoll_event> events(64);
+    for (;;) {
+      std::deque<std::function<void()>> batch;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stopping) break;
+        batch.swap(tasks);
+      }
+      for (auto& t : batch) {
+        try {
+          t();
+        } catch (...) {
+          // One bad task must not end every request of the process.
+        }
+      }
+      process_removals();
+      int timeout = wait_timeout();
+      int n = ::epoll_wait(epfd, events.data(), static_cast<int>(events.size()), timeout);
+      if (n < 0 && errno != EINTR) break;
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == k_wake_tag) {
+          std::uint64_t v;
+          while (::read(wakefd, &v, sizeof(v)) > 0) {
+          }
+          continue;
+        }
+        int flags = 0;
+        if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
+        if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+        if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
+        socket_action(static_cast<curl_socket_t>(events[i].data.u64), flags);
+      }
+      auto now = clock_type::now();
+      if (curl_deadline && *curl_deadline <= now) {
+        curl_deadline.reset();
+        socket_action(CURL_SOCKET_TIMEOUT, 0);
+      }
+      run_due_timers(now);
+      process_removals();
+    }
+    shutdown_all();
+  }
+
+  int wait_timeout() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!tasks.empty() || stopping) return 0;
+    }
+    std::optional<clock_type::time_point> next = curl_deadline;
+    if (!timer_queue.empty() && (!next || timer_queue.begin()->first < *next)) next = timer_queue.begin()->first;
+    if (!next) return -1;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - clock_type::now()).count();
+    return static_cast<int>(std::clamp<long long>(left, 0, 60000));
+  }
+
+  void socket_action(curl_socket_t fd, int flags) {
+    int running = 0;
+    ++in_curl;
+    curl_multi_socket_action(multi, fd, flags, &running);
+    --in_curl;
+    read_done();
+  }
+
+  void run_due_timers(clock_type::time_point now) {
+    while (!timer_queue.empty() && timer_queue.begin()->first <= now) {
+      auto id = timer_queue.begin()->second;
+      timer_queue.erase(timer_queue.begin());
+      auto it = timers.find(id);
+      if (it == timers.end()) continue;
+      auto fn = std::move(it->second.second);
+      timers.erase(it);
+      try {
+        fn();
+      } catch (...) {
+      }
+    }
+  }
+
+  void shutdown_all() {
+    for (auto& [id, r] : requests) {
+      r->cancelled = true;
+      if (r->easy) {
+        curl_multi_remove_handle(multi, r->easy);
+        curl_easy_cleanup(r->easy);
+      }
+      if (r->header_list) curl_slist_free_all(r->header_list);
+    }
+    requests.clear();
+    timers.clear();
+    timer_queue.clear();
+    active = 0;
+    idle_cv.notify_all();
+  }
+
+  // ---- curl callbacks -------------------------------------------------
+
+  static int socket_cb(CURL*, curl_socket_t s, int what, void* userp, void*) {
+    auto* self = static_cast<impl*>(userp);
+    if (what == CURL_POLL_REMOVE) {
+      ::epoll_ctl(self->epfd, EPOLL_CTL_DEL, s, nullptr);
+      self->watched.erase(s);
+      return 0;
+    }
+    std::uint32_t interest = 0;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) interest |= EPOLLIN;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) interest |= EPOLLOUT;
+    epoll_event ev{};
+    ev.events = interest;
+    ev.data.u64 = static_cast<std::uint64_t>(s);
+    auto it = self->watched.find(s);
+    int op = it == self->watched.end() ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+    if (::epoll_ctl(self->epfd, op, s, &ev) != 0) {
+      // A closed fd whose number came back: the old registration is gone
+      // with the old file, or still there for the new one.
+      if (errno == EEXIST) ::epoll_ctl(self->epfd, EPOLL_CTL_MOD, s, &ev);
+      else if (errno == ENOENT) ::epoll_ctl(self->epfd, EPOLL_CTL_ADD, s, &ev);
+    }
+    self->watched[s] = interest;
+    return 0;
+  }
+
+  static int timer_cb(CURLM*, long timeout_ms, void* userp) {
+    auto* self = static_cast<impl*>(userp);
+    if (timeout_ms < 0) self->curl_deadline.reset();
+    else self->curl_deadline = clock_type::now() + std::chrono::milliseconds(timeout_ms);
+    return 0;
+  }
+
+  static curl_socket_t open_socket_cb(void* userp, curlsocktype, curl_sockaddr* addr) {
+    auto* self = static_cast<impl*>(userp);
+    auto fd = ::socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+    if (fd >= 0) self->connections.fetch_add(1);
+    return fd < 0 ? CURL_SOCKET_BAD : fd;
+  }
+
+  static std::size_t read_cb(char* buf, std::size_t size, std::size_t n, void* ud) {
+    auto* r = static_cast<request_state*>(ud);
+    if (r->cancelled) return CURL_READFUNC_ABORT;
+    const auto& body = r->req.body;
+    std::size_t len = std::min(size * n, body.size() - r->body_offset);
+    std::memcpy(buf, body.data() + r->body_offset, len);
+    r->body_offset += len;
+    if (r->body_offset == body.size()) r->self->body_sent(*r);
+    return len;
+  }
+
+  static std::size_t header_cb(char* buf, std::size_t size, std::size_t n, void* ud) {
+    auto* r = static_cast<request_state*>(ud);
+    const std::size_t len = size * n;
+    if (r->cancelled) return 0;
+    r->last_activity = clock_type::now();
+    if (r->head_delivered) return len; // trailers
+    std::string_view line(buf, len);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+      line.remove_suffix(1);
+    if (line.substr(0, 5) == "HTTP/") {
+      r->head = {};
+      r->head_bytes = 0;
+      r->in_head = true;
+      auto sp = line.find(' ');
+      if (sp != std::string_view::npos) {
+        auto rest = line.substr(sp + 1);
+        int status = 0;
+        std::size_t i = 0;
+        for (; i < rest.size() && i < 3 && rest[i] >= '0' && rest[i] <= '9'; ++i)
+          status = status * 10 + (rest[i] - '0');
+        r->head.status = status;
+        if (i < rest.size()) r->head.reason = std::string(trim_space(rest.substr(i)));
+      }
+      return len;
+    }
+    if (!r->in_head) return len;
+    if (line.empty()) {
+      r->in_head = false;
+      if (r->head.status >= 200) return r->self->deliver_head(*r) ? len : 0;
+      return len; // 1xx: the final head follows
+    }
+    r->head_bytes += len;
+    if (r->head.headers.size() >= k_max_header_count || r->head_bytes > k_max_header_bytes) {
+      r->forced = http_failure::other;
+      return 0;
+    }
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos) return len; // obsolete line folding: ignored
+    r->head.headers.emplace_back(std::string(trim_space(line.substr(0, colon))),
+                                 std::string(trim_space(line.substr(colon + 1))));
+    return len;
+  }
+
+  static std::size_t write_cb(char* buf, std::size_t size, std::size_t n, void* ud) {
+    auto* r = static_cast<request_state*>(ud);
+    const std::size_t len = size * n;
+    if (r->cancelled) return 0;
+    r->last_activity = clock_type::now();
+    if (!r->head_delivered && !r->self->deliver_head(*r)) return 0;
+    if (r->cancelled) return 0;
+    if (r->handlers.on_data) {
+      bool go = false;
+      try {
+        go = r->handlers.on_data(std::string_view(buf, len));
+      } catch (...) {
+        go = false;
+      }
+      if (!go) {
+        if (!r->forced) r->forced = http_failure::aborted;
+        return 0;
+      }
+    }
+    return r->cancelled ? 0 : len;
+  }
+
+  // ---- per request ----------------------------------------------------
+
+  void body_sent(request_state& r) {
+    if (r.body_reported || r.cancelled) return;
+    r.body_reported = true;
+    if (r.handlers.on_body_sent) {
+      try {
+        r.handlers.on_body_sent();
+      } catch (...) {
+      }
+    }
+  }
+
+  bool deliver_head(request_state& r) {
+    if (r.head_delivered) return true;
+    r.head_delivered = true;
+    body_sent(r); // the answer came: whatever was to be sent, was
+    if (r.cancelled) return false;
+    long version = 0;
+    curl_easy_getinfo(r.easy, CURLINFO_HTTP_VERSION, &version);
+    r.head.http_version = version >= CURL_HTTP_VERSION_2_0 ? 2 : 1;
+    if (!r.handlers.on_head) return true;
+    bool go = false;
+    try {
+      go = r.handlers.on_head(r.head);
+    } catch (...) {
+      go = false;
+    }
+    if (!go && !r.forced) r.forced = http_failure::aborted;
+    return go && !r.cancelled;
+  }
+
+  void add_request(std::unique_ptr<request_state> r) {
+    auto* easy = curl_easy_init();
+    if (!easy) {
+      finish_unstarted(std::move(r), "cannot create an HTTP request");
+      return;
+    }
+    r->easy = easy;
+    auto& q = r->req;
+    std::string why;
+    auto url = http_url::parse(q.url, &why);
+    if (!url) {
+      curl_easy_cleanup(easy);
+      r->easy = nullptr;
+      finish_unstarted(std::move(r), why.empty() ? "invalid URL" : why);
+      return;
+    }
+    // What our parser read, not what curl might read into the same text.
+    const auto canonical = url->origin() + url->target;
+    curl_easy_setopt(easy, CURLOPT_URL, canonical.c_str());
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, r.get());
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, r->error);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, long(CURL_HTTP_VERSION_2TLS));
+    // Over TLS, ALPN tells at the handshake whether the connection
+    // multiplexes: wait for that rather than open a second one. Over plain
+    // HTTP it is HTTP/1.1, and curl would learn that only from the first
+    // response's head: a slow call would hold back every other.
+    if (url->scheme == "https") curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, long(q.connect_timeout.count()));
+    if (q.tcp_keepalive) curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (q.fresh_connection) {
+      curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+      curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+    }
+    auto proxy = choose_proxy(url->scheme, url->host, url->port, q.proxy, process_env());
+    curl_easy_setopt(easy, CURLOPT_PROXY, proxy.c_str());
+    curl_easy_setopt(easy, CURLOPT_NOPROXY, "");
+    curl_easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    if (!q.ca_file.empty()) {
+      // In addition to the system store: the hashed directory Debian's
+      // ca-certificates keeps (curl's own default is the bundle file).
+      curl_easy_setopt(easy, CURLOPT_CAINFO, q.ca_file.c_str());
+      curl_easy_setopt(easy, CURLOPT_CAPATH, "/etc/ssl/certs");
+    }
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &impl::open_socket_cb);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, this);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &impl::header_cb);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, r.get());
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &impl::write_cb);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, r.get());
+
+    const bool with_body = q.method != "GET" && q.method != "HEAD";
+    if (q.method == "POST") {
+      curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    } else if (q.method != "GET") {
+      curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, q.method.c_str());
+    }
+    if (with_body && !q.body.empty()) {
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(q.body.size()));
+      curl_easy_setopt(easy, CURLOPT_READFUNCTION, &impl::read_cb);
+      curl_easy_setopt(easy, CURLOPT_READDATA, r.get());
+    } else if (with_body && q.method == "POST") {
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(0));
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "");
+    }
+    for (const auto& [name, value] : q.headers) {
+      auto line = name + ": " + value;
+      if (value.empty()) line = name + ";"; // curl's way to send an empty value
+      r->header_list = curl_slist_append(r->header_list, line.c_str());
+    }
+    // No "Expect: 100-continue" round trip, and curl's default Accept only
+    // where the caller set none.
+    r->header_list = curl_slist_append(r->header_list, "Expect:");
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, r->header_list);
+
+    r->last_activity = clock_type::now();
+    r->self = this;
+    auto id = r->id;
+    if (q.idle_timeout.count() > 0) r->idle_timer = schedule(q.idle_timeout, [this, id] { check_idle(id); });
+    auto* raw = r.get();
+    requests.emplace(id, std::move(r));
+    ++in_curl;
+    auto rc = curl_multi_add_handle(multi, easy);
+    --in_curl;
+    if (rc != CURLM_OK) {
+      raw->forced = http_failure::other;
+      std::snprintf(raw->error, sizeof(raw->error), "%s", curl_multi_strerror(rc));
+      finish(id, CURLE_FAILED_INIT);
+    }
+  }
+
+  void finish_unstarted(std::unique_ptr<request_state> r, const std::string& why) {
+    http_outcome o;
+    o.failure = http_failure::other;
+    o.reason = why;
+    auto handlers = std::move(r->handlers);
+    if (r->header_list) curl_slist_free_all(r->header_list);
+    r.reset();
+    --active;
+    idle_cv.notify_all();
+    if (handlers.on_done) {
+      try {
+        handlers.on_done(o);
+      } catch (...) {
+      }
+    }
+  }
+
+  void check_idle(request_id id) {
+    auto it = requests.find(id);
+    if (it == requests.end()) return;
+    auto& r = *it->second;
+    r.idle_timer = 0;
+    auto quiet = clock_type::now() - r.last_activity;
+    if (quiet < r.req.idle_timeout) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(r.req.idle_timeout - quiet);
+      r.idle_timer = schedule(left, [this, id] { check_idle(id); });
+      return;
+    }
+    r.forced = http_failure::idle_timeout;
+    finish(id, CURLE_OPERATION_TIMEDOUT);
+  }
+
+  void read_done() {
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      request_state* r = nullptr;
+      curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &r);
+      if (r) finish(r->id, m->data.result);
+    }
+  }
+
+  // Takes the request out of curl and reports its end (unless cancelled).
+  void finish(request_id id, CURLcode code) {
+    auto it = requests.find(id);
+    if (it == requests.end()) return;
+    auto r = std::move(it->second);
+    requests.erase(it);
+    if (r->idle_timer) cancel_timer_now(r->idle_timer);
+    http_outcome o;
+    if (r->forced) {
+      o.failure = *r->forced;
+      if (o.failure == http_failure::other && r->error[0]) o.reason = r->error;
+      else if (o.failure == http_failure::other) o.reason = "response head too large";
+    } else {
+      o = outcome_of(code, r->error);
+    }
+    if (o.reason.empty()) o.reason = describe_http_failure(o.failure, r->req.idle_timeout);
+    o.got_head = r->head_delivered;
+    // A head that ended the response with no body was not delivered yet.
+    if (o.ok() && !r->head_delivered && r->head.status >= 200 && !r->cancelled) {
+      if (!deliver_head(*r)) {
+        o.failure = http_failure::aborted;
+        o.reason = describe_http_failure(o.failure, r->req.idle_timeout);
+      }
+      o.got_head = true;
+    }
+    if (o.ok() && !r->body_reported) body_sent(*r);
+    if (r->easy) {
+      ++in_curl;
+      curl_multi_remove_handle(multi, r->easy);
+      --in_curl;
+      curl_easy_cleanup(r->easy);
+    }
+    if (r->header_list) curl_slist_free_all(r->header_list);
+    auto handlers = std::move(r->handlers);
+    const bool cancelled = r->cancelled;
+    r.reset();
+    --active;
+    idle_cv.notify_all();
+    if (!cancelled && handlers.on_done) {
+      try {
+        handlers.on_done(o);
+      } catch (...) {
+      }
+    }
+  }
+
+  void cancel_now(request_id id) {
+    auto it = requests.find(id);
+    if (it == requests.end()) return;
+    it->second->cancelled = true;
+    if (in_curl > 0) {
+      deferred_removals.push_back(id);
+      return;
+    }
+    finish(id, CURLE_ABORTED_BY_CALLBACK);
+  }
+
+  void process_removals() {
+    while (!deferred_removals.empty()) {
+      auto ids = std::move(deferred_removals);
+      deferred_removals.clear();
+      for (auto id : ids)
+        finish(id, CURLE_ABORTED_BY_CALLBACK);
+    }
+  }
+
+  // ---- timers ---------------------------------------------------------
+
+  timer_id schedule(std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto id = next_timer.fetch_add(1);
+    schedule_with_id(id, delay, std::move(fn));
+    return id;
+  }
+
+  void schedule_with_id(timer_id id, std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto at = clock_type::now() + delay;
+    timers.emplace(id, std::make_pair(at, std::move(fn)));
+    timer_queue.emplace(at, id);
+  }
+
+  void cancel_timer_now(timer_id id) {
+    auto it = timers.find(id);
+    if (it == timers.end()) return;
+    auto range = timer_queue.equal_range(it->second.first);
+    for (auto q = range.first; q != range.second; ++q)
+      if (q->second == id) {
+        timer_queue.erase(q);
+        break;
+      }
+    timers.erase(it);
+  }
+};
+
+http_client::http_client() : http_client(http_client_options{}) {}
+
+http_client::http_client(http_client_options opts) : impl_(std::make_shared<impl>(opts)) {}
+
+http_client::~http_client() {
+  impl_->stop_and_join();
+}
+
+http_client::request_id http_client::start(http_request req, http_handlers handlers) {
+  auto r = std::make_unique<impl::request_state>();
+  r->id = impl_->next_request.fetch_add(1);
+  r->req = std::move(req);
+  r->handlers = std::move(handlers);
+  auto id = r->id;
+  ++impl_->active;
+  auto* self = impl_.get();
+  // std::function needs a copyable closure: share the owner of the state.
+  auto holder = std::make_shared<std::unique_ptr<impl::request_state>>(std::move(r));
+  if (!impl_->enqueue([self, holder] { self->add_request(std::move(*holder)); })) --impl_->active;
+  return id;
+}
+
+void http_client::cancel(request_id id) {
+  if (on_loop_thread()) {
+    impl_->cancel_now(id);
+    return;
+  }
+  auto* self = impl_.get();
+  impl_->enqueue([self, id] { self->cancel_now(id); });
+}
+
+void http_client::post(std::function<void()> fn) {
+  impl_->enqueue(std::move(fn));
+}
+
+void http_client::run_sync(const std::function<void()>& fn) {
+  if (on_loop_thread()) {
+    fn();
+    return;
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    queued = !impl_->stopping;
+  }
+  if (!queued) {
+    fn();
+    return;
+  }
+  impl_->enqueue([&fn, done] {
+    try {
+      fn();
+    } catch (...) {
+    }
+    done->set_value();
+  });
+  fut.wait();
+}
+
+http_client::timer_id http_client::run_after(std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto id = impl_->next_timer.fetch_add(1);
+  if (on_loop_thread()) {
+    impl_->schedule_with_id(id, delay, std::move(fn));
+    return id;
+  }
+  auto* self = impl_.get();
+  auto shared = std::make_shared<std::function<void()>>(std::move(fn));
+  impl_->enqueue([self, id, delay, shared] { self->schedule_with_id(id, delay, std::move(*shared)); });
+  return id;
+}
+
+void http_client::cancel_timer(timer_id id) {
+  if (on_loop_thread()) {
+    impl_->cancel_timer_now(id);
+    return;
+  }
+  auto* self = impl_.get();
+  impl_->enqueue([self, id] { self->cancel_timer_now(id); });
+}
+
+bool http_client::on_loop_thread() const {
+  return impl_->loop_id.load() == std::this_thread::get_id();
+}
+
+std::size_t http_client::active_requests() const {
+  return impl_->active.load();
+}
+
+bool http_client::wait_idle(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  return impl_->idle_cv.wait_for(lock, timeout, [&] { return impl_->active.load() == 0; });
+}
+
+std::uint64_t http_client::connections_opened() const {
+  return impl_->connections.load();
+}
+
+std::size_t http_client::thread_count() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->started && !impl_->stopping ? 1 : 0;
+}
+
+http_client::response http_client::fetch(http_request req, std::size_t max_body) {
+  if (on_loop_thread()) throw std::logic_error("http_client::fetch on the loop thread would wait for itself");
+  auto result = std::make_shared<response>();
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  http_handlers h;
+  h.on_head = [result](const http_response_head& head) {
+    result->head = head;
+    return true;
+  };
+  h.on_data = [result, max_body](std::string_view bytes) {
+    if (result->body.size() + bytes.size() > max_body) {
+      result->body.append(bytes.substr(0, max_body - result->body.size()));
+      result->truncated = true;
+      return false;
+    }
+    result->body.append(bytes);
+    return true;
+  };
+  h.on_done = [result, done](const http_outcome& o) {
+    result->outcome = o;
+    done->set_value();
+  };
+  start(std::move(req), std::move(h));
+  fut.wait();
+  return std::move(*result);
+}
+
+} // namespace mcprt::io
