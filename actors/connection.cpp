@@ -423,6 +423,8 @@ void start(connection_self self) {
       io::http_transport_options ho;
       ho.request_timeout = o.call_timeout.value_or(default_call_timeout) + std::chrono::seconds(30);
       if (st.io.http_auth) ho.auth = st.io.http_auth(server);
+      ho.proxy = server.proxy.value_or("");
+      ho.ca_file = server.ca_file.value_or("");
       st.http = std::make_unique<io::http_transport>(url, server.headers, std::move(ev), *st.io.http, ho);
       break;
     }
@@ -433,7 +435,10 @@ void start(connection_self self) {
       ev.on_message = [weak](std::string msg) { send_to(weak, atom::http_msg_v, std::move(msg)); };
       ev.on_error = [weak](std::string reason) { send_to(weak, atom::http_err_v, std::move(reason)); };
       ev.on_closed = [weak] { send_to(weak, atom::http_closed_v); };
-      st.sse = std::make_unique<io::sse_transport>(server.url.value_or(""), server.headers, std::move(ev), *st.io.http);
+      io::sse_transport_options so;
+      so.proxy = server.proxy.value_or("");
+      so.ca_file = server.ca_file.value_or("");
+      st.sse = std::make_unique<io::sse_transport>(server.url.value_or(""), server.headers, std::move(ev), *st.io.http, so);
       break;
     }
     case transport_kind::unknown:

@@ -12,7 +12,7 @@
 
 namespace mcprt::io {
 class reactor;
-class http_worker_pool;
+class http_client;
 class http_auth;
 } // namespace mcprt::io
 
@@ -22,7 +22,7 @@ namespace mcprt {
 /// server's pipes, a fixed pool serves every HTTP server.
 struct connection_io {
   io::reactor* reactor = nullptr;
-  io::http_worker_pool* http = nullptr;
+  io::http_client* http = nullptr;
   /// The authorization of a streamable-HTTP server's requests (its OAuth
   /// client); unset or null: none.
   using auth_factory = std::function<std::shared_ptr<io::http_auth>(const server_config&)>;

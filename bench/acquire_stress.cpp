@@ -301,7 +301,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   };
 
   io::reactor reactor;
-  io::http_worker_pool http(1);
+  io::http_client http;
   stress_config cfg{s.threads, s.policy};
   caf::actor_system sys{cfg};
 

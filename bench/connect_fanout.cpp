@@ -53,7 +53,7 @@ row run_mcprt(int n, const std::string& server) {
   auto t0 = clock_type::now();
   {
     io::reactor reactor;
-    io::http_worker_pool http(1);
+    io::http_client http;
     bench_config cfg;
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};

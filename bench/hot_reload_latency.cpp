@@ -127,7 +127,7 @@ int hot_reload_latency(const std::vector<std::string>& args) {
   std::vector<double> startup;
   {
     io::reactor reactor;
-    io::http_worker_pool http{1};
+    io::http_client http;
     auto sink = sys.spawn(on_update, a);
     for (int i = 0; i < 10; ++i) {
       connection_config cc;

@@ -44,7 +44,7 @@
 #include "core/json_locate.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
-#include "io/http_worker_pool.hpp"
+#include "io/http_client.hpp"
 #include "io/state_dir.hpp"
 
 extern char** environ;
@@ -245,8 +245,8 @@ public:
 
     int rc;
     {
-      // The pool outlives the transport (its destructor joins the threads).
-      io::http_worker_pool pool(k_max_in_flight + 2, 2);
+      // The client outlives the transport (its destructor joins the loop).
+      io::http_client client;
       std::map<std::string, std::string> headers;
       if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
       io::http_transport_options o;
@@ -256,7 +256,7 @@ public:
       // cancels with notifications/cancelled.
       o.request_timeout = 1h;
       o.answer_failed_requests = true;
-      io::http_transport transport(url_, headers, events(), pool, o);
+      io::http_transport transport(url_, headers, events(), client, o);
       transport_ = &transport;
       rc = loop();
       shutdown(transport);

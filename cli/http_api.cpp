@@ -36,6 +36,10 @@ json redact(json j) {
       if ((it.key() == "env" || it.key() == "headers") && it.value().is_object()) {
         for (auto& v : it.value())
           v = "<redacted>";
+      } else if (it.key() == "proxy" && it.value().is_string()
+                 && it.value().get<std::string>().find('@') != std::string::npos) {
+        // A proxy URL's user info is a credential.
+        it.value() = "<redacted>";
       } else {
         it.value() = redact(std::move(it.value()));
       }

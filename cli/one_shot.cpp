@@ -204,7 +204,7 @@ int with_connection(const one_shot_target& target, const char* verb,
   one_shot_config cfg;
   caf::actor_system sys{cfg};
   io::reactor reactor;
-  io::http_worker_pool http(2);
+  io::http_client http;
   int rc = exit_failure;
   {
     caf::scoped_actor self{sys};

@@ -102,6 +102,9 @@ std::string canonical_transport(const server_config& c) {
   // changed policy needs a new connection. Appended only when set, so the
   // ids of every other server stay those of the reference implementation.
   if (c.elicitation) o["elicitation"] = to_string(*c.elicitation);
+  // The way to the server: a new proxy or CA needs a new connection.
+  if (s.contains("proxy")) o["proxy"] = or_null(s, "proxy");
+  if (s.contains("caFile")) o["caFile"] = or_null(s, "caFile");
   return dump_text(o);
 }
 

@@ -210,6 +210,8 @@ server_parse_result parse_server_config(const std::string& name, const json& val
     else if (key == "url") check.string(v, field("url"), c.url);
     else if (key == "httpUrl") check.string(v, field("httpUrl"), c.http_url);
     else if (key == "headers") check.string_map(v, field("headers"), c.headers, header_name_rule, header_value_rule);
+    else if (key == "proxy") check.string(v, field("proxy"), c.proxy);
+    else if (key == "caFile") check.string(v, field("caFile"), c.ca_file);
     else if (key == "description") check.string(v, field("description"), c.description, nullptr);
     else if (key == "timeout") {
       if (!v.is_number_integer() || v.get<long long>() < 0)

@@ -44,6 +44,13 @@ struct server_config {
   std::optional<std::string> url;
   std::optional<std::string> http_url;
   std::map<std::string, std::string> headers;
+  /// `"proxy"`: the forward proxy for this server's HTTP (`http://`,
+  /// `https://`, `socks5h://` URL; "direct" for none); unset, the
+  /// environment's HTTPS_PROXY / HTTP_PROXY / NO_PROXY.
+  std::optional<std::string> proxy;
+  /// `"caFile"`: a PEM file of CAs trusted for this server besides the
+  /// system store.
+  std::optional<std::string> ca_file;
   std::optional<long long> timeout_ms;
   std::optional<bool> trust;
   std::optional<std::vector<std::string>> include_tools;

@@ -209,7 +209,7 @@ expanded_text expand_bounded(std::string_view text, const variable_context& ctx,
   return {std::move(out), std::nullopt};
 }
 
-const char* const expandable_strings[] = {"command", "cwd", "url", "httpUrl"};
+const char* const expandable_strings[] = {"command", "cwd", "url", "httpUrl", "proxy", "caFile"};
 const char* const expandable_maps[] = {"env", "headers"};
 
 } // namespace

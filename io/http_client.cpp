@@ -1,6 +1,9 @@
 #include "io/http_client.hpp"
 
+// Plain declarations, no type-checking macros: calls go through pointers.
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -16,6 +19,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/ascii.hpp"
@@ -72,16 +76,59 @@ constexpr std::size_t k_max_header_bytes = 64 * 1024;
 // epoll_event.data.u64 of the wake-up eventfd; sockets use their fd.
 constexpr std::uint64_t k_wake_tag = ~std::uint64_t{0};
 
-struct curl_global {
-  curl_global() {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw std::runtime_error("curl_global_init failed");
-  }
+// libcurl is loaded with the first HTTP request, not with the program: a
+// runtime without remote servers does not map it and the dozen libraries
+// it pulls in (Kerberos, LDAP, SSH, RTMP), about 3 MB of PSS.
+struct curl_api {
+  decltype(&::curl_easy_cleanup) easy_cleanup = nullptr;
+  decltype(&::curl_easy_getinfo) easy_getinfo = nullptr;
+  decltype(&::curl_easy_init) easy_init = nullptr;
+  decltype(&::curl_easy_setopt) easy_setopt = nullptr;
+  decltype(&::curl_easy_strerror) easy_strerror = nullptr;
+  decltype(&::curl_global_init) global_init = nullptr;
+  decltype(&::curl_multi_add_handle) multi_add_handle = nullptr;
+  decltype(&::curl_multi_cleanup) multi_cleanup = nullptr;
+  decltype(&::curl_multi_info_read) multi_info_read = nullptr;
+  decltype(&::curl_multi_init) multi_init = nullptr;
+  decltype(&::curl_multi_remove_handle) multi_remove_handle = nullptr;
+  decltype(&::curl_multi_setopt) multi_setopt = nullptr;
+  decltype(&::curl_multi_socket_action) multi_socket_action = nullptr;
+  decltype(&::curl_multi_strerror) multi_strerror = nullptr;
+  decltype(&::curl_slist_append) slist_append = nullptr;
+  decltype(&::curl_slist_free_all) slist_free_all = nullptr;
 };
 
-void ensure_curl_global() {
-  // curl_global_init is not thread-safe before 7.84 and must run once.
-  static curl_global once;
-  (void)once;
+const curl_api& curl() {
+  static const curl_api api = [] {
+    curl_api api;
+    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      throw std::runtime_error(std::string("HTTP servers need libcurl (Debian: libcurl4): ") + ::dlerror());
+    auto load = [&](const char* name, auto& fn) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      if (!fn) throw std::runtime_error(std::string("libcurl.so.4 lacks ") + name);
+    };
+    load("curl_easy_cleanup", api.easy_cleanup);
+    load("curl_easy_getinfo", api.easy_getinfo);
+    load("curl_easy_init", api.easy_init);
+    load("curl_easy_setopt", api.easy_setopt);
+    load("curl_easy_strerror", api.easy_strerror);
+    load("curl_global_init", api.global_init);
+    load("curl_multi_add_handle", api.multi_add_handle);
+    load("curl_multi_cleanup", api.multi_cleanup);
+    load("curl_multi_info_read", api.multi_info_read);
+    load("curl_multi_init", api.multi_init);
+    load("curl_multi_remove_handle", api.multi_remove_handle);
+    load("curl_multi_setopt", api.multi_setopt);
+    load("curl_multi_socket_action", api.multi_socket_action);
+    load("curl_multi_strerror", api.multi_strerror);
+    load("curl_slist_append", api.slist_append);
+    load("curl_slist_free_all", api.slist_free_all);
+    // Not thread-safe before 7.84: runs once, here.
+    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw std::runtime_error("curl_global_init failed");
+    return api;
+  }();
+  return api;
 }
 
 http_outcome outcome_of(CURLcode code, const char* detail) {
@@ -117,7 +164,7 @@ http_outcome outcome_of(CURLcode code, const char* detail) {
     case CURLE_ABORTED_BY_CALLBACK: o.failure = http_failure::aborted; break;
     default:
       o.failure = http_failure::other;
-      o.reason = std::string("request failed (") + curl_easy_strerror(code) + ")";
+      o.reason = std::string("request failed (") + curl().easy_strerror(code) + ")";
       break;
   }
   (void)detail;
@@ -150,7 +197,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
   explicit impl(http_client_options o) : opts(o) {}
 
   ~impl() {
-    if (multi) curl_multi_cleanup(multi);
+    if (multi) curl().multi_cleanup(multi);
     if (epfd >= 0) ::close(epfd);
     if (wakefd >= 0) ::close(wakefd);
   }
@@ -187,7 +234,6 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
   // Called with mu held.
   void start_locked() {
     if (started) return;
-    ensure_curl_global();
     epfd = ::epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) throw std::system_error(errno, std::generic_category(), "http_client: epoll_create1");
     wakefd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -196,16 +242,27 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     ev.events = EPOLLIN;
     ev.data.u64 = k_wake_tag;
     ::epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev);
-    multi = curl_multi_init();
-    if (!multi) throw std::runtime_error("http_client: curl_multi_init failed");
-    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &impl::socket_cb);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &impl::timer_cb);
-    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
-    curl_multi_setopt(multi, CURLMOPT_PIPELINING, long(CURLPIPE_MULTIPLEX));
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, long(opts.max_idle_connections));
     started = true;
     thread = std::thread([this] { run(); });
+  }
+
+  // On the loop thread, with the first request. Empty, or why not.
+  std::string ensure_multi() {
+    if (multi) return {};
+    try {
+      const auto& api = curl();
+      multi = api.multi_init();
+      if (!multi) return "cannot start libcurl (curl_multi_init failed)";
+      api.multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &impl::socket_cb);
+      api.multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+      api.multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &impl::timer_cb);
+      api.multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+      api.multi_setopt(multi, CURLMOPT_PIPELINING, long(CURLPIPE_MULTIPLEX));
+      api.multi_setopt(multi, CURLMOPT_MAXCONNECTS, long(opts.max_idle_connections));
+      return {};
+    } catch (const std::exception& e) {
+      return e.what();
+    }
   }
 
   bool enqueue(std::function<void()> fn) {
@@ -303,7 +360,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
   void socket_action(curl_socket_t fd, int flags) {
     int running = 0;
     ++in_curl;
-    curl_multi_socket_action(multi, fd, flags, &running);
+    curl().multi_socket_action(multi, fd, flags, &running);
     --in_curl;
     read_done();
   }
@@ -327,10 +384,10 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     for (auto& [id, r] : requests) {
       r->cancelled = true;
       if (r->easy) {
-        curl_multi_remove_handle(multi, r->easy);
-        curl_easy_cleanup(r->easy);
+        curl().multi_remove_handle(multi, r->easy);
+        curl().easy_cleanup(r->easy);
       }
-      if (r->header_list) curl_slist_free_all(r->header_list);
+      if (r->header_list) curl().slist_free_all(r->header_list);
     }
     requests.clear();
     timers.clear();
@@ -475,7 +532,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     body_sent(r); // the answer came: whatever was to be sent, was
     if (r.cancelled) return false;
     long version = 0;
-    curl_easy_getinfo(r.easy, CURLINFO_HTTP_VERSION, &version);
+    curl().easy_getinfo(r.easy, CURLINFO_HTTP_VERSION, &version);
     r.head.http_version = version >= CURL_HTTP_VERSION_2_0 ? 2 : 1;
     if (!r.handlers.on_head) return true;
     bool go = false;
@@ -489,7 +546,11 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
   }
 
   void add_request(std::unique_ptr<request_state> r) {
-    auto* easy = curl_easy_init();
+    if (auto why = ensure_multi(); !why.empty()) {
+      finish_unstarted(std::move(r), why);
+      return;
+    }
+    auto* easy = curl().easy_init();
     if (!easy) {
       finish_unstarted(std::move(r), "cannot create an HTTP request");
       return;
@@ -499,74 +560,78 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     std::string why;
     auto url = http_url::parse(q.url, &why);
     if (!url) {
-      curl_easy_cleanup(easy);
+      curl().easy_cleanup(easy);
       r->easy = nullptr;
       finish_unstarted(std::move(r), why.empty() ? "invalid URL" : why);
       return;
     }
     // What our parser read, not what curl might read into the same text.
     const auto canonical = url->origin() + url->target;
-    curl_easy_setopt(easy, CURLOPT_URL, canonical.c_str());
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, r.get());
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, r->error);
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl().easy_setopt(easy, CURLOPT_URL, canonical.c_str());
+    curl().easy_setopt(easy, CURLOPT_PRIVATE, r.get());
+    curl().easy_setopt(easy, CURLOPT_ERRORBUFFER, r->error);
+    curl().easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl().easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
-    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, long(CURL_HTTP_VERSION_2TLS));
+    curl().easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl().easy_setopt(easy, CURLOPT_HTTP_VERSION, long(CURL_HTTP_VERSION_2TLS));
     // Over TLS, ALPN tells at the handshake whether the connection
     // multiplexes: wait for that rather than open a second one. Over plain
     // HTTP it is HTTP/1.1, and curl would learn that only from the first
     // response's head: a slow call would hold back every other.
-    if (url->scheme == "https") curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
-    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, long(q.connect_timeout.count()));
-    if (q.tcp_keepalive) curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (url->scheme == "https") curl().easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
+    curl().easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    curl().easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, long(q.connect_timeout.count()));
+    if (q.tcp_keepalive) {
+      curl().easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+      curl().easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 60L);
+      curl().easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 10L);
+    }
     if (q.fresh_connection) {
-      curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
-      curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+      curl().easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+      curl().easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
     }
     auto proxy = choose_proxy(url->scheme, url->host, url->port, q.proxy, process_env());
-    curl_easy_setopt(easy, CURLOPT_PROXY, proxy.c_str());
-    curl_easy_setopt(easy, CURLOPT_NOPROXY, "");
-    curl_easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    curl().easy_setopt(easy, CURLOPT_PROXY, proxy.c_str());
+    curl().easy_setopt(easy, CURLOPT_NOPROXY, "");
+    curl().easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     if (!q.ca_file.empty()) {
       // In addition to the system store: the hashed directory Debian's
       // ca-certificates keeps (curl's own default is the bundle file).
-      curl_easy_setopt(easy, CURLOPT_CAINFO, q.ca_file.c_str());
-      curl_easy_setopt(easy, CURLOPT_CAPATH, "/etc/ssl/certs");
+      curl().easy_setopt(easy, CURLOPT_CAINFO, q.ca_file.c_str());
+      curl().easy_setopt(easy, CURLOPT_CAPATH, "/etc/ssl/certs");
     }
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &impl::open_socket_cb);
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, this);
-    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &impl::header_cb);
-    curl_easy_setopt(easy, CURLOPT_HEADERDATA, r.get());
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &impl::write_cb);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, r.get());
+    curl().easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &impl::open_socket_cb);
+    curl().easy_setopt(easy, CURLOPT_OPENSOCKETDATA, this);
+    curl().easy_setopt(easy, CURLOPT_HEADERFUNCTION, &impl::header_cb);
+    curl().easy_setopt(easy, CURLOPT_HEADERDATA, r.get());
+    curl().easy_setopt(easy, CURLOPT_WRITEFUNCTION, &impl::write_cb);
+    curl().easy_setopt(easy, CURLOPT_WRITEDATA, r.get());
 
     const bool with_body = q.method != "GET" && q.method != "HEAD";
     if (q.method == "POST") {
-      curl_easy_setopt(easy, CURLOPT_POST, 1L);
+      curl().easy_setopt(easy, CURLOPT_POST, 1L);
     } else if (q.method != "GET") {
-      curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, q.method.c_str());
+      curl().easy_setopt(easy, CURLOPT_CUSTOMREQUEST, q.method.c_str());
     }
     if (with_body && !q.body.empty()) {
-      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(q.body.size()));
-      curl_easy_setopt(easy, CURLOPT_READFUNCTION, &impl::read_cb);
-      curl_easy_setopt(easy, CURLOPT_READDATA, r.get());
+      curl().easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(q.body.size()));
+      curl().easy_setopt(easy, CURLOPT_READFUNCTION, &impl::read_cb);
+      curl().easy_setopt(easy, CURLOPT_READDATA, r.get());
     } else if (with_body && q.method == "POST") {
-      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(0));
-      curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "");
+      curl().easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(0));
+      curl().easy_setopt(easy, CURLOPT_POSTFIELDS, "");
     }
     for (const auto& [name, value] : q.headers) {
       auto line = name + ": " + value;
       if (value.empty()) line = name + ";"; // curl's way to send an empty value
-      r->header_list = curl_slist_append(r->header_list, line.c_str());
+      r->header_list = curl().slist_append(r->header_list, line.c_str());
     }
     // No "Expect: 100-continue" round trip, and curl's default Accept only
     // where the caller set none.
-    r->header_list = curl_slist_append(r->header_list, "Expect:");
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, r->header_list);
+    r->header_list = curl().slist_append(r->header_list, "Expect:");
+    curl().easy_setopt(easy, CURLOPT_HTTPHEADER, r->header_list);
 
     r->last_activity = clock_type::now();
     r->self = this;
@@ -575,11 +640,11 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     auto* raw = r.get();
     requests.emplace(id, std::move(r));
     ++in_curl;
-    auto rc = curl_multi_add_handle(multi, easy);
+    auto rc = curl().multi_add_handle(multi, easy);
     --in_curl;
     if (rc != CURLM_OK) {
       raw->forced = http_failure::other;
-      std::snprintf(raw->error, sizeof(raw->error), "%s", curl_multi_strerror(rc));
+      std::snprintf(raw->error, sizeof(raw->error), "%s", curl().multi_strerror(rc));
       finish(id, CURLE_FAILED_INIT);
     }
   }
@@ -589,7 +654,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     o.failure = http_failure::other;
     o.reason = why;
     auto handlers = std::move(r->handlers);
-    if (r->header_list) curl_slist_free_all(r->header_list);
+    if (r->header_list) curl().slist_free_all(r->header_list);
     r.reset();
     --active;
     idle_cv.notify_all();
@@ -618,10 +683,10 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
 
   void read_done() {
     int left = 0;
-    while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
+    while (CURLMsg* m = curl().multi_info_read(multi, &left)) {
       if (m->msg != CURLMSG_DONE) continue;
       request_state* r = nullptr;
-      curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &r);
+      curl().easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &r);
       if (r) finish(r->id, m->data.result);
     }
   }
@@ -654,11 +719,11 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     if (o.ok() && !r->body_reported) body_sent(*r);
     if (r->easy) {
       ++in_curl;
-      curl_multi_remove_handle(multi, r->easy);
+      curl().multi_remove_handle(multi, r->easy);
       --in_curl;
-      curl_easy_cleanup(r->easy);
+      curl().easy_cleanup(r->easy);
     }
-    if (r->header_list) curl_slist_free_all(r->header_list);
+    if (r->header_list) curl().slist_free_all(r->header_list);
     auto handlers = std::move(r->handlers);
     const bool cancelled = r->cancelled;
     r.reset();

@@ -1,15 +1,17 @@
 #include "io/http_transport.hpp"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/ascii.hpp"
 #include "core/json_locate.hpp"
 #include "core/sse_parser.hpp"
+#include "io/http_client.hpp"
 #include "io/http_common.hpp"
 
 namespace mcprt::io {
@@ -118,40 +120,100 @@ std::chrono::milliseconds bounded_retry(long ms) {
 
 } // namespace
 
-// Controls one event-stream thread.
-//
-// `stop` is atomic and read without `mu`: httplib calls the socket-options
-// hook with its own socket mutex held, and request_stop() holds `mu` while
-// it calls ClientImpl::stop(), which takes that mutex.
-struct event_stream_ctl {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::atomic<bool> stop{false};
-  httplib::ClientImpl* client = nullptr; // guarded by mu; set while a GET runs
+namespace {
 
-  void request_stop() {
-    std::lock_guard<std::mutex> lock(mu);
-    stop = true;
-    if (client) client->stop();
-    cv.notify_all();
+// Runs a transport's http_auth calls, which may block (a token refresh, a
+// person at a browser), off the client's loop thread: one thread per
+// transport with authorization, started with its first job.
+class auth_worker {
+public:
+  ~auth_worker() { stop(); }
+  void post(std::function<void()> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    jobs_.push_back(std::move(job));
+    if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
+    cv_.notify_one();
   }
-  bool stopped() const { return stop.load(); }
+  // Drops queued jobs and waits for the running one.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      jobs_.clear();
+      cv_.notify_one();
+    }
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+    else if (thread_.joinable()) thread_.detach();
+  }
+
+private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (stopping_) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      try {
+        job();
+      } catch (...) {
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
-struct http_transport::state : std::enable_shared_from_this<http_transport::state> {
-  state(http_worker_pool& p, http_events ev, http_transport_options o) : pool(p), events(std::move(ev)), opts(o) {}
+using header_list = std::vector<std::pair<std::string, std::string>>;
 
-  http_worker_pool& pool;
+bool has_header(const header_list& h, std::string_view name) {
+  return std::any_of(h.begin(), h.end(), [&](const auto& p) { return ascii_iequals(p.first, name); });
+}
+
+std::string header_value(const header_list& h, std::string_view name) {
+  for (const auto& [n, v] : h)
+    if (ascii_iequals(n, name)) return v;
+  return {};
+}
+
+// 401, or 403 with `insufficient_scope` (step-up): an authorization may help.
+bool asks_authorization(const http_response_head& head) {
+  if (head.status == 401) return true;
+  if (head.status != 403) return false;
+  return ascii_lower(head.header("WWW-Authenticate")).find("insufficient_scope") != std::string::npos;
+}
+
+} // namespace
+
+// Everything of a transport lives on the client's loop thread, but for the
+// session id and protocol version (guarded by `mu`: the public getters and
+// send() read them) and `closing_flag` (read by open_event_stream()).
+struct http_transport::state : std::enable_shared_from_this<http_transport::state> {
+  state(http_client& c, http_events ev, http_transport_options o) : client(c), events(std::move(ev)), opts(std::move(o)) {}
+
+  http_client& client;
   const http_events events;
   const http_transport_options opts;
   std::optional<http_url> url;
   std::string display;
-  httplib::Headers base_headers;
+  header_list base_headers;
   std::vector<std::string> secrets; // configured header values, redacted from reasons
+  auth_worker auth;
 
   mutable std::mutex mu;
   std::optional<std::string> session;
   std::optional<std::string> version;
+  std::optional<std::string> expired_reported;
+  std::atomic<bool> closing_flag{false};
+
+  // ---- loop thread only ------------------------------------------------
   struct queued {
     std::string msg;
     std::optional<std::string> session; // as of send()
@@ -160,36 +222,26 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   std::size_t in_flight = 0;
   bool barrier_open = true;
   bool closing = false;
-  std::vector<std::unique_ptr<httplib::ClientImpl>> idle;
-  std::set<httplib::ClientImpl*> active;
-  std::shared_ptr<event_stream_ctl> stream;
-  bool stream_deferred = false; // open_event_stream() waits for the message being issued
-  std::optional<std::string> expired_reported;
-  std::condition_variable closing_cv; // with mu: wakes resumption waits on close
-
-  std::atomic<bool> closing_flag{false};
-  std::mutex cb_mu;
-  std::atomic<std::thread::id> cb_thread{};
-  bool dead = false;            // guarded by cb_mu
-  bool closed_reported = false; // guarded by cb_mu
+  bool dead = false;
+  bool closed_reported = false;
+  std::set<http_client::request_id> active;
+  std::set<http_client::timer_id> timers;
+  bool stream_started = false;
+  bool stream_deferred = false;
 
   // ---- callbacks ---------------------------------------------------------
 
   template <typename F>
   void emit(F&& f, bool is_close = false) {
-    std::unique_lock<std::mutex> lock(cb_mu, std::defer_lock);
-    if (cb_thread.load() != std::this_thread::get_id()) lock.lock();
     if (dead || closed_reported) return;
-    if (!is_close && closing_flag.load()) return;
+    if (!is_close && closing) return;
     if (is_close) closed_reported = true;
-    auto prev = cb_thread.exchange(std::this_thread::get_id());
     try {
       f();
     } catch (...) {
-      // A throwing callback must not leave the request bookkeeping (or a
-      // pool worker) broken; there is nobody to rethrow to on this thread.
+      // A throwing callback must not leave the request bookkeeping broken;
+      // there is nobody to rethrow to on the loop thread.
     }
-    cb_thread.store(prev);
   }
 
   std::string redact(std::string s) const {
@@ -232,190 +284,239 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (events.on_session_expired) emit([&] { events.on_session_expired(); });
   }
 
-  // ---- clients -----------------------------------------------------------
-
-  std::unique_ptr<httplib::ClientImpl> make_client(std::chrono::milliseconds read_timeout) const {
-    return make_http_client(*url, opts.connect_timeout, read_timeout, opts.request_timeout);
-  }
+  // ---- requests ----------------------------------------------------------
 
   // `sid`: the session the message was sent in (POST), or the current one.
-  httplib::Headers request_headers(std::optional<std::optional<std::string>> sid = std::nullopt,
-                                   bool with_last_event_id = false, const std::string& last_event_id = {}) const {
-    httplib::Headers h = base_headers;
-    if (opts.auth)
-      if (auto a = opts.auth->authorization()) h.emplace("Authorization", *a);
+  header_list request_headers(const std::optional<std::string>& authorization,
+                              std::optional<std::optional<std::string>> sid = std::nullopt,
+                              const std::string& last_event_id = {}) const {
+    header_list h = base_headers;
+    if (authorization) h.emplace_back("Authorization", *authorization);
     std::lock_guard<std::mutex> lock(mu);
     const auto& s = sid ? *sid : session;
-    if (s) h.emplace(k_session_header, *s);
-    if (version) h.emplace(k_version_header, *version);
-    if (with_last_event_id && !last_event_id.empty()) h.emplace("Last-Event-ID", last_event_id);
+    if (s) h.emplace_back(k_session_header, *s);
+    if (version) h.emplace_back(k_version_header, *version);
+    if (!last_event_id.empty()) h.emplace_back("Last-Event-ID", last_event_id);
     return h;
+  }
+
+  http_request make_request(const char* method, header_list headers, std::chrono::milliseconds idle) const {
+    http_request r;
+    r.method = method;
+    r.url = url->origin() + url->target;
+    r.headers = std::move(headers);
+    r.connect_timeout = opts.connect_timeout;
+    r.idle_timeout = idle;
+    r.proxy = opts.proxy;
+    r.ca_file = opts.ca_file;
+    return r;
+  }
+
+  // Runs `then(authorization)` on the loop thread once the authorization
+  // header is known: at once without auth, else after a trip to the auth
+  // thread (it may refresh a token).
+  void with_authorization(std::function<void(std::optional<std::string>)> then) {
+    if (!opts.auth) {
+      then(std::nullopt);
+      return;
+    }
+    auto self = shared_from_this();
+    auth.post([self, then = std::move(then)]() mutable {
+      auto a = self->opts.auth->authorization();
+      self->client.post([self, then = std::move(then), a = std::move(a)]() mutable {
+        if (!self->closing) then(std::move(a));
+      });
+    });
+  }
+
+  http_client::request_id start(http_request req, http_handlers h) {
+    auto id = client.start(std::move(req), std::move(h));
+    active.insert(id);
+    return id;
+  }
+
+  void after(std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto self = shared_from_this();
+    auto id = std::make_shared<http_client::timer_id>(0);
+    *id = client.run_after(delay, [self, id, fn = std::move(fn)] {
+      self->timers.erase(*id);
+      if (!self->closing) fn();
+    });
+    timers.insert(*id);
   }
 
   // ---- POST queue --------------------------------------------------------
 
-  void pump_locked() {
+  // One POST of one queued message, with its attempts and resumptions.
+  struct post_ctx {
+    queued q;
+    bool is_request = false;
+    bool barrier_released = false;
+    int attempt = 0;
+    // The requests of this POST still waiting for their responses: an SSE
+    // stream that ends before they came is resumed (SEP-1699).
+    std::vector<std::string> pending;
+    // Per attempt:
+    std::string sent_authorization;
+    bool had_session = false;
+    std::string sent_session;
+    http_response_head head;
+    bool sse = false;
+    bool too_big = false;
+    std::string body;
+    std::optional<sse_parser> parser;
+  };
+
+  void pump() {
     while (!closing && !queue.empty() && barrier_open && in_flight < opts.max_in_flight) {
-      auto q = std::move(queue.front());
+      auto ctx = std::make_shared<post_ctx>();
+      ctx->q = std::move(queue.front());
       queue.pop_front();
+      ctx->is_request = detail::is_json_rpc_request(ctx->q.msg);
+      ctx->pending = detail::request_ids(ctx->q.msg);
       barrier_open = false;
       ++in_flight;
-      std::unique_ptr<httplib::ClientImpl> client;
-      if (!idle.empty()) {
-        client = std::move(idle.back());
-        idle.pop_back();
-      } else {
-        client = make_client(opts.request_timeout);
-      }
-      active.insert(client.get());
-      auto self = shared_from_this();
-      // std::function needs a copyable callable: hand the client over raw.
-      auto* raw = client.release();
-      pool.post([self, raw, q = std::move(q)]() mutable {
-        self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), std::move(q.msg), std::move(q.session));
-      });
+      issue_post(ctx);
     }
   }
 
-  void open_barrier() {
-    std::lock_guard<std::mutex> lock(mu);
+  void release(post_ctx& ctx) {
+    if (ctx.barrier_released) return;
+    ctx.barrier_released = true;
     if (barrier_open) return;
     barrier_open = true;
     if (stream_deferred && !closing) {
       stream_deferred = false;
-      start_stream_locked();
+      open_stream();
     }
-    pump_locked();
+    pump();
   }
 
-  bool start_stream_locked() {
-    auto ctl = std::make_shared<event_stream_ctl>();
+  void finish_post(post_ctx& ctx) {
+    release(ctx);
+    --in_flight;
+    pump();
+  }
+
+  void issue_post(const std::shared_ptr<post_ctx>& ctx) {
     auto self = shared_from_this();
-    if (!pool.start_event_stream([self, ctl] { self->run_stream(ctl); })) return false;
-    stream = ctl;
-    return true;
+    with_authorization([self, ctx](std::optional<std::string> a) { self->send_post(ctx, std::move(a)); });
   }
 
-  void run_post(std::unique_ptr<httplib::ClientImpl> client, std::string msg, std::optional<std::string> sid) {
-    if (closing_flag.load()) {
-      std::lock_guard<std::mutex> lock(mu);
-      active.erase(client.get());
-      --in_flight;
-      return;
-    }
-    const bool is_request = detail::is_json_rpc_request(msg);
-    bool barrier_released = false;
-    auto release = [&] {
-      if (barrier_released) return;
-      barrier_released = true;
-      open_barrier();
+  void send_post(const std::shared_ptr<post_ctx>& ctx, std::optional<std::string> authorization) {
+    auto headers = request_headers(authorization, std::optional<std::optional<std::string>>(std::in_place, ctx->q.session));
+    headers.emplace_back("Content-Type", "application/json");
+    headers.emplace_back("Accept", "application/json, text/event-stream");
+    ctx->sent_authorization = authorization.value_or("");
+    ctx->had_session = has_header(headers, k_session_header);
+    ctx->sent_session = header_value(headers, k_session_header);
+    ctx->head = {};
+    ctx->sse = false;
+    ctx->too_big = false;
+    ctx->body.clear();
+    ctx->parser.emplace(opts.max_message_bytes);
+    auto req = make_request("POST", std::move(headers), opts.request_timeout);
+    req.body = ctx->q.msg;
+
+    auto self = shared_from_this();
+    auto id = std::make_shared<http_client::request_id>(0);
+    http_handlers h;
+    h.on_body_sent = [self, ctx] {
+      // A request may be followed by the next message once it is out; a
+      // notification or response only once the server has taken it.
+      if (ctx->is_request) self->release(*ctx);
     };
-
-    bool ok = false;
-    for (int attempt = 0;; ++attempt) {
-      httplib::Request req;
-      req.method = "POST";
-      req.path = url->target;
-      req.headers = request_headers(std::optional<std::optional<std::string>>(std::in_place, sid));
-      req.headers.emplace("Content-Type", "application/json");
-      req.headers.emplace("Accept", "application/json, text/event-stream");
-      const auto sent_session = req.get_header_value(k_session_header);
-      const bool had_session = req.has_header(k_session_header);
-
-      // The body goes through a provider so that we learn when it has been
-      // written: that is when the next request may start.
-      req.content_length_ = msg.size();
-      req.content_provider_ = [&](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-        if (!sink.write(msg.data() + offset, length)) return false;
-        if (offset + length >= msg.size() && is_request) release();
-        return true;
-      };
-
-      int status = -1;
-      bool sse = false;
-      std::string body;
-      bool too_big = false;
-      sse_parser parser(opts.max_message_bytes);
-      // The requests of this POST still waiting for their responses: an SSE
-      // stream that ends before they came is resumed (SEP-1699).
-      std::vector<std::string> pending = detail::request_ids(msg);
-      auto on_event = [&](sse_parser::event&& e) {
-        if (e.type == "message") deliver_tracked(e.data, pending);
-      };
-      req.response_handler = [&](const httplib::Response& res) {
-        status = res.status;
-        if (status >= 200 && status < 300) capture_session(res);
-        sse = status == 200 && media_type(res) == "text/event-stream";
-        if (!is_request) release();
-        return !closing_flag.load();
-      };
-      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-        if (closing_flag.load()) return false;
-        if (sse) {
-          if (!parser.feed(std::string_view(data, n), on_event)) {
-            too_big = true;
-            return false;
-          }
-          return true;
-        }
-        if (body.size() + n > opts.max_message_bytes) {
-          too_big = true;
+    h.on_head = [self, ctx](const http_response_head& head) {
+      ctx->head = head;
+      if (head.status >= 200 && head.status < 300) self->capture_session(head);
+      ctx->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      if (!ctx->is_request) self->release(*ctx);
+      return !self->closing;
+    };
+    h.on_data = [self, ctx](std::string_view bytes) {
+      if (self->closing) return false;
+      if (ctx->sse) {
+        if (!ctx->parser->feed(bytes, [&](sse_parser::event&& e) {
+              if (e.type == "message") self->deliver_tracked(e.data, ctx->pending);
+            })) {
+          ctx->too_big = true;
           return false;
         }
-        body.append(data, n);
-        return true;
-      };
-
-      httplib::Response res;
-      httplib::Error err = httplib::Error::Success;
-      ok = client->send(req, res, err);
-      release();
-      if (ok && !closing_flag.load() && opts.auth && attempt < k_max_auth_retries && asks_authorization(res)) {
-        if (opts.auth->on_unauthorized(status, res.get_header_value("WWW-Authenticate"),
-                                       req.get_header_value("Authorization")))
-          continue;
+        return !self->closing;
       }
-      if (ok && sse) parser.finish(on_event);
-      // A stream the server closed (or that broke) after it had begun: the
-      // responses still missing may come on a resumed stream.
-      const bool stream_cut = sse && !too_big && (ok || (err == httplib::Error::Read && status == 200));
-      const bool resumable = stream_cut && !pending.empty() && (ok || !parser.last_event_id().empty());
-
-      if (!closing_flag.load() && resumable) {
-        resume(*client, pending, parser, sid);
-      } else if (!closing_flag.load()) {
-        if (too_big) {
-          post_failed(pending, "POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
-        } else if (!ok) {
-          post_failed(pending, "POST " + display + ": " + describe_http_error(err, opts.request_timeout));
-        } else {
-          handle_post_response(res, status, sse, body, had_session, sent_session, pending);
-        }
+      if (ctx->body.size() + bytes.size() > self->opts.max_message_bytes) {
+        ctx->too_big = true;
+        return false;
       }
-      break;
+      ctx->body.append(bytes);
+      return true;
+    };
+    h.on_done = [self, ctx, id](const http_outcome& o) {
+      self->active.erase(*id);
+      self->post_done(ctx, o);
+    };
+    *id = start(std::move(req), std::move(h));
+  }
+
+  void post_done(const std::shared_ptr<post_ctx>& ctx, const http_outcome& o) {
+    if (closing) return;
+    // Whatever happened, the message is out: the next may go.
+    release(*ctx);
+    if (o.ok() && opts.auth && ctx->attempt < k_max_auth_retries && asks_authorization(ctx->head)) {
+      auto self = shared_from_this();
+      auto status = ctx->head.status;
+      auto challenge = ctx->head.header("WWW-Authenticate");
+      auth.post([self, ctx, status, challenge, o] {
+        bool again = self->opts.auth->on_unauthorized(status, challenge, ctx->sent_authorization);
+        self->client.post([self, ctx, again, o] {
+          if (self->closing) return;
+          if (again) {
+            ++ctx->attempt;
+            self->issue_post(ctx);
+          } else {
+            self->conclude_post(ctx, o);
+          }
+        });
+      });
+      return;
     }
+    conclude_post(ctx, o);
+  }
 
-    std::lock_guard<std::mutex> lock(mu);
-    active.erase(client.get());
-    if (!closing && ok && idle.size() < opts.max_in_flight) idle.push_back(std::move(client));
-    --in_flight;
-    pump_locked();
+  void conclude_post(const std::shared_ptr<post_ctx>& ctx, const http_outcome& o) {
+    auto deliver = [&](sse_parser::event&& e) {
+      if (e.type == "message") deliver_tracked(e.data, ctx->pending);
+    };
+    if (o.ok() && ctx->sse) ctx->parser->finish(deliver);
+    // A stream the server closed (or that broke) after it had begun: the
+    // responses still missing may come on a resumed stream.
+    const bool stream_cut = ctx->sse && !ctx->too_big && (o.ok() || (o.got_head && o.failure != http_failure::aborted));
+    const bool resumable = stream_cut && !ctx->pending.empty() && (o.ok() || !ctx->parser->last_event_id().empty());
+    if (closing) return;
+    if (resumable) {
+      auto r = std::make_shared<resumption>();
+      r->ctx = ctx;
+      r->last_id = ctx->parser->last_event_id();
+      if (ctx->parser->retry_ms()) r->retry = bounded_retry(*ctx->parser->retry_ms());
+      resume_step(r);
+      return;
+    }
+    if (ctx->too_big) {
+      post_failed(ctx->pending, "POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+    } else if (!o.ok()) {
+      post_failed(ctx->pending, "POST " + display + ": " + o.reason);
+    } else {
+      handle_post_response(*ctx);
+    }
+    finish_post(*ctx);
   }
 
   // A POST is sent again after an authorization at most this often.
   static constexpr int k_max_auth_retries = 3;
 
-  // 401, or 403 with `insufficient_scope` (step-up): an authorization may help.
-  static bool asks_authorization(const httplib::Response& res) {
-    if (res.status == 401) return true;
-    if (res.status != 403) return false;
-    auto challenge = res.get_header_value("WWW-Authenticate");
-    return ascii_lower(challenge).find("insufficient_scope") != std::string::npos;
-  }
-
-  void capture_session(const httplib::Response& res) {
-    if (!res.has_header(k_session_header)) return;
-    auto id = res.get_header_value(k_session_header);
+  void capture_session(const http_response_head& head) {
+    if (!head.has_header(k_session_header)) return;
+    auto id = head.header(k_session_header);
     if (id.empty() || !valid_header_value(id)) return;
     std::lock_guard<std::mutex> lock(mu);
     if (!closing) session = id;
@@ -428,28 +529,29 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     error(reason);
   }
 
-  void handle_post_response(const httplib::Response& res, int status, bool sse, const std::string& body,
-                            bool had_session, const std::string& sent_session,
-                            const std::vector<std::string>& pending) {
-    if (status == 404 && had_session) {
-      session_expired(sent_session);
+  void handle_post_response(post_ctx& ctx) {
+    const auto& head = ctx.head;
+    const int status = head.status;
+    const auto& body = ctx.body;
+    if (status == 404 && ctx.had_session) {
+      session_expired(ctx.sent_session);
       return;
     }
     if (status >= 200 && status < 300) {
-      if (sse) return; // delivered while it streamed
+      if (ctx.sse) return; // delivered while it streamed
       if (status == 202 || status == 204 || trim_space(body).empty()) return;
-      auto type = media_type(res);
+      auto type = head.media_type();
       if (type == "application/json" || type.empty()) {
         messages_from_body(body);
         return;
       }
-      post_failed(pending, "POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
-                             + excerpt(type, 60) + "'");
+      post_failed(ctx.pending, "POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
+                                   + excerpt(type, 60) + "'");
       return;
     }
     // A JSON-RPC error answer to one of our requests (some servers use 4xx
     // for those): the session needs it to complete the request.
-    if (status >= 400 && status < 500 && media_type(res) == "application/json" && detail::has_non_null_id(body)) {
+    if (status >= 400 && status < 500 && head.media_type() == "application/json" && detail::has_non_null_id(body)) {
       messages_from_body(body);
       return;
     }
@@ -463,19 +565,34 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         auto r = redact(reason);
         emit([&] { events.on_auth_required(r); });
       } else {
-        post_failed(pending, reason);
+        post_failed(ctx.pending, reason);
       }
       return;
     }
     std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
-    if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
+    if (!head.reason.empty()) reason += " " + excerpt(head.reason, 60);
     if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
-    post_failed(pending, reason);
+    post_failed(ctx.pending, reason);
   }
 
   // ---- resuming a POST response stream (SEP-1699) -----------------------
 
   static constexpr int k_max_resumptions = 10;
+
+  struct resumption {
+    std::shared_ptr<post_ctx> ctx;
+    std::string last_id;
+    std::optional<std::chrono::milliseconds> retry;
+    std::chrono::milliseconds backoff{1000};
+    int attempt = 0;
+    // Per attempt:
+    http_response_head head;
+    bool had_session = false;
+    std::string sent_session;
+    bool sse = false;
+    bool too_big = false;
+    std::optional<sse_parser> parser;
+  };
 
   // Delivers the messages of one event and strikes the responses among them
   // off `pending`.
@@ -495,214 +612,266 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       message(R"({"jsonrpc":"2.0","id":)" + id + R"(,"error":{"code":-32000,"message":)" + reason + "}}");
   }
 
-  // False when the transport closed meanwhile.
-  bool wait_unless_closing(std::chrono::milliseconds delay) {
-    std::unique_lock<std::mutex> lock(mu);
-    return !closing_cv.wait_for(lock, delay, [&] { return closing; });
-  }
+  std::string resume_what() const { return "POST " + display + ": the response stream ended before the response"; }
 
   // The POST's SSE stream ended before the responses to `pending` came:
   // reconnect with GET and Last-Event-ID after the server's `retry:` (or our
-  // own backoff), as often as it takes, up to k_max_resumptions. Runs on the
-  // POST's pool worker with its client, so close() stops it like the POST.
-  void resume(httplib::ClientImpl& client, std::vector<std::string>& pending, const sse_parser& first,
-              const std::optional<std::string>& sid) {
-    std::string last_id = first.last_event_id();
-    std::optional<std::chrono::milliseconds> retry;
-    if (first.retry_ms()) retry = bounded_retry(*first.retry_ms());
-    auto backoff = 1000ms;
-    const std::string what = "POST " + display + ": the response stream ended before the response";
-    for (int attempt = 0; attempt < k_max_resumptions && !pending.empty(); ++attempt) {
-      if (last_id.empty()) {
-        fail_requests(pending, what + " and the server sent no event id to resume from");
-        return;
-      }
-      auto delay = retry ? *retry : backoff;
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 30000ms);
-      if (!wait_unless_closing(delay)) return;
-
-      httplib::Request req;
-      req.method = "GET";
-      req.path = url->target;
-      req.headers = request_headers(std::optional<std::optional<std::string>>(std::in_place, sid), true, last_id);
-      req.headers.emplace("Accept", "text/event-stream");
-      const bool had_session = req.has_header(k_session_header);
-      const auto sent_session = req.get_header_value(k_session_header);
-      int status = -1;
-      bool sse = false;
-      bool too_big = false;
-      sse_parser parser(opts.max_message_bytes);
-      auto on_event = [&](sse_parser::event&& e) {
-        if (e.type == "message") deliver_tracked(e.data, pending);
-      };
-      req.response_handler = [&](const httplib::Response& res) {
-        status = res.status;
-        sse = status == 200 && media_type(res) == "text/event-stream";
-        return !closing_flag.load();
-      };
-      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-        if (closing_flag.load() || !sse) return !closing_flag.load();
-        if (!parser.feed(std::string_view(data, n), on_event)) {
-          too_big = true;
-          return false;
-        }
-        // Done once every response is in, whatever the server does next.
-        return !pending.empty();
-      };
-      httplib::Response res;
-      httplib::Error err = httplib::Error::Success;
-      bool ok = client.send(req, res, err);
-      if (closing_flag.load()) return;
-      if (ok && sse) parser.finish(on_event);
-      if (pending.empty()) return;
-      if (!parser.last_event_id().empty()) last_id = parser.last_event_id();
-      if (parser.retry_ms()) retry = bounded_retry(*parser.retry_ms());
-      if (too_big) {
-        fail_requests(pending, what + "; its resumed stream exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
-        return;
-      }
-      if (status == 404 && had_session) {
-        session_expired(sent_session);
-        return;
-      }
-      if (status != 200 || !sse) {
-        std::string how = status < 0 ? describe_http_error(err, opts.request_timeout) : "HTTP " + std::to_string(status);
-        fail_requests(pending, what + "; resuming it with GET failed: " + how);
-        return;
-      }
-      // The resumed stream ended early too: resume again.
+  // own backoff), as often as it takes, up to k_max_resumptions. The POST's
+  // in-flight slot stays taken meanwhile.
+  void resume_step(const std::shared_ptr<resumption>& r) {
+    auto& pending = r->ctx->pending;
+    if (pending.empty()) {
+      finish_post(*r->ctx);
+      return;
     }
-    if (!pending.empty())
-      fail_requests(pending, what + "; gave up after " + std::to_string(k_max_resumptions) + " resumptions");
+    if (r->attempt >= k_max_resumptions) {
+      fail_requests(pending, resume_what() + "; gave up after " + std::to_string(k_max_resumptions) + " resumptions");
+      finish_post(*r->ctx);
+      return;
+    }
+    if (r->last_id.empty()) {
+      fail_requests(pending, resume_what() + " and the server sent no event id to resume from");
+      finish_post(*r->ctx);
+      return;
+    }
+    ++r->attempt;
+    auto delay = r->retry ? *r->retry : r->backoff;
+    r->backoff = std::min<std::chrono::milliseconds>(r->backoff * 2, 30000ms);
+    auto self = shared_from_this();
+    after(delay, [self, r] {
+      self->with_authorization([self, r](std::optional<std::string> a) { self->send_resume(r, std::move(a)); });
+    });
+  }
+
+  void send_resume(const std::shared_ptr<resumption>& r, std::optional<std::string> authorization) {
+    auto headers = request_headers(authorization, std::optional<std::optional<std::string>>(std::in_place, r->ctx->q.session),
+                                   r->last_id);
+    headers.emplace_back("Accept", "text/event-stream");
+    r->had_session = has_header(headers, k_session_header);
+    r->sent_session = header_value(headers, k_session_header);
+    r->head = {};
+    r->sse = false;
+    r->too_big = false;
+    r->parser.emplace(opts.max_message_bytes);
+    auto self = shared_from_this();
+    auto id = std::make_shared<http_client::request_id>(0);
+    http_handlers h;
+    h.on_head = [self, r](const http_response_head& head) {
+      r->head = head;
+      r->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      return !self->closing;
+    };
+    h.on_data = [self, r](std::string_view bytes) {
+      if (self->closing || !r->sse) return !self->closing;
+      if (!r->parser->feed(bytes, [&](sse_parser::event&& e) {
+            if (e.type == "message") self->deliver_tracked(e.data, r->ctx->pending);
+          })) {
+        r->too_big = true;
+        return false;
+      }
+      // Done once every response is in, whatever the server does next.
+      return !r->ctx->pending.empty();
+    };
+    h.on_done = [self, r, id](const http_outcome& o) {
+      self->active.erase(*id);
+      self->resume_done(r, o);
+    };
+    *id = start(make_request("GET", std::move(headers), opts.request_timeout), std::move(h));
+  }
+
+  void resume_done(const std::shared_ptr<resumption>& r, const http_outcome& o) {
+    if (closing) return;
+    auto& pending = r->ctx->pending;
+    if (o.ok() && r->sse) r->parser->finish([&](sse_parser::event&& e) {
+      if (e.type == "message") deliver_tracked(e.data, pending);
+    });
+    if (pending.empty()) {
+      finish_post(*r->ctx);
+      return;
+    }
+    if (!r->parser->last_event_id().empty()) r->last_id = r->parser->last_event_id();
+    if (r->parser->retry_ms()) r->retry = bounded_retry(*r->parser->retry_ms());
+    if (r->too_big) {
+      fail_requests(pending, resume_what() + "; its resumed stream exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+      finish_post(*r->ctx);
+      return;
+    }
+    if (r->head.status == 404 && r->had_session) {
+      session_expired(r->sent_session);
+      finish_post(*r->ctx);
+      return;
+    }
+    if (r->head.status != 200 || !r->sse) {
+      std::string how = o.got_head ? "HTTP " + std::to_string(r->head.status) : o.reason;
+      fail_requests(pending, resume_what() + "; resuming it with GET failed: " + how);
+      finish_post(*r->ctx);
+      return;
+    }
+    // The resumed stream ended early too: resume again.
+    resume_step(r);
   }
 
   // ---- event stream ------------------------------------------------------
 
-  void run_stream(const std::shared_ptr<event_stream_ctl>& ctl) {
-    auto backoff = 1000ms;
+  struct stream_ctx {
+    std::chrono::milliseconds backoff{1000};
     std::string last_event_id;
     std::optional<std::chrono::milliseconds> server_retry; // the last `retry:` seen
     bool served = false; // a GET was answered with an event stream
-    for (;;) {
-      auto client = make_client(opts.event_stream_idle_timeout);
-      client->set_socket_options([ctl](int fd) {
-        // httplib's default options, plus: a stop that came before this
-        // socket existed (so httplib's stop() could not reach it) wins.
-        int yes = 1;
-        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-        if (ctl->stopped()) ::shutdown(fd, SHUT_RDWR);
-      });
-      {
-        std::lock_guard<std::mutex> lock(ctl->mu);
-        if (ctl->stop) return;
-        ctl->client = client.get();
-      }
-      httplib::Request req;
-      req.method = "GET";
-      req.path = url->target;
-      req.headers = request_headers(std::nullopt, true, last_event_id);
-      req.headers.emplace("Accept", "text/event-stream");
-      const bool had_session = req.has_header(k_session_header);
-      const auto sent_session = req.get_header_value(k_session_header);
+    // Per attempt:
+    http_response_head head;
+    bool had_session = false;
+    std::string sent_session;
+    bool sse = false;
+    bool got_event = false;
+    bool too_big = false;
+    std::optional<sse_parser> parser;
+  };
+  std::shared_ptr<stream_ctx> stream;
 
-      int status = -1;
-      bool sse = false;
-      bool got_event = false;
-      bool too_big = false;
-      std::string body;
-      sse_parser parser(opts.max_message_bytes);
-      auto on_event = [&](sse_parser::event&& e) {
-        got_event = true;
-        if (e.type == "message") messages_from_body(e.data);
-      };
-      req.response_handler = [&](const httplib::Response& res) {
-        status = res.status;
-        sse = status == 200 && media_type(res) == "text/event-stream";
-        return !ctl->stopped();
-      };
-      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-        if (ctl->stopped()) return false;
-        if (sse) {
-          if (!parser.feed(std::string_view(data, n), on_event)) {
-            too_big = true;
-            return false;
-          }
-          return true;
-        }
-        if (body.size() < 4096) body.append(data, std::min<std::size_t>(n, 4096));
-        return true;
-      };
-      httplib::Response res;
-      httplib::Error err = httplib::Error::Success;
-      bool ok = client->send(req, res, err);
-      {
-        std::lock_guard<std::mutex> lock(ctl->mu);
-        ctl->client = nullptr;
-        if (ctl->stop) return;
+  void open_stream() {
+    if (stream_started || closing) return;
+    stream_started = true;
+    stream = std::make_shared<stream_ctx>();
+    stream_attempt();
+  }
+
+  void stream_attempt() {
+    auto self = shared_from_this();
+    with_authorization([self](std::optional<std::string> a) { self->send_stream_get(std::move(a)); });
+  }
+
+  void send_stream_get(std::optional<std::string> authorization) {
+    auto s = stream;
+    auto headers = request_headers(authorization, std::nullopt, s->last_event_id);
+    headers.emplace_back("Accept", "text/event-stream");
+    s->had_session = has_header(headers, k_session_header);
+    s->sent_session = header_value(headers, k_session_header);
+    s->head = {};
+    s->sse = false;
+    s->got_event = false;
+    s->too_big = false;
+    s->parser.emplace(opts.max_message_bytes);
+    auto self = shared_from_this();
+    auto id = std::make_shared<http_client::request_id>(0);
+    http_handlers h;
+    h.on_head = [self, s](const http_response_head& head) {
+      s->head = head;
+      s->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      return !self->closing;
+    };
+    h.on_data = [self, s](std::string_view bytes) {
+      if (self->closing) return false;
+      if (!s->sse) return true; // a refusal's body: not needed
+      if (!s->parser->feed(bytes, [&](sse_parser::event&& e) {
+            s->got_event = true;
+            if (e.type == "message") self->messages_from_body(e.data);
+          })) {
+        s->too_big = true;
+        return false;
       }
-      if (ok && sse) parser.finish(on_event);
-      // An id or retry field counts even on an event without data (a
-      // priming event may carry nothing else).
-      if (!parser.last_event_id().empty()) last_event_id = parser.last_event_id();
-      if (parser.retry_ms()) server_retry = bounded_retry(*parser.retry_ms());
-      // The stream is an optional side channel: requests go over POST and
-      // decide whether the connection lives. So it never fails the
-      // connection; it retries what may pass (the server restarting) and
-      // gives up quietly on what will not (no stream offered, bad answers).
-      if (too_big) return;
-      const bool unreachable = !ok && !(err == httplib::Error::Read && status == 200);
-      if (!unreachable) {
-        if (status == 405) return; // the server offers no stream
-        // Only a server that did serve the stream is taken at its word: a
-        // 404 to the very first GET is as likely a server without a GET
-        // route (it should say 405), and the next POST finds out anyway.
-        if (status == 404 && had_session && served) {
-          session_expired(sent_session);
-          return;
-        }
-        if (status != 200 || !sse) return;
-        served = true;
+      return !self->closing;
+    };
+    h.on_done = [self, s, id](const http_outcome& o) {
+      self->active.erase(*id);
+      self->stream_done(s, o);
+    };
+    auto req = make_request("GET", std::move(headers), opts.event_stream_idle_timeout);
+    req.tcp_keepalive = true;
+    *id = start(std::move(req), std::move(h));
+  }
+
+  void stream_done(const std::shared_ptr<stream_ctx>& s, const http_outcome& o) {
+    if (closing) return;
+    if (o.ok() && s->sse) s->parser->finish([&](sse_parser::event&& e) {
+      s->got_event = true;
+      if (e.type == "message") messages_from_body(e.data);
+    });
+    // An id or retry field counts even on an event without data (a
+    // priming event may carry nothing else).
+    if (!s->parser->last_event_id().empty()) s->last_event_id = s->parser->last_event_id();
+    if (s->parser->retry_ms()) s->server_retry = bounded_retry(*s->parser->retry_ms());
+    // The stream is an optional side channel: requests go over POST and
+    // decide whether the connection lives. So it never fails the
+    // connection; it retries what may pass (the server restarting) and
+    // gives up quietly on what will not (no stream offered, bad answers).
+    if (s->too_big) return;
+    const bool unreachable = !o.got_head;
+    if (!unreachable) {
+      if (s->head.status == 405) return; // the server offers no stream
+      // Only a server that did serve the stream is taken at its word: a
+      // 404 to the very first GET is as likely a server without a GET
+      // route (it should say 405), and the next POST finds out anyway.
+      if (s->head.status == 404 && s->had_session && s->served) {
+        session_expired(s->sent_session);
+        return;
       }
-      // The server ended the stream or it went silent: reopen it.
-      if (got_event) backoff = 1000ms;
-      auto delay = server_retry ? *server_retry : backoff;
-      std::unique_lock<std::mutex> lock(ctl->mu);
-      if (ctl->cv.wait_for(lock, delay, [&] { return ctl->stopped(); })) return;
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 30000ms);
+      if (s->head.status != 200 || !s->sse) return;
+      s->served = true;
     }
+    // The server ended the stream or it went silent: reopen it.
+    if (s->got_event) s->backoff = 1000ms;
+    auto delay = s->server_retry ? *s->server_retry : s->backoff;
+    s->backoff = std::min<std::chrono::milliseconds>(s->backoff * 2, 30000ms);
+    auto self = shared_from_this();
+    after(delay, [self] { self->stream_attempt(); });
   }
 
   // ---- shutdown ----------------------------------------------------------
 
-  // Called with `mu` held.
-  void abort_all_locked() {
+  void abort_all() {
     closing = true;
     closing_flag = true;
-    closing_cv.notify_all();
     queue.clear();
-    for (auto* c : active)
-      c->stop();
-    idle.clear();
-    if (stream) stream->request_stop();
+    for (auto id : active)
+      client.cancel(id);
+    active.clear();
+    for (auto id : timers)
+      client.cancel_timer(id);
+    timers.clear();
+  }
+
+  void send_delete(std::optional<std::string> sid, std::optional<std::string> ver,
+                   std::optional<std::string> authorization) {
+    auto self = shared_from_this();
+    auto report_closed = [self] {
+      if (self->events.on_closed) self->emit([&] { self->events.on_closed(); }, true);
+      else self->emit([] {}, true);
+    };
+    if (!sid || !url) {
+      report_closed();
+      return;
+    }
+    header_list h = base_headers;
+    if (authorization) h.emplace_back("Authorization", *authorization);
+    h.emplace_back(k_session_header, *sid);
+    if (ver) h.emplace_back(k_version_header, *ver);
+    auto req = make_request("DELETE", std::move(h), opts.close_timeout);
+    req.connect_timeout = opts.close_timeout;
+    http_handlers handlers;
+    // Best effort: the outcome does not matter. Not among `active`: the
+    // destructor lets it finish.
+    handlers.on_done = [report_closed](const http_outcome&) { report_closed(); };
+    client.start(std::move(req), std::move(handlers));
   }
 };
 
 http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
-                               http_worker_pool& pool, std::chrono::milliseconds request_timeout)
-    : http_transport(std::move(url), std::move(headers), std::move(events), pool, [&] {
+                               http_client& client, std::chrono::milliseconds request_timeout)
+    : http_transport(std::move(url), std::move(headers), std::move(events), client, [&] {
         http_transport_options o;
         o.request_timeout = request_timeout;
         return o;
       }()) {}
 
 http_transport::http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
-                               http_worker_pool& pool, http_transport_options options) {
+                               http_client& client, http_transport_options options) {
   if (options.max_in_flight == 0) options.max_in_flight = 1;
   // A configured Authorization header is the user's own credential: OAuth
   // stays out of its way.
   for (const auto& h : headers)
     if (ascii_iequals(h.first, "Authorization")) options.auth.reset();
-  state_ = std::make_shared<state>(pool, std::move(events), options);
+  state_ = std::make_shared<state>(client, std::move(events), options);
   std::string why;
   state_->url = http_url::parse(url, &why);
   if (state_->url) {
@@ -727,7 +896,7 @@ http_transport::http_transport(std::string url, std::map<std::string, std::strin
       if (auto sp = value.find(' '); sp != std::string::npos && value.size() - sp - 1 >= 4)
         state_->secrets.push_back(value.substr(sp + 1));
     if (transport_owned_header(name)) continue;
-    state_->base_headers.emplace(name, value);
+    state_->base_headers.emplace_back(name, value);
   }
   // Longer secrets first, so a value containing another is redacted whole.
   std::sort(state_->secrets.begin(), state_->secrets.end(),
@@ -736,30 +905,34 @@ http_transport::http_transport(std::string url, std::map<std::string, std::strin
     if (state_->url) why = state_->display + ": " + why;
     state_->url.reset(); // unusable: sends are dropped
     auto s = state_;
-    pool.post([s, why] { s->error(why); });
+    client.post([s, why] { s->error(why); });
   }
 }
 
 http_transport::~http_transport() {
   if (state_->opts.auth) state_->opts.auth->cancel();
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->abort_all_locked();
-  }
-  // Wait for a callback in progress (unless we are inside it), then no more.
-  if (state_->cb_thread.load() == std::this_thread::get_id()) {
-    state_->dead = true;
-  } else {
-    std::lock_guard<std::mutex> lock(state_->cb_mu);
-    state_->dead = true;
-  }
+  auto s = state_;
+  // On the loop thread, so no callback is running and none will.
+  s->client.run_sync([s] {
+    s->abort_all();
+    s->dead = true;
+  });
+  s->auth.stop();
 }
 
 void http_transport::send(std::string json_message) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->closing || !state_->url) return;
-  state_->queue.push_back({std::move(json_message), state_->session});
-  state_->pump_locked();
+  if (state_->closing_flag.load() || !state_->url) return;
+  std::optional<std::string> sid;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    sid = state_->session;
+  }
+  auto s = state_;
+  s->client.post([s, msg = std::move(json_message), sid = std::move(sid)]() mutable {
+    if (s->closing) return;
+    s->queue.push_back({std::move(msg), std::move(sid)});
+    s->pump();
+  });
 }
 
 void http_transport::set_protocol_version(std::string version) {
@@ -783,46 +956,45 @@ const std::string& http_transport::display_url() const {
 }
 
 bool http_transport::open_event_stream() {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->closing || !state_->url) return false;
-  if (state_->stream || state_->stream_deferred) return true;
-  // Opened right after notifications/initialized was queued, the GET goes
-  // out once that was accepted (as the reference client does), so the
-  // stream is open before any request a server might answer with a
-  // request of its own on it.
-  if (!state_->barrier_open || !state_->queue.empty()) {
-    state_->stream_deferred = true;
-    return true;
-  }
-  return state_->start_stream_locked();
+  if (state_->closing_flag.load() || !state_->url) return false;
+  auto s = state_;
+  s->client.post([s] {
+    if (s->closing || s->stream_started || s->stream_deferred) return;
+    // Opened right after notifications/initialized was queued, the GET goes
+    // out once that was accepted (as the reference client does), so the
+    // stream is open before any request a server might answer with a
+    // request of its own on it.
+    if (!s->barrier_open || !s->queue.empty()) {
+      s->stream_deferred = true;
+      return;
+    }
+    s->open_stream();
+  });
+  return true;
 }
 
 void http_transport::close() {
-  std::optional<std::string> sid, version;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->closing) return;
-    state_->abort_all_locked();
-    sid = state_->session;
-    version = state_->version;
-  }
+  if (state_->closing_flag.exchange(true)) return;
   if (state_->opts.auth) state_->opts.auth->cancel();
   auto s = state_;
-  s->pool.post([s, sid, version] {
-    if (sid && s->url) {
-      auto client = s->make_client(s->opts.close_timeout);
-      client->set_connection_timeout(s->opts.close_timeout);
-      client->set_write_timeout(s->opts.close_timeout);
-      client->set_keep_alive(false);
-      httplib::Headers h = s->base_headers;
-      if (s->opts.auth)
-        if (auto a = s->opts.auth->authorization()) h.emplace("Authorization", *a);
-      h.emplace(k_session_header, *sid);
-      if (version) h.emplace(k_version_header, *version);
-      client->Delete(s->url->target.c_str(), h); // best effort: the result does not matter
+  s->client.post([s] {
+    if (s->closing && s->closed_reported) return;
+    std::optional<std::string> sid, version;
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      sid = s->session;
+      version = s->version;
     }
-    if (s->events.on_closed) s->emit([&] { s->events.on_closed(); }, true);
-    else s->emit([] {}, true);
+    s->abort_all();
+    if (sid && s->url && s->opts.auth) {
+      // The authorization may take a token refresh: off the loop thread.
+      s->auth.post([s, sid, version] {
+        auto a = s->opts.auth->authorization();
+        s->client.post([s, sid, version, a] { s->send_delete(sid, version, a); });
+      });
+      return;
+    }
+    s->send_delete(sid, version, std::nullopt);
   });
 }
 

@@ -11,17 +11,17 @@
 #include <vector>
 
 #include "core/http_url.hpp"
-#include "io/http_worker_pool.hpp"
+#include "io/http_client.hpp"
 
 namespace mcprt::io {
 
-/// What an http_transport reports. Called on pool worker threads or on the
-/// transport's event-stream thread, but never concurrently for one transport
-/// (a per-transport mutex serializes them). After close() only on_closed
-/// follows; after the transport is destroyed nothing does. Callbacks may call
-/// send(), reset_session(), set_protocol_version() and close() on their own
+/// What an http_transport reports. Called on the http_client's loop thread,
+/// one at a time for every transport of that client: quick, never blocking
+/// (hand the work to an actor). After close() only on_closed follows; after
+/// the transport is destroyed nothing does. Callbacks may call send(),
+/// reset_session(), set_protocol_version() and close() on their own
 /// transport; they must not destroy it. Exceptions thrown by a callback are
-/// swallowed (there is no caller on a worker thread to hand them to).
+/// swallowed (there is no caller on the loop thread to hand them to).
 struct http_events {
   /// One JSON-RPC message per call; a JSON batch array is split.
   std::function<void(std::string json_message)> on_message;
@@ -43,7 +43,9 @@ struct http_events {
 };
 
 /// Authorization for a transport's requests (io/oauth_client is the one
-/// implementation). Called on pool worker threads, possibly concurrently.
+/// implementation). Called on a thread of the transport's own (never the
+/// client's loop), one call at a time per transport; transports sharing
+/// one http_auth may call it concurrently.
 class http_auth {
 public:
   virtual ~http_auth() = default;
@@ -71,8 +73,13 @@ struct http_transport_options {
   /// For the best-effort DELETE in close().
   std::chrono::milliseconds close_timeout{2000};
   /// POSTs of one transport that may wait for their responses at once
-  /// (each holds a pool worker meanwhile). Later messages queue.
-  std::size_t max_in_flight = 4;
+  /// (each holds a stream or a connection, no thread). Later messages queue.
+  std::size_t max_in_flight = 16;
+  /// The server's own forward proxy ("direct": none); empty: the
+  /// environment's (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
+  std::string proxy;
+  /// A PEM file of CAs trusted besides the system store.
+  std::string ca_file;
   /// An event stream that stays silent this long is reconnected.
   std::chrono::milliseconds event_stream_idle_timeout{300000};
   /// Largest response body or SSE event we accept.
@@ -93,27 +100,28 @@ struct http_transport_options {
 /// The client side of the MCP streamable HTTP transport, CAF-free.
 ///
 /// Threading and order: send() only enqueues. A message is issued (its POST
-/// started on a pool worker) only after the previous message of this
+/// started) only after the previous message of this
 /// transport was issued: for a JSON-RPC request once its body has been
 /// written to the socket, for notifications, responses and anything else
 /// once the server has answered it (typically 202), so e.g.
 /// notifications/initialized is accepted before the next request goes out.
 /// Up to `max_in_flight` requests may then wait for their responses at the
-/// same time, each on its own pool worker, so a slow tools/call does not
-/// hold back a ping. Responses are delivered in the order they arrive.
-/// Connections are kept alive and reused, one per in-flight request.
+/// same time, so a slow tools/call does not hold back a ping. Responses are
+/// delivered in the order they arrive. Connections are kept alive and
+/// reused; over HTTP/2 the requests share one connection.
 ///
 /// Not copyable or movable; all members are thread-safe.
 class http_transport {
 public:
   http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
-                 http_worker_pool& pool,
+                 http_client& client,
                  std::chrono::milliseconds request_timeout = std::chrono::milliseconds(60000));
   http_transport(std::string url, std::map<std::string, std::string> headers, http_events events,
-                 http_worker_pool& pool, http_transport_options options);
+                 http_client& client, http_transport_options options);
   /// Aborts in-flight requests and the event stream; no callback runs once
   /// the destructor returns (it waits for one that is running). Does not
-  /// send DELETE: call close() first for that.
+  /// send DELETE: call close() first for that. Never from one of its own
+  /// callbacks.
   ~http_transport();
   http_transport(const http_transport&) = delete;
   http_transport& operator=(const http_transport&) = delete;
@@ -142,16 +150,15 @@ public:
   void reset_session();
   std::optional<std::string> session_id() const;
 
-  /// Opens the GET event stream for server-initiated messages on a
-  /// dedicated thread. Idempotent. The stream is a side channel and never
+  /// Opens the GET event stream for server-initiated messages. Idempotent. The stream is a side channel and never
   /// reports on_error: 405 or any other refusal ends it quietly, 404 on a
   /// known session reports on_session_expired once the server has served
   /// the stream before (a first 404 is taken for "no GET route"). When the server ends the
   /// stream, cannot be reached (restarting), or is silent for
   /// event_stream_idle_timeout, it is reopened with Last-Event-ID after the
   /// server's last `retry:` (100 ms to 5 min), or without one after a
-  /// backoff of 1 s doubling to 30 s. Returns false when the pool's event-stream limit is reached,
-  /// after close(), or for an invalid URL.
+  /// backoff of 1 s doubling to 30 s. Returns false after close() or for an
+  /// invalid URL.
   bool open_event_stream();
 
   /// Drops queued messages, aborts in-flight requests, stops the event
@@ -161,7 +168,7 @@ public:
 
   const std::string& display_url() const;
 
-  struct state; // implementation, shared with the worker jobs
+  struct state; // implementation, shared with the client's handlers
 
 private:
   std::shared_ptr<state> state_;

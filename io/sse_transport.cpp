@@ -1,15 +1,10 @@
 #include "io/sse_transport.hpp"
 
-#include <httplib.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "core/ascii.hpp"
@@ -26,73 +21,47 @@ constexpr std::size_t k_max_error_body = 4096;
 
 } // namespace
 
-// Controls the stream thread. `stop` is atomic and read without `mu`:
-// httplib calls the socket-options hook with its own socket mutex held,
-// and request_stop() holds `mu` while ClientImpl::stop() takes that mutex.
-struct sse_stream_ctl {
-  std::mutex mu;
-  std::atomic<bool> stop{false};
-  httplib::ClientImpl* client = nullptr; // guarded by mu; set while the GET runs
-
-  void request_stop() {
-    std::lock_guard<std::mutex> lock(mu);
-    stop = true;
-    if (client) client->stop();
-  }
-  bool stopped() const { return stop.load(); }
-};
-
+// Everything lives on the client's loop thread, but `closing_flag` (read by
+// send() and close() on the caller's thread).
 struct sse_transport::state : std::enable_shared_from_this<sse_transport::state> {
-  state(http_worker_pool& p, sse_events ev, sse_transport_options o) : pool(p), events(std::move(ev)), opts(o) {}
+  state(http_client& c, sse_events ev, sse_transport_options o) : client(c), events(std::move(ev)), opts(o) {}
 
-  http_worker_pool& pool;
+  http_client& client;
   const sse_events events;
   const sse_transport_options opts;
   std::optional<http_url> url;
   std::string display;
-  httplib::Headers base_headers;
+  std::vector<std::pair<std::string, std::string>> base_headers;
   std::vector<std::string> secrets; // header values; the endpoint's query values join later
+  std::atomic<bool> closing_flag{false};
 
-  mutable std::mutex mu;
+  // ---- loop thread only --------------------------------------------------
   std::optional<http_url> endpoint;
   std::deque<std::string> queue;
   bool posting = false;
   bool closing = false;
-  httplib::ClientImpl* post_client = nullptr; // the POST in flight
-  std::unique_ptr<httplib::ClientImpl> idle_client;
-  std::shared_ptr<sse_stream_ctl> stream;
-
-  std::atomic<bool> closing_flag{false};
-  std::atomic<bool> failed{false};
-  std::mutex cb_mu;
-  std::atomic<std::thread::id> cb_thread{};
-  bool dead = false;            // guarded by cb_mu
-  bool closed_reported = false; // guarded by cb_mu
+  bool failed = false;
+  bool dead = false;
+  bool closed_reported = false;
+  http_client::request_id post_id = 0;
+  http_client::request_id stream_id = 0;
 
   // ---- callbacks ---------------------------------------------------------
 
   template <typename F>
   void emit(F&& f, bool is_close = false) {
-    std::unique_lock<std::mutex> lock(cb_mu, std::defer_lock);
-    if (cb_thread.load() != std::this_thread::get_id()) lock.lock();
     if (dead || closed_reported) return;
-    if (!is_close && closing_flag.load()) return;
+    if (!is_close && closing) return;
     if (is_close) closed_reported = true;
-    auto prev = cb_thread.exchange(std::this_thread::get_id());
     try {
       f();
     } catch (...) {
-      // Nobody to rethrow to on a worker thread.
+      // Nobody to rethrow to on the loop thread.
     }
-    cb_thread.store(prev);
   }
 
   std::string redact(std::string s) const {
-    std::vector<std::string> all;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      all = secrets;
-    }
+    auto all = secrets;
     std::sort(all.begin(), all.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
     for (const auto& v : all) {
       if (v.size() < 4) continue;
@@ -102,221 +71,195 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
     return s;
   }
 
+  void stop_requests() {
+    queue.clear();
+    if (post_id) client.cancel(post_id);
+    if (stream_id) client.cancel(stream_id);
+    post_id = stream_id = 0;
+  }
+
   // The first failure is reported and ends the transport: queued messages
   // are dropped, the stream and the POST in flight stopped. close() still
   // reports on_closed afterwards.
   void error(const std::string& reason) {
-    if (failed.exchange(true)) return;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      queue.clear();
-      if (post_client) post_client->stop();
-      idle_client.reset();
-      if (stream) stream->request_stop();
-    }
+    if (failed) return;
+    failed = true;
+    stop_requests();
     if (!events.on_error) return;
     auto r = redact(reason);
     emit([&] { events.on_error(r); });
   }
 
   void message(std::string m) {
-    if (!events.on_message || failed.load()) return;
+    if (!events.on_message || failed) return;
     emit([&] { events.on_message(std::move(m)); });
   }
 
-  std::unique_ptr<httplib::ClientImpl> make_client(std::chrono::milliseconds read_timeout) const {
-    return make_http_client(*url, opts.connect_timeout, read_timeout, opts.post_timeout);
+  http_request make_request(const char* method, const std::string& target, std::chrono::milliseconds idle) const {
+    http_request r;
+    r.method = method;
+    r.url = url->origin() + target;
+    r.headers = base_headers;
+    r.connect_timeout = opts.connect_timeout;
+    r.idle_timeout = idle;
+    r.proxy = opts.proxy;
+    r.ca_file = opts.ca_file;
+    return r;
   }
 
   // ---- POSTs -------------------------------------------------------------
 
-  void pump_locked() {
-    if (closing || failed.load() || posting || !endpoint || queue.empty()) return;
-    posting = true;
-    auto msg = std::move(queue.front());
-    queue.pop_front();
-    std::unique_ptr<httplib::ClientImpl> client = idle_client ? std::move(idle_client) : make_client(opts.post_timeout);
-    post_client = client.get();
-    auto self = shared_from_this();
-    // std::function needs a copyable callable: hand the client over raw.
-    auto* raw = client.release();
-    pool.post([self, raw, target = endpoint->target, where = endpoint->display, msg = std::move(msg)]() mutable {
-      self->run_post(std::unique_ptr<httplib::ClientImpl>(raw), target, where, std::move(msg));
-    });
-  }
+  struct post_ctx {
+    std::string where;
+    http_response_head head;
+    std::string body;
+  };
 
-  void run_post(std::unique_ptr<httplib::ClientImpl> client, const std::string& target, const std::string& where,
-                std::string msg) {
-    bool ok = false;
-    if (!closing_flag.load() && !failed.load()) {
-      httplib::Request req;
-      req.method = "POST";
-      req.path = target;
-      req.headers = base_headers;
-      req.headers.emplace("Content-Type", "application/json");
-      req.headers.emplace("Accept", "application/json, text/event-stream");
-      req.body = std::move(msg);
-      std::string body;
-      int status = -1;
-      req.response_handler = [&](const httplib::Response& res) {
-        status = res.status;
-        return !closing_flag.load();
-      };
-      // The answer is an acknowledgement ("Accepted"); keep only enough of
-      // it for an error message.
-      req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-        if (body.size() < k_max_error_body) body.append(data, std::min(n, k_max_error_body - body.size()));
-        return !closing_flag.load();
-      };
-      httplib::Response res;
-      httplib::Error err = httplib::Error::Success;
-      ok = client->send(req, res, err);
-      if (!closing_flag.load()) {
-        if (!ok) {
-          error("POST " + where + ": " + describe_http_error(err, opts.post_timeout));
-        } else if (status < 200 || status >= 300) {
-          std::string reason = "POST " + where + ": HTTP " + std::to_string(status);
-          if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
-          if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
-          error(reason);
-          ok = false;
-        }
+  void pump() {
+    if (closing || failed || posting || !endpoint || queue.empty()) return;
+    posting = true;
+    auto req = make_request("POST", endpoint->target, opts.post_timeout);
+    req.headers.emplace_back("Content-Type", "application/json");
+    req.headers.emplace_back("Accept", "application/json, text/event-stream");
+    req.body = std::move(queue.front());
+    queue.pop_front();
+    auto ctx = std::make_shared<post_ctx>();
+    ctx->where = endpoint->display;
+    auto self = shared_from_this();
+    http_handlers h;
+    h.on_head = [self, ctx](const http_response_head& head) {
+      ctx->head = head;
+      return !self->closing;
+    };
+    // The answer is an acknowledgement ("Accepted"); keep only enough of
+    // it for an error message.
+    h.on_data = [self, ctx](std::string_view bytes) {
+      if (ctx->body.size() < k_max_error_body) ctx->body.append(bytes.substr(0, k_max_error_body - ctx->body.size()));
+      return !self->closing;
+    };
+    h.on_done = [self, ctx](const http_outcome& o) {
+      self->post_id = 0;
+      self->posting = false;
+      if (self->closing) return;
+      const int status = ctx->head.status;
+      if (!o.ok()) {
+        self->error("POST " + ctx->where + ": " + o.reason);
+      } else if (status < 200 || status >= 300) {
+        std::string reason = "POST " + ctx->where + ": HTTP " + std::to_string(status);
+        if (!ctx->head.reason.empty()) reason += " " + excerpt(ctx->head.reason, 60);
+        if (!trim_space(ctx->body).empty()) reason += ": " + excerpt(trim_space(ctx->body));
+        self->error(reason);
       }
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    post_client = nullptr;
-    if (ok && !closing && !failed.load()) idle_client = std::move(client);
-    posting = false;
-    pump_locked();
+      self->pump();
+    };
+    post_id = client.start(std::move(req), std::move(h));
   }
 
   // ---- the event stream --------------------------------------------------
 
-  void run_stream(const std::shared_ptr<sse_stream_ctl>& ctl) {
-    auto client = make_client(opts.stream_idle_timeout);
-    client->set_socket_options([ctl](int fd) {
-      // httplib's default, plus TCP keep-alive (a vanished peer is found
-      // in about 2 min, long before the idle timeout), plus: a stop that
-      // came before this socket existed wins.
-      int yes = 1;
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-      ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &yes, sizeof(yes));
-      int idle = 60, interval = 10, count = 6;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
-      ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-      if (ctl->stopped()) ::shutdown(fd, SHUT_RDWR);
-    });
-    {
-      std::lock_guard<std::mutex> lock(ctl->mu);
-      if (ctl->stop) return;
-      ctl->client = client.get();
-    }
-    httplib::Request req;
-    req.method = "GET";
-    req.path = url->target;
-    req.headers = base_headers;
-    req.headers.emplace("Accept", "text/event-stream");
-
-    int status = -1;
+  struct stream_ctx {
+    http_response_head head;
     bool sse = false;
     bool too_big = false;
     std::optional<std::string> bad_endpoint;
     std::string body;
-    auto last_bytes = std::chrono::steady_clock::now();
-    sse_parser parser(opts.max_message_bytes);
-    auto on_event = [&](sse_parser::event&& e) {
-      if (bad_endpoint) return;
-      if (e.type == "endpoint") {
-        std::lock_guard<std::mutex> lock(mu);
-        // The first endpoint stands: a later one must not redirect a
-        // session in progress.
-        if (endpoint) return;
-        std::string why;
-        auto ep = resolve_sse_endpoint(*url, e.data, &why);
-        if (!ep) {
-          bad_endpoint = why;
-          return;
-        }
-        for (auto& v : query_values(ep->target))
-          secrets.push_back(std::move(v));
-        endpoint = std::move(ep);
-        pump_locked();
-      } else if (e.type == "message") {
-        message(std::move(e.data));
+    std::optional<sse_parser> parser;
+  };
+
+  void on_event(stream_ctx& s, sse_parser::event&& e) {
+    if (s.bad_endpoint) return;
+    if (e.type == "endpoint") {
+      // The first endpoint stands: a later one must not redirect a session
+      // in progress.
+      if (endpoint) return;
+      std::string why;
+      auto ep = resolve_sse_endpoint(*url, e.data, &why);
+      if (!ep) {
+        s.bad_endpoint = why;
+        return;
       }
+      for (auto& v : query_values(ep->target))
+        secrets.push_back(std::move(v));
+      endpoint = std::move(ep);
+      pump();
+    } else if (e.type == "message") {
+      message(std::move(e.data));
+    }
+  }
+
+  void open_stream() {
+    auto req = make_request("GET", url->target, opts.stream_idle_timeout);
+    req.headers.emplace_back("Accept", "text/event-stream");
+    // A vanished peer is found in about two minutes, long before the idle
+    // timeout.
+    req.tcp_keepalive = true;
+    auto s = std::make_shared<stream_ctx>();
+    s->parser.emplace(opts.max_message_bytes);
+    auto self = shared_from_this();
+    http_handlers h;
+    h.on_head = [self, s](const http_response_head& head) {
+      s->head = head;
+      s->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      return !self->closing;
     };
-    req.response_handler = [&](const httplib::Response& res) {
-      status = res.status;
-      sse = status == 200 && media_type(res) == "text/event-stream";
-      return !ctl->stopped();
-    };
-    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      if (ctl->stopped()) return false;
-      last_bytes = std::chrono::steady_clock::now();
-      if (!sse) {
-        if (body.size() < k_max_error_body) body.append(data, std::min(n, k_max_error_body - body.size()));
+    h.on_data = [self, s](std::string_view bytes) {
+      if (self->closing) return false;
+      if (!s->sse) {
+        if (s->body.size() < k_max_error_body) s->body.append(bytes.substr(0, k_max_error_body - s->body.size()));
         return true;
       }
-      if (!parser.feed(std::string_view(data, n), on_event)) {
-        too_big = true;
+      if (!s->parser->feed(bytes, [&](sse_parser::event&& e) { self->on_event(*s, std::move(e)); })) {
+        s->too_big = true;
         return false;
       }
-      return !bad_endpoint;
+      return !s->bad_endpoint && !self->failed;
     };
-    httplib::Response res;
-    httplib::Error err = httplib::Error::Success;
-    bool ok = client->send(req, res, err);
-    {
-      std::lock_guard<std::mutex> lock(ctl->mu);
-      ctl->client = nullptr;
-      if (ctl->stop) return;
-    }
-    if (ok && sse && !too_big && !bad_endpoint) parser.finish(on_event);
+    h.on_done = [self, s](const http_outcome& o) {
+      self->stream_id = 0;
+      if (self->closing || self->failed) return;
+      self->stream_ended(*s, o);
+    };
+    stream_id = client.start(std::move(req), std::move(h));
+  }
 
+  void stream_ended(stream_ctx& s, const http_outcome& o) {
+    if (o.ok() && s.sse && !s.too_big && !s.bad_endpoint)
+      s.parser->finish([&](sse_parser::event&& e) { on_event(s, std::move(e)); });
     const std::string prefix = "GET " + display + ": ";
-    if (bad_endpoint) {
-      error(prefix + *bad_endpoint);
-    } else if (too_big) {
+    const int status = s.head.status;
+    if (s.bad_endpoint) {
+      error(prefix + *s.bad_endpoint);
+    } else if (s.too_big) {
       error(prefix + "an event exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
-    } else if (!ok && status != 200) {
-      error(prefix + describe_http_error(err, opts.stream_idle_timeout));
+    } else if (!o.got_head) {
+      error(prefix + o.reason);
     } else if (status != 200) {
       std::string reason = prefix + "HTTP " + std::to_string(status);
-      if (!res.reason.empty()) reason += " " + excerpt(res.reason, 60);
-      if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
+      if (!s.head.reason.empty()) reason += " " + excerpt(s.head.reason, 60);
+      if (!trim_space(s.body).empty()) reason += ": " + excerpt(trim_space(s.body));
       error(reason);
-    } else if (!sse) {
-      error(prefix + "the answer is not an event stream (Content-Type '" + excerpt(media_type(res), 60) + "')");
-    } else if (!ok) {
-      // httplib reports a silent stream and a dropped connection alike.
-      auto silent = std::chrono::steady_clock::now() - last_bytes;
-      if (err != httplib::Error::Read)
-        error(prefix + "event stream lost: " + describe_http_error(err, opts.stream_idle_timeout));
-      else if (silent >= opts.stream_idle_timeout)
-        error(prefix + "the event stream was silent for " + std::to_string(opts.stream_idle_timeout.count()) + " ms");
-      else
-        error(prefix + "event stream lost: the connection was closed or reset mid-stream");
+    } else if (!s.sse) {
+      error(prefix + "the answer is not an event stream (Content-Type '" + excerpt(s.head.media_type(), 60) + "')");
+    } else if (o.failure == http_failure::idle_timeout) {
+      error(prefix + "the event stream was silent for " + std::to_string(opts.stream_idle_timeout.count()) + " ms");
+    } else if (!o.ok()) {
+      error(prefix + "event stream lost: the connection was closed or reset mid-stream");
     } else {
       // This transport has no resumption: the session lived on this stream.
       error(prefix + "the server ended the event stream");
     }
   }
 
-  // Called with `mu` held.
-  void abort_all_locked() {
+  void abort_all() {
     closing = true;
     closing_flag = true;
-    queue.clear();
-    if (post_client) post_client->stop();
-    idle_client.reset();
-    if (stream) stream->request_stop();
+    stop_requests();
   }
 };
 
 sse_transport::sse_transport(std::string url, std::map<std::string, std::string> headers, sse_events events,
-                             http_worker_pool& pool, sse_transport_options options)
-    : state_(std::make_shared<state>(pool, std::move(events), options)) {
+                             http_client& client, sse_transport_options options)
+    : state_(std::make_shared<state>(client, std::move(events), options)) {
   std::string why;
   state_->url = http_url::parse(url, &why);
   // Never echo an invalid URL: it may carry credentials.
@@ -332,52 +275,43 @@ sse_transport::sse_transport(std::string url, std::map<std::string, std::string>
     }
     if (value.size() >= 4) state_->secrets.push_back(value);
     if (transport_owned_header(name)) continue;
-    state_->base_headers.emplace(name, value);
+    state_->base_headers.emplace_back(name, value);
   }
+  auto s = state_;
   if (state_->url && why.empty()) {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    auto ctl = std::make_shared<sse_stream_ctl>();
-    auto self = state_;
-    if (pool.start_event_stream([self, ctl] { self->run_stream(ctl); })) {
-      state_->stream = ctl;
-      return;
-    }
-    why = "too many open event streams (" + std::to_string(pool.max_event_streams()) + ")";
+    client.post([s] {
+      if (!s->closing) s->open_stream();
+    });
+    return;
   }
   if (state_->url) why = "GET " + state_->display + ": " + why;
-  auto s = state_;
-  pool.post([s, why] { s->error(why); });
+  client.post([s, why] { s->error(why); });
 }
 
 sse_transport::~sse_transport() {
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->abort_all_locked();
-  }
-  // Wait for a callback in progress (unless we are inside it), then no more.
-  if (state_->cb_thread.load() == std::this_thread::get_id()) {
-    state_->dead = true;
-  } else {
-    std::lock_guard<std::mutex> lock(state_->cb_mu);
-    state_->dead = true;
-  }
+  auto s = state_;
+  // On the loop thread, so no callback is running and none will.
+  s->client.run_sync([s] {
+    s->abort_all();
+    s->dead = true;
+  });
 }
 
 void sse_transport::send(std::string json_message) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->closing || state_->failed.load() || !state_->url) return;
-  state_->queue.push_back(std::move(json_message));
-  state_->pump_locked();
+  if (state_->closing_flag.load() || !state_->url) return;
+  auto s = state_;
+  s->client.post([s, msg = std::move(json_message)]() mutable {
+    if (s->closing || s->failed) return;
+    s->queue.push_back(std::move(msg));
+    s->pump();
+  });
 }
 
 void sse_transport::close() {
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->closing) return;
-    state_->abort_all_locked();
-  }
+  if (state_->closing_flag.exchange(true)) return;
   auto s = state_;
-  s->pool.post([s] {
+  s->client.post([s] {
+    s->abort_all();
     if (s->events.on_closed) s->emit([&] { s->events.on_closed(); }, true);
     else s->emit([] {}, true);
   });

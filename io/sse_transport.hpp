@@ -7,12 +7,12 @@
 #include <memory>
 #include <string>
 
-#include "io/http_worker_pool.hpp"
+#include "io/http_client.hpp"
 
 namespace mcprt::io {
 
 /// What an sse_transport reports; the same shape and rules as http_events
-/// (never concurrently for one transport, nothing after the destructor,
+/// (on the client's loop thread, nothing after the destructor,
 /// after close() only on_closed; callbacks may call send() and close() but
 /// must not destroy the transport), without session expiry: this transport
 /// has no session to lose, a stream that ends is an error.
@@ -40,16 +40,18 @@ struct sse_transport_options {
   std::chrono::milliseconds stream_idle_timeout{std::chrono::hours(24)};
   /// Largest SSE event (one JSON-RPC message) we accept.
   std::size_t max_message_bytes = 64u << 20;
+  /// As http_transport_options::proxy and ::ca_file.
+  std::string proxy;
+  std::string ca_file;
 };
 
 /// The client side of the legacy HTTP+SSE transport (MCP 2024-11-05),
 /// CAF-free.
 ///
-/// The constructor opens `GET url` (Accept: text/event-stream) on a
-/// dedicated thread of the pool. The server's first event, `endpoint`,
-/// names where to POST: accepted only on the stream's own origin. send()
-/// queues; messages are POSTed one at a time in order, on pool workers,
-/// once the endpoint is known. Every server message, responses included,
+/// The constructor opens `GET url` (Accept: text/event-stream) on the
+/// client. The server's first event, `endpoint`, names where to POST:
+/// accepted only on the stream's own origin. send() queues; messages are
+/// POSTed one at a time in order once the endpoint is known. Every server message, responses included,
 /// arrives as a `message` event on the stream. Configured headers go on the
 /// GET and on every POST.
 ///
@@ -57,7 +59,7 @@ struct sse_transport_options {
 class sse_transport {
 public:
   sse_transport(std::string url, std::map<std::string, std::string> headers, sse_events events,
-                http_worker_pool& pool, sse_transport_options options = {});
+                http_client& client, sse_transport_options options = {});
   /// Stops the stream and in-flight POST; no callback runs once the
   /// destructor returns (it waits for one that is running).
   ~sse_transport();
@@ -74,7 +76,7 @@ public:
 
   const std::string& display_url() const;
 
-  struct state; // implementation, shared with the worker jobs
+  struct state; // implementation, shared with the client's handlers
 
 private:
   std::shared_ptr<state> state_;

@@ -472,7 +472,7 @@ struct runtime::impl {
   caf::actor_system& sys;
   runtime_options opts;
   std::unique_ptr<io::reactor> reactor;
-  std::unique_ptr<io::http_worker_pool> http;
+  std::unique_ptr<io::http_client> http;
   // Before the actors in destruction order: connections hold its clients.
   std::shared_ptr<oauth_broker> oauth;
   event_bus_actor bus;
@@ -703,7 +703,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     // The reaper process dying takes every stdio server with it: say so.
     ro.on_warning = [](const std::string& what) { spdlog::warn("{}", what); };
     p->reactor = std::make_unique<io::reactor>(std::move(ro));
-    p->http = std::make_unique<io::http_worker_pool>(2);
+    p->http = std::make_unique<io::http_client>();
   } catch (const std::exception& e) {
     return make_error(errc::io_error, std::string{"runtime: cannot start the I/O threads: "} + e.what());
   }

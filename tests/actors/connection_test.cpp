@@ -59,7 +59,7 @@ class connection_test : public ::testing::Test {
   test_config cfg;
   caf::actor_system sys{cfg};
   io::reactor reactor;
-  io::http_worker_pool http{2};
+  io::http_client http;
   std::optional<caf::scoped_actor> self;
   std::vector<connection_actor> started;
 

@@ -49,7 +49,7 @@ protected:
   pool_process_config cfg;
   caf::actor_system sys{cfg};
   io::reactor reactor;
-  io::http_worker_pool http{2};
+  io::http_client http;
   std::optional<caf::scoped_actor> self;
   event_bus_actor bus;
   budget_actor budget;

@@ -46,6 +46,19 @@ TEST(Fingerprint, DivergesOnAnyByteChangeInEnvOrHeaderValues) {
   EXPECT_NE(connection_id(h1), connection_id(h3));
 }
 
+TEST(Fingerprint, AProxyOrCaFileIsPartOfTheWayAndLeavesOtherIdsAlone) {
+  auto base = json::parse(R"({"httpUrl": "https://example.com/mcp"})");
+  auto id = connection_id(make_server("s", base));
+  auto with_proxy = base;
+  with_proxy["proxy"] = "http://proxy:3128";
+  auto with_ca = base;
+  with_ca["caFile"] = "/etc/ca.pem";
+  EXPECT_NE(connection_id(make_server("s", with_proxy)), id);
+  EXPECT_NE(connection_id(make_server("s", with_ca)), id);
+  EXPECT_NE(connection_id(make_server("s", with_proxy)), connection_id(make_server("s", with_ca)));
+  // The pinned reference vectors above are ids of servers without them.
+}
+
 TEST(Fingerprint, DivergesOnTransportFields) {
   auto base = json::parse(R"({"command": "x", "args": ["1", "2"], "cwd": "/a", "timeout": 10})");
   auto id = connection_id(make_server("s", base));

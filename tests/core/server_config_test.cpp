@@ -39,6 +39,19 @@ TEST(ServerConfig, TransportClassification) {
   EXPECT_EQ(make_server("a", json::object()).transport(), transport_kind::unknown);
 }
 
+TEST(ServerConfig, ProxyAndCaFileAreTheWayToAnHttpServer) {
+  auto res = parse_server_config(
+    "s", json::parse(R"({"httpUrl": "https://mcp.example.com/mcp", "proxy": "http://proxy:3128", "caFile": "/etc/corp-ca.pem"})"),
+    config_scope::user);
+  ASSERT_TRUE(res.config);
+  EXPECT_EQ(res.config->proxy, "http://proxy:3128");
+  EXPECT_EQ(res.config->ca_file, "/etc/corp-ca.pem");
+  auto bare = parse_server_config("s", json::parse(R"({"httpUrl": "https://mcp.example.com/mcp"})"), config_scope::user);
+  ASSERT_TRUE(bare.config);
+  EXPECT_FALSE(bare.config->proxy);
+  EXPECT_FALSE(bare.config->ca_file);
+}
+
 TEST(ServerConfig, WrongTypesNameTheFieldPath) {
   struct row {
     const char* spec;
@@ -59,6 +72,8 @@ TEST(ServerConfig, WrongTypesNameTheFieldPath) {
     {R"({"elicitation": true})", "mcpServers.s.elicitation"},
     {R"({"elicitation": "maybe"})", "mcpServers.s.elicitation"},
     {R"({"elicitation": "ask"})", "mcpServers.s.elicitation"},
+    {R"({"proxy": 8080})", "mcpServers.s.proxy"},
+    {R"({"caFile": ["a.pem"]})", "mcpServers.s.caFile"},
     {R"("just a string")", "mcpServers.s"},
   };
   for (auto& r : rows) {

@@ -5,169 +5,28 @@
 
 #include "io/http_client.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <condition_variable>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
 
 #include "tests/io/transport_test_support.hpp"
+#include "tests/support/remote_fronts.hpp"
 
 namespace mcprt::io {
 namespace {
 
 using namespace std::chrono_literals;
 using test::local_server;
-namespace fs = std::filesystem;
 
-// A helper program whose stdout lines the test reads; killed (with its
-// process group) when the test ends.
-class helper_process {
-public:
-  explicit helper_process(const std::vector<std::string>& argv) {
-    int out[2], in[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::dup2(out[1], 1);
-      ::dup2(in[0], 0);
-      std::vector<char*> args;
-      for (const auto& a : argv)
-        args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execvp(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    ::close(in[0]);
-    stdin_ = in[1];
-    reader_ = std::thread([this, fd = out[0]] {
-      std::string buf;
-      char chunk[4096];
-      for (;;) {
-        auto n = ::read(fd, chunk, sizeof chunk);
-        if (n <= 0) break;
-        buf.append(chunk, static_cast<std::size_t>(n));
-        for (auto nl = buf.find('\n'); nl != std::string::npos; nl = buf.find('\n')) {
-          std::lock_guard<std::mutex> lock(mu_);
-          lines_.push_back(buf.substr(0, nl));
-          buf.erase(0, nl + 1);
-          cv_.notify_all();
-        }
-      }
-      ::close(fd);
-    });
-  }
-  ~helper_process() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (stdin_ >= 0) ::close(stdin_);
-    if (reader_.joinable()) reader_.join();
-  }
-  // The first line starting with `prefix`, waiting up to `timeout`.
-  std::optional<std::string> line_with(const std::string& prefix, std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<std::string> found;
-    cv_.wait_for(lock, timeout, [&] {
-      for (const auto& l : lines_)
-        if (l.rfind(prefix, 0) == 0) {
-          found = l;
-          return true;
-        }
-      return false;
-    });
-    return found;
-  }
-  std::vector<std::string> lines() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-
-private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  std::thread reader_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> lines_;
-};
-
-bool have_program(const char* name) {
-  return std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-int unused_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
-bool port_accepts(int port, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    if (ok) return true;
-    // A helper that is starting: poll its port again shortly.
-    ::poll(nullptr, 0, 20);
-  }
-  return false;
-}
-
-// Sets an environment variable for one test and restores it after.
-class scoped_env {
-public:
-  scoped_env(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~scoped_env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
-private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-// Every environment proxy unset for the test's duration (CI machines may
-// have some).
-struct no_env_proxies {
-  std::vector<std::unique_ptr<scoped_env>> vars;
-  no_env_proxies() {
-    for (const char* n : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-                          "no_proxy", "NO_PROXY"}) {
-      vars.push_back(std::make_unique<scoped_env>(n, ""));
-    }
-  }
-};
+using mcprt::test::forward_proxy;
+using mcprt::test::h2_front;
+using mcprt::test::have_program;
+using mcprt::test::no_env_proxies;
+using mcprt::test::scoped_env;
+using mcprt::test::unused_port;
 
 // What one request reported, in order.
 struct exchange {
@@ -495,16 +354,6 @@ protected:
   void SetUp() override {
     if (!have_program("node")) GTEST_SKIP() << "node is not installed (scripts/setup.sh installs it)";
   }
-  std::unique_ptr<helper_process> start_proxy(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{"node", std::string(MCPRT_SOURCE_DIR) + "/tests/server/forward-proxy.mjs"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto p = std::make_unique<helper_process>(argv);
-    auto line = p->line_with("listening ");
-    if (!line) return nullptr;
-    proxy_port = std::stoi(line->substr(10));
-    return p;
-  }
-  int proxy_port = 0;
 };
 
 TEST_F(proxied, PlainHttpGoesThroughTheEnvironmentsProxyAndNoProxyExemptsAHost) {
@@ -512,20 +361,20 @@ TEST_F(proxied, PlainHttpGoesThroughTheEnvironmentsProxyAndNoProxyExemptsAHost) 
   local_server ls([](httplib::Server& s) {
     s.Get("/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("via", "text/plain"); });
   });
-  auto proxy = start_proxy();
-  ASSERT_TRUE(proxy);
+  forward_proxy proxy(MCPRT_SOURCE_DIR);
+  ASSERT_TRUE(proxy.ok());
   // mcp.test resolves nowhere but in the proxy: an answer proves the way.
   const auto url = "http://mcp.test:" + std::to_string(ls.port()) + "/hello";
   {
-    scoped_env env("HTTP_PROXY", "http://127.0.0.1:" + std::to_string(proxy_port));
+    scoped_env env("HTTP_PROXY", proxy.url());
     http_client client;
     auto r = client.fetch(get(url));
     ASSERT_TRUE(r.outcome.ok()) << r.outcome.reason;
     EXPECT_EQ(r.body, "via");
-    EXPECT_TRUE(proxy->line_with("GET " + url, 2s));
+    EXPECT_TRUE(proxy.forwarded("GET " + url));
   }
   {
-    scoped_env env("HTTP_PROXY", "http://127.0.0.1:" + std::to_string(proxy_port));
+    scoped_env env("HTTP_PROXY", proxy.url());
     scoped_env no("NO_PROXY", "example.org,.test");
     http_client client;
     auto r = client.fetch(get(url));
@@ -538,15 +387,15 @@ TEST_F(proxied, AServersOwnProxyWithCredentialsIsUsedAndARefusalIsNamed) {
   local_server ls([](httplib::Server& s) {
     s.Get("/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("auth", "text/plain"); });
   });
-  auto proxy = start_proxy({"--auth", "me:s3cret"});
-  ASSERT_TRUE(proxy);
+  forward_proxy proxy(MCPRT_SOURCE_DIR, "me:s3cret");
+  ASSERT_TRUE(proxy.ok());
   http_client client;
   auto req = get("http://mcp.test:" + std::to_string(ls.port()) + "/hello");
-  req.proxy = "http://me:s3cret@127.0.0.1:" + std::to_string(proxy_port);
+  req.proxy = proxy.url("me:s3cret");
   auto r = client.fetch(req);
   ASSERT_TRUE(r.outcome.ok()) << r.outcome.reason;
   EXPECT_EQ(r.body, "auth");
-  req.proxy = "http://me:wrong@127.0.0.1:" + std::to_string(proxy_port);
+  req.proxy = proxy.url("me:wrong");
   auto refused = client.fetch(req);
   EXPECT_EQ(refused.head.status, 407) << "a plain-HTTP proxy answers for the server";
 }
@@ -560,21 +409,6 @@ protected:
   void SetUp() override {
     proxied::SetUp();
     if (IsSkipped()) return;
-    if (!have_program("nghttpx") && !fs::exists("/usr/sbin/nghttpx"))
-      GTEST_SKIP() << "nghttpx is not installed (scripts/setup.sh installs nghttp2-proxy)";
-    dir = fs::temp_directory_path() / ("mcprt-h2-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    auto d = dir.string();
-    // A CA of our own and a certificate for mcp.test and 127.0.0.1 it signs.
-    auto cmd = "cd '" + d + "' && "
-               "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem "
-               "-days 2 -subj /CN=test-ca 2>/dev/null && "
-               "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout srv.key -out srv.csr "
-               "-subj /CN=mcp.test 2>/dev/null && "
-               "printf 'subjectAltName=DNS:mcp.test,IP:127.0.0.1\\n' > ext && "
-               "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 "
-               "-extfile ext 2>/dev/null";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
     backend = std::make_unique<local_server>([this](httplib::Server& s) {
       s.new_task_queue = [] { return new httplib::ThreadPool(16); };
       s.Get("/held", [this](const httplib::Request&, httplib::Response& res) {
@@ -583,26 +417,20 @@ protected:
       });
       s.Get("/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("h2", "text/plain"); });
     });
-    port = unused_port();
-    const std::string exe = have_program("nghttpx") ? "nghttpx" : "/usr/sbin/nghttpx";
-    front = std::make_unique<helper_process>(std::vector<std::string>{
-      exe, "--frontend=127.0.0.1," + std::to_string(port), "--backend=127.0.0.1," + std::to_string(backend->port()),
-      "--workers=1", "--conf=/dev/null", "--no-ocsp", "--log-level=ERROR", "--errorlog-file=/dev/stderr",
-      d + "/srv.key", d + "/srv.pem"});
-    ASSERT_TRUE(port_accepts(port, 10s)) << "nghttpx did not start";
+    front = std::make_unique<h2_front>(backend->port());
+    if (!front->why_not().empty()) GTEST_SKIP() << front->why_not();
+    port = front->port();
   }
   void TearDown() override {
     held.release();
     front.reset();
     backend.reset();
-    if (!dir.empty()) fs::remove_all(dir);
   }
-  std::string ca() const { return (dir / "ca.pem").string(); }
+  std::string ca() const { return front->ca_file(); }
 
-  fs::path dir;
   gate held;
   std::unique_ptr<local_server> backend;
-  std::unique_ptr<helper_process> front;
+  std::unique_ptr<h2_front> front;
   int port = 0;
 };
 
@@ -643,9 +471,9 @@ TEST_F(behind_nghttpx, ACertificateFromAnUnknownCaIsRefusedUnlessItsCaFileIsGive
 
 TEST_F(behind_nghttpx, HttpsGoesThroughTheEnvironmentsProxyInAConnectTunnel) {
   no_env_proxies clean;
-  auto proxy = start_proxy();
-  ASSERT_TRUE(proxy);
-  scoped_env env("HTTPS_PROXY", "http://127.0.0.1:" + std::to_string(proxy_port));
+  forward_proxy proxy(MCPRT_SOURCE_DIR);
+  ASSERT_TRUE(proxy.ok());
+  scoped_env env("HTTPS_PROXY", proxy.url());
   http_client client;
   auto req = get("https://mcp.test:" + std::to_string(port) + "/hello");
   req.ca_file = ca();
@@ -653,7 +481,7 @@ TEST_F(behind_nghttpx, HttpsGoesThroughTheEnvironmentsProxyInAConnectTunnel) {
   ASSERT_TRUE(r.outcome.ok()) << r.outcome.reason;
   EXPECT_EQ(r.body, "h2");
   EXPECT_EQ(r.head.http_version, 2) << "HTTP/2 inside the tunnel";
-  EXPECT_TRUE(proxy->line_with("CONNECT mcp.test:" + std::to_string(port), 2s));
+  EXPECT_TRUE(proxy.forwarded("CONNECT mcp.test:" + std::to_string(port)));
 }
 
 } // namespace

@@ -272,46 +272,13 @@ TEST(JsonBatch, RecognizesRequests) {
   EXPECT_FALSE(is_json_rpc_request("garbage"));
 }
 
-TEST(HttpWorkerPool, RunsJobsAndBoundsEventStreams) {
-  http_worker_pool pool(3, 1);
-  EXPECT_EQ(pool.thread_limit(), 3u);
-  EXPECT_EQ(pool.thread_count(), 0u) << "a worker starts with the first job, not before";
-  std::mutex mu;
-  std::condition_variable cv;
-  int done = 0;
-  for (int i = 0; i < 10; ++i)
-    pool.post([&] {
-      std::lock_guard<std::mutex> lock(mu);
-      ++done;
-      cv.notify_all();
-    });
-  bool release = false;
-  ASSERT_TRUE(pool.start_event_stream([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return release; });
-  }));
-  EXPECT_FALSE(pool.start_event_stream([] {})) << "the limit is 1";
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return done == 10; }));
-    release = true;
-  }
-  EXPECT_GE(pool.thread_count(), 1u);
-  EXPECT_LE(pool.thread_count(), 3u) << "never more workers than the limit";
-  cv.notify_all();
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (pool.active_event_streams() != 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  EXPECT_TRUE(pool.start_event_stream([] {})) << "a finished stream frees its slot";
-}
-
 // ---------------------------------------------------------------------------
 // Against mcprt-test-server
 // ---------------------------------------------------------------------------
 
 TEST(HttpTransport, InitializeCapturesSessionThenNotificationAndToolsList) {
   test_server srv;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {{"Authorization", "Bearer SECRET-123"}}, r.events(), pool);
   EXPECT_EQ(t.display_url(), srv.url);
@@ -337,7 +304,7 @@ TEST(HttpTransport, InitializeCapturesSessionThenNotificationAndToolsList) {
 
 TEST(HttpTransport, ParsesSseResponses) {
   test_server srv({"--sse-responses"});
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, r.events(), pool);
   auto reply = initialize(t, r);
@@ -353,7 +320,7 @@ TEST(HttpTransport, ParsesSseResponses) {
 
 TEST(HttpTransport, SlowCallDoesNotBlockPing) {
   test_server srv;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, r.events(), pool);
   ASSERT_FALSE(initialize(t, r).empty());
@@ -372,7 +339,7 @@ TEST(HttpTransport, SlowCallDoesNotBlockPing) {
 
 TEST(HttpTransport, ManyPipelinedRequestsAreAllAnswered) {
   test_server srv;
-  http_worker_pool pool(4);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, r.events(), pool);
   ASSERT_FALSE(initialize(t, r).empty());
@@ -384,7 +351,7 @@ TEST(HttpTransport, ManyPipelinedRequestsAreAllAnswered) {
 
 TEST(HttpTransport, ServerKilledReportsErrorNamingUrlNeverHeaderValues) {
   test_server srv;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url,
                    {{"Authorization", "Bearer SECRET-123"}, {"X-Api-Key", "key-SECRET-456"}},
@@ -404,7 +371,7 @@ TEST(HttpTransport, ServerKilledReportsErrorNamingUrlNeverHeaderValues) {
 
 TEST(HttpTransport, UnknownSessionReportsExpiryOnceThenReinitializes) {
   test_server srv;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, r.events(), pool);
   ASSERT_FALSE(initialize(t, r).empty());
@@ -436,7 +403,7 @@ TEST(HttpTransport, UnknownSessionReportsExpiryOnceThenReinitializes) {
 
 TEST(HttpTransport, CloseDeletesTheSession) {
   test_server srv;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, r.events(), pool);
   ASSERT_FALSE(initialize(t, r).empty());
@@ -459,7 +426,7 @@ TEST(HttpTransport, CloseDeletesTheSession) {
 
 TEST(HttpTransport, EventStreamDeliversListChanged) {
   test_server srv({"--list-changed-after-ms", "200"});
-  http_worker_pool pool(2, 4);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, r.events(), pool);
   ASSERT_FALSE(initialize(t, r).empty());
@@ -467,21 +434,22 @@ TEST(HttpTransport, EventStreamDeliversListChanged) {
   EXPECT_TRUE(t.open_event_stream()) << "idempotent";
   auto note = r.message_with("notifications/tools/list_changed");
   ASSERT_TRUE(note);
-  EXPECT_EQ(pool.active_event_streams(), 1u);
+  EXPECT_GE(pool.active_requests(), 1u) << "the stream is open";
   t.send(request(2, "tools/list"));
   auto tools = r.message_with(id_tag(2));
   ASSERT_TRUE(tools);
   EXPECT_TRUE(contains(*tools, "late_tool")) << *tools;
   t.close();
   ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
-  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "close() stops the stream";
-  EXPECT_EQ(pool.active_event_streams(), 0u);
+  pool.run_sync([] {}); // what was posted before has started
+  EXPECT_TRUE(pool.wait_idle(10s)) << "close() stops the stream";
+  EXPECT_EQ(pool.active_requests(), 0u);
   EXPECT_TRUE(r.error_list().empty());
 }
 
 TEST(HttpTransport, DestroyingWithRequestsInFlightIsQuickAndSilent) {
   test_server srv({"--list-changed-after-ms", "60000"});
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   auto t = std::make_unique<http_transport>(srv.url, std::map<std::string, std::string>{},
                                             r.events(), pool);
@@ -493,17 +461,17 @@ TEST(HttpTransport, DestroyingWithRequestsInFlightIsQuickAndSilent) {
   auto start = std::chrono::steady_clock::now();
   t.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
-  // The pool finishes the aborted requests quickly and reports nothing.
+  // The client ends the aborted requests quickly and reports nothing.
   auto ran = std::make_shared<std::promise<void>>();
   auto done = ran->get_future();
   pool.post([ran] { ran->set_value(); });
-  EXPECT_EQ(done.wait_for(3s), std::future_status::ready) << "aborted requests still hold the workers";
+  EXPECT_EQ(done.wait_for(3s), std::future_status::ready) << "aborted requests still hold the loop";
   EXPECT_EQ(r.message_count(), before);
   EXPECT_TRUE(r.error_list().empty());
 }
 
 TEST(HttpTransport, BadUrlReportsAtOnce) {
-  http_worker_pool pool(1);
+  http_client pool;
   recorder r;
   http_transport t("htp://user:pw-SECRET@example.com/mcp", {{"Authorization", "Bearer SECRET-123"}},
                    r.events(), pool);
@@ -519,7 +487,7 @@ TEST(HttpTransport, BadUrlReportsAtOnce) {
 }
 
 TEST(HttpTransport, ConnectionRefusedAndTlsFailuresNameTheUrl) {
-  http_worker_pool pool(2);
+  http_client pool;
   {
     recorder r;
     auto url = "http://127.0.0.1:" + std::to_string(free_port()) + "/mcp";
@@ -558,7 +526,7 @@ TEST(HttpTransport, HttpErrorsCarryABodyExcerptButNoHeaderValues) {
                         req.get_header_value("X-Api-Key"),
                     "text/plain");
   });
-  http_worker_pool pool(1);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/echo?token=abc"),
                    {{"Authorization", "Bearer SECRET-123"}, {"X-Api-Key", "key-SECRET-456"}},
@@ -581,7 +549,7 @@ TEST(HttpTransport, AnswerFailedRequestsCompletesEachRequestOfAFailedPost) {
     res.status = 500;
     res.set_content("boom for " + auth.substr(auth.find(' ') + 1), "text/plain");
   });
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport_options o;
   o.answer_failed_requests = true;
@@ -617,7 +585,7 @@ TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
                     "application/json; charset=utf-8");
   });
   ls.svr().Get("/mcp", [](const httplib::Request&, httplib::Response& res) { res.status = 405; });
-  http_worker_pool pool(1);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {{"Accept", "text/html"}}, r.events(), pool);
   t.send(request(1, "initialize"));
@@ -630,8 +598,9 @@ TEST(HttpTransport, SplitsBatchesAndToleratesMissingEventStream) {
   ASSERT_TRUE(t.open_event_stream());
   t.send(request(2, "ping"));
   ASSERT_TRUE(r.wait([&] { return r.messages.size() == 4; }));
-  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "405 ends the stream";
-  EXPECT_EQ(pool.active_event_streams(), 0u);
+  pool.run_sync([] {}); // what was posted before has started
+  EXPECT_TRUE(pool.wait_idle(10s)) << "405 ends the stream";
+  EXPECT_EQ(pool.active_requests(), 0u);
   EXPECT_TRUE(r.error_list().empty());
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(seen_accept.size(), 2u);
@@ -652,14 +621,15 @@ TEST(HttpTransport, EventStreamRefusedWith405IsTriedOnceAndNeverAgain) {
     ++gets;
     res.status = 405;
   });
-  http_worker_pool pool(1);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {}, r.events(), pool);
   ASSERT_TRUE(t.open_event_stream());
-  // The stream's thread ends after the 405; once it has, no GET can follow.
-  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "405 ends the stream";
+  // The stream ends after the 405; once it has, no GET can follow.
+  pool.run_sync([] {}); // what was posted before has started
+  EXPECT_TRUE(pool.wait_idle(10s)) << "405 ends the stream";
   EXPECT_TRUE(t.open_event_stream()) << "idempotent";
-  EXPECT_EQ(pool.active_event_streams(), 0u) << "a refused stream is not reopened";
+  EXPECT_EQ(pool.active_requests(), 0u) << "a refused stream is not reopened";
   EXPECT_EQ(gets.load(), 1);
   EXPECT_TRUE(r.error_list().empty());
   EXPECT_EQ(r.message_count(), 0u);
@@ -678,13 +648,14 @@ TEST(HttpTransport, FirstEventStreamGetAnswered404IsNoSessionExpiry) {
     ++gets;
     res.status = 404;
   });
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {}, r.events(), pool);
   t.send(request(1, "initialize"));
   ASSERT_TRUE(r.message_with(id_tag(1)));
   ASSERT_TRUE(t.open_event_stream());
-  EXPECT_TRUE(pool.wait_event_streams_idle(10s));
+  pool.run_sync([] {}); // what was posted before has started
+  EXPECT_TRUE(pool.wait_idle(10s));
   EXPECT_EQ(gets.load(), 1);
   EXPECT_EQ(r.expired_count(), 0);
   EXPECT_TRUE(r.error_list().empty());
@@ -718,7 +689,7 @@ TEST(HttpTransport, PostStreamClosedEarlyIsResumedWithLastEventIdAfterRetry) {
     }
     res.set_content("id: p2\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"ok\":true}}\n\n", "text/event-stream");
   });
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {}, r.events(), pool);
   t.send(request(2, "tools/call", R"({"name":"slow"})"));
@@ -746,7 +717,7 @@ TEST(HttpTransport, PostStreamClosedEarlyWithoutEventIdFailsTheRequest) {
     ++gets;
     res.status = 405;
   });
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {}, r.events(), pool);
   t.send(request(7, "tools/call"));
@@ -778,7 +749,7 @@ TEST(HttpTransport, ResumedStreamThatEndsEarlyIsResumedAgain) {
     if (n < 3) res.set_content("id: g" + std::to_string(n) + "\ndata: \n\n", "text/event-stream");
     else res.set_content("data: {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"result\":{}}\n\n", "text/event-stream");
   });
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {}, r.events(), pool);
   t.send(R"({"jsonrpc":"2.0","id":"x","method":"tools/call","params":{}})");
@@ -805,7 +776,7 @@ TEST(HttpTransport, NotificationsReachTheServerInOrder) {
     cv.notify_all();
     res.status = 202;
   });
-  http_worker_pool pool(4);
+  http_client pool;
   recorder r;
   http_transport t(ls.url("/mcp"), {}, r.events(), pool);
   std::vector<std::string> sent;
@@ -840,7 +811,7 @@ TEST(HttpTransportPeer, ServerEverythingStreamableHttp) {
       "node", {fs::canonical(peer).string(), "streamableHttp"}, {{"PORT", std::to_string(port)}}, {}});
   ASSERT_TRUE(proc.err().wait_line("listening on port", 30s)) << "server-everything did not start";
 
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   auto url = "http://127.0.0.1:" + std::to_string(port) + "/mcp";
   http_transport t(url, {}, r.events(), pool);
@@ -933,7 +904,7 @@ http_transport_options auth_options(std::shared_ptr<http_auth> auth) {
 TEST(HttpTransportOAuth, AQuietClientReportsThatAPersonMustAuthorize) {
   oauth_fixture f;
   test_server srv(f.server_flags());
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, false)));
   t.send(k_init);
@@ -949,7 +920,7 @@ TEST(HttpTransportOAuth, AQuietClientReportsThatAPersonMustAuthorize) {
 TEST(HttpTransportOAuth, AnInteractiveClientAuthorizesAndTheRequestGoesThrough) {
   oauth_fixture f;
   test_server srv(f.server_flags());
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {}, with_auth(r), pool, auth_options(f.client(srv.url, true)));
   auto reply = initialize(t, r);
@@ -974,7 +945,7 @@ TEST(HttpTransportOAuth, AnExpiringTokenIsRefreshedAndARevokedOneEndsInAuthRequi
   oauth_fixture f;
   // Tokens live 1 s: every token is "about to expire" and refreshed first.
   test_server srv(f.server_flags({"--oauth-token-ttl-s", "1"}));
-  http_worker_pool pool(2);
+  http_client pool;
   // tools/list goes out only once notifications/initialized was accepted,
   // so its answer means every refresh of this connection is done.
   auto settle = [](http_transport& t, recorder& r) {
@@ -1017,7 +988,7 @@ TEST(HttpTransportOAuth, AnExpiringTokenIsRefreshedAndARevokedOneEndsInAuthRequi
 TEST(HttpTransportOAuth, AConfiguredAuthorizationHeaderKeepsOAuthOut) {
   oauth_fixture f;
   test_server srv(f.server_flags());
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   http_transport t(srv.url, {{"Authorization", "Bearer not-issued"}}, with_auth(r), pool,
                    auth_options(f.client(srv.url, true)));

@@ -138,7 +138,7 @@ const std::map<std::string, std::string> k_auth = {{"Authorization", "Bearer SEC
 
 TEST(SseTransport, PostsToTheEndpointInOrderAndReadsAnswersFromTheStream) {
   legacy_server ls;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   {
     sse_transport t(ls.url(), k_auth, r.events(), pool);
@@ -171,7 +171,8 @@ TEST(SseTransport, PostsToTheEndpointInOrderAndReadsAnswersFromTheStream) {
     ASSERT_TRUE(r.wait([&] { return r.closed == 1; }));
   }
   EXPECT_TRUE(r.error_list().empty()) << r.error_list()[0];
-  EXPECT_TRUE(pool.wait_event_streams_idle(10s)) << "close stops the stream";
+  pool.run_sync([] {}); // what was posted before has started
+  EXPECT_TRUE(pool.wait_idle(10s)) << "close stops the stream";
 }
 
 TEST(SseTransport, AnEndpointOnAnotherOriginIsRefusedAndNothingIsPosted) {
@@ -179,7 +180,7 @@ TEST(SseTransport, AnEndpointOnAnotherOriginIsRefusedAndNothingIsPosted) {
   // there to catch a POST that should never come.
   legacy_server elsewhere;
   legacy_server ls(elsewhere.url("/message?sessionId=S"));
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   sse_transport t(ls.url(), k_auth, r.events(), pool);
   t.send(request_line(1, "initialize"));
@@ -198,7 +199,7 @@ TEST(SseTransport, AnEndpointOnAnotherOriginIsRefusedAndNothingIsPosted) {
 
 TEST(SseTransport, AnOversizeEventIsAnError) {
   legacy_server ls;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   sse_transport_options o;
   o.max_message_bytes = 1024;
@@ -214,7 +215,7 @@ TEST(SseTransport, AnOversizeEventIsAnError) {
 
 TEST(SseTransport, AStreamThatEndsIsAnError) {
   legacy_server ls;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   sse_transport t(ls.url(), {}, r.events(), pool);
   t.send(request_line(1, "initialize"));
@@ -231,7 +232,7 @@ TEST(SseTransport, AStreamThatEndsIsAnError) {
 
 TEST(SseTransport, ASilentStreamIsAnErrorAfterTheIdleTimeout) {
   legacy_server ls;
-  http_worker_pool pool(1);
+  http_client pool;
   recorder r;
   sse_transport_options o;
   o.stream_idle_timeout = 300ms;
@@ -241,7 +242,7 @@ TEST(SseTransport, ASilentStreamIsAnErrorAfterTheIdleTimeout) {
 }
 
 TEST(SseTransport, RefusalsAndFailedPostsNameTheUrlButNoSecret) {
-  http_worker_pool pool(2);
+  http_client pool;
   {
     // No stream at this path.
     legacy_server ls;
@@ -293,7 +294,7 @@ TEST(SseTransport, NotAnEventStreamIsAnError) {
   ls.svr().Get("/json", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{}", "application/json");
   });
-  http_worker_pool pool(1);
+  http_client pool;
   recorder r;
   sse_transport t(ls.url("/json"), {}, r.events(), pool);
   ASSERT_TRUE(r.wait_error());
@@ -302,7 +303,7 @@ TEST(SseTransport, NotAnEventStreamIsAnError) {
 
 TEST(SseTransport, DestroyingWithTheStreamOpenIsQuickAndSilent) {
   legacy_server ls;
-  http_worker_pool pool(2);
+  http_client pool;
   recorder r;
   auto started = std::chrono::steady_clock::now();
   {
@@ -310,7 +311,8 @@ TEST(SseTransport, DestroyingWithTheStreamOpenIsQuickAndSilent) {
     t.send(request_line(1, "initialize"));
     ASSERT_TRUE(r.wait([&] { return r.messages.size() == 1; }));
   }
-  EXPECT_TRUE(pool.wait_event_streams_idle(10s));
+  pool.run_sync([] {}); // what was posted before has started
+  EXPECT_TRUE(pool.wait_idle(10s));
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
   ls.push("event: message\ndata: {}\n\n");
   EXPECT_EQ(r.message_list().size(), 1u);

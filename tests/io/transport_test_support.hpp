@@ -122,6 +122,7 @@ struct recorder {
 class local_server {
 public:
   explicit local_server(const std::function<void(httplib::Server&)>& routes = {}) {
+    svr_.set_tcp_nodelay(true);
     if (routes) routes(svr_);
     port_ = svr_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { svr_.listen_after_bind(); });

@@ -5,6 +5,7 @@
 #include "oauth_server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 #include <pthread.h>
 
 #include <cctype>
@@ -181,7 +182,10 @@ int run_http(const options& opts, lifetime& life, handler& h) {
 
   // Room for many concurrent sleep calls and open event streams; the
   // default pool of 8 would make benchmarks measure the pool instead.
-  svr.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  svr.new_task_queue = [] { return new httplib::ThreadPool(128); };
+  // Nagle against the client's delayed ACK would add 40 ms to an answer
+  // written in two pieces (head, body).
+  svr.set_tcp_nodelay(true);
   svr.set_keep_alive_max_count(1000);
   svr.set_keep_alive_timeout(2);
 
@@ -299,9 +303,19 @@ int run_http(const options& opts, lifetime& life, handler& h) {
     res.status = 200;
   });
 
+  // httplib listens with a backlog of 5 (compiled into Debian's library):
+  // 64 clients connecting at once would lose SYNs and wait a second for
+  // their retransmission. Listening again on the same socket widens it.
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](socket_t fd) {
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = fd;
+  });
   int port = opts.http_port;
   if (port == 0) port = svr.bind_to_any_port("127.0.0.1");
   else if (!svr.bind_to_port("127.0.0.1", port)) port = -1;
+  if (port > 0 && listen_fd >= 0) ::listen(listen_fd, 512);
   if (port <= 0) {
     log_line("mcprt-test-server: cannot listen on 127.0.0.1:" + std::to_string(opts.http_port));
     return 1;
