@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <csignal>
 #include <thread>
 #include <filesystem>
@@ -15,12 +17,13 @@
 #include <optional>
 #include <sstream>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/daemon_file.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/terminal_output.hpp"
+#include "core/sse_parser.hpp"
+#include "io/http_client.hpp"
 #include "io/oauth_client.hpp"
 #include "core/untrusted_text.hpp"
 
@@ -72,18 +75,75 @@ connection resolve(const client_flags& f) {
   return c;
 }
 
-std::unique_ptr<httplib::Client> make_client(const connection& c, time_t read_timeout_s) {
-  auto cli = std::make_unique<httplib::Client>(c.url);
-  cli->set_connection_timeout(3, 0);
-  cli->set_read_timeout(read_timeout_s, 0);
-  if (!c.token.empty()) cli->set_bearer_token_auth(c.token.c_str());
-  return cli;
+/// What a request to the daemon got: the answer, or why there was none.
+struct reply_data {
+  int status = 0;
+  std::string body;
+};
+struct reply {
+  std::optional<reply_data> answer;
+  io::http_failure failure = io::http_failure::none;
+  std::string error; // why there is no answer
+  explicit operator bool() const { return answer.has_value(); }
+  const reply_data* operator->() const { return &*answer; }
+};
+
+/// Blocking requests to the daemon, for a command's life, on the one HTTP
+/// client every mcprt HTTP path uses.
+class daemon_client {
+public:
+  daemon_client(const connection& c, std::chrono::seconds read_timeout) : c_(c), read_timeout_(read_timeout) {}
+  void set_read_timeout(std::chrono::milliseconds t) { read_timeout_ = t; }
+  reply Get(const std::string& path) { return send("GET", path, {}); }
+  reply Post(const std::string& path, const std::string& body, const char* = nullptr) {
+    return send("POST", path, body);
+  }
+  reply Delete(const std::string& path) { return send("DELETE", path, {}); }
+
+  io::http_request request(const char* method, const std::string& path) const {
+    io::http_request req;
+    req.method = method;
+    req.url = c_.url + path;
+    req.connect_timeout = std::chrono::seconds(3);
+    req.idle_timeout = read_timeout_;
+    // Our own daemon on loopback: never through a proxy.
+    req.proxy = "direct";
+    if (!c_.token.empty()) req.headers.emplace_back("Authorization", "Bearer " + c_.token);
+    return req;
+  }
+  io::http_client& http() { return http_; }
+
+private:
+  reply send(const char* method, const std::string& path, const std::string& body) {
+    auto req = request(method, path);
+    if (std::string(method) == "POST") {
+      req.headers.emplace_back("Content-Type", "application/json");
+      req.body = body;
+    }
+    auto r = http_.fetch(std::move(req), 64u << 20);
+    reply out;
+    if (!r.outcome.ok()) {
+      out.failure = r.outcome.failure;
+      out.error = r.outcome.reason;
+      return out;
+    }
+    out.answer = reply_data{r.head.status, std::move(r.body)};
+    return out;
+  }
+
+  const connection& c_;
+  std::chrono::milliseconds read_timeout_;
+  io::http_client http_;
+};
+
+std::unique_ptr<daemon_client> make_client(const connection& c, long read_timeout_s) {
+  return std::make_unique<daemon_client>(c, std::chrono::seconds(read_timeout_s));
 }
 
 /// One line saying why a request failed (what the daemon said, escaped:
 /// it may quote a server's output).
-std::string describe_failure(const connection& c, const httplib::Result& r) {
-  if (!r) return "cannot reach the daemon at " + c.url + ": " + httplib::to_string(r.error());
+std::string describe_failure(const connection& c, const reply& r) {
+  if (!r) return "cannot reach the daemon at " + c.url + ": " + r.error;
   auto j = json::parse(r->body, nullptr, false);
   std::string msg = j.is_object() && j.contains("message") && j["message"].is_string()
                       ? j["message"].get<std::string>()
@@ -97,7 +157,7 @@ std::string describe_failure(const connection& c, const httplib::Result& r) {
 /// The daemon proves it is the one daemon.json names: its /healthz echoes
 /// the instance id recorded there. "" when it does, else why not. Only
 /// after check_daemon: the token goes to a socket of the verified process.
-std::string prove_instance(const connection& c, httplib::Client& cli) {
+std::string prove_instance(const connection& c, daemon_client& cli) {
   if (!c.daemon) return {};
   if (c.daemon->instance.empty())
     return "the daemon file records no instance id (written by an older mcprt?): restart the daemon";
@@ -268,48 +328,50 @@ int run_events(const client_flags& f, std::optional<unsigned long long> since) {
     std::cerr << "mcprt events: " << why << "\n";
     return exit_failure;
   }
-  httplib::Headers headers;
-  if (since) headers.emplace("Last-Event-ID", std::to_string(*since));
-  std::string buf, error_body;
+  auto req = cli->request("GET", "/workspace/mcp/events");
+  req.headers.emplace_back("Accept", "text/event-stream");
+  if (since) req.headers.emplace_back("Last-Event-ID", std::to_string(*since));
+  // Printed on the client's loop thread, as the events come; this thread
+  // waits for the end.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<io::http_outcome> outcome;
+  std::string error_body;
   int status = 0;
-  auto r = cli->Get(
-    "/workspace/mcp/events", headers,
-    [&](const httplib::Response& res) {
-      status = res.status;
-      if (status == 200) std::cerr << "following " << c.url << "/workspace/mcp/events (Ctrl-C stops)\n";
+  sse_parser parser(16u << 20);
+  io::http_handlers h;
+  h.on_head = [&](const io::http_response_head& head) {
+    status = head.status;
+    if (status == 200) std::cerr << "following " << c.url << "/workspace/mcp/events (Ctrl-C stops)\n";
+    return true;
+  };
+  h.on_data = [&](std::string_view bytes) {
+    if (status != 200) {
+      if (error_body.size() < 4096) error_body.append(bytes.substr(0, 4096 - error_body.size()));
       return true;
-    },
-    [&](const char* data, size_t len) {
-      if (status != 200) {
-        error_body.append(data, len);
-        return true;
-      }
-      buf.append(data, len);
-      std::size_t end;
-      while ((end = buf.find("\n\n")) != std::string::npos) {
-        std::string frame = buf.substr(0, end);
-        buf.erase(0, end + 2);
-        std::string id, kind, payload;
-        std::istringstream in(frame);
-        std::string line;
-        while (std::getline(in, line)) {
-          if (!line.empty() && line.back() == '\r') line.pop_back();
-          if (line.rfind("id: ", 0) == 0) id = line.substr(4);
-          else if (line.rfind("event: ", 0) == 0) kind = line.substr(7);
-          else if (line.rfind("data: ", 0) == 0) payload += line.substr(6);
-        }
-        if (kind.empty() && payload.empty()) continue; // a comment (keep-alive)
-        std::cout << event_line(id, kind, payload) << std::endl;
-      }
-      return true;
+    }
+    return parser.feed(bytes, [&](sse_parser::event&& e) {
+      if (e.type == "message" && e.data.empty()) return; // a comment (keep-alive)
+      std::cout << event_line(e.id, e.type, e.data) << std::endl;
     });
+  };
+  h.on_done = [&](const io::http_outcome& o) {
+    std::lock_guard<std::mutex> lock(mu);
+    outcome = o;
+    cv.notify_all();
+  };
+  cli->http().start(std::move(req), std::move(h));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return outcome.has_value(); });
+  }
   if (status != 200) {
-    if (!r) {
-      std::cerr << "mcprt events: " << describe_failure(c, r) << "\n";
+    if (!outcome->got_head) {
+      std::cerr << "mcprt events: cannot reach the daemon at " << c.url << ": " << outcome->reason << "\n";
     } else {
       auto j = json::parse(error_body, nullptr, false);
       std::cerr << "mcprt events: HTTP " << status << ": "
-                << (j.is_object() && j.contains("message") ? str(j["message"]) : error_body) << "\n";
+                << (j.is_object() && j.contains("message") ? str(j["message"]) : escape_for_display(error_body)) << "\n";
     }
     return exit_failure;
   }
@@ -510,9 +572,9 @@ std::optional<int> auth_via_daemon(const client_flags& f, const std::string& nam
   // second more to arrive.
   auto left_ms = std::max<long long>(
     1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-  cli->set_read_timeout((left_ms + 1000) / 1000, (left_ms + 1000) % 1000 * 1000);
+  cli->set_read_timeout(std::chrono::milliseconds(left_ms + 1000));
   auto r = cli->Post(path, json{{"timeout_ms", left_ms}}.dump(), "application/json");
-  if (!r && r.error() == httplib::Error::Read) {
+  if (!r && r.failure == io::http_failure::idle_timeout) {
     std::cerr << "mcprt auth: " << name << ": no authorization URL within " << a.timeout_ms << " ms\n";
     return exit_failure;
   }

@@ -33,7 +33,6 @@
 #include <set>
 #include <thread>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/daemon_file.hpp"
@@ -711,18 +710,22 @@ std::string trust_widening_flag(const std::vector<std::string>& serve_args) {
 /// The daemon proves it is the one daemon.json names (its /healthz echoes
 /// the instance id there) before anything else is sent. "" or why not.
 std::string prove_daemon(const verified_daemon& d, const std::string& token) {
-  httplib::Client cli(d.url);
-  cli.set_connection_timeout(3, 0);
-  cli.set_read_timeout(30, 0);
-  if (!token.empty()) cli.set_bearer_token_auth(token.c_str());
-  auto r = cli.Get("/healthz");
-  if (!r) return "cannot reach the daemon at " + d.url + ": " + httplib::to_string(r.error());
+  io::http_client client;
+  io::http_request req;
+  req.url = d.url + "/healthz";
+  req.connect_timeout = std::chrono::seconds(3);
+  req.idle_timeout = std::chrono::seconds(30);
+  req.proxy = "direct";
+  if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+  auto answer = client.fetch(std::move(req), 64 * 1024);
+  if (!answer.outcome.ok()) return "cannot reach the daemon at " + d.url + ": " + answer.outcome.reason;
+  const auto* r = &answer.head;
   if (r->status == 401)
     return "the daemon at " + d.url
            + " refused the token: pass --token-file FILE (~/.mcprt/token, or the file it was started with)";
   if (r->status != 200)
     return "the daemon at " + d.url + " answered /healthz with HTTP " + std::to_string(r->status);
-  auto j = json::parse(r->body, nullptr, false);
+  auto j = json::parse(answer.body, nullptr, false);
   if (d.instance.empty() || !j.is_object() || j.value("instance", std::string()) != d.instance)
     return "the daemon at " + d.url + " is not the one its daemon.json names (its instance id differs)";
   return {};

@@ -60,6 +60,7 @@ std::string describe_http_failure(http_failure failure, std::chrono::millisecond
     case http_failure::receive: return "connection lost before the response was complete";
     case http_failure::idle_timeout:
       return "nothing received within " + std::to_string(idle_timeout.count()) + " ms (timed out)";
+    case http_failure::total_timeout: return "no complete answer in time (timed out)";
     case http_failure::aborted: return "request aborted";
     case http_failure::other: return "request failed";
   }
@@ -191,6 +192,8 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     std::optional<http_failure> forced; // set when we end the transfer ourselves
     clock_type::time_point last_activity;
     timer_id idle_timer = 0;
+    timer_id total_timer = 0;
+    curl_slist* connect_to = nullptr;
     char error[CURL_ERROR_SIZE] = {};
   };
 
@@ -380,20 +383,35 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     }
   }
 
+  // The loop ends: every request still running ends too. Its on_done
+  // runs (a fetch on another thread must not wait for ever); a transport's
+  // handlers find their transport gone by then.
   void shutdown_all() {
+    std::vector<http_handlers> ended;
     for (auto& [id, r] : requests) {
-      r->cancelled = true;
       if (r->easy) {
         curl().multi_remove_handle(multi, r->easy);
         curl().easy_cleanup(r->easy);
       }
       if (r->header_list) curl().slist_free_all(r->header_list);
+      if (r->connect_to) curl().slist_free_all(r->connect_to);
+      if (!r->cancelled) ended.push_back(std::move(r->handlers));
     }
     requests.clear();
     timers.clear();
     timer_queue.clear();
     active = 0;
     idle_cv.notify_all();
+    http_outcome o;
+    o.failure = http_failure::aborted;
+    o.reason = "the HTTP client stopped";
+    for (auto& h : ended)
+      if (h.on_done) {
+        try {
+          h.on_done(o);
+        } catch (...) {
+        }
+      }
   }
 
   // ---- curl callbacks -------------------------------------------------
@@ -594,6 +612,13 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     }
     auto proxy = choose_proxy(url->scheme, url->host, url->port, q.proxy, process_env());
     curl().easy_setopt(easy, CURLOPT_PROXY, proxy.c_str());
+    if (!q.connect_address.empty() && proxy.empty()) {
+      auto address = q.connect_address.find(':') != std::string::npos ? "[" + q.connect_address + "]" : q.connect_address;
+      auto line = url->host + ":" + std::to_string(url->port) + ":" + address + ":" + std::to_string(url->port);
+      if (url->host.find(':') != std::string::npos) line = "[" + url->host + "]" + line.substr(url->host.size());
+      r->connect_to = curl().slist_append(nullptr, line.c_str());
+      curl().easy_setopt(easy, CURLOPT_CONNECT_TO, r->connect_to);
+    }
     curl().easy_setopt(easy, CURLOPT_NOPROXY, "");
     curl().easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     if (!q.ca_file.empty()) {
@@ -637,6 +662,14 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     r->self = this;
     auto id = r->id;
     if (q.idle_timeout.count() > 0) r->idle_timer = schedule(q.idle_timeout, [this, id] { check_idle(id); });
+    if (q.total_timeout.count() > 0)
+      r->total_timer = schedule(q.total_timeout, [this, id] {
+        auto it = requests.find(id);
+        if (it == requests.end()) return;
+        it->second->total_timer = 0;
+        it->second->forced = http_failure::total_timeout;
+        finish(id, CURLE_OPERATION_TIMEDOUT);
+      });
     auto* raw = r.get();
     requests.emplace(id, std::move(r));
     ++in_curl;
@@ -698,6 +731,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     auto r = std::move(it->second);
     requests.erase(it);
     if (r->idle_timer) cancel_timer_now(r->idle_timer);
+    if (r->total_timer) cancel_timer_now(r->total_timer);
     http_outcome o;
     if (r->forced) {
       o.failure = *r->forced;
@@ -707,6 +741,8 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
       o = outcome_of(code, r->error);
     }
     if (o.reason.empty()) o.reason = describe_http_failure(o.failure, r->req.idle_timeout);
+    if (o.failure == http_failure::total_timeout)
+      o.reason = "no complete answer within " + std::to_string(r->req.total_timeout.count()) + " ms (timed out)";
     o.got_head = r->head_delivered;
     // A head that ended the response with no body was not delivered yet.
     if (o.ok() && !r->head_delivered && r->head.status >= 200 && !r->cancelled) {
@@ -724,6 +760,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
       curl().easy_cleanup(r->easy);
     }
     if (r->header_list) curl().slist_free_all(r->header_list);
+    if (r->connect_to) curl().slist_free_all(r->connect_to);
     auto handlers = std::move(r->handlers);
     const bool cancelled = r->cancelled;
     r.reset();
@@ -802,7 +839,16 @@ http_client::request_id http_client::start(http_request req, http_handlers handl
   auto* self = impl_.get();
   // std::function needs a copyable closure: share the owner of the state.
   auto holder = std::make_shared<std::unique_ptr<impl::request_state>>(std::move(r));
-  if (!impl_->enqueue([self, holder] { self->add_request(std::move(*holder)); })) --impl_->active;
+  if (!impl_->enqueue([self, holder] { self->add_request(std::move(*holder)); })) {
+    // The client is stopping: the request ends here, on the caller's thread.
+    --impl_->active;
+    if (auto& h = (*holder)->handlers; h.on_done) {
+      http_outcome o;
+      o.failure = http_failure::aborted;
+      o.reason = "the HTTP client stopped";
+      h.on_done(o);
+    }
+  }
   return id;
 }
 
@@ -889,31 +935,63 @@ std::size_t http_client::thread_count() const {
 }
 
 http_client::response http_client::fetch(http_request req, std::size_t max_body) {
+  return fetch(std::move(req), max_body, {});
+}
+
+http_client::response http_client::fetch(http_request req, std::size_t max_body,
+                                          const std::function<void(std::function<void()> abort)>& started) {
   if (on_loop_thread()) throw std::logic_error("http_client::fetch on the loop thread would wait for itself");
-  auto result = std::make_shared<response>();
-  auto done = std::make_shared<std::promise<void>>();
-  auto fut = done->get_future();
+  // Shared with the handlers and the abort function, which may outlive
+  // this call.
+  struct fetch_state {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    response result;
+    void complete(const http_outcome& o) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) return;
+      result.outcome = o;
+      done = true;
+      cv.notify_all();
+    }
+  };
+  auto st = std::make_shared<fetch_state>();
   http_handlers h;
-  h.on_head = [result](const http_response_head& head) {
-    result->head = head;
+  h.on_head = [st](const http_response_head& head) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->result.head = head;
     return true;
   };
-  h.on_data = [result, max_body](std::string_view bytes) {
-    if (result->body.size() + bytes.size() > max_body) {
-      result->body.append(bytes.substr(0, max_body - result->body.size()));
-      result->truncated = true;
+  h.on_data = [st, max_body](std::string_view bytes) {
+    std::lock_guard<std::mutex> lock(st->mu);
+    auto& body = st->result.body;
+    if (body.size() + bytes.size() > max_body) {
+      body.append(bytes.substr(0, max_body - body.size()));
+      st->result.truncated = true;
       return false;
     }
-    result->body.append(bytes);
+    body.append(bytes);
     return true;
   };
-  h.on_done = [result, done](const http_outcome& o) {
-    result->outcome = o;
-    done->set_value();
-  };
-  start(std::move(req), std::move(h));
-  fut.wait();
-  return std::move(*result);
+  h.on_done = [st](const http_outcome& o) { st->complete(o); };
+  auto id = start(std::move(req), std::move(h));
+  if (started) {
+    std::weak_ptr<impl> weak = impl_;
+    started([weak, st, id] {
+      if (auto i = weak.lock()) {
+        auto* self = i.get();
+        i->enqueue([self, id] { self->cancel_now(id); });
+      }
+      http_outcome o;
+      o.failure = http_failure::aborted;
+      o.reason = describe_http_failure(o.failure, {});
+      st->complete(o);
+    });
+  }
+  std::unique_lock<std::mutex> lock(st->mu);
+  st->cv.wait(lock, [&] { return st->done; });
+  return std::move(st->result);
 }
 
 } // namespace mcprt::io

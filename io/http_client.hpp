@@ -36,6 +36,8 @@ struct http_request {
   /// the request starts; 0: none. An idle timeout, not a total one: a
   /// stream may last any time while bytes keep coming.
   std::chrono::milliseconds idle_timeout{60000};
+  /// The most the whole request may take; 0: no bound.
+  std::chrono::milliseconds total_timeout{0};
   /// A server's own `proxy` setting ("direct": none); empty: the
   /// environment decides (core/proxy_choice.hpp).
   std::string proxy;
@@ -47,6 +49,10 @@ struct http_request {
   bool tcp_keepalive = false;
   /// Never reuse a connection for this request, and do not keep it.
   bool fresh_connection = false;
+  /// Connect to this IP address instead of looking the host up again (the
+  /// address a caller has checked); TLS still verifies the URL's host
+  /// name. Ignored when the request goes through a proxy.
+  std::string connect_address;
 };
 
 struct http_response_head {
@@ -73,7 +79,8 @@ enum class http_failure {
   send,        // the connection broke while sending
   receive,     // the connection broke while receiving
   idle_timeout,
-  aborted,     // a handler returned false
+  total_timeout,
+  aborted,     // a handler returned false, or the fetch was aborted
   other,
 };
 
@@ -116,13 +123,15 @@ public:
 
   http_client();
   explicit http_client(http_client_options opts);
-  /// Aborts every request (no handler runs once destruction has begun) and
+  /// Ends every request (each not cancelled gets on_done with
+  /// http_failure::aborted, so a fetch on another thread returns) and
   /// joins the loop thread. Must not be called on the loop thread.
   ~http_client();
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
-  /// Starts a request; its handlers run on the loop thread.
+  /// Starts a request; its handlers run on the loop thread (on_done on the
+  /// caller's, at once, when the client is being destroyed).
   request_id start(http_request req, http_handlers handlers);
   /// Aborts a request: on the loop thread, no handler of it runs after
   /// cancel returns; from another thread, none runs once the loop has
@@ -157,6 +166,12 @@ public:
     bool truncated = false; // the body exceeded max_body and was cut off
   };
   response fetch(http_request req, std::size_t max_body = 16u << 20);
+  /// As fetch; `started` gets, on the calling thread before it waits, a
+  /// function that ends the request at once from any thread (the fetch
+  /// then returns with http_failure::aborted). It may be called after the
+  /// fetch returned; it does nothing then.
+  response fetch(http_request req, std::size_t max_body,
+                 const std::function<void(std::function<void()> abort)>& started);
 
   struct impl;
 

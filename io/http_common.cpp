@@ -1,7 +1,5 @@
 #include "io/http_common.hpp"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <array>
 
@@ -9,47 +7,6 @@
 #include "core/http_url.hpp"
 
 namespace mcprt::io {
-
-std::unique_ptr<httplib::ClientImpl> make_http_client(const http_url& url, std::chrono::milliseconds connect,
-                                                      std::chrono::milliseconds read, std::chrono::milliseconds write) {
-  std::unique_ptr<httplib::ClientImpl> c;
-  if (url.scheme == "https") {
-    auto ssl = std::make_unique<httplib::SSLClient>(url.host, url.port);
-    ssl->enable_server_certificate_verification(true);
-    c = std::move(ssl);
-  } else {
-    c = std::make_unique<httplib::ClientImpl>(url.host, url.port);
-  }
-  c->set_keep_alive(true);
-  c->set_follow_location(false);
-  c->set_connection_timeout(connect);
-  c->set_read_timeout(read);
-  c->set_write_timeout(write);
-  return c;
-}
-
-std::string media_type(const httplib::Response& res) {
-  auto ct = res.get_header_value("Content-Type");
-  return ascii_lower(trim_space(std::string_view(ct).substr(0, ct.find(';'))));
-}
-
-std::string describe_http_error(httplib::Error err, std::chrono::milliseconds timeout) {
-  switch (err) {
-    case httplib::Error::Connection: return "cannot connect (connection refused or host unreachable)";
-    case httplib::Error::ConnectionTimeout: return "connect timed out";
-    case httplib::Error::BindIPAddress: return "cannot bind the local address";
-    case httplib::Error::Read:
-      return "connection lost or nothing received within " + std::to_string(timeout.count()) + " ms";
-    case httplib::Error::Write: return "connection lost while sending the request";
-    case httplib::Error::Canceled: return "request cancelled";
-    case httplib::Error::SSLConnection: return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts: return "cannot load the TLS CA certificates";
-    case httplib::Error::SSLServerVerification: return "TLS server certificate verification failed";
-    case httplib::Error::ExceedRedirectCount: return "too many redirects";
-    case httplib::Error::Compression: return "cannot decompress the response";
-    default: return "request failed (" + httplib::to_string(err) + ")";
-  }
-}
 
 // Cut on a character boundary, so UTF-8 text stays UTF-8; the connection
 // actor replaces whatever else is invalid before a reason reaches JSON.

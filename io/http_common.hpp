@@ -6,36 +6,12 @@
 // header validation guards against request smuggling and must not drift
 // between transports.
 
-#include <chrono>
 #include <cstddef>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace httplib {
-struct Response;
-enum class Error;
-class ClientImpl;
-} // namespace httplib
-
-namespace mcprt {
-struct http_url;
-} // namespace mcprt
-
 namespace mcprt::io {
-
-/// A client for `url`'s origin as every HTTP client of mcprt wants one: TLS
-/// with the server's certificate verified, redirects never followed (they
-/// would carry our headers elsewhere), kept alive, these timeouts.
-std::unique_ptr<httplib::ClientImpl> make_http_client(const http_url& url, std::chrono::milliseconds connect,
-                                                      std::chrono::milliseconds read, std::chrono::milliseconds write);
-
-/// The response's media type, lower case, without parameters.
-std::string media_type(const httplib::Response& res);
-
-/// A failed request, for people; `timeout` is the read timeout in force.
-std::string describe_http_error(httplib::Error err, std::chrono::milliseconds timeout);
 
 /// Server text for an error message: at most `max` bytes, cut on a UTF-8
 /// character boundary, control characters blanked.

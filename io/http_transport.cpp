@@ -358,6 +358,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     std::vector<std::string> pending;
     // Per attempt:
     std::string sent_authorization;
+    std::string auth_failure; // the http_auth's failure(), after a refusal
     bool had_session = false;
     std::string sent_session;
     http_response_head head;
@@ -462,18 +463,26 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (closing) return;
     // Whatever happened, the message is out: the next may go.
     release(*ctx);
-    if (o.ok() && opts.auth && ctx->attempt < k_max_auth_retries && asks_authorization(ctx->head)) {
+    // A refusal goes to the auth thread: to authorize and send again while
+    // tries remain, and for failure() in any case. Never an http_auth call
+    // on the loop: an authorization may hold its lock across a request on
+    // this very client.
+    if (o.ok() && opts.auth && (ctx->head.status == 401 || ctx->head.status == 403)) {
+      const bool may_retry = ctx->attempt < k_max_auth_retries && asks_authorization(ctx->head);
       auto self = shared_from_this();
       auto status = ctx->head.status;
       auto challenge = ctx->head.header("WWW-Authenticate");
-      auth.post([self, ctx, status, challenge, o] {
-        bool again = self->opts.auth->on_unauthorized(status, challenge, ctx->sent_authorization);
-        self->client.post([self, ctx, again, o] {
+      auth.post([self, ctx, status, challenge, o, may_retry] {
+        const auto& a = self->opts.auth;
+        bool again = may_retry && a->on_unauthorized(status, challenge, ctx->sent_authorization);
+        std::string why = again ? std::string() : a->failure();
+        self->client.post([self, ctx, again, o, why = std::move(why)] {
           if (self->closing) return;
           if (again) {
             ++ctx->attempt;
             self->issue_post(ctx);
           } else {
+            ctx->auth_failure = why;
             self->conclude_post(ctx, o);
           }
         });
@@ -558,7 +567,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     if (opts.auth && (status == 401 || status == 403)) {
       // The body of a refusal may echo what we sent; the authorization's
       // own account says what is missing.
-      auto why = opts.auth->failure();
+      const auto& why = ctx.auth_failure;
       auto reason = "POST " + display + ": HTTP " + std::to_string(status) + ": authorization required"
                     + (why.empty() ? std::string() : ": " + why);
       if (events.on_auth_required) {

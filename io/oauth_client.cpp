@@ -1,6 +1,7 @@
 #include "io/oauth_client.hpp"
 
-#include <httplib.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <openssl/rand.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,11 +15,14 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <thread>
 
+#include "core/ascii.hpp"
 #include "core/http_url.hpp"
 #include "core/oauth.hpp"
 #include "core/untrusted_text.hpp"
+#include "io/http_client.hpp"
 #include "io/http_common.hpp"
 
 extern char** environ;
@@ -119,44 +123,31 @@ std::string describe(const std::string& url) {
   return p ? p->origin + p->path : std::string("<invalid URL>");
 }
 
-// The loopback listener the authorization server redirects the browser to.
+// The loopback listener the authorization server redirects the browser to
+// (libmicrohttpd, as the daemon's own HTTP server).
 class callback_listener {
 public:
   callback_listener() {
-    server_.Get("/callback", [this](const httplib::Request& req, httplib::Response& res) {
-      auto q = req.target.find('?');
-      auto r = oa::parse_callback(q == std::string::npos ? std::string_view() : std::string_view(req.target).substr(q + 1));
-      if (!r) {
-        res.status = 400;
-        res.set_content("Missing code.\n", "text/plain");
-        return;
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!result_) result_ = std::move(*r);
-      }
-      cv_.notify_all();
-      res.set_content("mcprt: authorization received. You can close this window.\n", "text/plain");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    if (port_ > 0)
-      thread_ = std::thread([this] {
-        server_.listen_after_bind();
-        listen_returned_ = true;
-      });
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
+                               &callback_listener::on_access, this, MHD_OPTION_SOCK_ADDR,
+                               reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_URI_LOG_CALLBACK,
+                               &callback_listener::on_uri, this, MHD_OPTION_CONNECTION_LIMIT, 16u,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED,
+                               &callback_listener::on_completed, nullptr, MHD_OPTION_END);
+    if (!daemon_) return;
+    if (const auto* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)) port_ = info->port;
   }
   ~callback_listener() {
-    if (!thread_.joinable()) return;
-    // stop() does nothing until listen_after_bind() runs, and a flow that
-    // fails at once (a refused endpoint) gets here before it may have:
-    // stopping then would leave the thread listening for ever.
-    while (!server_.is_running() && !listen_returned_)
-      std::this_thread::yield();
-    server_.stop();
-    thread_.join();
+    if (daemon_) MHD_stop_daemon(daemon_);
   }
-  int port() const { return port_; }
-  std::optional<oa::callback_result> wait(std::chrono::milliseconds timeout) {
+  callback_listener(const callback_listener&) = delete;
+  callback_listener& operator=(const callback_listener&) = delete;
+  int port() const { return port_ > 0 ? port_ : -1; }
+std::optional<oa::callback_result> wait(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, timeout, [&] { return result_.has_value() || woken_; });
     return result_;
@@ -170,10 +161,49 @@ public:
   }
 
 private:
-  httplib::Server server_;
+  // The request line's target as sent, query included: the code and state
+  // are checked on the raw text (libmicrohttpd hands handlers the path
+  // alone).
+  static void* on_uri(void*, const char* uri, MHD_Connection*) {
+    return new std::string(uri ? std::string(uri).substr(0, 8192) : std::string());
+  }
+  static void on_completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+    delete static_cast<std::string*>(*con_cls);
+    *con_cls = nullptr;
+  }
+  static MHD_Result reply(MHD_Connection* conn, unsigned status, const char* text) {
+    auto* r = MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text), MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    auto ok = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ok;
+  }
+  static MHD_Result on_access(void* cls, MHD_Connection* conn, const char* path, const char* method, const char*,
+                              const char*, size_t* upload_size, void** con_cls) {
+    auto* self = static_cast<callback_listener*>(cls);
+    std::unique_ptr<std::string> target(static_cast<std::string*>(*con_cls));
+    *con_cls = nullptr;
+    if (*upload_size != 0) {
+      *upload_size = 0; // a body is not expected; ignore it
+    }
+    if (std::strcmp(method, "GET") != 0 || std::strcmp(path, "/callback") != 0)
+      return reply(conn, MHD_HTTP_NOT_FOUND, "Not found.\n");
+    std::string_view t = target ? std::string_view(*target) : std::string_view();
+    auto q = t.find('?');
+    auto r = oa::parse_callback(q == std::string_view::npos ? std::string_view() : t.substr(q + 1));
+    if (!r) return reply(conn, MHD_HTTP_BAD_REQUEST, "Missing code.\n");
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (!self->result_) self->result_ = std::move(*r);
+    }
+    self->cv_.notify_all();
+    return reply(conn, MHD_HTTP_OK, "mcprt: authorization received. You can close this window.\n");
+  }
+
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = -1;
-  std::atomic<bool> listen_returned_{false};
-  std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<oa::callback_result> result_;
@@ -420,100 +450,74 @@ oauth_client::answer oauth_client::send(const std::string& role, const std::stri
     return a;
   }
   auto u = http_url::parse(url, nullptr);
-  auto c = make_http_client(*u, left, left, left);
-  c->set_keep_alive(false);
-  // A redirect would take the request, and what it carries, to a place
-  // no rule above looked at.
-  c->set_follow_location(false);
-  // Connect to the address the rules looked at, not to what a second
-  // lookup might say (the TLS name check still uses the host name).
-  if (!oa::parse_ip_literal(u->host)) c->set_hostname_addr_map({{u->host, numeric_host(addresses.front())}});
-  httplib::Request req;
+  http_request req;
   req.method = method;
-  req.path = u->target;
+  req.url = u->origin() + u->target;
   for (const auto& [k, v] : headers)
-    req.headers.emplace(k, v);
-  if (!req.has_header("Accept")) req.headers.emplace("Accept", "application/json");
+    req.headers.emplace_back(k, v);
+  if (std::none_of(req.headers.begin(), req.headers.end(),
+                   [](const auto& h) { return ascii_iequals(h.first, "Accept"); }))
+    req.headers.emplace_back("Accept", "application/json");
   if (method == "POST") {
     req.body = body;
-    req.headers.emplace("Content-Type", content_type);
+    req.headers.emplace_back("Content-Type", content_type);
   }
-  bool too_big = false;
-  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-    if (a.body.size() + n > k_max_answer) {
-      too_big = true;
-      return false;
-    }
-    a.body.append(data, n);
-    return true;
-  };
-  // The client's timeouts bound each wait, not the whole request: a server
-  // that trickles its answer would stretch them. A watch ends it at the
-  // limit, and cancel() ends it at once.
-  std::mutex watch_mu;
-  std::condition_variable watch_cv;
-  bool finished = false;
-  bool stopped = false;
-  auto stop_now = [&] {
-    {
-      std::lock_guard<std::mutex> lock(watch_mu);
-      stopped = true;
-    }
-    watch_cv.notify_all();
-  };
-  std::thread watch([&] {
-    std::unique_lock<std::mutex> lock(watch_mu);
-    watch_cv.wait_until(lock, limit, [&] { return finished || stopped; });
-    // stop() shuts the socket of a request in flight; one that is still
-    // connecting ends by its connect timeout (the same limit), so repeat.
-    while (!finished) {
-      lock.unlock();
-      c->stop();
-      lock.lock();
-      watch_cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return finished; });
-    }
-  });
-  {
+  // Connect to the address the rules looked at, not to what a second
+  // lookup might say (the TLS name check still uses the host name).
+  if (!oa::parse_ip_literal(u->host)) req.connect_address = numeric_host(addresses.front());
+  // Each request alone, and all of it within the limit: a server that
+  // trickles its answer must not stretch the wait. The client never
+  // follows a redirect: it would take the request, and what it carries, to
+  // a place no rule above looked at.
+  req.fresh_connection = true;
+  req.connect_timeout = left;
+  req.idle_timeout = left;
+  req.total_timeout = left;
+  // Never through a proxy: the endpoint rules looked at the addresses
+  // this host resolves to, and a proxy would resolve the name anew.
+  req.proxy = "direct";
+  auto result = http().fetch(std::move(req), k_max_answer, [this](std::function<void()> abort) {
     std::lock_guard<std::mutex> lock(wake_mu_);
-    wake_ = stop_now;
-  }
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  bool ok = !cancelled_.load() && c->send(req, res, err);
+    if (cancelled_.load()) abort(); // cancel() came before this request existed
+    wake_ = std::move(abort);
+  });
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
     wake_ = nullptr;
   }
-  {
-    std::lock_guard<std::mutex> lock(watch_mu);
-    finished = true;
-  }
-  watch_cv.notify_all();
-  watch.join();
   const std::string where = "the " + role + " " + escape_for_display(u->display);
-  if (!ok) {
+  if (!result.outcome.ok() || result.truncated) {
     if (cancelled_.load()) {
       a.error = "the authorization was cancelled";
       a.refused = true;
-    } else if (too_big) {
+    } else if (result.truncated) {
       a.error = where + " answered more than 1 MiB";
-    } else if (steady::now() + std::chrono::milliseconds(5) >= limit) {
+    } else if (result.outcome.failure == http_failure::total_timeout || steady::now() + std::chrono::milliseconds(5) >= limit) {
       a.error = where + ": " + out_of_time();
       a.out_of_time = deadline_passed();
     } else {
-      a.error = where + ": " + describe_http_error(err, left);
+      a.error = where + ": " + result.outcome.reason;
     }
     a.body.clear();
     return a;
   }
-  if (res.status >= 300 && res.status < 400) {
-    a.error = where + " answered with a redirect (HTTP " + std::to_string(res.status)
+  const int status = result.head.status;
+  if (status >= 300 && status < 400) {
+    a.error = where + " answered with a redirect (HTTP " + std::to_string(status)
               + "); OAuth requests never follow redirects";
     a.body.clear();
     return a;
   }
-  a.status = res.status;
+  a.body = std::move(result.body);
+  a.status = status;
   return a;
+}
+
+http_client& oauth_client::http() {
+  if (interaction_.http) return *interaction_.http;
+  std::lock_guard<std::mutex> lock(own_http_mu_);
+  if (!own_http_) own_http_ = std::make_unique<http_client>();
+  return *own_http_;
 }
 
 std::string oauth_client::failure() const {

@@ -108,6 +108,9 @@ struct oauth_interaction {
   /// mcprt::oauth_broker from runtime::set_own_listeners(), which the
   /// daemon (cli/serve.cpp) calls once its listener is bound. Unset: none.
   std::function<std::vector<host_port>()> own_listeners;
+  /// The client OAuth requests go out on (the runtime's); null: one of the
+  /// oauth_client's own, made with its first request.
+  http_client* http = nullptr;
 };
 
 class oauth_client final : public http_auth {
@@ -157,6 +160,10 @@ private:
   const oauth_settings settings_;
   const oauth_interaction interaction_;
   std::shared_ptr<oauth_credential_store> store_;
+
+  http_client& http();
+  std::mutex own_http_mu_;
+  std::unique_ptr<http_client> own_http_;
 
   std::atomic<bool> cancelled_{false};
   std::mutex wake_mu_;

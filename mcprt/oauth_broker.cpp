@@ -54,8 +54,9 @@ struct oauth_broker::flow {
   bool ok = false;
 };
 
-oauth_broker::oauth_broker(std::filesystem::path credentials_file)
-  : file_(std::move(credentials_file)),
+oauth_broker::oauth_broker(std::filesystem::path credentials_file, io::http_client* http)
+  : http_(http),
+    file_(std::move(credentials_file)),
     own_(std::make_shared<listeners>()),
     store_(std::make_shared<io::file_credential_store>(file_, [](const std::string& warning) {
       spdlog::warn("{}", escape_for_display(warning));
@@ -85,6 +86,7 @@ std::shared_ptr<io::http_auth> oauth_broker::client_for(const server_config& ser
   io::oauth_interaction quiet;
   quiet.interactive = false;
   quiet.own_listeners = [own = own_] { return own->get(); };
+  quiet.http = http_;
   return std::make_shared<io::oauth_client>(*url, std::move(*settings), std::move(quiet), store_);
 }
 
@@ -110,6 +112,7 @@ std::optional<oauth_broker::started> oauth_broker::begin(const server_config& se
   interaction.callback_timeout = options.callback_timeout;
   interaction.deadline = options.deadline;
   interaction.own_listeners = [own = own_] { return own->get(); };
+  interaction.http = http_;
   std::weak_ptr<flow> weak = f;
   interaction.on_authorization_url = [weak](const std::string& u) {
     if (auto fl = weak.lock()) {

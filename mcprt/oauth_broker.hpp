@@ -22,6 +22,7 @@
 
 namespace mcprt::io {
 class http_auth;
+class http_client;
 class oauth_client;
 class oauth_credential_store;
 } // namespace mcprt::io
@@ -51,7 +52,9 @@ struct authorize_options {
 
 class oauth_broker {
 public:
-  explicit oauth_broker(std::filesystem::path credentials_file);
+  /// `http`: the client OAuth requests go out on (outlives the broker's
+  /// shutdown()); null: each OAuth client makes its own.
+  explicit oauth_broker(std::filesystem::path credentials_file, io::http_client* http = nullptr);
   ~oauth_broker();
   oauth_broker(const oauth_broker&) = delete;
   oauth_broker& operator=(const oauth_broker&) = delete;
@@ -94,6 +97,7 @@ public:
 private:
   struct flow;
   struct listeners;
+  io::http_client* http_ = nullptr;
   std::filesystem::path file_;
   std::shared_ptr<listeners> own_;
   std::shared_ptr<io::oauth_credential_store> store_;

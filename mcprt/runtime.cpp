@@ -714,7 +714,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->deadlines = sys.spawn(call_deadline_sweeper, p->in_flight);
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
-  p->oauth = std::make_shared<oauth_broker>(opts.oauth_file);
+  p->oauth = std::make_shared<oauth_broker>(opts.oauth_file, p->http.get());
   connection_io io{p->reactor.get(), p->http.get(),
                    [broker = std::weak_ptr<oauth_broker>(p->oauth)](const server_config& s) -> std::shared_ptr<io::http_auth> {
                      auto b = broker.lock();

@@ -21,6 +21,7 @@
 #include <caf/all.hpp>
 #include <httplib.h>
 
+#include "tests/support/ports.hpp"
 #include "actors/connection.hpp"
 #include "io/child_process.hpp"
 #include "io/http_transport.hpp"
@@ -615,16 +616,7 @@ TEST_F(connection_test, HttpSessionLostIsReinitializedOnce) {
 TEST_F(connection_test, ServerEverythingOverStreamableHttp) {
   auto bin = peer_bin("mcp-server-everything");
   if (!bin) GTEST_SKIP() << "npm peers not installed";
-  // A free loopback port for the server.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(fd);
+  int port = mcprt::test::unused_port();
   auto proc = io::child_process::spawn({"node", {fs::canonical(*bin).string(), "streamableHttp"},
                                         {{"PORT", std::to_string(port)}}, {}});
   // It says on stderr when it listens.

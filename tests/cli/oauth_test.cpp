@@ -183,7 +183,9 @@ TEST_F(oauth_test, a_hot_reload_keeps_the_tokens_and_a_revoked_token_leads_back_
   write_file(revoke_, "");
   auto r = post("/workspace/mcp/remote/restart");
   ASSERT_TRUE(r);
-  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump();
+  EXPECT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(reason_is("remote", "needs_auth")) << server("remote").dump() << "\nrestart: " << r->body
+                                                 << "\ndaemon:\n" << daemon_->err();
   EXPECT_GE(logged("token-error"), 1);
   EXPECT_EQ(logged("authorize"), 1);
 }

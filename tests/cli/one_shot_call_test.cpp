@@ -3,6 +3,7 @@
 // test server over stdio and streamable HTTP (server-everything over legacy
 // HTTP+SSE).
 
+#include "tests/support/ports.hpp"
 #include "cli_test_util.hpp"
 
 #include <arpa/inet.h>
@@ -189,19 +190,7 @@ TEST_F(one_shot_call_test, LegacySseAgainstServerEverything) {
   const fs::path peer = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
   if (!fs::exists(peer)) GTEST_SKIP() << "server-everything is not installed at " << peer;
   if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
-  int port = 0;
-  {
-    // A free port: bound, read, released.
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    ::close(fd);
-  }
+  int port = mcprt::test::unused_port();
   auto proc = mcprt::io::child_process::spawn(
     {"node", {peer.string(), "sse"}, {{"PORT", std::to_string(port)}}, {}});
   // server-everything says "Server is running on port N" on stderr once it listens.

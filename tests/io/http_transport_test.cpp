@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/ports.hpp"
 #include "io/child_process.hpp"
 #include "io/http_transport.hpp"
 #include "io/oauth_client.hpp"
@@ -224,17 +225,7 @@ std::string initialize(http_transport& t, recorder& r) {
 }
 
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
+  return mcprt::test::unused_port();
 }
 
 using test::local_server;

@@ -25,6 +25,7 @@
 
 #include <caf/all.hpp>
 
+#include "tests/support/ports.hpp"
 #include "runtime_fixture.hpp"
 #include "tests/support/wait_for.hpp"
 
@@ -39,29 +40,8 @@ namespace {
 
 const fs::path k_peer = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
-bool accepts_connections(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
+using mcprt::test::accepts_connections;
+int free_port() { return mcprt::test::unused_port(); }
 
 // `node server-everything sse` on `port`, output discarded.
 class everything_sse {
