@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <atomic>
 #include <set>
 #include <thread>
 #include <utility>
@@ -202,7 +203,17 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   std::condition_variable refresh_cv;
   bool dirty = true;
   bool refresh_stop = false;
+  // Servers whose prompt and resource lists may have changed since they
+  // were fetched (an update of their connection, a list_changed).
+  std::set<std::string> stale_lists; // guarded by refresh_mtx
   std::thread refresher;
+  // The lists fetched per server, for the connection they came from: a
+  // rebuild asks again only the servers that changed (refresher only).
+  struct fetched_lists {
+    std::string connection; // connection id and generation
+    std::vector<json> prompts, resources, resource_templates;
+  };
+  std::map<std::string, fetched_lists> lists_cache;
   caf::actor subscriber;
 
   impl(runtime& r, caf::actor_system& s, gateway_options o) : rt(r), sys(s), opts(std::move(o)) {}
@@ -691,9 +702,16 @@ std::string gateway::protocol(const std::string& sid) const {
 
 void gateway::impl::on_event(const event& ev) {
   switch (ev.kind) {
-    case event_kind::reconcile_finished:
     case event_kind::client_update:
-    case event_kind::resource_list_changed:
+    case event_kind::resource_list_changed: {
+      std::lock_guard<std::mutex> guard{refresh_mtx};
+      if (auto* u = std::get_if<events::client_update>(&ev.payload)) stale_lists.insert(u->server);
+      if (auto* r = std::get_if<events::resource_list_changed>(&ev.payload)) stale_lists.insert(r->server);
+      dirty = true;
+      refresh_cv.notify_one();
+      return;
+    }
+    case event_kind::reconcile_finished:
     case event_kind::pending_approval_changed: {
       std::lock_guard<std::mutex> guard{refresh_mtx};
       dirty = true;
@@ -741,13 +759,27 @@ void gateway::impl::on_event(const event& ev) {
 }
 
 void gateway::impl::rebuild() {
+  std::set<std::string> stale;
+  {
+    std::lock_guard<std::mutex> guard{refresh_mtx};
+    stale.swap(stale_lists);
+  }
   std::vector<gateway_server_view> views;
+  // The servers whose lists are asked for again, by index into views.
+  struct fetch {
+    std::size_t view;
+    std::string connection;
+    fetched_lists lists;
+    bool complete = true; // every list answered: worth keeping
+  };
+  std::vector<fetch> fetches;
   auto gating = rt.gating_state();
   auto state = rt.session_state(opts.catalog_session);
   std::map<std::string, connection_status> live;
   if (state)
     for (auto& s : state->servers)
       live[s.name] = s.status;
+  std::set<std::string> present;
   if (gating) {
     for (auto& g : gating->servers) {
       gateway_server_view v;
@@ -768,21 +800,67 @@ void gateway::impl::rebuild() {
               v.tools.push_back(std::move(tool));
             }
           }
-          auto list = [&](const char* capability, const char* method, const char* key, std::vector<json>& out) {
-            if (!v.capabilities.contains(capability)) return;
-            auto r = rt.mcp_request(opts.catalog_session, g.name, method, json::object(), std::chrono::seconds(10));
-            if (!r || !r->is_object() || !r->contains(key) || !(*r)[key].is_array()) return;
-            for (auto& x : (*r)[key])
-              out.push_back(x);
-          };
-          list("prompts", "prompts/list", "prompts", v.prompts);
-          list("resources", "resources/list", "resources", v.resources);
-          list("resources", "resources/templates/list", "resourceTemplates", v.resource_templates);
+          present.insert(g.name);
+          auto connection = info->connection_id + "#" + std::to_string(info->generation);
+          auto cached = lists_cache.find(g.name);
+          if (cached != lists_cache.end() && cached->second.connection == connection && !stale.count(g.name)) {
+            v.prompts = cached->second.prompts;
+            v.resources = cached->second.resources;
+            v.resource_templates = cached->second.resource_templates;
+          } else {
+            fetches.push_back({views.size(), std::move(connection), {}, true});
+          }
         }
       }
       views.push_back(std::move(v));
     }
   }
+  // Each changed server is asked on a thread of its own, at most eight at
+  // once: one slow server costs the rebuild its own time, not the sum.
+  auto ask = [&](fetch& f) {
+    const auto& v = views[f.view];
+    auto list = [&](const char* capability, const char* method, const char* key, std::vector<json>& out) {
+      if (!v.capabilities.contains(capability)) return;
+      auto r = rt.mcp_request(opts.catalog_session, v.name, method, json::object(), std::chrono::seconds(10));
+      if (!r || !r->is_object() || !r->contains(key) || !(*r)[key].is_array()) {
+        f.complete = false;
+        return;
+      }
+      for (auto& x : (*r)[key])
+        out.push_back(x);
+    };
+    list("prompts", "prompts/list", "prompts", f.lists.prompts);
+    list("resources", "resources/list", "resources", f.lists.resources);
+    list("resources", "resources/templates/list", "resourceTemplates", f.lists.resource_templates);
+  };
+  if (fetches.size() == 1) {
+    ask(fetches.front());
+  } else if (!fetches.empty()) {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> askers;
+    for (std::size_t i = 0; i < std::min<std::size_t>(8, fetches.size()); ++i)
+      askers.emplace_back([&] {
+        for (auto k = next++; k < fetches.size(); k = next++)
+          ask(fetches[k]);
+      });
+    for (auto& t : askers)
+      t.join();
+  }
+  for (auto& f : fetches) {
+    auto& v = views[f.view];
+    v.prompts = f.lists.prompts;
+    v.resources = f.lists.resources;
+    v.resource_templates = f.lists.resource_templates;
+    // An unanswered list is asked again at the next rebuild.
+    if (f.complete) {
+      f.lists.connection = f.connection;
+      lists_cache[v.name] = std::move(f.lists);
+    } else {
+      lists_cache.erase(v.name);
+    }
+  }
+  for (auto it = lists_cache.begin(); it != lists_cache.end();)
+    it = present.count(it->first) ? std::next(it) : lists_cache.erase(it);
   auto next = std::make_shared<gateway_catalog>(gateway_catalog::build(std::move(views)));
   std::lock_guard<std::mutex> guard{mtx};
   auto changes = gateway_catalog::diff(*catalog, *next);

@@ -185,6 +185,38 @@ TEST_F(GatewayHttp, ASettingsEditThatAddsAServerSendsToolsListChanged) {
   ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "calc__calc_echo") && has(names, "echo__echo"); }));
 }
 
+// The catalog follows each server alone: a server that changed is asked
+// for its lists again, the others are not.
+TEST_F(GatewayHttp, AChangedServersListsAreAskedForAgainAndNoOtherServersAre) {
+  auto echo_log = root_ / "echo-methods";
+  auto echo = test_server_config({"--prompts", "1", "--method-log", echo_log.string()});
+  write_user({{"echo", echo}, {"b", test_server_config({"--prompts", "1", "--name-prefix", "b_"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  ASSERT_TRUE(connected("b"));
+  auto h = client();
+  auto headers = raw_session(h);
+  auto prompts_listed = [&](const std::vector<std::string>& names) {
+    auto r = h.Post("/mcp", headers, R"({"jsonrpc":"2.0","id":7,"method":"prompts/list"})", "application/json");
+    if (!r || r->status != 200) return false;
+    return std::all_of(names.begin(), names.end(),
+                       [&](const std::string& n) { return r->body.find("\"" + n + "\"") != std::string::npos; });
+  };
+  ASSERT_TRUE(wait_until([&] { return prompts_listed({"echo__prompt_1", "b__b_prompt_1"}); }));
+  auto asked = [&] {
+    auto text = slurp(echo_log);
+    std::size_t n = 0;
+    for (auto pos = text.find("prompts/list\n"); pos != std::string::npos; pos = text.find("prompts/list\n", pos + 1))
+      ++n;
+    return n;
+  };
+  const auto before = asked();
+  ASSERT_GE(before, 1u);
+  write_user({{"echo", echo}, {"b", test_server_config({"--prompts", "2", "--name-prefix", "b_"})}});
+  ASSERT_TRUE(wait_until([&] { return prompts_listed({"echo__prompt_1", "b__b_prompt_2"}); }));
+  EXPECT_EQ(asked(), before) << "echo did not change, yet its prompts were asked for again";
+}
+
 // A new prefix renames the server's tools; the server itself did not
 // change, so the same process answers under the new names.
 TEST_F(GatewayHttp, ChangingAPrefixRenamesToolsWithoutRestartingTheServer) {

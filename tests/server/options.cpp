@@ -105,6 +105,8 @@ Containment (descendants, silence):
 Progress and cancel:
   --cancel-file FILE          append "cancelled <requestId>" to FILE for every
                               notifications/cancelled received
+  --method-log FILE           append the method of every request received to
+                              FILE, a line each
 
 OAuth 2.1 (with --http only):
   --oauth                     /mcp (POST, GET, DELETE) demands
@@ -266,6 +268,10 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       auto v = value();
       ok = v.has_value() && !v->empty();
       if (ok) out.cancel_file = *v;
+    } else if (arg == "--method-log") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) out.method_log = *v;
     } else if (arg == "--close-stdout-after-ms") {
       ok = number(out.close_stdout_after_ms, 0);
     } else if (arg == "--oauth") {

@@ -259,6 +259,11 @@ json invalid_request(const json& msg) {
 std::optional<json> handler::handle_request(const std::shared_ptr<peer>& p, const json& req) {
   const json& id = req.at("id");
   const auto& method = req.at("method").get_ref<const std::string&>();
+  if (!opts_.method_log.empty())
+    if (auto* f = std::fopen(opts_.method_log.c_str(), "a")) {
+      std::fprintf(f, "%s\n", method.c_str());
+      std::fclose(f);
+    }
   try {
     json params = req.value("params", json::object());
     if (params.is_null()) params = json::object();

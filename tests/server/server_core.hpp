@@ -76,6 +76,7 @@ struct options {
   // Progress and cancel: every notifications/cancelled received
   // appends "cancelled <requestId>" to this file.
   std::string cancel_file;
+  std::string method_log; // append the method of every request received
 
   // OAuth 2.1 (--oauth): /mcp demands a bearer token that this
   // same server issues as its own authorization server, so mcprt's OAuth
