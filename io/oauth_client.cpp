@@ -1,5 +1,6 @@
 #include "io/oauth_client.hpp"
 
+#include <dlfcn.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
@@ -16,7 +17,9 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
@@ -123,30 +126,80 @@ std::string describe(const std::string& url) {
   return p ? p->origin + p->path : std::string("<invalid URL>");
 }
 
+// libmicrohttpd is loaded when a browser flow needs the redirect listener,
+// not with the program: a host embedding the runtime does not map it and
+// GnuTLS, which it pulls in (about 3 MB of RSS), for nothing. The daemon
+// has it loaded already for its own server.
+struct mhd_api {
+  decltype(&::MHD_add_response_header) add_response_header = nullptr;
+  decltype(&::MHD_create_response_from_buffer) create_response_from_buffer = nullptr;
+  decltype(&::MHD_destroy_response) destroy_response = nullptr;
+  decltype(&::MHD_get_daemon_info) get_daemon_info = nullptr;
+  decltype(&::MHD_queue_response) queue_response = nullptr;
+  decltype(&::MHD_start_daemon) start_daemon = nullptr;
+  decltype(&::MHD_stop_daemon) stop_daemon = nullptr;
+};
+
+// nullptr with `error` set when the library cannot be loaded.
+const mhd_api* mhd(std::string* error) {
+  static const std::pair<std::optional<mhd_api>, std::string> loaded = [] {
+    std::pair<std::optional<mhd_api>, std::string> out;
+    void* lib = ::dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      out.second = std::string("the OAuth redirect listener needs libmicrohttpd (Debian: libmicrohttpd12): ") + ::dlerror();
+      return out;
+    }
+    mhd_api api;
+    bool ok = true;
+    auto load = [&](const char* name, auto& fn) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      if (!fn && ok) {
+        ok = false;
+        out.second = std::string("libmicrohttpd.so.12 lacks ") + name;
+      }
+    };
+    load("MHD_add_response_header", api.add_response_header);
+    load("MHD_create_response_from_buffer", api.create_response_from_buffer);
+    load("MHD_destroy_response", api.destroy_response);
+    load("MHD_get_daemon_info", api.get_daemon_info);
+    load("MHD_queue_response", api.queue_response);
+    load("MHD_start_daemon", api.start_daemon);
+    load("MHD_stop_daemon", api.stop_daemon);
+    if (ok) out.first = api;
+    return out;
+  }();
+  if (!loaded.first && error) *error = loaded.second;
+  return loaded.first ? &*loaded.first : nullptr;
+}
+
 // The loopback listener the authorization server redirects the browser to
 // (libmicrohttpd, as the daemon's own HTTP server).
 class callback_listener {
 public:
   callback_listener() {
+    api_ = mhd(&error_);
+    if (!api_) return;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
+    daemon_ = api_->start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
                                &callback_listener::on_access, this, MHD_OPTION_SOCK_ADDR,
                                reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_URI_LOG_CALLBACK,
                                &callback_listener::on_uri, this, MHD_OPTION_CONNECTION_LIMIT, 16u,
                                MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED,
                                &callback_listener::on_completed, nullptr, MHD_OPTION_END);
     if (!daemon_) return;
-    if (const auto* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)) port_ = info->port;
+    if (const auto* info = api_->get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)) port_ = info->port;
   }
   ~callback_listener() {
-    if (daemon_) MHD_stop_daemon(daemon_);
+    if (daemon_) api_->stop_daemon(daemon_);
   }
   callback_listener(const callback_listener&) = delete;
   callback_listener& operator=(const callback_listener&) = delete;
   int port() const { return port_ > 0 ? port_ : -1; }
+  /// Why there is no listener, when the library could not be loaded.
+  const std::string& error() const { return error_; }
 std::optional<oa::callback_result> wait(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, timeout, [&] { return result_.has_value() || woken_; });
@@ -172,12 +225,13 @@ private:
     *con_cls = nullptr;
   }
   static MHD_Result reply(MHD_Connection* conn, unsigned status, const char* text) {
-    auto* r = MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text), MHD_RESPMEM_PERSISTENT);
+    const auto* api_ = mhd(nullptr);
+    auto* r = api_->create_response_from_buffer(std::strlen(text), const_cast<char*>(text), MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    auto ok = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
+    api_->add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+    api_->add_response_header(r, "Cache-Control", "no-store");
+    auto ok = api_->queue_response(conn, status, r);
+    api_->destroy_response(r);
     return ok;
   }
   static MHD_Result on_access(void* cls, MHD_Connection* conn, const char* path, const char* method, const char*,
@@ -202,6 +256,8 @@ private:
     return reply(conn, MHD_HTTP_OK, "mcprt: authorization received. You can close this window.\n");
   }
 
+  const mhd_api* api_ = nullptr;
+  std::string error_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = -1;
   std::mutex mu_;
@@ -844,7 +900,7 @@ bool oauth_client::run_flow(const std::string& challenge_scope, const std::strin
   }
   callback_listener listener;
   if (listener.port() <= 0) {
-    fail("cannot listen on 127.0.0.1 for the authorization redirect");
+    fail(listener.error().empty() ? "cannot listen on 127.0.0.1 for the authorization redirect" : listener.error());
     return false;
   }
   const std::string redirect_uri = "http://127.0.0.1:" + std::to_string(listener.port()) + "/callback";
