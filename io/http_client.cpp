@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "core/ascii.hpp"
+#include "core/http_head.hpp"
 #include "core/http_url.hpp"
 #include "core/proxy_choice.hpp"
 
@@ -68,11 +69,6 @@ std::string describe_http_failure(http_failure failure, std::chrono::millisecond
 }
 
 namespace {
-
-// Bounds on a response head: curl bounds one line (100 KiB); a server must
-// not make us keep an endless list of them.
-constexpr std::size_t k_max_header_count = 256;
-constexpr std::size_t k_max_header_bytes = 64 * 1024;
 
 // epoll_event.data.u64 of the wake-up eventfd; sockets use their fd.
 constexpr std::uint64_t k_wake_tag = ~std::uint64_t{0};
@@ -184,9 +180,8 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     http_handlers handlers;
     std::size_t body_offset = 0;
     bool body_reported = false;
+    http_head_reader reader;
     http_response_head head;
-    std::size_t head_bytes = 0;
-    bool in_head = false;    // a status line came, its blank line not yet
     bool head_delivered = false;
     bool cancelled = false;  // no handler runs any more
     std::optional<http_failure> forced; // set when we end the transfer ourselves
@@ -472,40 +467,13 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     if (r->cancelled) return 0;
     r->last_activity = clock_type::now();
     if (r->head_delivered) return len; // trailers
-    std::string_view line(buf, len);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
-      line.remove_suffix(1);
-    if (line.substr(0, 5) == "HTTP/") {
-      r->head = {};
-      r->head_bytes = 0;
-      r->in_head = true;
-      auto sp = line.find(' ');
-      if (sp != std::string_view::npos) {
-        auto rest = line.substr(sp + 1);
-        int status = 0;
-        std::size_t i = 0;
-        for (; i < rest.size() && i < 3 && rest[i] >= '0' && rest[i] <= '9'; ++i)
-          status = status * 10 + (rest[i] - '0');
-        r->head.status = status;
-        if (i < rest.size()) r->head.reason = std::string(trim_space(rest.substr(i)));
-      }
-      return len;
+    switch (r->reader.feed(std::string_view(buf, len))) {
+      case http_head_reader::step::more: return len;
+      case http_head_reader::step::too_large:
+        r->forced = http_failure::other;
+        return 0;
+      case http_head_reader::step::complete: return r->self->deliver_head(*r) ? len : 0;
     }
-    if (!r->in_head) return len;
-    if (line.empty()) {
-      r->in_head = false;
-      if (r->head.status >= 200) return r->self->deliver_head(*r) ? len : 0;
-      return len; // 1xx: the final head follows
-    }
-    r->head_bytes += len;
-    if (r->head.headers.size() >= k_max_header_count || r->head_bytes > k_max_header_bytes) {
-      r->forced = http_failure::other;
-      return 0;
-    }
-    auto colon = line.find(':');
-    if (colon == std::string_view::npos) return len; // obsolete line folding: ignored
-    r->head.headers.emplace_back(std::string(trim_space(line.substr(0, colon))),
-                                 std::string(trim_space(line.substr(colon + 1))));
     return len;
   }
 
@@ -549,6 +517,9 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     r.head_delivered = true;
     body_sent(r); // the answer came: whatever was to be sent, was
     if (r.cancelled) return false;
+    r.head.status = r.reader.head().status;
+    r.head.reason = r.reader.head().reason;
+    r.head.headers = r.reader.head().headers;
     long version = 0;
     curl().easy_getinfo(r.easy, CURLINFO_HTTP_VERSION, &version);
     r.head.http_version = version >= CURL_HTTP_VERSION_2_0 ? 2 : 1;
@@ -745,7 +716,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
       o.reason = "no complete answer within " + std::to_string(r->req.total_timeout.count()) + " ms (timed out)";
     o.got_head = r->head_delivered;
     // A head that ended the response with no body was not delivered yet.
-    if (o.ok() && !r->head_delivered && r->head.status >= 200 && !r->cancelled) {
+    if (o.ok() && !r->head_delivered && r->reader.complete() && !r->cancelled) {
       if (!deliver_head(*r)) {
         o.failure = http_failure::aborted;
         o.reason = describe_http_failure(o.failure, r->req.idle_timeout);
