@@ -28,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -43,6 +44,7 @@
 #include "core/json_locate.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
+#include "core/line_reader.hpp"
 #include "io/http_client.hpp"
 #include "io/state_dir.hpp"
 
@@ -76,37 +78,6 @@ void log_error(const std::string& text) {
 // --------------------------------------------------------------------------
 
 namespace gateway_detail {
-
-void line_splitter::feed(const char* data, std::size_t n, std::vector<line>& out) {
-  std::string_view rest(data, n);
-  while (!rest.empty()) {
-    auto nl = rest.find('\n');
-    auto piece = rest.substr(0, nl);
-    if (!discarding_) {
-      if (partial_.size() + piece.size() > limit_) {
-        // Keep the start: the id is usually there, and the answer needs it.
-        auto room = partial_.size() < k_oversized_prefix ? k_oversized_prefix - partial_.size() : 0;
-        partial_.append(piece.substr(0, std::min(room, piece.size())));
-        discarding_ = true;
-      } else {
-        partial_.append(piece);
-      }
-    }
-    if (nl == std::string_view::npos) return;
-    if (!partial_.empty() && partial_.back() == '\r' && !discarding_) partial_.pop_back();
-    out.push_back({std::move(partial_), discarding_});
-    partial_.clear();
-    discarding_ = false;
-    rest.remove_prefix(nl + 1);
-  }
-}
-
-void line_splitter::finish(std::vector<line>& out) {
-  if (partial_.empty() && !discarding_) return;
-  out.push_back({std::move(partial_), discarding_});
-  partial_.clear();
-  discarding_ = false;
-}
 
 namespace {
 
@@ -383,7 +354,7 @@ private:
     stop_with(exit_failure);
   }
 
-  void handle_line(const gateway_detail::line_splitter::line& l) {
+  void handle_line(const line_piece& l) {
     if (!l.oversized && trim_space(l.text).empty()) return;
     if (auto reject = gateway_detail::reject_line(l.text, l.oversized, k_max_line); !reject.empty()) {
       log_error(l.oversized ? "dropped a message longer than " + std::to_string(k_max_line) + " bytes"
@@ -399,8 +370,15 @@ private:
   }
 
   int loop() {
-    gateway_detail::line_splitter splitter(k_max_line);
-    std::vector<gateway_detail::line_splitter::line> lines;
+    // Client lines: no garbage budget (each bad line gets its answer), and
+    // an oversized one keeps its start, where its id usually is.
+    line_reader_limits limits;
+    limits.max_line_bytes = k_max_line;
+    limits.oversized_prefix_bytes = k_oversized_prefix;
+    limits.max_garbage_lines = std::numeric_limits<std::size_t>::max();
+    limits.max_garbage_bytes = std::numeric_limits<std::size_t>::max();
+    line_reader splitter(limits);
+    std::vector<line_piece> lines;
     std::vector<char> buf(64 * 1024);
     bool eof = false;
     while (!eof) {

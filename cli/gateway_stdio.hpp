@@ -40,25 +40,6 @@ namespace gateway_detail {
 /// `oversized`: the line was longer than the limit; `line` is its start.
 std::string reject_line(const std::string& line, bool oversized, std::size_t limit);
 
-/// Splits a byte stream into lines of at most `limit` bytes (longer ones
-/// are reported once as oversized with their first bytes).
-class line_splitter {
-public:
-  explicit line_splitter(std::size_t limit) : limit_(limit) {}
-  struct line {
-    std::string text;
-    bool oversized = false;
-  };
-  void feed(const char* data, std::size_t n, std::vector<line>& out);
-  /// At EOF: a last line without its newline.
-  void finish(std::vector<line>& out);
-
-private:
-  std::size_t limit_;
-  std::string partial_;
-  bool discarding_ = false;
-};
-
 /// Writes one message as one line: CR and LF (only whitespace in valid
 /// JSON) become spaces.
 std::string one_line(std::string message);

@@ -37,7 +37,8 @@ line_reader::line_reader(line_reader_limits limits) : limits_(limits) {
   limits_.max_line_bytes = std::max<std::size_t>(limits_.max_line_bytes, 1);
 }
 
-void line_reader::feed(const char* data, std::size_t n, std::vector<std::string>& out) {
+template <typename Line, typename Oversized>
+void line_reader::split(const char* data, std::size_t n, Line&& on_line, Oversized&& on_oversized) {
   const char* p = data;
   const char* end = data + n;
   while (p < end && !error_) {
@@ -50,6 +51,7 @@ void line_reader::feed(const char* data, std::size_t n, std::vector<std::string>
       std::string head = partial_.substr(0, 80);
       if (head.size() < 80)
         head.append(p, std::min(seg, 80 - head.size()));
+      on_oversized(std::string_view(p, seg));
       // Give the memory back: the point is to stay bounded.
       std::string().swap(partial_);
       discarding_ = true;
@@ -64,21 +66,47 @@ void line_reader::feed(const char* data, std::size_t n, std::vector<std::string>
       break;
     if (discarding_)
       discarding_ = false;
-    else
-      emit(out);
+    else if (auto line = take_line())
+      on_line(std::move(*line));
     p = nl + 1;
   }
 }
 
-void line_reader::emit(std::vector<std::string>& out) {
+void line_reader::feed(const char* data, std::size_t n, std::vector<std::string>& out) {
+  split(
+    data, n, [&](std::string line) { out.push_back(std::move(line)); }, [](std::string_view) {});
+}
+
+void line_reader::feed(const char* data, std::size_t n, std::vector<line_piece>& out) {
+  split(
+    data, n, [&](std::string line) { out.push_back({std::move(line), false}); },
+    [&](std::string_view rest_of_chunk) {
+      if (limits_.oversized_prefix_bytes == 0) return;
+      std::string start = partial_.substr(0, limits_.oversized_prefix_bytes);
+      if (start.size() < limits_.oversized_prefix_bytes)
+        start.append(rest_of_chunk.substr(0, limits_.oversized_prefix_bytes - start.size()));
+      out.push_back({std::move(start), true});
+    });
+}
+
+void line_reader::finish(std::vector<line_piece>& out) {
+  if (!discarding_ && !error_)
+    if (auto line = take_line())
+      out.push_back({std::move(*line), false});
+  discarding_ = false;
+  partial_.clear();
+}
+
+std::optional<std::string> line_reader::take_line() {
   if (!partial_.empty() && partial_.back() == '\r')
     partial_.pop_back();
   if (is_blank(partial_)) {
     partial_.clear();
-    return;
+    return std::nullopt;
   }
-  out.push_back(std::move(partial_));
+  std::string line = std::move(partial_);
   partial_ = std::string();
+  return line;
 }
 
 void line_reader::note_garbage(std::string_view line) {

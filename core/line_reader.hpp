@@ -19,6 +19,16 @@ struct line_reader_limits {
   /// still end in a clear error instead of a silent hang.
   std::size_t max_garbage_lines = 64;
   std::size_t max_garbage_bytes = std::size_t{1} << 20;
+  /// For feed() into line_piece: an oversized line is handed out once, as
+  /// its first this many bytes marked oversized (a client's message that is
+  /// too long still gets an answer naming its id). 0: dropped silently.
+  std::size_t oversized_prefix_bytes = 0;
+};
+
+/// A line as the piece-wise feed() gives it.
+struct line_piece {
+  std::string text;
+  bool oversized = false; // text is the start of a line over max_line_bytes
 };
 
 /// Splits a byte stream into lines and keeps the garbage budget. Sans-I/O:
@@ -43,6 +53,12 @@ public:
   void feed(std::string_view data, std::vector<std::string>& out) {
     feed(data.data(), data.size(), out);
   }
+  /// The same lines, plus the start of each oversized one (see
+  /// line_reader_limits::oversized_prefix_bytes).
+  void feed(const char* data, std::size_t n, std::vector<line_piece>& out);
+  void feed(std::string_view data, std::vector<line_piece>& out) { feed(data.data(), data.size(), out); }
+  /// At the end of the stream: a last line without its newline.
+  void finish(std::vector<line_piece>& out);
 
   /// A line that is not JSON-RPC.
   void note_garbage(std::string_view line);
@@ -66,8 +82,11 @@ public:
   const line_reader_limits& limits() const { return limits_; }
 
 private:
+  template <typename Line, typename Oversized>
+  void split(const char* data, std::size_t n, Line&& on_line, Oversized&& on_oversized);
   void record_garbage(std::string preview, std::size_t bytes);
-  void emit(std::vector<std::string>& out);
+  // The held line, without its CR; nullopt when blank.
+  std::optional<std::string> take_line();
 
   line_reader_limits limits_;
   std::string partial_;

@@ -501,6 +501,25 @@ TEST_F(GatewayScripted, SendsTheHeadersAndDeletesTheSessionOnEof) {
   EXPECT_EQ(gets, 1);
 }
 
+// A line over the bridge's 4 MiB limit is never sent upstream; its request
+// gets an error answer naming its id (kept from the line's start), and the
+// next line goes through.
+TEST_F(GatewayScripted, AnOversizedLineIsAnsweredByItsIdAndTheNextOneGoesThrough) {
+  scripted_endpoint ep;
+  gateway_proc gw({"--url", ep.url()}, home_);
+  gw.send(initialize(1, "2025-03-26"));
+  ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
+  gw.send(initialized);
+  gw.send(R"({"jsonrpc":"2.0","id":42,"method":"tools/list","params":{"pad":")" + std::string(5u << 20, 'x') + R"("}})");
+  auto refused = gw.response(42);
+  ASSERT_TRUE(refused.contains("error")) << refused.dump().substr(0, 300) << gw.err();
+  gw.send(request(43, "tools/list"));
+  ASSERT_TRUE(gw.response(43).contains("result")) << gw.err();
+  // Lines go upstream in order: had 42 gone, it would be in before 43 was.
+  EXPECT_FALSE(ep.wait_for([](const seen_request& s) { return s.body.size() > (4u << 20); }, 0ms))
+    << "the oversized line went upstream";
+}
+
 TEST_F(GatewayScripted, TheEventStreamIsResumedWithLastEventId) {
   std::atomic<int> gets{0};
   scripted_endpoint ep({}, [&](const httplib::Request&, httplib::Response& res) {

@@ -167,3 +167,47 @@ TEST(LineReader, GarbageErrorQuotingInvalidUtf8IsValidUtf8) {
   EXPECT_FALSE(first_invalid_utf8(*r.error()).has_value()) << *r.error();
   EXPECT_NE(r.error()->find("\\xc3"), std::string::npos) << *r.error();
 }
+
+namespace mcprt {
+namespace {
+
+TEST(LineReaderPieces, AnOversizedLineComesOnceAsItsStartAndTheNextLineIsWhole) {
+  line_reader_limits limits;
+  limits.max_line_bytes = 16;
+  limits.oversized_prefix_bytes = 8;
+  line_reader r(limits);
+  std::vector<line_piece> out;
+  r.feed(std::string_view("{\"id\":7,\"method\":"), out); // 17 bytes, no newline yet: oversized already
+  r.feed(std::string_view("\"x\"}\nshort\n\n"), out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].oversized);
+  EXPECT_EQ(out[0].text, "{\"id\":7,");
+  EXPECT_FALSE(out[1].oversized);
+  EXPECT_EQ(out[1].text, "short") << "blank lines are skipped";
+}
+
+TEST(LineReaderPieces, FinishHandsOutALastLineWithoutItsNewline) {
+  line_reader r;
+  std::vector<line_piece> out;
+  r.feed("one\ntwo\r", 8, out);
+  ASSERT_EQ(out.size(), 1u);
+  r.finish(out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].text, "two");
+  r.finish(out);
+  EXPECT_EQ(out.size(), 2u) << "nothing twice";
+}
+
+TEST(LineReaderPieces, WithoutAPrefixBudgetAnOversizedLineIsDroppedAsBefore) {
+  line_reader_limits limits;
+  limits.max_line_bytes = 4;
+  line_reader r(limits);
+  std::vector<line_piece> out;
+  r.feed(std::string_view("toolong\nok\n"), out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, "ok");
+  EXPECT_EQ(r.oversized_lines(), 1u);
+}
+
+} // namespace
+} // namespace mcprt

@@ -17,12 +17,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <set>
 
 #include <algorithm>
 
+#include "core/line_reader.hpp"
 #include "core/mcp_session.hpp"
 #include "core/untrusted_text.hpp"
 
@@ -126,8 +129,28 @@ struct driver {
 
 } // namespace
 
+// The same bytes as a gateway client's lines (line_reader's piece mode):
+// every piece within its bound, none holding a newline, an oversized one
+// at most its prefix.
+static void check_pieces(std::string_view in) {
+  line_reader_limits limits;
+  limits.max_line_bytes = 48;
+  limits.oversized_prefix_bytes = 16;
+  limits.max_garbage_lines = std::numeric_limits<std::size_t>::max();
+  line_reader r(limits);
+  std::vector<line_piece> out;
+  for (std::size_t at = 0; at < in.size(); at += 7)
+    r.feed(in.substr(at, 7), out);
+  r.finish(out);
+  for (const auto& p : out) {
+    if (p.text.find('\n') != std::string::npos) __builtin_trap();
+    if (p.text.size() > (p.oversized ? limits.oversized_prefix_bytes : limits.max_line_bytes)) __builtin_trap();
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
+  check_pieces(in);
   auto take = [&](std::size_t n) {
     auto s = in.substr(0, n);
     in.remove_prefix(s.size());
