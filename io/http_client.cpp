@@ -184,6 +184,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     http_response_head head;
     bool head_delivered = false;
     bool cancelled = false;  // no handler runs any more
+    bool report_shutdown = false; // a fetch's: on_done even when the client stops
     std::optional<http_failure> forced; // set when we end the transfer ourselves
     clock_type::time_point last_activity;
     timer_id idle_timer = 0;
@@ -378,9 +379,9 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
     }
   }
 
-  // The loop ends: every request still running ends too. Its on_done
-  // runs (a fetch on another thread must not wait for ever); a transport's
-  // handlers find their transport gone by then.
+  // The loop ends: every request still running ends too. A fetch's on_done
+  // runs (its caller on another thread must not wait for ever); no other
+  // handler does, as their owners may be gone already.
   void shutdown_all() {
     std::vector<http_handlers> ended;
     for (auto& [id, r] : requests) {
@@ -390,7 +391,7 @@ struct http_client::impl : std::enable_shared_from_this<http_client::impl> {
       }
       if (r->header_list) curl().slist_free_all(r->header_list);
       if (r->connect_to) curl().slist_free_all(r->connect_to);
-      if (!r->cancelled) ended.push_back(std::move(r->handlers));
+      if (!r->cancelled && r->report_shutdown) ended.push_back(std::move(r->handlers));
     }
     requests.clear();
     timers.clear();
@@ -801,19 +802,24 @@ http_client::~http_client() {
 }
 
 http_client::request_id http_client::start(http_request req, http_handlers handlers) {
+  return start_request(std::move(req), std::move(handlers), false);
+}
+
+http_client::request_id http_client::start_request(http_request req, http_handlers handlers, bool report_shutdown) {
   auto r = std::make_unique<impl::request_state>();
   r->id = impl_->next_request.fetch_add(1);
   r->req = std::move(req);
   r->handlers = std::move(handlers);
+  r->report_shutdown = report_shutdown;
   auto id = r->id;
   ++impl_->active;
   auto* self = impl_.get();
   // std::function needs a copyable closure: share the owner of the state.
   auto holder = std::make_shared<std::unique_ptr<impl::request_state>>(std::move(r));
   if (!impl_->enqueue([self, holder] { self->add_request(std::move(*holder)); })) {
-    // The client is stopping: the request ends here, on the caller's thread.
     --impl_->active;
-    if (auto& h = (*holder)->handlers; h.on_done) {
+    // The client is stopping: a fetch ends here, on its caller's thread.
+    if (auto& h = (*holder)->handlers; report_shutdown && h.on_done) {
       http_outcome o;
       o.failure = http_failure::aborted;
       o.reason = "the HTTP client stopped";
@@ -946,7 +952,7 @@ http_client::response http_client::fetch(http_request req, std::size_t max_body,
     return true;
   };
   h.on_done = [st](const http_outcome& o) { st->complete(o); };
-  auto id = start(std::move(req), std::move(h));
+  auto id = start_request(std::move(req), std::move(h), true);
   if (started) {
     std::weak_ptr<impl> weak = impl_;
     started([weak, st, id] {

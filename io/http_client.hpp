@@ -123,15 +123,15 @@ public:
 
   http_client();
   explicit http_client(http_client_options opts);
-  /// Ends every request (each not cancelled gets on_done with
-  /// http_failure::aborted, so a fetch on another thread returns) and
-  /// joins the loop thread. Must not be called on the loop thread.
+  /// Aborts every request and joins the loop thread. No handler runs once
+  /// destruction has begun, but a fetch's own (its caller on another
+  /// thread returns with http_failure::aborted). Must not be called on the
+  /// loop thread.
   ~http_client();
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
-  /// Starts a request; its handlers run on the loop thread (on_done on the
-  /// caller's, at once, when the client is being destroyed).
+  /// Starts a request; its handlers run on the loop thread.
   request_id start(http_request req, http_handlers handlers);
   /// Aborts a request: on the loop thread, no handler of it runs after
   /// cancel returns; from another thread, none runs once the loop has
@@ -176,6 +176,7 @@ public:
   struct impl;
 
 private:
+  request_id start_request(http_request req, http_handlers handlers, bool report_shutdown);
   std::shared_ptr<impl> impl_;
 };
 

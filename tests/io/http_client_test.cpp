@@ -193,16 +193,15 @@ TEST(HttpClient, OneThreadAnswersAQuickRequestWhileSixtyFourSlowOnesWait) {
     });
     s.Get("/quick", [](const httplib::Request&, httplib::Response& res) { res.set_content("quick", "text/plain"); });
   });
-  http_client client;
+  // Declared before the client, so the client (and its handlers) go first.
   std::vector<std::unique_ptr<exchange>> slow_ones;
+  exchange quick;
+  http_client client;
   for (int i = 0; i < 64; ++i) {
     slow_ones.push_back(std::make_unique<exchange>());
     client.start(get(ls.url("/slow")), slow_ones.back()->handlers());
   }
-  // (httplib listens with a backlog of 5: some of the 64 connect after a
-  // SYN retransmission, a second later.)
-  ASSERT_TRUE(slow.wait_waiting(64)) << "all 64 reached the server at once; " << slow.waiting << " did";
-  exchange quick;
+  ASSERT_TRUE(slow.wait_waiting(64, 30s)) << "all 64 reached the server at once; " << slow.waiting << " did";
   client.start(get(ls.url("/quick")), quick.handlers());
   ASSERT_TRUE(quick.wait_done(5s));
   EXPECT_TRUE(quick.outcome->ok());
@@ -277,6 +276,32 @@ TEST(HttpClient, ACancelledRequestReportsNothingMoreAndIsGone) {
   client.run_sync([] {});
   EXPECT_FALSE(ex.outcome.has_value()) << "no on_done after a cancel";
   hold.release();
+}
+
+TEST(HttpClient, DestroyingTheClientEndsAWaitingFetchAndRunsNoOtherHandler) {
+  no_env_proxies clean;
+  gate never;
+  local_server ls([&](httplib::Server& s) {
+    s.Get("/silent", [&](const httplib::Request&, httplib::Response& res) {
+      never.pass();
+      res.set_content("late", "text/plain");
+    });
+  });
+  exchange ex;
+  std::optional<http_client::response> fetched;
+  std::thread fetcher;
+  {
+    http_client client;
+    client.start(get(ls.url("/silent")), ex.handlers());
+    fetcher = std::thread([&] { fetched = client.fetch(get(ls.url("/silent"))); });
+    // Both at the server: the fetch is waiting for its answer.
+    EXPECT_TRUE(never.wait_waiting(2));
+  }
+  fetcher.join();
+  ASSERT_TRUE(fetched);
+  EXPECT_EQ(fetched->outcome.failure, http_failure::aborted);
+  EXPECT_FALSE(ex.outcome.has_value()) << "a handler ran after the client's destruction began";
+  never.release();
 }
 
 TEST(HttpClient, ARefusedConnectionAndAnUntrustedCertificateAreNamed) {

@@ -5,6 +5,7 @@
 // behaviours our test server lacks.
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -123,8 +124,18 @@ class local_server {
 public:
   explicit local_server(const std::function<void(httplib::Server&)>& routes = {}) {
     svr_.set_tcp_nodelay(true);
+    // httplib listens with a backlog of 5: a test that connects 64 clients
+    // at once would lose SYNs and wait seconds for their retransmission.
+    // Listening again on the same socket widens it.
+    int listen_fd = -1;
+    svr_.set_socket_options([&listen_fd](int fd) {
+      int yes = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+      listen_fd = fd;
+    });
     if (routes) routes(svr_);
     port_ = svr_.bind_to_any_port("127.0.0.1");
+    if (port_ > 0 && listen_fd >= 0) ::listen(listen_fd, 512);
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
     // The socket listens already; wait so that stop() cannot come too early.
     while (!svr_.is_running())
