@@ -360,7 +360,7 @@ int acquire_stress(const std::vector<std::string>& args) {
   auto bus = spawn_event_bus(sys);
   auto budget = spawn_budget(sys, s.budget, budget_mode::enforce, "workspace", bus);
   auto pool = spawn_pool(
-    sys, [&](caf::actor_system& sys, connection_config cc) { return spawn_connection(sys, cc, {&reactor, &http}); },
+    sys, [&](caf::actor_system& sys, connection_config cc) { return spawn_connection(sys, cc, {&reactor, &http, {}}); },
     budget, bus, [&] {
       pool_options po;
       po.shards = static_cast<std::size_t>(s.shards);

@@ -62,7 +62,7 @@ row run_mcprt(int n, const std::string& server) {
       connection_config cc;
       cc.server = *parse_server_config("s" + std::to_string(i), {{"command", server}}, config_scope::user, {}).config;
       cc.subscribers.push_back(caf::actor_cast<event_sink_actor>(self));
-      conns.push_back(spawn_connection(sys, cc, {&reactor, &http}));
+      conns.push_back(spawn_connection(sys, cc, {&reactor, &http, {}}));
     }
     int settled = 0;
     while (settled < n) {

@@ -135,7 +135,7 @@ int hot_reload_latency(const std::vector<std::string>& args) {
       cc.subscribers.push_back(sink);
       auto id = cc.server.connection_id_cache;
       auto t0 = clock_type::now();
-      auto conn = spawn_connection(sys, cc, connection_io{&reactor, &http});
+      auto conn = spawn_connection(sys, cc, connection_io{&reactor, &http, {}});
       auto t1 = wait_connected(*a, id);
       if (t1) startup.push_back(ms_between(t0, *t1));
       caf::scoped_actor self{sys};

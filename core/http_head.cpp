@@ -1,20 +1,8 @@
 #include "core/http_head.hpp"
 
-
+#include "core/ascii.hpp"
 
 namespace mcprt {
-
-namespace {
-
-std::string_view trim_blanks(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
-} // namespace
 
 http_head_reader::step http_head_reader::feed(std::string_view line) {
   if (complete_) return step::complete; // trailers
@@ -32,7 +20,7 @@ http_head_reader::step http_head_reader::feed(std::string_view line) {
       for (; i < rest.size() && i < 3 && rest[i] >= '0' && rest[i] <= '9'; ++i)
         status = status * 10 + (rest[i] - '0');
       head_.status = status;
-      if (i < rest.size()) head_.reason = std::string(trim_blanks(rest.substr(i)));
+      if (i < rest.size()) head_.reason = std::string(trim_space(rest.substr(i)));
     }
     return step::more;
   }
@@ -49,8 +37,8 @@ http_head_reader::step http_head_reader::feed(std::string_view line) {
   if (head_.headers.size() >= max_headers || bytes_ > max_bytes) return step::too_large;
   auto colon = line.find(':');
   if (colon == std::string_view::npos) return step::more; // obsolete line folding: ignored
-  head_.headers.emplace_back(std::string(trim_blanks(line.substr(0, colon))),
-                             std::string(trim_blanks(line.substr(colon + 1))));
+  head_.headers.emplace_back(std::string(trim_space(line.substr(0, colon))),
+                             std::string(trim_space(line.substr(colon + 1))));
   return step::more;
 }
 

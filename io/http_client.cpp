@@ -3,7 +3,6 @@
 // Plain declarations, no type-checking macros: calls go through pointers.
 #define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -19,13 +18,13 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
 
 #include "core/ascii.hpp"
 #include "core/http_head.hpp"
 #include "core/http_url.hpp"
 #include "core/proxy_choice.hpp"
+#include "io/shared_library.hpp"
 
 namespace mcprt::io {
 
@@ -98,29 +97,23 @@ struct curl_api {
 const curl_api& curl() {
   static const curl_api api = [] {
     curl_api api;
-    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-      throw std::runtime_error(std::string("HTTP servers need libcurl (Debian: libcurl4): ") + ::dlerror());
-    auto load = [&](const char* name, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      if (!fn) throw std::runtime_error(std::string("libcurl.so.4 lacks ") + name);
-    };
-    load("curl_easy_cleanup", api.easy_cleanup);
-    load("curl_easy_getinfo", api.easy_getinfo);
-    load("curl_easy_init", api.easy_init);
-    load("curl_easy_setopt", api.easy_setopt);
-    load("curl_easy_strerror", api.easy_strerror);
-    load("curl_global_init", api.global_init);
-    load("curl_multi_add_handle", api.multi_add_handle);
-    load("curl_multi_cleanup", api.multi_cleanup);
-    load("curl_multi_info_read", api.multi_info_read);
-    load("curl_multi_init", api.multi_init);
-    load("curl_multi_remove_handle", api.multi_remove_handle);
-    load("curl_multi_setopt", api.multi_setopt);
-    load("curl_multi_socket_action", api.multi_socket_action);
-    load("curl_multi_strerror", api.multi_strerror);
-    load("curl_slist_append", api.slist_append);
-    load("curl_slist_free_all", api.slist_free_all);
+    shared_library lib("libcurl.so.4", "HTTP servers need libcurl (Debian: libcurl4)");
+    lib.resolve("curl_easy_cleanup", api.easy_cleanup);
+    lib.resolve("curl_easy_getinfo", api.easy_getinfo);
+    lib.resolve("curl_easy_init", api.easy_init);
+    lib.resolve("curl_easy_setopt", api.easy_setopt);
+    lib.resolve("curl_easy_strerror", api.easy_strerror);
+    lib.resolve("curl_global_init", api.global_init);
+    lib.resolve("curl_multi_add_handle", api.multi_add_handle);
+    lib.resolve("curl_multi_cleanup", api.multi_cleanup);
+    lib.resolve("curl_multi_info_read", api.multi_info_read);
+    lib.resolve("curl_multi_init", api.multi_init);
+    lib.resolve("curl_multi_remove_handle", api.multi_remove_handle);
+    lib.resolve("curl_multi_setopt", api.multi_setopt);
+    lib.resolve("curl_multi_socket_action", api.multi_socket_action);
+    lib.resolve("curl_multi_strerror", api.multi_strerror);
+    lib.resolve("curl_slist_append", api.slist_append);
+    lib.resolve("curl_slist_free_all", api.slist_free_all);
     // Not thread-safe before 7.84: runs once, here.
     if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw std::runtime_error("curl_global_init failed");
     return api;

@@ -68,6 +68,8 @@ struct http_response_head {
   bool has_header(std::string_view name) const;
   /// The Content-Type's media type, lower case, without parameters.
   std::string media_type() const;
+  /// 200 with text/event-stream: an SSE stream to read.
+  bool event_stream() const { return status == 200 && media_type() == "text/event-stream"; }
 };
 
 enum class http_failure {

@@ -1,8 +1,8 @@
 #pragma once
 
 // What both HTTP client transports (streamable HTTP and legacy HTTP+SSE)
-// apply the same way: which configured headers may be sent, how a failed
-// request and a server's text are described in an error. One copy, because
+// apply the same way: which configured headers may be sent, how a server's
+// text appears in an error. One copy, because
 // header validation guards against request smuggling and must not drift
 // between transports.
 

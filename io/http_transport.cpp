@@ -430,7 +430,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     h.on_head = [self, ctx](const http_response_head& head) {
       ctx->head = head;
       if (head.status >= 200 && head.status < 300) self->capture_session(head);
-      ctx->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      ctx->sse = head.event_stream();
       if (!ctx->is_request) self->release(*ctx);
       return !self->closing;
     };
@@ -667,7 +667,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     http_handlers h;
     h.on_head = [self, r](const http_response_head& head) {
       r->head = head;
-      r->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      r->sse = head.event_stream();
       return !self->closing;
     };
     h.on_data = [self, r](std::string_view bytes) {
@@ -766,7 +766,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     http_handlers h;
     h.on_head = [self, s](const http_response_head& head) {
       s->head = head;
-      s->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      s->sse = head.event_stream();
       return !self->closing;
     };
     h.on_data = [self, s](std::string_view bytes) {

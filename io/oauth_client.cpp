@@ -1,6 +1,5 @@
 #include "io/oauth_client.hpp"
 
-#include <dlfcn.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
@@ -19,7 +18,6 @@
 #include <cstring>
 #include <optional>
 #include <thread>
-#include <type_traits>
 
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
@@ -27,6 +25,7 @@
 #include "core/untrusted_text.hpp"
 #include "io/http_client.hpp"
 #include "io/http_common.hpp"
+#include "io/shared_library.hpp"
 
 extern char** environ;
 
@@ -144,28 +143,21 @@ struct mhd_api {
 const mhd_api* mhd(std::string* error) {
   static const std::pair<std::optional<mhd_api>, std::string> loaded = [] {
     std::pair<std::optional<mhd_api>, std::string> out;
-    void* lib = ::dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      out.second = std::string("the OAuth redirect listener needs libmicrohttpd (Debian: libmicrohttpd12): ") + ::dlerror();
-      return out;
+    try {
+      shared_library lib("libmicrohttpd.so.12",
+                         "the OAuth redirect listener needs libmicrohttpd (Debian: libmicrohttpd12)");
+      mhd_api api;
+      lib.resolve("MHD_add_response_header", api.add_response_header);
+      lib.resolve("MHD_create_response_from_buffer", api.create_response_from_buffer);
+      lib.resolve("MHD_destroy_response", api.destroy_response);
+      lib.resolve("MHD_get_daemon_info", api.get_daemon_info);
+      lib.resolve("MHD_queue_response", api.queue_response);
+      lib.resolve("MHD_start_daemon", api.start_daemon);
+      lib.resolve("MHD_stop_daemon", api.stop_daemon);
+      out.first = api;
+    } catch (const std::exception& e) {
+      out.second = e.what();
     }
-    mhd_api api;
-    bool ok = true;
-    auto load = [&](const char* name, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      if (!fn && ok) {
-        ok = false;
-        out.second = std::string("libmicrohttpd.so.12 lacks ") + name;
-      }
-    };
-    load("MHD_add_response_header", api.add_response_header);
-    load("MHD_create_response_from_buffer", api.create_response_from_buffer);
-    load("MHD_destroy_response", api.destroy_response);
-    load("MHD_get_daemon_info", api.get_daemon_info);
-    load("MHD_queue_response", api.queue_response);
-    load("MHD_start_daemon", api.start_daemon);
-    load("MHD_stop_daemon", api.stop_daemon);
-    if (ok) out.first = api;
     return out;
   }();
   if (!loaded.first && error) *error = loaded.second;

@@ -199,7 +199,7 @@ struct sse_transport::state : std::enable_shared_from_this<sse_transport::state>
     http_handlers h;
     h.on_head = [self, s](const http_response_head& head) {
       s->head = head;
-      s->sse = head.status == 200 && head.media_type() == "text/event-stream";
+      s->sse = head.event_stream();
       return !self->closing;
     };
     h.on_data = [self, s](std::string_view bytes) {

@@ -91,7 +91,7 @@ class connection_test : public ::testing::Test {
     connection_config cc;
     cc.server = std::move(s);
     cc.subscribers.push_back(caf::actor_cast<event_sink_actor>(*self));
-    auto c = spawn_connection(sys, cc, {&reactor, &http});
+    auto c = spawn_connection(sys, cc, {&reactor, &http, {}});
     started.push_back(c);
     return c;
   }

@@ -60,7 +60,7 @@ protected:
   void start(pool_options opts = {}) {
     bus = spawn_event_bus(sys);
     budget = spawn_budget(sys, 4, budget_mode::enforce, "workspace", bus);
-    connection_io io{&reactor, &http};
+    connection_io io{&reactor, &http, {}};
     pool = spawn_pool(
       sys, [io](caf::actor_system& s, connection_config cc) { return spawn_connection(s, std::move(cc), io); },
       budget, bus, opts);
