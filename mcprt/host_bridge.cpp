@@ -114,7 +114,7 @@ private:
 
 struct bridge_shared {
   host_handlers handlers;
-  host_call_lookup lookup;
+  call_broker_actor calls;
   std::shared_ptr<host_thread> thread;
 };
 
@@ -172,6 +172,22 @@ void ask_host_actor(bridge_ptr self, const host_actor& actor, server_request out
           });
 }
 
+/// The request goes to the host, unless it was withdrawn meanwhile.
+void hand_over(bridge_ptr self, std::function<void(server_request, host_responder)> handler, server_request out) {
+  auto& st = self->state;
+  if (!st.by_id.count(out.id)) return;
+  if (auto& actor = st.shared->handlers.actor) {
+    ask_host_actor(self, actor, std::move(out));
+    return;
+  }
+  auto rs = std::make_shared<host_responder::state>();
+  rs->id = out.id;
+  rs->bridge = caf::actor_cast<caf::actor>(self);
+  st.shared->thread->post([handler, out = std::move(out), responder = host_responder{rs}]() mutable {
+    handler(std::move(out), responder);
+  });
+}
+
 host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_shared> shared) {
   self->state.shared = std::move(shared);
   // A connection that ends answers nothing further: its requests are gone.
@@ -211,17 +227,22 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       out.server = req.server;
       out.method = req.method;
       out.params = std::move(req.params.value);
-      if (st.shared->lookup) out.call = st.shared->lookup(req.server, req.tool, out.in_flight_calls);
-      if (h.actor) {
-        ask_host_actor(self, h.actor, std::move(out));
+      if (!st.shared->calls) {
+        hand_over(self, std::move(handler), std::move(out));
         return rp;
       }
-      auto rs = std::make_shared<host_responder::state>();
-      rs->id = id;
-      rs->bridge = caf::actor_cast<caf::actor>(self);
-      st.shared->thread->post([handler, out = std::move(out), responder = host_responder{rs}]() mutable {
-        handler(std::move(out), responder);
-      });
+      auto server = out.server;
+      auto shared_out = std::make_shared<server_request>(std::move(out));
+      self->request(st.shared->calls, std::chrono::seconds(5), atom::lookup_v, server, req.tool)
+        .then(
+          [self, handler, shared_out](call_attribution_reply& a) mutable {
+            shared_out->in_flight_calls = std::move(a.in_flight);
+            if (a.found) shared_out->call = host_call_ref{a.session, a.server, a.tool, a.call_id};
+            hand_over(self, std::move(handler), std::move(*shared_out));
+          },
+          [self, handler, shared_out](caf::error&) mutable {
+            hand_over(self, std::move(handler), std::move(*shared_out));
+          });
       return rp;
     },
     [self](atom::host_withdrawn, uint64_t token) {
@@ -264,13 +285,13 @@ struct host_bridge::impl {
   host_bridge_actor actor;
 };
 
-host_bridge::host_bridge(caf::actor_system& sys, host_handlers handlers, host_call_lookup lookup)
+host_bridge::host_bridge(caf::actor_system& sys, host_handlers handlers, call_broker_actor calls)
     : impl_(std::make_unique<impl>()) {
   // The actor form needs no thread of its own.
   if (!handlers.actor) impl_->thread = std::make_shared<host_thread>();
   auto shared = std::make_shared<bridge_shared>();
   shared->handlers = std::move(handlers);
-  shared->lookup = std::move(lookup);
+  shared->calls = std::move(calls);
   shared->thread = impl_->thread;
   impl_->actor = sys.spawn(bridge, std::move(shared));
 }

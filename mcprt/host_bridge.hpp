@@ -12,22 +12,17 @@
 
 #include <caf/fwd.hpp>
 
+#include "messages/calls.hpp"
 #include "messages/messages.hpp"
 #include "mcprt/runtime.hpp"
 
 namespace mcprt {
 
-/// The runtime's call a request belongs to, from the server name and the
-/// tool of the one call in flight on its connection (empty: none).
-/// The call a server's request belongs to (see server_request::call), and
-/// into `in_flight` the ids of every call of the runtime then in flight to
-/// that server.
-using host_call_lookup = std::function<std::optional<host_call_ref>(const std::string& server, const std::string& tool,
-                                                                    std::vector<std::string>& in_flight)>;
-
 class host_bridge {
 public:
-  host_bridge(caf::actor_system& sys, host_handlers handlers, host_call_lookup lookup);
+  /// `calls` (may be invalid) names the call a server's request belongs to
+  /// (server_request::call) and the calls then in flight to that server.
+  host_bridge(caf::actor_system& sys, host_handlers handlers, call_broker_actor calls);
   /// stop()s.
   ~host_bridge();
   host_bridge(const host_bridge&) = delete;

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/budget.hpp"
+#include "actors/call_broker.hpp"
 #include "actors/fleet_link.hpp"
 #include "core/http_url.hpp"
 #include "actors/connection.hpp"
@@ -165,35 +166,6 @@ json budget_json(const budget_snapshot& b) {
           {"status", budget_status(b)}};
 }
 
-// -- tool calls ------------------------------------------------------------------------
-
-/// Tool calls in flight per server name, all sessions together.
-class call_limiter {
-public:
-  explicit call_limiter(std::size_t limit) : limit_(limit) {}
-
-  bool acquire(const std::string& server) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto& n = in_flight_[server];
-    if (limit_ > 0 && n >= limit_) return false;
-    ++n;
-    return true;
-  }
-
-  void release(const std::string& server) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = in_flight_.find(server);
-    if (i != in_flight_.end() && --i->second == 0) in_flight_.erase(i);
-  }
-
-  std::size_t limit() const { return limit_; }
-
-private:
-  std::mutex mtx_;
-  std::map<std::string, std::size_t> in_flight_;
-  std::size_t limit_;
-};
-
 /// Every connection actor the runtime started, until it has ended. A
 /// connection's last act touches the reactor and the HTTP workers (it kills
 /// its server, closes its socket), so shutdown ends the ones still there
@@ -234,186 +206,23 @@ struct connection_registry : std::enable_shared_from_this<connection_registry> {
   }
 };
 
-struct call_job;
-
-/// The calls in flight, so that shutdown answers each one at once and ends
-/// its runner: a runner waits on its request for up to the call's timeout,
-/// and would otherwise answer after the host has gone (and keep the actor
-/// system from finishing until then).
-struct call_registry {
+/// The calls the host API has in flight, by call id: what `cancel_call`
+/// and `wire_id` answer at once, without asking the broker. The broker
+/// owns the calls; this only remembers which ids are out.
+struct host_call_ids {
   std::mutex mtx;
-  bool closed = false;
-  uint64_t next_id = 1;
-  std::map<uint64_t, std::pair<std::weak_ptr<call_job>, caf::actor>> live;
-  /// Tool calls in flight by their call id (cancel).
-  std::map<std::string, uint64_t> by_call_id;
-  /// Whether the deadline sweeper has a tick on its way: it has while calls
-  /// are in flight and for a second after the last (so that a steady
-  /// stream of short calls does not re-arm it each time), then stops.
-  bool sweeping = false;
-  int idle_ticks = 0;
+  std::set<std::string> live;
+  uint64_t next = 1;
 
-  void erase(uint64_t id, const std::string& call_id) {
+  bool contains(const std::string& id) {
+    std::lock_guard<std::mutex> guard{mtx};
+    return live.count(id) > 0;
+  }
+  void erase(const std::string& id) {
     std::lock_guard<std::mutex> guard{mtx};
     live.erase(id);
-    if (auto i = by_call_id.find(call_id); i != by_call_id.end() && i->second == id) by_call_id.erase(i);
   }
 };
-
-/// One tool call: holds its server's slot until it answers, and answers
-/// exactly once, from whichever thread gets there first (its runner, the
-/// shutdown, or its destruction with the actor system).
-struct call_job {
-  std::string session;
-  std::string server;
-  std::string tool;
-  std::string method; // set: a client request other than tools/call; `tool` unused
-  json arguments;
-  call_callback done;
-  std::shared_ptr<call_limiter> limiter;
-  std::weak_ptr<call_registry> registry;
-  uint64_t id = 0;
-  std::chrono::steady_clock::time_point deadline;
-  std::chrono::steady_clock::time_point connecting_deadline;
-  std::mutex mtx;
-  // -- progress and cancel --
-  std::string call_id;  // the caller's (or the runtime's "call-N")
-  std::string wire_id;  // unique in the runtime: what the session and the connection know
-  progress_callback on_progress;
-  bool progress_events = false;
-  /// Held while a callback runs, so the answer never overtakes a step.
-  std::mutex delivery;
-  bool cancel_requested = false; // before its runner existed; under the registry's lock
-
-  bool wants_progress() const { return method.empty() && (on_progress || progress_events); }
-
-  void finish(caf::expected<json> result) {
-    call_callback cb;
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      if (!done) return;
-      cb = std::move(done);
-      done = nullptr;
-    }
-    limiter->release(server);
-    if (auto r = registry.lock()) r->erase(id, call_id);
-    std::lock_guard<std::mutex> in_order{delivery};
-    try {
-      cb(std::move(result));
-    } catch (...) {
-      // A host's callback must not take the runner (or the system) down.
-    }
-  }
-
-  /// A step of the call's progress; false (and nothing runs) once the call
-  /// has answered.
-  bool progress(const tool_call_progress& step) {
-    std::lock_guard<std::mutex> in_order{delivery};
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      if (!done) return false;
-    }
-    if (on_progress) {
-      try {
-        on_progress(step);
-      } catch (...) {
-        // As for the answer's callback.
-      }
-    }
-    return true;
-  }
-
-  ~call_job() { finish(make_error(errc::not_connected, "the runtime stopped before " + server + " answered")); }
-};
-
-bool is_not_connected(const caf::error& e) {
-  return e.category() == caf::atom("mcprt") && e.code() == static_cast<uint8_t>(errc::not_connected);
-}
-
-// The call's deadline is the sweeper's (call_deadline_sweeper): requests
-// here wait without a timeout of their own.
-void attempt_call(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job) {
-  auto answered = [self, job](json_value& r) {
-    job->finish(std::move(r.value));
-    self->quit();
-  };
-  auto failed = [self, job](caf::error& e) {
-    auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-    if (is_not_connected(e) && retry_at < job->connecting_deadline && retry_at < job->deadline) {
-      self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
-      return;
-    }
-    job->finish(std::move(e));
-    self->quit();
-  };
-  if (job->method.empty()) {
-    progress_sink_actor sink;
-    if (job->wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
-    self->request(target, caf::infinite, atom::call_v, job->server, job->tool, json_value{job->arguments},
-                  job->wire_id, sink)
-      .then(answered, failed);
-  } else
-    self->request(target, caf::infinite, atom::mcp_request_v, job->server, job->method, json_value{job->arguments})
-      .then(answered, failed);
-}
-
-/// Ends the calls whose deadline has passed. One tick every 50 ms while
-/// calls come, instead of a timeout per request: each timeout is a wake-up
-/// of CAF's clock thread when it is set and another when it fires, on every
-/// call's path.
-caf::behavior call_deadline_sweeper(caf::event_based_actor* self, std::shared_ptr<call_registry> reg) {
-  return {
-    [self, reg](caf::tick_atom) {
-      auto now = std::chrono::steady_clock::now();
-      std::vector<caf::actor> expired;
-      bool again = false;
-      {
-        std::lock_guard<std::mutex> guard{reg->mtx};
-        for (auto& [id, entry] : reg->live)
-          if (auto job = entry.first.lock(); job && entry.second && job->deadline <= now)
-            expired.push_back(entry.second);
-        reg->idle_ticks = reg->live.empty() ? reg->idle_ticks + 1 : 0;
-        reg->sweeping = again = reg->idle_ticks < 20 && !reg->closed;
-      }
-      for (auto& runner : expired)
-        self->send(runner, caf::timeout_atom::value);
-      // Decided under the lock: a call that re-arms the sweeper after it let
-      // go must not find a second chain of ticks going.
-      if (again) self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom::value);
-    },
-  };
-}
-
-/// Asks the session's reconciler for one call; a server still connecting is
-/// asked again on a timer.
-caf::behavior call_runner(caf::event_based_actor* self, reconciler_actor target, std::shared_ptr<call_job> job,
-                          event_bus_actor bus) {
-  attempt_call(self, target, job);
-  return {
-    [self, target, job](caf::tick_atom) { attempt_call(self, target, job); },
-    [self, target, job](caf::timeout_atom) {
-      // Given up on: the session takes the call back, so the server hears
-      // of it and its late answer goes nowhere.
-      if (job->method.empty()) self->send(target, atom::cancel_v, job->wire_id);
-      job->finish(caf::make_error(caf::sec::request_timeout));
-      self->quit();
-    },
-    // -- progress and cancel --
-    [job, self, bus](const call_progress_update& u) {
-      tool_call_progress step{job->call_id, job->session, job->server, job->tool, u.progress, std::nullopt, u.message};
-      if (u.has_total) step.total = u.total;
-      if (!job->progress(step) || !job->progress_events) return;
-      publish(self, bus, std::move(step));
-    },
-    [self, target, job](atom::cancel) {
-      // Parked or out on a connection, the session takes it back; between
-      // two tries at a server still connecting, there is nothing to take.
-      self->send(target, atom::cancel_v, job->wire_id);
-      job->finish(make_error(errc::cancelled, "call " + job->call_id + " was cancelled by the caller"));
-      self->quit();
-    },
-  };
-}
 
 } // namespace
 
@@ -486,9 +295,8 @@ struct runtime::impl {
   watcher_actor watcher;
   connection_factory make;
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
-  std::shared_ptr<call_limiter> calls;
-  std::shared_ptr<call_registry> in_flight = std::make_shared<call_registry>();
-  caf::actor deadlines; // call_deadline_sweeper over in_flight
+  call_broker_actor broker; // every call in flight
+  std::shared_ptr<host_call_ids> host_calls = std::make_shared<host_call_ids>();
   // Requests for the host: null without host handlers.
   std::unique_ptr<host_bridge> host;
   // Set: the workspace is a remote node's; bus, gating, watcher and the
@@ -543,28 +351,18 @@ namespace {
 /// The remote node went away (on the link's thread): every call in flight
 /// fails now, later ones fail as they start, and each subscriber gets the
 /// last event.
-void node_gone(const std::shared_ptr<remote_state>& r, const std::shared_ptr<call_registry>& calls,
-               const std::string& why) {
+void node_gone(const std::shared_ptr<remote_state>& r, const call_broker_actor& broker, const std::string& why) {
   std::vector<event_subscriber_actor> sinks;
   {
     std::lock_guard<std::mutex> guard{r->mtx};
     r->reason = why;
     sinks = r->sinks;
-  }
-  std::vector<std::pair<std::shared_ptr<call_job>, caf::actor>> live;
-  {
-    std::lock_guard<std::mutex> guard{calls->mtx};
     r->up = false;
-    for (auto& [id, entry] : calls->live)
-      live.emplace_back(entry.first.lock(), entry.second);
   }
   spdlog::warn("runtime: the workspace node at {} went away ({})", escape_for_display(r->address),
                escape_for_display(why));
-  auto err = r->gone();
-  for (auto& [job, runner] : live) {
-    if (job) job->finish(err);
-    if (runner) caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
-  }
+  // Every call in flight fails now, and every later one as it comes.
+  caf::anon_send(broker, atom::drain_v, r->gone());
   event ev;
   ev.kind = event_kind::disconnected;
   ev.payload = events::disconnected{r->address, why};
@@ -609,8 +407,9 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   p->remote = r;
   // Weak: the link actor lives as long as its handle in `r`, and a strong
   // reference back would keep both alive forever.
-  r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), calls = p->in_flight](const std::string& why) {
-    if (auto r = weak.lock()) node_gone(r, calls, why);
+  p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{});
+  r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), broker = p->broker](const std::string& why) {
+    if (auto r = weak.lock()) node_gone(r, broker, why);
   });
   caf::expected<workspace_info> h{caf::error{}};
   self->request(node, co.timeout, atom::hello_v, r->link)
@@ -632,8 +431,6 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   p->bus = spawn_remote_bus(sys, node);
   p->gating = spawn_remote_gating(sys, node);
   p->watcher = spawn_remote_watcher(sys, node);
-  p->calls = std::make_shared<call_limiter>(o.max_calls_per_server);
-  p->deadlines = sys.spawn(call_deadline_sweeper, p->in_flight);
   p->show_id = [&sys, r](const std::string& id) -> std::string {
     if (!r->up) return {};
     caf::scoped_actor asker{sys};
@@ -697,7 +494,6 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   p->show_id = [k = key.ok() ? *key.key : random_fingerprint_key()](const std::string& id) {
     return keyed_connection_id(id, k);
   };
-  p->calls = std::make_shared<call_limiter>(opts.max_calls_per_server);
   try {
     io::reactor_options ro;
     // The reaper process dying takes every stdio server with it: say so.
@@ -711,7 +507,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   bo.replay_capacity = std::max<std::size_t>(1, opts.event_history);
   bo.show_connection_id = p->show_id;
   p->bus = spawn_event_bus(sys, std::move(bo));
-  p->deadlines = sys.spawn(call_deadline_sweeper, p->in_flight);
+  p->broker = spawn_call_broker(sys, opts.max_calls_per_server, p->bus);
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   p->oauth = std::make_shared<oauth_broker>(opts.oauth_file, p->http.get());
@@ -731,26 +527,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   if (opts.host.answers_sampling() || opts.host.answers_elicitation()) {
     // A request is attributed to a call of the runtime when exactly one
     // call to that server and tool is in flight.
-    host_call_lookup lookup = [calls = std::weak_ptr<call_registry>(p->in_flight)](
-                                const std::string& server, const std::string& tool,
-                                std::vector<std::string>& in_flight) -> std::optional<host_call_ref> {
-      auto r = calls.lock();
-      if (!r) return std::nullopt;
-      std::optional<host_call_ref> found;
-      bool several = false;
-      std::lock_guard<std::mutex> guard{r->mtx};
-      for (auto& [id, entry] : r->live) {
-        auto job = entry.first.lock();
-        if (!job || job->server != server) continue;
-        in_flight.push_back(job->call_id);
-        if (tool.empty() || job->tool != tool) continue;
-        if (found) several = true;
-        found = host_call_ref{job->session, job->server, job->tool, job->call_id};
-      }
-      if (several) return std::nullopt;
-      return found;
-    };
-    p->host = std::make_unique<host_bridge>(sys, opts.host, std::move(lookup));
+    p->host = std::make_unique<host_bridge>(sys, opts.host, p->broker);
     host = p->host->actor();
   }
   // Without a host handler for it, `ask` has nobody to ask.
@@ -919,40 +696,13 @@ std::string runtime::call_tool_async(const std::string& session, const std::stri
 
 // -- progress and cancel of tool calls ----------------------------------
 
-bool is_valid_call_id(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_'
-           || c == '.' || c == ':';
-  });
-}
-
 std::string runtime::wire_id(const std::string& call_id) const {
-  auto& reg = *impl_->in_flight;
-  std::lock_guard<std::mutex> guard{reg.mtx};
-  auto i = reg.by_call_id.find(call_id);
-  if (i == reg.by_call_id.end()) return {};
-  auto l = reg.live.find(i->second);
-  if (l == reg.live.end()) return {};
-  auto job = l->second.first.lock();
-  return job ? job->wire_id : std::string{};
+  return impl_->host_calls->contains(call_id) ? call_id : std::string{};
 }
 
 bool runtime::cancel_call(const std::string& call_id) {
-  auto& reg = *impl_->in_flight;
-  caf::actor runner;
-  {
-    std::lock_guard<std::mutex> guard{reg.mtx};
-    auto i = reg.by_call_id.find(call_id);
-    if (i == reg.by_call_id.end()) return false;
-    auto j = reg.live.find(i->second);
-    if (j == reg.live.end()) return false;
-    runner = j->second.second;
-    // A runner not spawned yet: start_call sends the cancel once it is.
-    if (!runner)
-      if (auto job = j->second.first.lock()) job->cancel_requested = true;
-  }
-  if (runner) caf::anon_send(runner, atom::cancel_v);
+  if (!impl_->host_calls->contains(call_id)) return false;
+  caf::anon_send(impl_->broker, atom::cancel_v, std::string{}, call_id);
   return true;
 }
 
@@ -970,78 +720,48 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
     done(make_error(errc::unknown_session, "no session " + session));
     return call_id;
   }
-  if (!p.calls->acquire(server)) {
-    done(make_error(errc::too_many_calls, server + " has " + std::to_string(p.calls->limit())
-                                            + " tool calls in flight, as many as allowed (max_calls_per_server); "
-                                              "try again when one has answered"));
+  if (p.remote && !p.remote->up) {
+    done(p.remote->gone());
     return call_id;
   }
-  auto job = std::make_shared<call_job>();
-  job->session = session;
-  job->server = server;
-  job->tool = tool;
-  job->method = method;
-  job->arguments = std::move(arguments);
-  job->done = std::move(done);
-  job->limiter = p.calls;
-  job->on_progress = std::move(opts.progress);
-  job->progress_events = opts.progress_events;
-  auto now = std::chrono::steady_clock::now();
-  job->deadline = now + opts.timeout;
-  job->connecting_deadline = now + opts.wait_connecting;
-  job->registry = p.in_flight;
-  bool taken = false;
-  bool arm = false;
-  bool gone = false;
-  {
-    std::lock_guard<std::mutex> guard{p.in_flight->mtx};
-    gone = p.remote && !p.remote->up;
-    if (!p.in_flight->closed && !gone) {
-      auto id = p.in_flight->next_id;
-      if (call_id.empty()) call_id = "call-" + std::to_string(id);
-      taken = p.in_flight->by_call_id.count(call_id) > 0;
-      if (!taken) {
-        job->id = p.in_flight->next_id++;
-        job->call_id = call_id;
-        job->wire_id = "mcprt-call-" + std::to_string(job->id);
-        p.in_flight->live[job->id].first = job;
-        p.in_flight->by_call_id[call_id] = job->id;
-        arm = !std::exchange(p.in_flight->sweeping, true);
-        if (arm) p.in_flight->idle_ticks = 0;
-      }
+  bool tool_call = method.empty();
+  if (tool_call) {
+    // The id is known before anything goes out: the caller's, or the next
+    // "call-N". The broker refuses it too if taken; here the caller hears
+    // at once, and `cancel_call` can answer without asking the broker.
+    std::lock_guard<std::mutex> guard{p.host_calls->mtx};
+    if (call_id.empty()) {
+      do
+        call_id = "call-" + std::to_string(p.host_calls->next++);
+      while (p.host_calls->live.count(call_id));
+    } else if (p.host_calls->live.count(call_id)) {
+      done(make_error(errc::bad_request, "a call with id " + call_id + " is already in flight"));
+      return call_id;
     }
+    p.host_calls->live.insert(call_id);
   }
-  if (arm) caf::anon_send(p.deadlines, caf::tick_atom::value);
-  if (taken) {
-    job->finish(make_error(errc::bad_request, "a call with id " + call_id + " is already in flight"));
-    return call_id;
-  }
-  if (gone) {
-    job->finish(p.remote->gone());
-    return call_id;
-  }
-  if (job->id == 0) {
-    job->finish(make_error(errc::not_connected, "the runtime is stopping"));
-    return call_id;
-  }
-  if (opts.on_wire) opts.on_wire(job->wire_id);
-  auto id = job->id;
-  auto kept = job;
-  auto runner = p.sys.spawn(call_runner, s->reconciler, std::move(job), p.bus);
-  bool stopping;
-  bool cancel = false;
-  {
-    std::lock_guard<std::mutex> guard{p.in_flight->mtx};
-    // Not there any more when the call has already answered.
-    if (auto i = p.in_flight->live.find(id); i != p.in_flight->live.end()) i->second.second = runner;
-    stopping = p.in_flight->closed;
-    cancel = kept->cancel_requested;
-  }
-  kept.reset();
-  // A shutdown that came in between answered the call but did not know
-  // this runner.
-  if (stopping) caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
-  else if (cancel) caf::anon_send(runner, atom::cancel_v);
+  auto answer = [done = std::move(done), ids = std::weak_ptr<host_call_ids>(p.host_calls), call_id,
+                 tool_call](caf::expected<json> r) {
+    if (tool_call)
+      if (auto i = ids.lock()) i->erase(call_id);
+    done(std::move(r));
+  };
+  call_delivery::progress_fn progress;
+  if (tool_call) progress = std::move(opts.progress);
+  auto delivery = std::make_shared<call_delivery>(std::move(answer), std::move(progress), server);
+  call_request r;
+  r.session = session;
+  r.target = s->reconciler;
+  r.server = server;
+  r.tool = tool;
+  r.method = method;
+  r.arguments = json_value{std::move(arguments)};
+  r.call_id = tool_call ? call_id : std::string{};
+  r.timeout = opts.timeout;
+  r.wait_connecting = opts.wait_connecting;
+  r.progress_events = tool_call && opts.progress_events;
+  if (tool_call && opts.on_wire) opts.on_wire(call_id);
+  caf::anon_send(p.broker, std::move(r), std::move(delivery));
   return call_id;
 }
 
@@ -1282,19 +1002,10 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
   auto kill = [](const auto& h) {
     if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   };
-  // Calls in flight answer now, and their runners end with them.
-  std::vector<std::pair<std::shared_ptr<call_job>, caf::actor>> calls;
-  {
-    std::lock_guard<std::mutex> guard{p.in_flight->mtx};
-    p.in_flight->closed = true;
-    for (auto& [id, entry] : p.in_flight->live)
-      calls.emplace_back(entry.first.lock(), entry.second);
-  }
-  for (auto& [job, runner] : calls) {
-    if (job) job->finish(make_error(errc::not_connected, "the runtime stopped before " + job->server + " answered"));
-    kill(runner);
-  }
-  kill(p.deadlines);
+  // Calls in flight answer now, and every later one fails as it comes.
+  if (p.broker)
+    (void)p.ask<bool>(p.broker, std::chrono::seconds(10), atom::drain_v,
+                      make_error(errc::not_connected, "the runtime stopped before the server answered"));
   if (p.remote) {
     // This host's sessions close at the node, the local views of its
     // facade end, and the link's end tells the node the host has gone.
@@ -1307,6 +1018,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
       close_session(id);
     kill(p.watcher);
     kill(p.gating);
+    kill(p.broker);
     kill(p.bus);
     kill(p.remote->link);
     return out;
@@ -1334,6 +1046,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     if (!r || !*r) spdlog::warn("runtime: the fleet budget server did not confirm the release of this node's slots");
     kill(p.fleet);
   }
+  kill(p.broker);
   kill(p.forwarding); // and with it the forwarder
   kill(p.forwarders->get().first);
   kill(p.bus);
@@ -1404,6 +1117,9 @@ pool_actor runtime::pool() const {
 }
 budget_actor runtime::budget() const {
   return impl_->budget;
+}
+call_broker_actor runtime::calls() const {
+  return impl_->broker;
 }
 reconciler_actor runtime::session(const std::string& id) const {
   auto s = impl_->find_session(id);

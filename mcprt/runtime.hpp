@@ -40,6 +40,7 @@
 #include "core/budget_ledger.hpp"
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
+#include "messages/calls.hpp"
 #include "messages/events.hpp"
 #include "messages/hot_reload.hpp"
 #include "messages/messages.hpp"
@@ -183,8 +184,9 @@ struct runtime_options {
   std::filesystem::path fingerprint_key_file;
   /// How many of the latest events `replay` can still return.
   std::size_t event_history = 1024;
-  /// Tool calls in flight per server, all sessions together; one more
-  /// fails at once with errc::too_many_calls naming the server. 0: no bound.
+  /// Calls in flight per server (tool calls and the other client
+  /// requests), every session and remote host together; one more fails at
+  /// once with errc::too_many_calls naming the server. 0: no bound.
   std::size_t max_calls_per_server = 16;
   /// How servers' elicitation requests are answered unless their settings
   /// entry says otherwise (`"elicitation"`). `ask` needs a host handler;
@@ -252,14 +254,15 @@ struct call_options {
   /// the bus as event_kind::call_progress (the daemon's SSE stream).
   bool progress_events = false;
   /// Set: called with the id the call's connection knows it by (what
-  /// events::server_log's call_ids hold), on the calling thread, before the
-  /// call is sent anywhere, so that nothing about it can come first.
+  /// events::server_log's call_ids hold: the call id itself, one id end to
+  /// end), on the calling thread, before the call is sent anywhere, so that
+  /// nothing about it can come first.
   std::function<void(const std::string& wire_id)> on_wire;
 };
 
-/// Receives what `call_tool_async` answers, exactly once: on an actor
-/// thread, on the calling thread when the call fails before it starts, or
-/// on the thread in `shutdown()` for a call still in flight then.
+/// Receives what `call_tool_async` answers, exactly once: on the call
+/// broker's actor thread (a call still in flight at `shutdown()` included),
+/// or on the calling thread when the call fails before it starts.
 /// Hand the result over and return: never block, never call the runtime's
 /// blocking member functions from it.
 using call_callback = std::function<void(caf::expected<nlohmann::json>)>;
@@ -363,8 +366,8 @@ public:
   bool cancel_call(const std::string& call_id);
 
   /// The id the connection knows a tool call in flight by (what a
-  /// `server_log` event's `call_ids` name); empty when no call of that id
-  /// is in flight.
+  /// `server_log` event's `call_ids` name): `call_id` itself while the call
+  /// is in flight, empty otherwise.
   std::string wire_id(const std::string& call_id) const;
 
   /// The session's tools of one server (after includeTools / excludeTools).
@@ -505,6 +508,8 @@ public:
   pool_actor pool() const;     // invalid without the pool
   budget_actor budget() const; // the workspace budget; invalid without the pool
   reconciler_actor session(const std::string& id) const;
+  /// The call broker: every call in flight (actors/call_broker.hpp).
+  call_broker_actor calls() const;
 
 private:
   struct impl;

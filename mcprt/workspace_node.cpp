@@ -92,6 +92,7 @@ struct workspace_node_state {
   event_bus_actor bus;
   gating_actor gating;
   watcher_actor watcher;
+  call_broker_actor calls;
   std::map<caf::actor_addr, host_entry> hosts;
   std::map<std::string, node_session> sessions;
 };
@@ -138,12 +139,9 @@ caf::error no_session(const std::string& id) {
   return make_error(errc::unknown_session, "no session " + escape_for_display(id) + " of this host");
 }
 
-/// The wire id of a host's call on the node: the session's id before it,
-/// so that calls of different hosts, and the node's own, never share one
-/// on a shared connection (a cancel names exactly its own call).
-std::string node_call_id(const std::string& session, const std::string& call_id) {
-  return session + "/" + call_id;
-}
+/// A host's call waits here at most this long; the host's own deadline
+/// (call_options::timeout) is normally shorter, and cancels it.
+constexpr std::chrono::milliseconds host_call_timeout = std::chrono::hours(1);
 
 /// A host's servers as the node runs them: parsed again from their specs
 /// as a project's servers, so they need the owner's approval and do not
@@ -233,8 +231,10 @@ caf::result<std::string> open_for_host(node_self self, const remote_host_actor& 
 }
 
 workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate_ptr gate, event_bus_actor bus,
-                                                            gating_actor gating, watcher_actor watcher) {
+                                                            gating_actor gating, watcher_actor watcher,
+                                                            call_broker_actor calls) {
   auto& st = self->state;
+  st.calls = std::move(calls);
   st.gate = gate;
   st.bus = std::move(bus);
   st.gating = std::move(gating);
@@ -270,20 +270,39 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
            const std::string& call_id, progress_sink_actor& sink) -> caf::result<json_value> {
       auto* s = own_session(self, session);
       if (!s) return no_session(session);
-      return self->delegate(s->reconciler, atom::call_v, std::move(server), std::move(tool), std::move(args),
-                            node_call_id(session, call_id), std::move(sink));
+      // The node's broker owns the call like any other: the per-server
+      // limit counts it, and the host's call ids are its session's own.
+      call_request r;
+      r.owner = session;
+      r.session = session;
+      r.target = s->reconciler;
+      r.server = std::move(server);
+      r.tool = std::move(tool);
+      r.arguments = std::move(args);
+      r.call_id = call_id;
+      // The host's runtime keeps the call's deadline and cancels it here.
+      r.timeout = host_call_timeout;
+      r.progress_sink = std::move(sink);
+      return self->delegate(self->state.calls, std::move(r));
     },
     [self](atom::cancel, const std::string& session, const std::string& call_id) -> caf::result<bool> {
       auto* s = own_session(self, session);
       if (!s) return false;
-      return self->delegate(s->reconciler, atom::cancel_v, node_call_id(session, call_id));
+      return self->delegate(self->state.calls, atom::cancel_v, session, call_id);
     },
     [self](atom::mcp_request, const std::string& session, std::string& server, std::string& method,
            json_value& params) -> caf::result<json_value> {
       auto* s = own_session(self, session);
       if (!s) return no_session(session);
-      return self->delegate(s->reconciler, atom::mcp_request_v, std::move(server), std::move(method),
-                            std::move(params));
+      call_request r;
+      r.owner = session;
+      r.session = session;
+      r.target = s->reconciler;
+      r.server = std::move(server);
+      r.method = std::move(method);
+      r.arguments = std::move(params);
+      r.timeout = host_call_timeout;
+      return self->delegate(self->state.calls, std::move(r));
     },
     [self](atom::tools, const std::string& session, std::string& server) -> caf::result<std::vector<tool_info>> {
       auto* s = own_session(self, session);
@@ -374,7 +393,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
 
 workspace_node::workspace_node(caf::actor_system& sys, runtime& rt) : gate_(std::make_shared<runtime_gate>()) {
   gate_->rt = &rt;
-  actor_ = sys.spawn(workspace_node_behavior, gate_, rt.bus(), rt.gating(), rt.watcher());
+  actor_ = sys.spawn(workspace_node_behavior, gate_, rt.bus(), rt.gating(), rt.watcher(), rt.calls());
 }
 
 workspace_node::~workspace_node() {

@@ -43,6 +43,8 @@ struct fake_world {
   std::vector<std::pair<std::string, uint64_t>> stopped;
   /// The tool of every call that reached a connection, in order.
   std::vector<std::string> calls;
+  /// The call id of every cancel a connection got, in order.
+  std::vector<std::string> cancels;
   int32_t next_pid = 1000;
 
   std::size_t spawns_of(const std::string& id) const {
@@ -127,15 +129,18 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
       return json_value{nlohmann::json::object()};
     },
     [=](atom::call, const std::string& tool, const json_value&, const std::string& call_id,
-        const progress_sink_actor&) -> caf::result<json_value> {
+        const progress_sink_actor& sink) -> caf::result<json_value> {
       auto& st = self->state;
       st.world->calls.push_back(tool);
+      // A caller that asked for progress gets one step before the answer.
+      if (sink) self->send(sink, call_progress_update{st.cfg.server.name, call_id, 1, true, 2, "half way"});
       if (st.mode != "held") return json_value{nlohmann::json::object()};
       auto rp = self->make_response_promise<json_value>();
       st.held.emplace(call_id, rp);
       return rp;
     },
     [=](atom::cancel, const std::string& call_id) {
+      self->state.world->cancels.push_back(call_id);
       auto& held = self->state.held;
       auto i = held.find(call_id);
       if (i == held.end()) return false;

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <cstddef>
+
+#include <caf/fwd.hpp>
+
+#include "messages/calls.hpp"
+
+namespace mcprt {
+
+/// Spawns the call broker: the one actor that owns every call of a runtime
+/// in flight, whoever made it (the host API, the gateway and the HTTP API
+/// through it, a remote host through the node's facade). A thin shell
+/// around core/call_table: the per-server limit (`max_per_server` calls,
+/// all callers together; 0: none), one id per call end to end (the
+/// caller's, prefixed by a remote host's session), deadlines on one 50 ms
+/// tick instead of a timer per call, calls asked for again while their
+/// server connects, cancellation (the session takes the call back and the
+/// server hears of it), and progress from the connection to the caller's
+/// callback, sink or the bus.
+call_broker_actor spawn_call_broker(caf::actor_system& sys, std::size_t max_per_server, event_bus_actor bus);
+
+} // namespace mcprt
