@@ -50,6 +50,7 @@ namespace {
 /// What the table does not keep of a call: where it goes and whom it answers.
 struct brokered_call {
   reconciler_actor target;
+  connection_actor conn; // once the session named it
   json_value arguments;
   call_delivery_ptr delivery;
   caf::typed_response_promise<json_value> rp;
@@ -64,6 +65,7 @@ struct call_broker_state {
   call_table table{0};
   std::map<std::string, brokered_call> calls;
   event_bus_actor bus;
+  workspace_node_actor node; // set: every call goes to this remote node
   caf::error closed; // set: drained, every call fails with it
   bool ticking = false;
   int idle_ticks = 0;
@@ -123,28 +125,74 @@ void broker_failed(broker_self self, const std::string& key, uint64_t serial, ca
   broker_finish(self, key, std::move(e));
 }
 
-// The session takes the call to its connection. No timeout of its own: the
-// call's deadline is the tick's.
+/// Tells whoever holds the call that it is no longer wanted: the
+/// connection, so that the server hears of it and its late answer goes
+/// nowhere, or the remote node.
+void broker_take_back(broker_self self, const call_slot& slot, const brokered_call& c) {
+  if (!slot.method.empty() || slot.phase != call_phase::asking) return;
+  if (self->state.node) caf::anon_send(self->state.node, atom::cancel_v, slot.session, slot.key);
+  else if (c.conn) caf::anon_send(c.conn, atom::cancel_v, slot.key);
+}
+
+/// The call goes out on `conn`, under its key.
+void broker_send(broker_self self, const std::string& key, uint64_t serial, connection_actor conn) {
+  auto& st = self->state;
+  auto* slot = st.table.find(key, serial);
+  auto c = st.calls.find(key);
+  if (!slot || c == st.calls.end()) return; // cancelled or given up on while its connection was looked up
+  auto& call = c->second;
+  call.conn = conn;
+  auto answered = [self, key, serial](json_value& r) {
+    if (self->state.table.find(key, serial)) broker_finish(self, key, std::move(r));
+  };
+  auto failed = [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); };
+  if (slot->method.empty()) {
+    progress_sink_actor sink;
+    if (call.wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
+    self->request(conn, caf::infinite, atom::call_v, slot->tool, call.arguments, key, sink).then(answered, failed);
+  } else {
+    self->request(conn, caf::infinite, atom::mcp_request_v, slot->method, call.arguments).then(answered, failed);
+  }
+}
+
+/// The remote node takes the whole call (runtime::connect).
+void broker_send_to_node(broker_self self, const std::string& key, uint64_t serial) {
+  auto& st = self->state;
+  auto* slot = st.table.find(key);
+  auto& call = st.calls.at(key);
+  auto answered = [self, key, serial](json_value& r) {
+    if (self->state.table.find(key, serial)) broker_finish(self, key, std::move(r));
+  };
+  auto failed = [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); };
+  if (slot->method.empty()) {
+    progress_sink_actor sink;
+    if (call.wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
+    self->request(st.node, caf::infinite, atom::call_v, slot->session, slot->server, slot->tool, call.arguments, key,
+                  sink)
+      .then(answered, failed);
+  } else {
+    self->request(st.node, caf::infinite, atom::mcp_request_v, slot->session, slot->server, slot->method,
+                  call.arguments)
+      .then(answered, failed);
+  }
+}
+
+// The session names the call's connection (once its server is up), and the
+// call goes there. No timeout of its own: the call's deadline is the tick's.
 void broker_attempt(broker_self self, const std::string& key) {
   auto& st = self->state;
   auto* slot = st.table.find(key);
   auto c = st.calls.find(key);
   if (!slot || c == st.calls.end()) return;
   auto serial = st.table.ask_again(*slot);
-  auto answered = [self, key, serial](json_value& r) {
-    if (self->state.table.find(key, serial)) broker_finish(self, key, std::move(r));
-  };
-  auto failed = [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); };
-  auto& call = c->second;
-  if (slot->method.empty()) {
-    progress_sink_actor sink;
-    if (call.wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
-    self->request(call.target, caf::infinite, atom::call_v, slot->server, slot->tool, call.arguments, key, sink)
-      .then(answered, failed);
-  } else {
-    self->request(call.target, caf::infinite, atom::mcp_request_v, slot->server, slot->method, call.arguments)
-      .then(answered, failed);
+  c->second.conn = connection_actor{};
+  if (st.node) {
+    broker_send_to_node(self, key, serial);
+    return;
   }
+  self->request(c->second.target, caf::infinite, atom::lookup_v, slot->server, slot->tool)
+    .then([self, key, serial](connection_actor& conn) { broker_send(self, key, serial, std::move(conn)); },
+          [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); });
 }
 
 caf::error broker_refusal(const call_refused& r) {
@@ -157,7 +205,7 @@ void broker_take(broker_self self, call_request& r, brokered_call c) {
     broker_answer(c, st.closed);
     return;
   }
-  if (!r.target) {
+  if (!r.target && !st.node) {
     broker_answer(c, make_error(errc::unknown_session, "no session " + r.session));
     return;
   }
@@ -192,10 +240,7 @@ void broker_on_tick(broker_self self) {
   for (auto& key : st.table.expired(now)) {
     auto* slot = st.table.find(key);
     auto c = st.calls.find(key);
-    // Given up on: the session takes the call back, so the server hears of
-    // it and its late answer goes nowhere.
-    if (slot && c != st.calls.end() && slot->method.empty() && slot->phase == call_phase::asking)
-      caf::anon_send(c->second.target, atom::cancel_v, key);
+    if (slot && c != st.calls.end()) broker_take_back(self, *slot, c->second);
     broker_finish(self, key, caf::make_error(caf::sec::request_timeout));
   }
   for (auto& key : st.table.due(now))
@@ -237,8 +282,10 @@ call_attribution_reply broker_attribution(broker_self self, const std::string& s
   return out;
 }
 
-call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_per_server, event_bus_actor bus) {
+call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_per_server, event_bus_actor bus,
+                                             workspace_node_actor node) {
   self->state.table = call_table{max_per_server};
+  self->state.node = std::move(node);
   self->state.bus = std::move(bus);
   return {
     [self](call_request& r) -> caf::result<json_value> {
@@ -260,9 +307,9 @@ call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_p
       auto* slot = st.table.find(key);
       auto c = st.calls.find(key);
       if (!slot || c == st.calls.end()) return false;
-      // Asked of its session (or out on a connection), the session takes it
-      // back; waiting between two tries, there is nothing to take.
-      if (slot->method.empty() && slot->phase == call_phase::asking) caf::anon_send(c->second.target, atom::cancel_v, key);
+      // Out on a connection, the server hears of it; waiting for its
+      // connection or between two tries, it never goes out.
+      broker_take_back(self, *slot, c->second);
       broker_finish(self, key, make_error(errc::cancelled, "call " + call_id + " was cancelled by the caller"));
       return true;
     },
@@ -284,8 +331,9 @@ call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_p
 
 } // namespace
 
-call_broker_actor spawn_call_broker(caf::actor_system& sys, std::size_t max_per_server, event_bus_actor bus) {
-  return sys.spawn(call_broker, max_per_server, std::move(bus));
+call_broker_actor spawn_call_broker(caf::actor_system& sys, std::size_t max_per_server, event_bus_actor bus,
+                                    workspace_node_actor node) {
+  return sys.spawn(call_broker, max_per_server, std::move(bus), std::move(node));
 }
 
 } // namespace mcprt

@@ -18,6 +18,12 @@ namespace mcprt {
 /// server connects, cancellation (the session takes the call back and the
 /// server hears of it), and progress from the connection to the caller's
 /// callback, sink or the bus.
-call_broker_actor spawn_call_broker(caf::actor_system& sys, std::size_t max_per_server, event_bus_actor bus);
+///
+/// A call goes to the connection its session's reconciler names
+/// (`atom::lookup`), which answers once a connecting server is up. With a
+/// `node` (a remote runtime, runtime::connect) the broker hands each call
+/// to that workspace node whole instead, and the node's broker does the rest.
+call_broker_actor spawn_call_broker(caf::actor_system& sys, std::size_t max_per_server, event_bus_actor bus,
+                                    workspace_node_actor node = {});
 
 } // namespace mcprt

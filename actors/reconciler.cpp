@@ -91,29 +91,19 @@ struct reconciler_state {
   }
   std::size_t pending = 0;
   pass_report report;
-  /// Servers with an acquire in flight, and calls waiting for them.
+  /// Servers with an acquire in flight, and the lookups of their
+  /// connection waiting for it (with the tool each caller wants).
   std::set<std::string> connecting;
-  struct parked_call {
+  struct waiting_lookup {
     std::string tool;
-    json_value args;
-    caf::typed_response_promise<json_value> rp;
-    std::string method; // set: a client request (atom::mcp_request), `tool` unused
-    std::string call_id; // set: a call the caller may cancel (and may want progress of)
-    progress_sink_actor sink;
+    caf::typed_response_promise<connection_actor> rp;
   };
-  std::map<std::string, std::vector<parked_call>> parked;
-  /// Servers named by calls parked before the first desired state arrived
+  std::map<std::string, std::vector<waiting_lookup>> waiting;
+  /// Servers named by lookups that came before the first desired state
   /// (or before start): a session opened a moment ago has not heard from
   /// gating yet, and "not configured" would be a lie.
-  std::set<std::string> parked_early;
+  std::set<std::string> waiting_early;
   bool awaiting_desired() const { return !started || !have_desired; }
-  /// Calls under a call id that left the park (or never parked): the
-  /// connection once the pool named it, so a cancel can reach it.
-  struct cancellable_call {
-    connection_actor conn;
-    caf::typed_response_promise<json_value> rp;
-  };
-  std::map<std::string, cancellable_call> cancellable;
   std::vector<unavailability> skipped; // of the last finished pass
   std::vector<unavailability> failed;  // servers that failed to connect in it
   /// Servers whose pool entry failed or closed under the session: when the
@@ -198,185 +188,71 @@ caf::error unavailable_error(const reconciler_state& st, const std::string& serv
   return make_error(errc::unknown_server, "no MCP server named " + server + " is configured");
 }
 
-caf::error cancelled_error(const std::string& call_id) {
-  return make_error(errc::cancelled, "call " + call_id + " was cancelled by the caller");
-}
-
-/// The call of `call_id` has its answer (or failed): it can no longer be
-/// cancelled. A cancelled call's promise is delivered already, so a late
-/// answer goes nowhere.
-void settle_cancellable(reconciler_self self, const std::string& call_id, caf::typed_response_promise<json_value> rp,
-                        caf::expected<json_value> result) {
-  self->state.cancellable.erase(call_id);
-  if (!rp.pending()) return;
-  if (result) rp.deliver(std::move(*result));
-  else rp.deliver(std::move(result.error()));
-}
-
-void dispatch_call(reconciler_self self, const live_server& s, const std::string& tool, json_value args,
-                   caf::typed_response_promise<json_value> rp, std::string call_id = {},
-                   progress_sink_actor sink = {}) {
+/// The connection to `s` for a call of `tool` (empty: a request no tool
+/// filter applies to).
+void resolve_route(reconciler_self self, const live_server& s, const std::string& tool,
+                   caf::typed_response_promise<connection_actor> rp) {
   auto& cfg = s.cfg;
-  if (!passes(tool, cfg.include_tools, cfg.exclude_tools)) {
+  if (!tool.empty() && !passes(tool, cfg.include_tools, cfg.exclude_tools)) {
     rp.deliver(make_error(errc::unknown_tool,
                           cfg.name + ": tool " + tool + " is hidden by this server's includeTools / excludeTools"));
     return;
   }
-  // The connection answers the caller itself: relaying every answer
-  // through the session cost a message and an actor's turn per call. A
-  // cancel finds such a call by asking the live connections (cancel_call).
-  if (has_current_connection(s)) {
-    if (call_id.empty()) rp.delegate(s.conn, atom::call_v, tool, std::move(args));
-    else rp.delegate(s.conn, atom::call_v, tool, std::move(args), std::move(call_id), std::move(sink));
-    return;
-  }
-  if (call_id.empty()) {
-    with_connection(
-      self, s,
-      [self, rp, tool, args](connection_actor conn) mutable {
-        self->request(conn, caf::infinite, atom::call_v, tool, args)
-          .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
-                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-      },
-      [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-    return;
-  }
-  self->state.cancellable[call_id] = {connection_actor{}, rp};
   with_connection(
-    self, s,
-    [self, rp, tool, args, call_id, sink](connection_actor conn) mutable {
-      auto& st = self->state;
-      auto i = st.cancellable.find(call_id);
-      // Cancelled while the pool looked the connection up: it never goes out.
-      if (i == st.cancellable.end() || !rp.pending()) return;
-      i->second.conn = conn;
-      self->request(conn, caf::infinite, atom::call_v, tool, args, call_id, sink)
-        .then([self, rp, call_id](json_value& r) { settle_cancellable(self, call_id, rp, std::move(r)); },
-              [self, rp, call_id](caf::error& e) { settle_cancellable(self, call_id, rp, std::move(e)); });
-    },
-    [self, rp, call_id](caf::error& e) { settle_cancellable(self, call_id, rp, std::move(e)); });
-}
-
-/// A call handed to its connection (dispatch_call) is known only there:
-/// the live connections are asked, and the answer is whether one had it.
-/// Cancels are rare, live connections few.
-caf::result<bool> cancel_on_connections(reconciler_self self, const std::string& call_id) {
-  auto& st = self->state;
-  std::vector<connection_actor> conns;
-  for (auto& [name, s] : st.live)
-    if (s.conn) conns.push_back(s.conn);
-  if (conns.empty()) return false;
-  // One promise for all answers: copies of a promise do not share whether
-  // it was delivered.
-  auto rp = std::make_shared<caf::typed_response_promise<bool>>(self->make_response_promise<bool>());
-  auto left = std::make_shared<std::size_t>(conns.size());
-  auto answer = [rp, left](bool found) {
-    --*left;
-    if (found && rp->pending()) rp->deliver(true);
-    else if (*left == 0 && rp->pending()) rp->deliver(false);
-  };
-  for (auto& c : conns)
-    self->request(c, std::chrono::seconds(10), atom::cancel_v, call_id)
-      .then([answer](bool found) { answer(found); }, [answer](caf::error&) { answer(false); });
-  return *rp;
-}
-
-/// Cancels the call of `call_id`, parked or out on a connection.
-caf::result<bool> cancel_call(reconciler_self self, const std::string& call_id) {
-  auto& st = self->state;
-  for (auto p = st.parked.begin(); p != st.parked.end(); ++p) {
-    auto& calls = p->second;
-    auto c = std::find_if(calls.begin(), calls.end(), [&](const auto& x) { return x.call_id == call_id; });
-    if (c == calls.end()) continue;
-    c->rp.deliver(cancelled_error(call_id));
-    calls.erase(c);
-    if (calls.empty()) st.parked.erase(p);
-    return true;
-  }
-  auto i = st.cancellable.find(call_id);
-  if (i == st.cancellable.end()) return cancel_on_connections(self, call_id);
-  auto call = std::move(i->second);
-  st.cancellable.erase(i);
-  if (call.conn) // the connection tells the server
-    self->request(call.conn, std::chrono::seconds(10), atom::cancel_v, call_id).then([](bool) {}, [](caf::error&) {});
-  if (call.rp.pending()) call.rp.deliver(cancelled_error(call_id));
-  return true;
-}
-
-/// Whether `call_id` names a call parked or in flight in this session.
-bool call_id_taken(const reconciler_state& st, const std::string& call_id) {
-  if (st.cancellable.count(call_id)) return true;
-  for (auto& [name, calls] : st.parked)
-    for (auto& c : calls)
-      if (c.call_id == call_id) return true;
-  return false;
-}
-
-/// A tool call of the session: out at once to a live server, parked while
-/// its server is being acquired (a cancel takes it out of the park), else
-/// refused. With a call id it can be cancelled.
-caf::result<json_value> take_call(reconciler_self self, const std::string& server, const std::string& tool,
-                                  json_value args, std::string call_id, progress_sink_actor sink) {
-  auto& st = self->state;
-  auto rp = self->make_response_promise<json_value>();
-  auto i = st.live.find(server);
-  if (i != st.live.end()) {
-    dispatch_call(self, i->second, tool, std::move(args), rp, std::move(call_id), std::move(sink));
-  } else if (st.connecting.count(server) || st.awaiting_desired()) {
-    if (st.awaiting_desired()) st.parked_early.insert(server);
-    st.parked[server].push_back({tool, std::move(args), rp, std::string{}, std::move(call_id), std::move(sink)});
-  } else {
-    rp.deliver(unavailable_error(st, server));
-  }
-  return rp;
-}
-
-/// A client request other than tools/call: no tool filter applies.
-void dispatch_request(reconciler_self self, const live_server& s, const std::string& method, json_value params,
-                      caf::typed_response_promise<json_value> rp) {
-  if (has_current_connection(s)) {
-    rp.delegate(s.conn, atom::mcp_request_v, method, std::move(params));
-    return;
-  }
-  with_connection(
-    self, s,
-    [self, rp, method, params](connection_actor conn) mutable {
-      self->request(conn, caf::infinite, atom::mcp_request_v, method, params)
-        .then([rp](json_value& r) mutable { rp.deliver(std::move(r)); },
-              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-    },
+    self, s, [rp](connection_actor conn) mutable { rp.deliver(std::move(conn)); },
     [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
 }
 
-/// The calls parked for `name` go out, or fail with the reason.
-void release_parked(reconciler_self self, const std::string& name) {
+/// Where a call of the session goes: its server's connection at once when
+/// it is live, once its acquire ends when it is connecting, else why not.
+caf::result<connection_actor> lookup_route(reconciler_self self, const std::string& server, const std::string& tool) {
   auto& st = self->state;
-  auto p = st.parked.find(name);
-  if (p == st.parked.end()) return;
-  auto calls = std::move(p->second);
-  st.parked.erase(p);
+  auto i = st.live.find(server);
+  if (i != st.live.end()) {
+    auto& s = i->second;
+    if (has_current_connection(s) && (tool.empty() || passes(tool, s.cfg.include_tools, s.cfg.exclude_tools)))
+      return s.conn;
+    auto rp = self->make_response_promise<connection_actor>();
+    resolve_route(self, s, tool, rp);
+    return rp;
+  }
+  if (st.connecting.count(server) || st.awaiting_desired()) {
+    if (st.awaiting_desired()) st.waiting_early.insert(server);
+    auto rp = self->make_response_promise<connection_actor>();
+    st.waiting[server].push_back({tool, rp});
+    return rp;
+  }
+  return unavailable_error(st, server);
+}
+
+/// The lookups waiting for `name` get its connection, or why not.
+void release_waiting(reconciler_self self, const std::string& name) {
+  auto& st = self->state;
+  auto p = st.waiting.find(name);
+  if (p == st.waiting.end()) return;
+  auto lookups = std::move(p->second);
+  st.waiting.erase(p);
   auto i = st.live.find(name);
-  for (auto& c : calls) {
-    if (i == st.live.end()) c.rp.deliver(unavailable_error(st, name));
-    else if (!c.method.empty()) dispatch_request(self, i->second, c.method, std::move(c.args), c.rp);
-    else dispatch_call(self, i->second, c.tool, std::move(c.args), c.rp, std::move(c.call_id), std::move(c.sink));
+  for (auto& w : lookups) {
+    if (i == st.live.end()) w.rp.deliver(unavailable_error(st, name));
+    else resolve_route(self, i->second, w.tool, w.rp);
   }
 }
 
-/// An acquire of `name` ended: parked calls go out, or fail with the reason.
+/// An acquire of `name` ended: waiting lookups get its connection, or why not.
 void acquire_settled(reconciler_self self, const std::string& name) {
   self->state.connecting.erase(name);
-  release_parked(self, name);
+  release_waiting(self, name);
 }
 
 /// Once the session has its desired state and has started its first pass,
-/// the calls parked before that go out, wait on their acquire like any
-/// other, or fail with the reason.
+/// the lookups that came before that get their answer, wait on their
+/// acquire like any other, or fail with the reason.
 void release_early(reconciler_self self) {
   auto& st = self->state;
-  if (st.awaiting_desired() || st.parked_early.empty()) return;
-  for (auto& name : std::exchange(st.parked_early, {}))
-    if (!st.connecting.count(name)) release_parked(self, name);
+  if (st.awaiting_desired() || st.waiting_early.empty()) return;
+  for (auto& name : std::exchange(st.waiting_early, {}))
+    if (!st.connecting.count(name)) release_waiting(self, name);
 }
 
 // -- a pass ---------------------------------------------------------------------------
@@ -654,10 +530,10 @@ caf::result<session_snapshot> snapshot(reconciler_self self) {
 
 caf::result<bool> stop_reconciler(reconciler_self self) {
   auto& st = self->state;
-  for (auto& [name, calls] : st.parked)
-    for (auto& c : calls)
-      c.rp.deliver(make_error(errc::not_connected, name + ": the session closed"));
-  st.parked.clear();
+  for (auto& [name, lookups] : st.waiting)
+    for (auto& w : lookups)
+      w.rp.deliver(make_error(errc::not_connected, name + ": the session closed"));
+  st.waiting.clear();
   auto rp = self->make_response_promise<bool>();
   self->request(st.opts.pool, std::chrono::seconds(30), atom::release_session_v, st.opts.pool_session)
     .then([self, rp](uint64_t) mutable { rp.deliver(true); self->quit(); },
@@ -742,32 +618,8 @@ reconciler_actor::behavior_type reconciler(reconciler_self self, reconciler_opti
       st.started = true;
       request_pass(self);
     },
-    [self](atom::call, const std::string& server, const std::string& tool,
-           json_value& args) -> caf::result<json_value> {
-      return take_call(self, server, tool, std::move(args), {}, {});
-    },
-    [self](atom::call, const std::string& server, const std::string& tool, json_value& args,
-           std::string& call_id, progress_sink_actor& sink) -> caf::result<json_value> {
-      if (call_id.empty()) return make_error(errc::bad_request, "a call id must not be empty");
-      if (call_id_taken(self->state, call_id))
-        return make_error(errc::bad_request, "a call with id " + call_id + " is already in flight");
-      return take_call(self, server, tool, std::move(args), std::move(call_id), std::move(sink));
-    },
-    [self](atom::cancel, const std::string& call_id) { return cancel_call(self, call_id); },
-    [self](atom::mcp_request, const std::string& server, const std::string& method,
-           json_value& params) -> caf::result<json_value> {
-      auto& st = self->state;
-      auto rp = self->make_response_promise<json_value>();
-      auto i = st.live.find(server);
-      if (i != st.live.end()) {
-        dispatch_request(self, i->second, method, std::move(params), rp);
-      } else if (st.connecting.count(server) || st.awaiting_desired()) {
-        if (st.awaiting_desired()) st.parked_early.insert(server);
-        st.parked[server].push_back({std::string{}, std::move(params), rp, method, std::string{}, progress_sink_actor{}});
-      } else {
-        rp.deliver(unavailable_error(st, server));
-      }
-      return rp;
+    [self](atom::lookup, const std::string& server, const std::string& tool) {
+      return lookup_route(self, server, tool);
     },
     [self](atom::tools, const std::string& server) -> caf::result<std::vector<tool_info>> {
       auto& st = self->state;

@@ -28,27 +28,15 @@ reconciler_actor::behavior_type remote_session(reconciler_actor::pointer self, w
     [](desired_state&) {},
     [](atom::reconcile) {},
     [](atom::start) {},
-    [self, node, session](atom::call, std::string& server, std::string& tool, json_value& args) {
-      return self->delegate(node, atom::call_v, session, std::move(server), std::move(tool), std::move(args),
-                            std::string{}, progress_sink_actor{});
-    },
-    [self, node, session](atom::call, std::string& server, std::string& tool, json_value& args, std::string& id,
-                          progress_sink_actor& sink) {
-      return self->delegate(node, atom::call_v, session, std::move(server), std::move(tool), std::move(args),
-                            std::move(id), std::move(sink));
-    },
-    [self, node, session](atom::cancel, std::string& id) {
-      return self->delegate(node, atom::cancel_v, session, std::move(id));
+    // A remote runtime's broker hands its calls to the node whole.
+    [](atom::lookup, std::string&, std::string&) -> caf::result<connection_actor> {
+      return only_on_the_node("a session's connection");
     },
     [self, node, session](atom::tools, std::string& server) {
       return self->delegate(node, atom::tools_v, session, std::move(server));
     },
     [self, node, session](atom::info, std::string& server) {
       return self->delegate(node, atom::info_v, session, std::move(server));
-    },
-    [self, node, session](atom::mcp_request, std::string& server, std::string& method, json_value& params) {
-      return self->delegate(node, atom::mcp_request_v, session, std::move(server), std::move(method),
-                            std::move(params));
     },
     [self, node, session](atom::snapshot) { return self->delegate(node, atom::snapshot_v, session); },
     // The runtime closes the session at the node; this view just ends.

@@ -36,6 +36,7 @@
 #include "io/reactor.hpp"
 #include "mcprt/host_bridge.hpp"
 #include "mcprt/remote_link.hpp"
+#include "mcprt/runtime_access.hpp"
 #include "mcprt/version.hpp"
 #include "pool/pool_supervisor.hpp"
 #include "pool/private_pool.hpp"
@@ -407,7 +408,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   p->remote = r;
   // Weak: the link actor lives as long as its handle in `r`, and a strong
   // reference back would keep both alive forever.
-  p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{});
+  p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{}, node);
   r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), broker = p->broker](const std::string& why) {
     if (auto r = weak.lock()) node_gone(r, broker, why);
   });
@@ -1118,8 +1119,8 @@ pool_actor runtime::pool() const {
 budget_actor runtime::budget() const {
   return impl_->budget;
 }
-call_broker_actor runtime::calls() const {
-  return impl_->broker;
+call_broker_actor runtime_access::calls(const runtime& rt) {
+  return rt.impl_->broker;
 }
 reconciler_actor runtime::session(const std::string& id) const {
   auto s = impl_->find_session(id);

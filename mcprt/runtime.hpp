@@ -40,7 +40,6 @@
 #include "core/budget_ledger.hpp"
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
-#include "messages/calls.hpp"
 #include "messages/events.hpp"
 #include "messages/hot_reload.hpp"
 #include "messages/messages.hpp"
@@ -508,10 +507,8 @@ public:
   pool_actor pool() const;     // invalid without the pool
   budget_actor budget() const; // the workspace budget; invalid without the pool
   reconciler_actor session(const std::string& id) const;
-  /// The call broker: every call in flight (actors/call_broker.hpp).
-  call_broker_actor calls() const;
-
 private:
+  friend struct runtime_access;
   struct impl;
   explicit runtime(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;

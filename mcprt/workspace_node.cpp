@@ -11,6 +11,7 @@
 #include "core/server_config.hpp"
 #include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
+#include "mcprt/runtime_access.hpp"
 #include "mcprt/version.hpp"
 
 namespace mcprt {
@@ -393,7 +394,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
 
 workspace_node::workspace_node(caf::actor_system& sys, runtime& rt) : gate_(std::make_shared<runtime_gate>()) {
   gate_->rt = &rt;
-  actor_ = sys.spawn(workspace_node_behavior, gate_, rt.bus(), rt.gating(), rt.watcher(), rt.calls());
+  actor_ = sys.spawn(workspace_node_behavior, gate_, rt.bus(), rt.gating(), rt.watcher(), runtime_access::calls(rt));
 }
 
 workspace_node::~workspace_node() {

@@ -18,6 +18,7 @@
 #include "messages/events.hpp"
 #include "messages/pool.hpp"
 #include "messages/hot_reload.hpp"
+#include "messages/remote.hpp"
 
 namespace mcprt {
 
@@ -58,7 +59,7 @@ struct call_request {
   /// calls (its call ids are its own: another owner's never collide).
   std::string owner;
   std::string session;
-  /// The session's reconciler, which takes the call to its connection.
+  /// The session's reconciler, which names the connection the call goes to.
   reconciler_actor target;
   std::string server;
   std::string tool;

@@ -208,27 +208,18 @@ using reconciler_actor = caf::typed_actor<
   caf::reacts_to<atom::reconcile>,
   // The runtime has started: passes may run from now on.
   caf::reacts_to<atom::start>,
-  // call(server, tool, arguments) → the tool's result; fails with
-  // errc::unavailable (reason and remedy) or errc::unknown_tool.
-  caf::replies_to<atom::call, std::string, std::string, json_value>::with<json_value>,
-  // The same call under the caller's call id (unique among the session's
-  // calls in flight, and among the connection's: the runtime makes it so),
-  // for cancel; with a valid sink the server is asked for progress
-  // (call_progress_update goes to the sink).
-  caf::replies_to<atom::call, std::string, std::string, json_value, std::string, progress_sink_actor>::with<json_value>,
-  // Cancels the call of that call id: a parked call leaves the park without
-  // reaching its server, a call out on a connection is cancelled there
-  // (notifications/cancelled). Either fails at once with errc::cancelled.
-  // False when no call of that id is parked or in flight.
-  caf::replies_to<atom::cancel, std::string>::with<bool>,
+  // lookup(server, tool) → the connection a call of that tool goes to
+  // (empty tool: a client request no tool filter applies to). Answered at
+  // once for a live server, once its acquire ends for one connecting (or
+  // before the session's first desired state); fails with errc::unavailable
+  // (reason and remedy), errc::not_connected, errc::unknown_server or
+  // errc::unknown_tool. The calls themselves are the call broker's.
+  caf::replies_to<atom::lookup, std::string, std::string>::with<connection_actor>,
   // The session's tools of one server, after its tool filter.
   caf::replies_to<atom::tools, std::string>::with<std::vector<tool_info>>,
   // What the session's connection to a server knows (tools after the
   // session's filter, capabilities): the gateway's view of it.
   caf::replies_to<atom::info, std::string>::with<connection_info>,
-  // request(server, method, params) → the server's result: a client request
-  // other than tools/call, gated and parked like a call.
-  caf::replies_to<atom::mcp_request, std::string, std::string, json_value>::with<json_value>,
   caf::replies_to<atom::snapshot>::with<session_snapshot>,
   // Releases every connection of the session, then quits.
   caf::replies_to<atom::stop>::with<bool>,

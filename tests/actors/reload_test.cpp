@@ -179,11 +179,13 @@ protected:
     return out;
   }
 
+  /// Why a call of `tool` cannot go to `server`: the session's answer to
+  /// the broker's lookup of its connection.
   caf::error call_error(const std::string& server, const std::string& tool = "t1") {
-    auto rh = self->request(session, caf::infinite, atom::call_v, server, tool, json_value{json::object()});
+    auto rh = self->request(session, caf::infinite, atom::lookup_v, server, tool);
     sched.run();
     caf::error out;
-    rh.receive([](json_value&) {}, [&](caf::error& e) { out = e; });
+    rh.receive([](connection_actor&) {}, [&](caf::error& e) { out = e; });
     return out;
   }
 };
@@ -282,15 +284,14 @@ TEST_F(Reload, TwoChangesDuringAPassGiveExactlyOneMorePass) {
 TEST_F(Reload, ACallToAServerStillConnectingWaitsForIt) {
   user["mcpServers"]["slow"] = stdio("hang");
   start({});
-  auto rh = self->request(session, caf::infinite, atom::call_v, std::string{"slow"}, std::string{"t1"},
-                          json_value{json::object()});
+  auto rh = self->request(session, caf::infinite, atom::lookup_v, std::string{"slow"}, std::string{"t1"});
   events(); // drains the bus events: only a reply could be left
-  EXPECT_FALSE(self->has_next_message()); // parked, not failed
+  EXPECT_FALSE(self->has_next_message()); // waiting, not failed
   self->send(world->spawns.at(0).conn, atom::tick_v);
   sched.run();
-  bool answered = false;
-  rh.receive([&](json_value&) { answered = true; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-  EXPECT_TRUE(answered);
+  connection_actor named;
+  rh.receive([&](connection_actor& c) { named = c; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_EQ(named, world->spawns.at(0).conn) << "the lookup did not name the server's connection once it was up";
 }
 
 // -- item 8: a burst of saves under the debounce gives one reconcile -----------------------

@@ -1,15 +1,17 @@
-// Parked calls of the session's reconciler, on CAF's test coordinator with
-// the real pool, gating and bus and fake connections. Cancel by call id
-//: a call parked while its server connects leaves the park at
-// once and never reaches the server; a call id is unique among the
-// session's calls. A call that comes before the session's first desired
-// state (a session opened a moment ago) waits for it instead of failing.
+// Calls that wait for their server's connection, through the call broker
+// in front of a real session (reconciler, pool, gating, bus) with fake
+// connections, on CAF's test coordinator. A call waiting while its server
+// connects is cancelled at once and never reaches the server; a call id is
+// unique among its owner's calls. A call that comes before the session's
+// first desired state (a session opened a moment ago) waits for it instead
+// of failing.
 
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "actor_test_support.hpp"
+#include "actors/call_broker.hpp"
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
 #include "actors/reconciler.hpp"
@@ -25,16 +27,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ReconcilerCancel : public actor_test {
+class WaitingCalls : public actor_test {
 protected:
   std::shared_ptr<fake_world> world = std::make_shared<fake_world>();
   fs::path dir;
   pool_actor pool;
   gating_actor gating;
   reconciler_actor session;
+  call_broker_actor broker;
 
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("mcprt-reconciler-cancel-" + std::to_string(::getpid()) + "-"
+    dir = fs::temp_directory_path() / ("mcprt-waiting-calls-" + std::to_string(::getpid()) + "-"
                                        + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir);
     fs::create_directories(dir / "ws");
@@ -68,6 +71,7 @@ protected:
     go.approvals_file = dir / "approvals.json";
     gating = track(spawn_gating(sys, go, event_bus_actor{}));
     session = track(spawn_reconciler(sys, ro));
+    broker = track(spawn_call_broker(sys, 16, event_bus_actor{}));
   }
 
   /// Gating reads the settings and pushes the session its desired state.
@@ -85,16 +89,24 @@ protected:
   }
 
   auto call(const std::string& server, const std::string& call_id) {
-    return self->request(session, caf::infinite, atom::call_v, server, std::string{"t1"}, json_value{json::object()},
-                         call_id, progress_sink_actor{});
+    call_request r;
+    r.session = "s1";
+    r.target = session;
+    r.server = server;
+    r.tool = "t1";
+    r.arguments = json_value{json::object()};
+    r.call_id = call_id;
+    return self->request(broker, caf::infinite, std::move(r));
   }
 
-  bool cancel(const std::string& call_id) { return ask<bool>(session, atom::cancel_v, call_id).value_or(false); }
+  bool cancel(const std::string& call_id) {
+    return ask<bool>(broker, atom::cancel_v, std::string{}, call_id).value_or(false);
+  }
 };
 
 } // namespace
 
-TEST_F(ReconcilerCancel, ACancelledParkedCallFailsAtOnceAndNeverReachesTheServer) {
+TEST_F(WaitingCalls, ACancelledParkedCallFailsAtOnceAndNeverReachesTheServer) {
   start("slow", "hang");
   auto parked = call("slow", "c-1");
   auto other = call("slow", "c-2");
@@ -116,7 +128,7 @@ TEST_F(ReconcilerCancel, ACancelledParkedCallFailsAtOnceAndNeverReachesTheServer
   EXPECT_EQ(world->calls, std::vector<std::string>{"t1"});
 }
 
-TEST_F(ReconcilerCancel, ACallIdInFlightCannotBeTakenTwice) {
+TEST_F(WaitingCalls, ACallIdInFlightCannotBeTakenTwice) {
   start("slow", "hang");
   auto first = call("slow", "c-1");
   auto second = call("slow", "c-1");
@@ -134,16 +146,15 @@ TEST_F(ReconcilerCancel, ACallIdInFlightCannotBeTakenTwice) {
   EXPECT_TRUE(is(*first_err, errc::cancelled)) << sys.render(*first_err);
 }
 
-TEST_F(ReconcilerCancel, CancelOfAnUnknownCallIdAnswersFalse) {
+TEST_F(WaitingCalls, CancelOfAnUnknownCallIdAnswersFalse) {
   start("fast", "ok");
   EXPECT_FALSE(cancel("nope"));
 }
 
-TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateWaitsForItAndIsAnswered) {
+TEST_F(WaitingCalls, ACallBeforeTheFirstDesiredStateWaitsForItAndIsAnswered) {
   spawn_session();
   auto early = call("fast", "c-1");
-  auto plain = self->request(session, caf::infinite, atom::call_v, std::string{"fast"}, std::string{"t1"},
-                             json_value{json::object()});
+  auto plain = call("fast", ""); // no call id: nobody can cancel it
   sched.run();
   EXPECT_FALSE(self->has_next_message()) << "a call answered before the session knew its servers";
   attach("fast", "ok");
@@ -154,7 +165,7 @@ TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateWaitsForItAndIsAnswered)
   EXPECT_EQ(world->calls, (std::vector<std::string>{"t1", "t1"}));
 }
 
-TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateForAnUnknownServerFailsOnceItArrives) {
+TEST_F(WaitingCalls, ACallBeforeTheFirstDesiredStateForAnUnknownServerFailsOnceItArrives) {
   spawn_session();
   auto early = call("missing", "c-1");
   sched.run();
@@ -167,7 +178,7 @@ TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateForAnUnknownServerFailsO
   EXPECT_TRUE(is(*err, errc::unknown_server)) << sys.render(*err);
 }
 
-TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateCanBeCancelled) {
+TEST_F(WaitingCalls, ACallBeforeTheFirstDesiredStateCanBeCancelled) {
   spawn_session();
   auto early = call("fast", "c-1");
   sched.run();
@@ -180,7 +191,7 @@ TEST_F(ReconcilerCancel, ACallBeforeTheFirstDesiredStateCanBeCancelled) {
   EXPECT_TRUE(world->calls.empty()) << "the cancelled call reached the server";
 }
 
-TEST_F(ReconcilerCancel, ACallOutOnItsConnectionIsCancelledThereAndAnUnknownIdIsNot) {
+TEST_F(WaitingCalls, ACallOutOnItsConnectionIsCancelledThereAndAnUnknownIdIsNot) {
   start("held", "held");
   auto out = call("held", "c-1");
   sched.run();
