@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -146,7 +147,7 @@ void add_cors(http_response& r, const std::optional<std::string>& origin) {
 
 // -- worker lanes -------------------------------------------------------------------------
 
-/// A few threads for the facade calls that block (snapshot, approve, …),
+/// A few threads for the facade calls that block (the OAuth flows),
 /// with a bounded queue: a full lane refuses instead of piling up work. A
 /// thread starts when a job finds none idle, so an idle daemon holds none.
 class worker_lane {
@@ -351,16 +352,25 @@ struct http_api::impl {
   std::shared_ptr<event_hub> hub;
   event_subscriber_actor sink;
   std::atomic<int> port{0};
-  worker_lane reads;
-  worker_lane changes;
+  worker_lane oauth_lane;
+  /// What answers of the runtime that arrive on its actor threads may use
+  /// of this api: only while it is open (stop() closes it and waits for
+  /// the answers being handled).
+  struct answer_gate {
+    std::shared_mutex mtx;
+    bool open = true;
+  };
+  std::shared_ptr<answer_gate> gate = std::make_shared<answer_gate>();
+  /// Asks of the runtime in flight, reads and changes: each bounded.
+  std::shared_ptr<std::atomic<std::size_t>> reads_in_flight = std::make_shared<std::atomic<std::size_t>>(0);
+  std::shared_ptr<std::atomic<std::size_t>> changes_in_flight = std::make_shared<std::atomic<std::size_t>>(0);
   warn_limiter warnings;
   std::unique_ptr<mcp_http> mcp; // the gateway's routes, when it runs
 
   impl(runtime& r, caf::actor_system& s, std::string sess, http_api_options o)
     : rt(r), sys(s), session(std::move(sess)), opts(std::move(o)),
       slots(std::make_shared<stream_slots>(opts.max_streams)),
-      hub(std::make_shared<event_hub>(opts.sse_queue, slots)), reads(opts.lane_threads, opts.lane_queue),
-      changes(opts.lane_threads, opts.lane_queue) {
+      hub(std::make_shared<event_hub>(opts.sse_queue, slots)), oauth_lane(opts.lane_threads, opts.lane_queue) {
     if (opts.gateway) {
       mcp_http_options mo;
       mo.max_body = opts.max_body;
@@ -396,6 +406,35 @@ struct http_api::impl {
     if (!queued) respond(ex, error_response(503, "unavailable", "the daemon is busy or stopping; try again"));
   }
 
+  /// Runs `ask(answer)` unless `in_flight` is at its bound (503); `answer`
+  /// takes a callable that, under the gate, makes the response (a stopped
+  /// api answers 503 instead), and sends it.
+  using responder = std::function<void(std::function<http_response()>)>;
+  void ask_runtime(const std::shared_ptr<http_exchange>& ex, const std::shared_ptr<std::atomic<std::size_t>>& in_flight,
+                   const std::function<void(responder)>& ask) {
+    if (in_flight->fetch_add(1) >= opts.lane_queue) {
+      in_flight->fetch_sub(1);
+      respond(ex, error_response(503, "unavailable", "the daemon is busy; try again"));
+      return;
+    }
+    auto origin = allowed_origin(ex->request(), opts.allowed_origins);
+    // Once per request, from an actor thread of the runtime.
+    ask([ex, origin, in_flight, g = gate](std::function<http_response()> make) {
+      http_response r;
+      {
+        std::shared_lock<std::shared_mutex> open{g->mtx};
+        try {
+          r = g->open ? make() : error_response(503, "unavailable", "the daemon is stopping; try again");
+        } catch (const std::exception& e) {
+          r = error_response(500, "internal_error", "the request failed: " + escape_for_display(e.what()));
+        }
+      }
+      in_flight->fetch_sub(1);
+      add_cors(r, origin);
+      ex->respond(std::move(r));
+    });
+  }
+
   void events(const std::shared_ptr<http_exchange>& ex);
   void call(const std::shared_ptr<http_exchange>& ex);
   void mcp_request(const std::shared_ptr<http_exchange>& ex, const http::route_match& m);
@@ -409,8 +448,7 @@ struct http_api::impl {
     return std::string{buf};
   }();
   std::atomic<uint64_t> next_call_id{1};
-  http_response decision(const std::string& name, bool approve);
-  http_response restart(const std::string& name);
+  void restart(const std::string& name, const responder& answer);
   http_response authorize(const std::string& name, const authorize_options& options);
   http_response logout(const std::string& name);
 };
@@ -509,11 +547,21 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
   switch (m.id) {
     case http::route_id::healthz: respond(ex, json_response(200, {{"ok", true}, {"instance", opts.instance}})); return;
     case http::route_id::snapshot:
-      submit(reads, ex, [this] {
-        auto snap = redact(rt.snapshot());
-        if (opts.asks) snap["pending_host_requests"] = opts.asks->pending();
-        if (opts.gateway) snap["gateway"] = opts.gateway->snapshot();
-        return json_response(200, snap);
+      ask_runtime(ex, reads_in_flight, [this](responder answer) {
+        // Taken here, on the server's thread: the gateway's lock is never
+        // waited for on an actor thread.
+        std::optional<std::size_t> pending;
+        if (opts.asks) pending = opts.asks->pending();
+        std::optional<json> gateway;
+        if (opts.gateway) gateway = opts.gateway->snapshot();
+        rt.snapshot_async([answer, pending, gateway = std::move(gateway)](json snap) mutable {
+          answer([&] {
+            snap = redact(std::move(snap));
+            if (pending) snap["pending_host_requests"] = *pending;
+            if (gateway) snap["gateway"] = std::move(*gateway);
+            return json_response(200, snap);
+          });
+        });
       });
       return;
     case http::route_id::events: events(ex); return;
@@ -535,22 +583,35 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
     }
     case http::route_id::reload:
       if (!object_body(ex, true)) return;
-      submit(changes, ex, [this] {
-        auto r = rt.reload();
-        if (!r) return runtime_error_response(sys, r.error(), json::object());
-        return json_response(202, {{"reload", "accepted"}});
+      ask_runtime(ex, changes_in_flight, [this](responder answer) {
+        rt.reload_async([answer, s = &sys](caf::expected<bool> r) {
+          answer([&] {
+            if (!r) return runtime_error_response(*s, r.error(), json::object());
+            return json_response(202, {{"reload", "accepted"}});
+          });
+        });
       });
       return;
     case http::route_id::approve:
     case http::route_id::reject: {
       if (!object_body(ex, true)) return;
       bool approve = m.id == http::route_id::approve;
-      submit(changes, ex, [this, name = m.server, approve] { return decision(name, approve); });
+      ask_runtime(ex, changes_in_flight, [this, name = m.server, approve](responder answer) {
+        auto done = [answer, name, approve, s = &sys](caf::expected<bool> r) {
+          answer([&] {
+            if (!r) return runtime_error_response(*s, r.error(), {{"server", name}});
+            spdlog::info("{} {} over HTTP", approve ? "approved" : "rejected", escape_for_display(name));
+            return json_response(200, {{"server", name}, {"approval", approve ? "approved" : "rejected"}});
+          });
+        };
+        if (approve) rt.approve_async(name, done);
+        else rt.reject_async(name, done);
+      });
       return;
     }
     case http::route_id::restart:
       if (!object_body(ex, true)) return;
-      submit(changes, ex, [this, name = m.server] { return restart(name); });
+      ask_runtime(ex, changes_in_flight, [this, name = m.server](responder answer) { restart(name, answer); });
       return;
     case http::route_id::resources:
     case http::route_id::resource_templates:
@@ -576,11 +637,11 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
         ao.url_timeout = ao.callback_timeout = ms;
         ao.deadline = std::chrono::steady_clock::now() + ms;
       }
-      submit(changes, ex, [this, name = m.server, ao] { return authorize(name, ao); });
+      submit(oauth_lane, ex, [this, name = m.server, ao] { return authorize(name, ao); });
       return;
     }
     case http::route_id::auth_logout:
-      submit(changes, ex, [this, name = m.server] { return logout(name); });
+      submit(oauth_lane, ex, [this, name = m.server] { return logout(name); });
       return;
   }
 }
@@ -671,32 +732,40 @@ void http_api::impl::mcp_request(const std::shared_ptr<http_exchange>& ex, const
     co);
 }
 
-http_response http_api::impl::decision(const std::string& name, bool approve) {
-  auto r = approve ? rt.approve(name) : rt.reject(name);
-  if (!r) return runtime_error_response(sys, r.error(), {{"server", name}});
-  spdlog::info("{} {} over HTTP", approve ? "approved" : "rejected", escape_for_display(name));
-  return json_response(200, {{"server", name}, {"approval", approve ? "approved" : "rejected"}});
-}
-
-http_response http_api::impl::restart(const std::string& name) {
-  auto r = rt.restart(name);
-  if (!r) return runtime_error_response(sys, r.error(), {{"server", name}});
-  if (r->empty()) {
-    // No pool entry: say whether the server exists at all.
-    auto snap = rt.snapshot();
-    bool known = false;
-    for (auto& s : snap["servers"])
-      known = known || s.value("name", "") == name;
-    if (!known)
-      return error_response(404, "unknown_server", "no MCP server named " + http::shown(name) + " is configured",
-                            {{"server", name}});
-  }
-  json results = json::array();
-  for (auto& x : *r)
-    results.push_back({{"id", x.id}, {"restarted", x.restarted}, {"duration_ms", x.duration_ms},
-                       {"reason", x.reason.empty() ? json(nullptr) : json(x.reason)}});
-  spdlog::info("restart {}: {} entries", escape_for_display(name), r->size());
-  return json_response(200, {{"server", name}, {"results", results}});
+void http_api::impl::restart(const std::string& name, const responder& answer) {
+  auto show = [answer, name](std::vector<restart_result> rs) {
+    answer([&] {
+      json results = json::array();
+      for (auto& x : rs)
+        results.push_back({{"id", x.id}, {"restarted", x.restarted}, {"duration_ms", x.duration_ms},
+                           {"reason", x.reason.empty() ? json(nullptr) : json(x.reason)}});
+      spdlog::info("restart {}: {} entries", escape_for_display(name), rs.size());
+      return json_response(200, {{"server", name}, {"results", results}});
+    });
+  };
+  rt.restart_async(name, [rt = &rt, answer, name, show, s = &sys](caf::expected<std::vector<restart_result>> r) {
+    if (!r) {
+      answer([&] { return runtime_error_response(*s, r.error(), {{"server", name}}); });
+      return;
+    }
+    if (!r->empty()) {
+      show(std::move(*r));
+      return;
+    }
+    // No pool entry: say whether the server exists at all. The runtime
+    // outlives the api's answers (it stops after the server).
+    rt->snapshot_async([answer, name, show](json snap) {
+      bool known = false;
+      for (auto& s : snap["servers"])
+        known = known || s.value("name", "") == name;
+      if (known) show({});
+      else
+        answer([&] {
+          return error_response(404, "unknown_server", "no MCP server named " + http::shown(name) + " is configured",
+                                {{"server", name}});
+        });
+    });
+  });
 }
 
 // -- OAuth ------------------------------------------------------------------
@@ -801,29 +870,9 @@ void http_api::impl::events(const std::shared_ptr<http_exchange>& ex) {
                                  + " of every kind together, --max-streams), or the daemon is stopping"));
     return;
   }
-  auto open = [this, ex, stream, after, stream_head]() {
-    // Registered first, then replayed: nothing falls in between; what is
-    // in both is skipped by sequence number.
-    std::string head = ": mcprt events\n\n";
-    uint64_t last = 0;
-    if (after) {
-      last = *after;
-      auto replayed = rt.replay(*after);
-      auto latest = std::max(hub->latest(), replayed.empty() ? 0 : replayed.back().seq);
-      if (*after > latest) {
-        // An id this daemon never sent: from an earlier run of it. The
-        // client missed everything; it gets the whole ring.
-        replayed = rt.replay(0);
-        last = 0;
-        head += gap_frame(*after, replayed.empty() ? latest + 1 : replayed.front().seq, "unknown_id");
-      } else if (!replayed.empty() && replayed.front().seq > *after + 1) {
-        head += gap_frame(*after, replayed.front().seq, "evicted");
-      }
-      for (auto& ev : replayed) {
-        head += sse_frame(ev);
-        last = std::max(last, ev.seq);
-      }
-    }
+  // Registered first, then replayed: nothing falls in between; what is in
+  // both is skipped by sequence number.
+  auto open = [stream, stream_head](std::string head, uint64_t last) {
     stream->set_initial(std::move(head), last);
     http_response r;
     stream_head(r);
@@ -831,10 +880,34 @@ void http_api::impl::events(const std::shared_ptr<http_exchange>& ex) {
     return r;
   };
   if (!after) {
-    respond(ex, open());
+    respond(ex, open(": mcprt events\n\n", 0));
     return;
   }
-  submit(reads, ex, open);
+  ask_runtime(ex, reads_in_flight, [this, after = *after, open, hub = hub](responder answer) {
+    // `last`: the id the stream counts from, before the frames replayed.
+    auto replayed_from = [open, answer](std::vector<event> replayed, std::string head, uint64_t last) {
+      for (auto& ev : replayed) {
+        head += sse_frame(ev);
+        last = std::max(last, ev.seq);
+      }
+      answer([&] { return open(std::move(head), last); });
+    };
+    rt.replay_async(after, [rt = &rt, after, hub, replayed_from](std::vector<event> replayed) {
+      std::string head = ": mcprt events\n\n";
+      auto latest = std::max(hub->latest(), replayed.empty() ? 0 : replayed.back().seq);
+      if (after > latest) {
+        // An id this daemon never sent: from an earlier run of it. The
+        // client missed everything; it gets the whole ring.
+        rt->replay_async(0, [latest, replayed_from, head, after](std::vector<event> all) mutable {
+          head += gap_frame(after, all.empty() ? latest + 1 : all.front().seq, "unknown_id");
+          replayed_from(std::move(all), std::move(head), 0);
+        });
+        return;
+      }
+      if (!replayed.empty() && replayed.front().seq > after + 1) head += gap_frame(after, replayed.front().seq, "evicted");
+      replayed_from(std::move(replayed), std::move(head), after);
+    });
+  });
 }
 
 // -- the handler ------------------------------------------------------------------------
@@ -853,8 +926,12 @@ http_api::~http_api() {
 void http_api::stop() {
   impl_->hub->stop();
   if (impl_->mcp) impl_->mcp->stop();
-  impl_->reads.close_and_join();
-  impl_->changes.close_and_join();
+  impl_->oauth_lane.close_and_join();
+  {
+    // Answers still on their way find the api closed.
+    std::unique_lock<std::shared_mutex> closing{impl_->gate->mtx};
+    impl_->gate->open = false;
+  }
 }
 
 bool http_api::install(http_server& server) {

@@ -15,6 +15,7 @@
 
 #include "actors/budget.hpp"
 #include "actors/call_broker.hpp"
+#include "messages/workspace_snapshot.hpp"
 #include "actors/fleet_link.hpp"
 #include "core/http_url.hpp"
 #include "actors/connection.hpp"
@@ -40,6 +41,18 @@
 #include "mcprt/version.hpp"
 #include "pool/pool_supervisor.hpp"
 #include "pool/private_pool.hpp"
+
+namespace mcprt {
+
+/// Work for the runtime's asker, the one actor the non-blocking operations
+/// issue their requests from: it runs on the asker's thread, as the asker.
+struct runtime_asker_job {
+  std::function<void(caf::event_based_actor*)> run;
+};
+
+} // namespace mcprt
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::runtime_asker_job)
 
 namespace mcprt {
 
@@ -131,41 +144,43 @@ caf::behavior event_forwarding(caf::stateful_actor<forwarding_state>* self, std:
   };
 }
 
-json null_if_empty(const std::string& s) {
-  return s.empty() ? json(nullptr) : json(s);
+/// Restart results as shown outside the runtime.
+void show_restarts(std::vector<restart_result>& rs, const std::function<std::string(const std::string&)>& show_id) {
+  for (auto& x : rs) {
+    x.id = show_id(x.id);
+    x.reason = replace_invalid_utf8(x.reason);
+  }
 }
 
-std::string budget_status(const budget_snapshot& b) {
-  if (b.mode == "enforce" && !b.refused.empty()) return "error";
-  if (b.limited && static_cast<double>(b.reserved_count) >= budget_warn_fraction * static_cast<double>(b.budget))
-    return "warning";
-  return "ok";
+caf::behavior runtime_asker(caf::event_based_actor* self) {
+  return {[self](runtime_asker_job& job) { job.run(self); }};
 }
 
-json fleet_json(const fleet_status& f) {
-  return {{"address", f.address},
-          {"node", f.node},
-          {"state", f.state},
-          {"status", f.state == "unreachable" ? json("fleet_unreachable") : json(nullptr)},
-          {"held", f.held},
-          {"budget", f.fleet.limited ? json(f.fleet.budget) : json(nullptr)},
-          {"mode", null_if_empty(f.fleet.mode)},
-          {"reserved_count", f.fleet.reserved_count},
-          {"nodes", f.fleet.nodes},
-          {"lease_ms", f.fleet.lease_ms},
-          {"error", null_if_empty(f.error)}};
-}
+/// Calls `done` exactly once: with the answer, or, when the last copy goes
+/// unanswered (the asker ended before the job ran), with `fallback()`.
+template <class T>
+class answer_once {
+public:
+  answer_once(std::function<void(T)> done, std::function<T()> fallback)
+    : state_(std::make_shared<state>(std::move(done), std::move(fallback))) {}
 
-json budget_json(const budget_snapshot& b) {
-  return {{"scope", b.scope},
-          {"budget", b.limited ? json(b.budget) : json(nullptr)},
-          {"mode", b.mode},
-          {"reserved", b.reserved},
-          {"reserved_count", b.reserved_count},
-          {"live_count", b.live_count},
-          {"refused", b.refused},
-          {"status", budget_status(b)}};
-}
+  void operator()(T x) const {
+    auto done = std::move(state_->done);
+    state_->done = nullptr;
+    if (done) done(std::move(x));
+  }
+
+private:
+  struct state {
+    state(std::function<void(T)> d, std::function<T()> f) : done(std::move(d)), fallback(std::move(f)) {}
+    ~state() {
+      if (done) done(fallback());
+    }
+    std::function<void(T)> done;
+    std::function<T()> fallback;
+  };
+  std::shared_ptr<state> state_;
+};
 
 /// Every connection actor the runtime started, until it has ended. A
 /// connection's last act touches the reactor and the HTTP workers (it kills
@@ -297,6 +312,7 @@ struct runtime::impl {
   connection_factory make;
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   call_broker_actor broker; // every call in flight
+  caf::actor asker;         // where the non-blocking operations ask from
   std::shared_ptr<host_call_ids> host_calls = std::make_shared<host_call_ids>();
   // Requests for the host: null without host handlers.
   std::unique_ptr<host_bridge> host;
@@ -321,6 +337,11 @@ struct runtime::impl {
 
   explicit impl(caf::actor_system& s) : sys(s) {}
 
+  bool has_stopped() const {
+    std::lock_guard<std::mutex> guard{mtx};
+    return stopped;
+  }
+
   template <class R, class Handle, class... Ts>
   caf::expected<R> ask(const Handle& h, caf::timespan timeout, Ts&&... xs) {
     if (remote && !remote->up) return remote->gone();
@@ -329,6 +350,26 @@ struct runtime::impl {
     self->request(h, timeout, std::forward<Ts>(xs)...)
       .receive([&](R& x) { out = std::move(x); }, [&](caf::error& e) { out = std::move(e); });
     return out;
+  }
+
+  /// `ask` without blocking: `done` gets the answer on the asker's thread.
+  template <class R, class Handle, class... Ts>
+  void ask_async(const Handle& h, caf::timespan timeout, std::function<void(caf::expected<R>)> done, Ts... xs) {
+    if (remote && !remote->up) {
+      done(remote->gone());
+      return;
+    }
+    if (has_stopped()) {
+      done(make_error(errc::not_connected, "the runtime stopped"));
+      return;
+    }
+    answer_once<caf::expected<R>> once{std::move(done), [] {
+                                         return caf::expected<R>{make_error(errc::not_connected, "the runtime stopped")};
+                                       }};
+    caf::anon_send(asker, runtime_asker_job{[h, timeout, once, xs...](caf::event_based_actor* self) {
+      self->request(h, timeout, xs...)
+        .then([once](R& r) { once(std::move(r)); }, [once](caf::error& e) { once(std::move(e)); });
+    }});
   }
 
   /// Starts one call (tools/call when `method` is empty, else that client
@@ -409,6 +450,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   // Weak: the link actor lives as long as its handle in `r`, and a strong
   // reference back would keep both alive forever.
   p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{}, node);
+  p->asker = sys.spawn(runtime_asker);
   r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), broker = p->broker](const std::string& why) {
     if (auto r = weak.lock()) node_gone(r, broker, why);
   });
@@ -509,6 +551,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   bo.show_connection_id = p->show_id;
   p->bus = spawn_event_bus(sys, std::move(bo));
   p->broker = spawn_call_broker(sys, opts.max_calls_per_server, p->bus);
+  p->asker = sys.spawn(runtime_asker);
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   p->oauth = std::make_shared<oauth_broker>(opts.oauth_file, p->http.get());
@@ -811,109 +854,136 @@ std::vector<event> runtime::replay(uint64_t after) {
 }
 
 nlohmann::json runtime::snapshot() {
+  std::promise<json> answer;
+  auto result = answer.get_future();
+  snapshot_async([&answer](json j) { answer.set_value(std::move(j)); });
+  return result.get();
+}
+
+void runtime::snapshot_async(std::function<void(json)> done) {
   auto& p = *impl_;
   auto timeout = std::chrono::seconds(10);
   if (p.remote) {
-    auto r = p.ask<json_value>(p.remote->node, timeout, atom::snapshot_v);
-    if (r) return std::move(r->value);
-    return json{{"v", 1}, {"node", p.remote->address}, {"error", p.sys.render(r.error())}};
+    p.ask_async<json_value>(
+      p.remote->node, timeout,
+      [done = std::move(done), address = p.remote->address, &sys = p.sys](caf::expected<json_value> r) {
+        if (r) done(std::move(r->value));
+        else done(json{{"v", 1}, {"node", address}, {"error", sys.render(r.error())}});
+      },
+      atom::snapshot_v);
+    return;
   }
-  json out{{"v", 1}, {"version", MCPRT_VERSION}, {"workspace", p.opts.workspace.string()},
-           {"trusted", p.opts.trusted}, {"capabilities", capabilities()}};
-  auto g = p.ask<gating_snapshot>(p.gating, timeout, atom::snapshot_v);
-  std::optional<session_snapshot> sess;
-  std::vector<budget_actor> budgets;
+  if (p.has_stopped()) {
+    done(json{{"v", 1}, {"error", "the runtime stopped"}});
+    return;
+  }
+  // The parts come from their actors at once; the last answer (or
+  // failure) assembles the snapshot, on the asker's thread.
+  struct gathering {
+    snapshot_parts parts;
+    std::vector<std::optional<budget_snapshot>> budgets;
+    int pending = 1;
+  };
+  auto g = std::make_shared<gathering>();
+  g->parts.version = MCPRT_VERSION;
+  g->parts.workspace = p.opts.workspace.string();
+  g->parts.trusted = p.opts.trusted;
+  g->parts.capabilities = capabilities();
   reconciler_actor first;
+  std::vector<budget_actor> budgets;
+  if (p.budget) budgets.push_back(p.budget);
   {
     std::lock_guard<std::mutex> guard{p.mtx};
     if (!p.order.empty()) first = p.sessions.at(p.order.front()).reconciler;
     for (auto& [id, s] : p.sessions)
       if (s.budget) budgets.push_back(s.budget);
   }
-  if (first)
-    if (auto s = p.ask<session_snapshot>(first, timeout, atom::snapshot_v)) sess = std::move(*s);
-  out["reconcile"] = {{"generation", sess ? sess->generation : 0},
-                      {"in_progress", sess ? sess->in_progress : false},
-                      {"last_error", sess ? null_if_empty(sess->last_error) : json(nullptr)}};
-  std::optional<pool_snapshot> pool;
-  if (p.pool)
-    if (auto r = p.ask<pool_snapshot>(p.pool, timeout, atom::snapshot_v)) pool = std::move(*r);
-  std::map<std::string, uint64_t> restarts;
-  if (pool)
-    for (auto& e : pool->entries)
-      restarts[e.id] += e.restarts;
-  json servers = json::array();
-  std::map<std::string, const session_server*> live;
-  if (sess)
-    for (auto& s : sess->servers)
-      live[s.name] = &s;
-  std::map<std::string, std::string> skipped, failed;
-  if (sess) {
-    for (auto& u : sess->skipped)
-      skipped[u.server] = u.reason;
-    for (auto& u : sess->failed)
-      failed[u.server] = u.remedy;
-  }
-  auto add = [&](const std::string& name, const std::string& scope, const std::string& transport,
-                 const std::string& fingerprint, const std::string& reason, const std::string& approval) {
-    json s{{"name", name}, {"scope", scope}, {"transport", transport}, {"fingerprint", p.show_id(fingerprint)}};
-    auto l = live.find(name);
-    if (l != live.end()) {
-      auto& ls = *l->second;
-      s["status"] = to_string(ls.status);
-      s["pid"] = ls.pid < 0 ? json(nullptr) : json(ls.pid);
-      s["tools"] = ls.tools;
-      s["prompts"] = ls.prompts;
-      s["last_error"] = null_if_empty(ls.last_error);
-      s["restarts"] = restarts.count(ls.connection_id) ? restarts[ls.connection_id] : 0;
-    } else {
-      auto f = failed.find(name);
-      s["status"] = f != failed.end() ? "error" : "disconnected";
-      s["pid"] = nullptr;
-      s["tools"] = 0;
-      s["prompts"] = 0;
-      s["last_error"] = f != failed.end() ? json(f->second) : json(nullptr);
-      s["restarts"] = 0;
-    }
-    auto sk = skipped.find(name);
-    s["reason"] = !reason.empty() ? json(reason) : sk != skipped.end() ? json(sk->second) : json(nullptr);
-    s["approval"] = null_if_empty(approval);
-    servers.push_back(std::move(s));
+  g->budgets.resize(budgets.size());
+  answer_once<json> once{std::move(done), [] { return json{{"v", 1}, {"error", "the runtime stopped"}}; }};
+  auto settle = [g, once, show_id = p.show_id] {
+    if (--g->pending > 0) return;
+    for (auto& b : g->budgets)
+      if (b) g->parts.budgets.push_back(std::move(*b));
+    json out = assemble(std::move(g->parts), show_id);
+    once(std::move(out));
   };
-  std::set<std::string> listed;
-  if (g)
-    for (auto& gs : g->servers) {
-      add(gs.name, gs.scope, gs.transport, gs.fingerprint, gs.reason, gs.approval);
-      listed.insert(gs.name);
+  caf::anon_send(p.asker, runtime_asker_job{[=, gating = p.gating, pool = p.pool,
+                                             fleet = p.fleet](caf::event_based_actor* self) {
+    auto skip = [settle](caf::error&) { settle(); };
+    ++g->pending;
+    self->request(gating, timeout, atom::snapshot_v).then([g, settle](gating_snapshot& x) {
+      g->parts.gating = std::move(x);
+      settle();
+    }, skip);
+    if (first) {
+      ++g->pending;
+      self->request(first, timeout, atom::snapshot_v).then([g, settle](session_snapshot& x) {
+        g->parts.session = std::move(x);
+        settle();
+      }, skip);
     }
-  // The session's own servers (and any the workspace does not configure).
-  for (auto& [name, ls] : live)
-    if (!listed.count(name)) add(name, ls->scope, ls->transport, ls->connection_id, "", "");
-  std::sort(servers.begin(), servers.end(),
-            [](const json& a, const json& b) { return a["name"].get<std::string>() < b["name"].get<std::string>(); });
-  out["servers"] = std::move(servers);
-  if (pool) {
-    json entries = json::array();
-    for (auto& e : pool->entries)
-      entries.push_back({{"id", p.show_id(e.id)}, {"name", e.name}, {"refs", e.refs}, {"status", to_string(e.status)},
-                         {"pid", e.pid < 0 ? json(nullptr) : json(e.pid)}, {"restarts", e.restarts}});
-    out["pool"] = {{"entries", entries}, {"subprocess_count", pool->subprocess_count}};
-  } else {
-    out["pool"] = nullptr;
+    if (pool) {
+      ++g->pending;
+      self->request(pool, timeout, atom::snapshot_v).then([g, settle](pool_snapshot& x) {
+        g->parts.pool = std::move(x);
+        settle();
+      }, skip);
+    }
+    for (std::size_t i = 0; i < budgets.size(); ++i) {
+      ++g->pending;
+      self->request(budgets[i], timeout, atom::snapshot_v).then([g, settle, i](budget_snapshot& x) {
+        g->budgets[i] = std::move(x);
+        settle();
+      }, skip);
+    }
+    if (fleet) {
+      ++g->pending;
+      self->request(fleet, timeout, atom::snapshot_v).then([g, settle](fleet_status& x) {
+        g->parts.fleet = std::move(x);
+        settle();
+      }, skip);
+    }
+    settle(); // the one held while the requests went out
+  }});
+}
+
+void runtime::reload_async(result_callback<bool> done) {
+  impl_->ask_async<bool>(impl_->watcher, std::chrono::seconds(30), std::move(done), atom::reload_v);
+}
+
+void runtime::approve_async(const std::string& server, result_callback<bool> done) {
+  impl_->ask_async<bool>(impl_->gating, std::chrono::seconds(30), std::move(done), atom::approve_v, server);
+}
+
+void runtime::reject_async(const std::string& server, result_callback<bool> done) {
+  impl_->ask_async<bool>(impl_->gating, std::chrono::seconds(30), std::move(done), atom::reject_v, server);
+}
+
+void runtime::restart_async(const std::string& server, result_callback<std::vector<restart_result>> done) {
+  auto& p = *impl_;
+  if (p.remote) {
+    p.ask_async<std::vector<restart_result>>(p.remote->node, std::chrono::seconds(70), std::move(done),
+                                             atom::restart_v, server);
+    return;
   }
-  json cells = json::array();
-  if (p.budget) budgets.insert(budgets.begin(), p.budget);
-  for (auto& b : budgets)
-    if (auto r = p.ask<budget_snapshot>(b, timeout, atom::snapshot_v)) cells.push_back(budget_json(*r));
-  out["budgets"] = std::move(cells);
-  out["fleet"] = nullptr;
-  if (p.fleet)
-    if (auto f = p.ask<fleet_status>(p.fleet, timeout, atom::snapshot_v)) out["fleet"] = fleet_json(*f);
-  if (g && !g->errors.empty()) out["errors"] = g->errors;
-  // Server text (last_error, stderr) and settings text reach the snapshot:
-  // whatever a source let through, the answer dumps as valid UTF-8.
-  make_payload_safe(out);
-  return out;
+  if (!p.pool) {
+    done(make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)"));
+    return;
+  }
+  p.ask_async<std::vector<restart_result>>(
+    p.pool, std::chrono::seconds(60),
+    [done = std::move(done), show_id = p.show_id](caf::expected<std::vector<restart_result>> r) {
+      if (r) show_restarts(*r, show_id);
+      done(std::move(r));
+    },
+    pool_restart{server});
+}
+
+void runtime::replay_async(uint64_t after, std::function<void(std::vector<event>)> done) {
+  impl_->ask_async<std::vector<event>>(
+    impl_->bus, std::chrono::seconds(10),
+    [done = std::move(done)](caf::expected<std::vector<event>> r) { done(r ? std::move(*r) : std::vector<event>{}); },
+    atom::replay_v, after);
 }
 
 caf::expected<bool> runtime::reload() {
@@ -938,11 +1008,7 @@ caf::expected<std::vector<restart_result>> runtime::restart(const std::string& s
                                                    server);
   if (!impl_->pool) return make_error(errc::unavailable, "restart needs the pool (MCPRT_NO_POOL is set)");
   auto r = impl_->ask<std::vector<restart_result>>(impl_->pool, std::chrono::seconds(60), pool_restart{server});
-  if (r)
-    for (auto& x : *r) {
-      x.id = impl_->show_id(x.id);
-      x.reason = replace_invalid_utf8(x.reason);
-    }
+  if (r) show_restarts(*r, impl_->show_id);
   return r;
 }
 
@@ -1020,6 +1086,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     kill(p.watcher);
     kill(p.gating);
     kill(p.broker);
+    kill(p.asker);
     kill(p.bus);
     kill(p.remote->link);
     return out;
@@ -1048,6 +1115,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     kill(p.fleet);
   }
   kill(p.broker);
+  kill(p.asker);
   kill(p.forwarding); // and with it the forwarder
   kill(p.forwarders->get().first);
   kill(p.bus);

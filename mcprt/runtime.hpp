@@ -456,6 +456,25 @@ public:
   /// Restarts every pool entry of a server (pool mode only).
   caf::expected<std::vector<restart_result>> restart(const std::string& server);
 
+  // -- without blocking -----------------------------------------------
+  //
+  // The same operations in a form that returns at once: the answer goes to
+  // `done` exactly once, on one of the runtime's actor threads (or on the
+  // calling thread when the runtime has stopped or its remote node went
+  // away). Hand it over and return: never block in `done`, never call the
+  // blocking member functions from it.
+
+  template <class T>
+  using result_callback = std::function<void(caf::expected<T>)>;
+
+  void snapshot_async(std::function<void(nlohmann::json)> done);
+  void reload_async(result_callback<bool> done);
+  void approve_async(const std::string& server, result_callback<bool> done);
+  void reject_async(const std::string& server, result_callback<bool> done);
+  void restart_async(const std::string& server, result_callback<std::vector<restart_result>> done);
+  /// As `replay`: the events above `after` still in the replay ring.
+  void replay_async(uint64_t after, std::function<void(std::vector<event>)> done);
+
   /// Starts the OAuth authorization of a streamable-HTTP server (`mcprt
   /// auth`) and returns its authorization URL once known; empty when no
   /// person is needed (client credentials) and it is done. The flow goes on
