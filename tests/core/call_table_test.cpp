@@ -48,7 +48,7 @@ TEST(CallTable, ACallIdInFlightIsRefusedForItsOwnerOnlyAndFreeAgainOnceRemoved) 
 
 TEST(CallTable, ABadCallIdIsRefusedAndCountsAgainstNothing) {
   call_table t{1};
-  for (auto id : {"with space", "a/b", std::string(129, 'x').c_str()}) {
+  for (const std::string& id : std::vector<std::string>{"with space", "a/b", std::string(129, 'x')}) {
     auto r = t.admit(table_slot("a", id));
     ASSERT_TRUE(r.refused) << id;
     EXPECT_EQ(r.refused->why, call_refusal::bad_id);
