@@ -68,69 +68,6 @@ json tool_error_result(const std::string& text) {
   return json{{"content", json::array({json{{"type", "text"}, {"text", text}}})}, {"isError", true}};
 }
 
-/// A small queue of jobs on one thread. The thread starts with the first
-/// job after start(): a daemon no MCP client has used holds none.
-class job_thread {
-public:
-  explicit job_thread(const char* name) : name_(name) {}
-  ~job_thread() { stop(); }
-
-  void start() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    started_ = true;
-    start_thread_locked();
-  }
-
-  bool submit(std::function<void()> job) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (stopped_) return false;
-    jobs_.push_back(std::move(job));
-    start_thread_locked();
-    cv_.notify_one();
-    return true;
-  }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      stopped_ = true;
-      cv_.notify_all();
-    }
-    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-  }
-
-private:
-  void start_thread_locked() {
-    if (started_ && !stopped_ && !jobs_.empty() && !thread_.joinable()) thread_ = std::thread([this] { run(); });
-  }
-
-  void run() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock{mtx_};
-        cv_.wait(lock, [&] { return stopped_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      try {
-        job();
-      } catch (const std::exception& e) {
-        spdlog::error("gateway: a job of {} failed: {}", name_, escape_for_display(e.what()));
-      }
-    }
-  }
-
-  const char* name_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool started_ = false;
-  bool stopped_ = false;
-  std::thread thread_; // started under mtx_, never after stopped_
-};
-
 } // namespace
 
 // -- state ------------------------------------------------------------------------
@@ -197,7 +134,6 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   uint64_t next_call = 1;
   bool stopping = false;
 
-  job_thread sessions_thread{"gateway-sessions"};
   // The rebuilder: dirty flag and its own thread.
   std::mutex refresh_mtx;
   std::condition_variable refresh_cv;
@@ -275,9 +211,7 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
   std::weak_ptr<impl> weak = shared_from_this();
   auto sid = s->id;
   if (d.method == "tools/call" && d.stale) {
-    sessions_thread.submit([weak, sid, key, d] {
-      if (auto self = weak.lock()) self->stale_call(sid, key, d);
-    });
+    stale_call(sid, key, d);
     return;
   }
   call_options o;
@@ -394,14 +328,18 @@ void gateway::impl::stale_call(const std::string& sid, const std::string& key, c
   }
   std::string text = "the tool '" + escape_for_display(d.name.substr(0, 128)) + "' of server '" + d.server
                      + "' is not available";
-  auto u = rt.unavailable_reason(d.server);
-  if (u && !u->reason.empty()) {
-    text += ": " + u->reason;
-    if (!u->remedy.empty()) text += " — " + u->remedy;
-  } else {
-    text += ": the server does not list it now (connecting, restarting, or the tool is gone)";
-  }
-  finish(sid, key, gateway_session::result(d.id, tool_error_result(text)));
+  std::weak_ptr<impl> weak = shared_from_this();
+  rt.unavailable_reason_async(d.server, [weak, sid, key, id = d.id, text](caf::expected<unavailability> u) mutable {
+    auto self = weak.lock();
+    if (!self) return;
+    if (u && !u->reason.empty()) {
+      text += ": " + u->reason;
+      if (!u->remedy.empty()) text += " — " + u->remedy;
+    } else {
+      text += ": the server does not list it now (connecting, restarting, or the tool is gone)";
+    }
+    self->finish(sid, key, gateway_session::result(id, tool_error_result(text)));
+  });
 }
 
 // -- requests of servers for the client ---------------------------------------------------
@@ -526,16 +464,17 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
     }
     std::weak_ptr<impl> weak = impl_;
     auto id = s->id;
-    bool queued = p.sessions_thread.submit([weak, id, msg = std::move(msg), reply] {
+    // The runtime's session comes through a callback: nothing here waits
+    // for it (a remote runtime asks its node).
+    p.rt.open_session_async({}, [weak, id, msg = std::move(msg), reply](std::string rs) {
       auto self = weak.lock();
       if (!self) return;
-      auto rs = self->rt.open_session();
       gateway_effects fx;
       {
         std::lock_guard<std::mutex> guard{self->mtx};
         auto s = self->find(id);
-        if (!s) {
-          self->sessions_thread.submit([self, rs] { self->rt.close_session(rs); });
+        if (!s) { // closed while it opened
+          if (!rs.empty()) self->rt.close_session_async(rs, [] {});
           return;
         }
         s->runtime_session = rs;
@@ -545,11 +484,6 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
         reply->send(m, true);
       spdlog::info("gateway: session {} opened", id.substr(0, 8));
     });
-    if (!queued) {
-      std::lock_guard<std::mutex> guard{p.mtx};
-      p.sessions.erase(s->id);
-      return {503, "", "the gateway is stopping"};
-    }
     return {200, s->id, ""};
   }
   std::shared_ptr<impl::session> s;
@@ -673,11 +607,7 @@ void gateway::impl::close_session(const std::string& sid) {
   auto rs = s->runtime_session;
   for (auto& [server, uri] : unsubscribe)
     if (!rs.empty()) rt.mcp_request_async(rs, server, "resources/unsubscribe", json{{"uri", uri}}, [](caf::expected<json>) {});
-  std::weak_ptr<impl> weak = shared_from_this();
-  if (!rs.empty())
-    sessions_thread.submit([weak, rs] {
-      if (auto self = weak.lock()) self->rt.close_session(rs);
-    });
+  if (!rs.empty()) rt.close_session_async(rs, [] {});
   spdlog::info("gateway: session {} closed", sid.substr(0, 8));
 }
 
@@ -934,7 +864,6 @@ bool gateway::start() {
                                           event_kind::resource_list_changed, event_kind::pending_approval_changed,
                                           event_kind::resource_updated, event_kind::server_log});
   if (!subscribed) return false;
-  p.sessions_thread.start();
   p.refresher = std::thread([weak] {
     if (auto self = weak.lock()) self->refresh_loop();
   });
@@ -959,7 +888,6 @@ void gateway::stop() {
   if (p.refresher.joinable()) p.refresher.join();
   for (auto& sid : ids)
     p.close_session(sid);
-  p.sessions_thread.stop();
   if (p.subscriber) {
     p.rt.unsubscribe(caf::actor_cast<event_subscriber_actor>(p.subscriber));
     caf::anon_send_exit(p.subscriber, caf::exit_reason::user_shutdown);

@@ -152,8 +152,18 @@ void show_restarts(std::vector<restart_result>& rs, const std::function<std::str
   }
 }
 
-caf::behavior runtime_asker(caf::event_based_actor* self) {
-  return {[self](runtime_asker_job& job) { job.run(self); }};
+/// `name` is for the log. (It also keeps CAF 0.17 from binding a null
+/// tuple for a function spawned without arguments, which UBSan reports.)
+caf::behavior runtime_asker(caf::event_based_actor* self, std::string name) {
+  return {[self, name](runtime_asker_job& job) {
+    try {
+      job.run(self);
+    } catch (const std::exception& e) {
+      spdlog::error("{}: a job failed: {}", name, escape_for_display(e.what()));
+    } catch (...) {
+      spdlog::error("{}: a job failed", name);
+    }
+  }};
 }
 
 /// Calls `done` exactly once: with the answer, or, when the last copy goes
@@ -167,7 +177,12 @@ public:
   void operator()(T x) const {
     auto done = std::move(state_->done);
     state_->done = nullptr;
-    if (done) done(std::move(x));
+    if (!done) return;
+    try {
+      done(std::move(x));
+    } catch (...) {
+      // A host's callback must not take the asker down.
+    }
   }
 
 private:
@@ -334,12 +349,23 @@ struct runtime::impl {
   std::vector<std::string> order; // opening order; the first open one is reported
   uint64_t next_session = 1;
   bool stopped = false;
+  bool asker_gone = false;
 
   explicit impl(caf::actor_system& s) : sys(s) {}
 
+  void close_asker() {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      asker_gone = true;
+    }
+    if (asker) caf::anon_send_exit(asker, caf::exit_reason::user_shutdown);
+  }
+
+  /// Whether the asker has gone (at the end of shutdown, after the
+  /// sessions closed through it).
   bool has_stopped() const {
     std::lock_guard<std::mutex> guard{mtx};
-    return stopped;
+    return asker_gone;
   }
 
   template <class R, class Handle, class... Ts>
@@ -450,7 +476,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   // Weak: the link actor lives as long as its handle in `r`, and a strong
   // reference back would keep both alive forever.
   p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{}, node);
-  p->asker = sys.spawn(runtime_asker);
+  p->asker = sys.spawn(runtime_asker, std::string{"runtime: asker"});
   r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), broker = p->broker](const std::string& why) {
     if (auto r = weak.lock()) node_gone(r, broker, why);
   });
@@ -551,7 +577,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   bo.show_connection_id = p->show_id;
   p->bus = spawn_event_bus(sys, std::move(bo));
   p->broker = spawn_call_broker(sys, opts.max_calls_per_server, p->bus);
-  p->asker = sys.spawn(runtime_asker);
+  p->asker = sys.spawn(runtime_asker, std::string{"runtime: asker"});
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   p->oauth = std::make_shared<oauth_broker>(opts.oauth_file, p->http.get());
@@ -649,24 +675,37 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
 }
 
 std::string runtime::open_session(std::vector<server_config> servers) {
+  std::promise<std::string> answer;
+  auto result = answer.get_future();
+  open_session_async(std::move(servers), [&answer](std::string id) { answer.set_value(std::move(id)); });
+  return result.get();
+}
+
+void runtime::open_session_async(std::vector<server_config> servers, std::function<void(std::string)> done) {
   auto& p = *impl_;
   if (p.remote) {
-    if (!p.remote->up) return {};
-    caf::scoped_actor self{p.sys};
-    std::string id;
-    self->request(p.remote->node, std::chrono::seconds(30), atom::open_v, p.remote->link, std::move(servers))
-      .receive([&](std::string& i) { id = std::move(i); },
-               [&](caf::error& e) {
-                 spdlog::warn("runtime: the node at {} opened no session: {}", escape_for_display(p.remote->address),
-                              escape_for_display(p.sys.render(e)));
-               });
-    if (id.empty()) return {};
-    impl::session_entry entry;
-    entry.reconciler = spawn_remote_session(p.sys, p.remote->node, id);
-    std::lock_guard<std::mutex> guard{p.mtx};
-    p.sessions.emplace(id, entry);
-    p.order.push_back(id);
-    return id;
+    auto remote = p.remote;
+    p.ask_async<std::string>(
+      remote->node, std::chrono::seconds(30),
+      [&p, remote, done = std::move(done)](caf::expected<std::string> id) {
+        if (!id || id->empty()) {
+          if (!id)
+            spdlog::warn("runtime: the node at {} opened no session: {}", escape_for_display(remote->address),
+                         escape_for_display(p.sys.render(id.error())));
+          done({});
+          return;
+        }
+        impl::session_entry entry;
+        entry.reconciler = spawn_remote_session(p.sys, remote->node, *id);
+        {
+          std::lock_guard<std::mutex> guard{p.mtx};
+          p.sessions.emplace(*id, entry);
+          p.order.push_back(*id);
+        }
+        done(std::move(*id));
+      },
+      atom::open_v, remote->link, std::move(servers));
+    return;
   }
   session_id number = 0;
   {
@@ -696,29 +735,49 @@ std::string runtime::open_session(std::vector<server_config> servers) {
     p.order.push_back(id);
   }
   caf::anon_send(p.gating, atom::attach_v, entry.reconciler, std::move(servers));
-  return id;
+  done(std::move(id));
 }
 
 void runtime::close_session(const std::string& session) {
+  std::promise<void> closed;
+  auto result = closed.get_future();
+  close_session_async(session, [&closed] { closed.set_value(); });
+  result.get();
+}
+
+void runtime::close_session_async(const std::string& session, std::function<void()> done) {
   auto& p = *impl_;
   auto s = p.find_session(session);
-  if (!s) return;
-  if (p.remote) {
-    // The node closes it; a node that went away closed it already.
-    (void)p.ask<bool>(p.remote->node, std::chrono::seconds(30), atom::close_v, session);
-    caf::anon_send_exit(s->reconciler, caf::exit_reason::user_shutdown);
+  if (!s) {
+    done();
+    return;
+  }
+  // Out of the books first: a second close finds nothing to do.
+  {
     std::lock_guard<std::mutex> guard{p.mtx};
     p.sessions.erase(session);
     p.order.erase(std::remove(p.order.begin(), p.order.end(), session), p.order.end());
+  }
+  auto once = [done = std::move(done)](caf::expected<bool>) { done(); };
+  if (p.remote) {
+    // The node closes it; a node that went away closed it already.
+    caf::anon_send_exit(s->reconciler, caf::exit_reason::user_shutdown);
+    p.ask_async<bool>(p.remote->node, std::chrono::seconds(30), std::move(once), atom::close_v, session);
     return;
   }
   caf::anon_send(p.gating, atom::detach_v, s->reconciler);
-  p.ask<bool>(s->reconciler, std::chrono::seconds(30), atom::stop_v);
-  if (s->pool) caf::anon_send_exit(s->pool, caf::exit_reason::user_shutdown);
-  if (s->budget) caf::anon_send_exit(s->budget, caf::exit_reason::user_shutdown);
-  std::lock_guard<std::mutex> guard{p.mtx};
-  p.sessions.erase(session);
-  p.order.erase(std::remove(p.order.begin(), p.order.end(), session), p.order.end());
+  p.ask_async<bool>(
+    s->reconciler, std::chrono::seconds(30),
+    [entry = *s, once = std::move(once)](caf::expected<bool> r) {
+      if (entry.pool) caf::anon_send_exit(entry.pool, caf::exit_reason::user_shutdown);
+      if (entry.budget) caf::anon_send_exit(entry.budget, caf::exit_reason::user_shutdown);
+      once(std::move(r));
+    },
+    atom::stop_v);
+}
+
+void runtime::unavailable_reason_async(const std::string& server, result_callback<unavailability> done) {
+  impl_->ask_async<unavailability>(impl_->gating, std::chrono::seconds(10), std::move(done), atom::reason_v, server);
 }
 
 caf::expected<json> runtime::call_tool(const std::string& session, const std::string& server,
@@ -1086,7 +1145,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     kill(p.watcher);
     kill(p.gating);
     kill(p.broker);
-    kill(p.asker);
+    p.close_asker();
     kill(p.bus);
     kill(p.remote->link);
     return out;
@@ -1115,7 +1174,7 @@ drain_result runtime::shutdown(std::chrono::milliseconds timeout) {
     kill(p.fleet);
   }
   kill(p.broker);
-  kill(p.asker);
+  p.close_asker();
   kill(p.forwarding); // and with it the forwarder
   kill(p.forwarders->get().first);
   kill(p.bus);

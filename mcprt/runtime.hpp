@@ -474,6 +474,13 @@ public:
   void restart_async(const std::string& server, result_callback<std::vector<restart_result>> done);
   /// As `replay`: the events above `after` still in the replay ring.
   void replay_async(uint64_t after, std::function<void(std::vector<event>)> done);
+  /// As `open_session`: the new session's id (empty when none opened).
+  /// Embedded, the session opens at once and `done` runs on the calling
+  /// thread.
+  void open_session_async(std::vector<server_config> servers, std::function<void(std::string)> done);
+  /// As `close_session`: `done` runs once the session's connections are let go.
+  void close_session_async(const std::string& session, std::function<void()> done);
+  void unavailable_reason_async(const std::string& server, result_callback<unavailability> done);
 
   /// Starts the OAuth authorization of a streamable-HTTP server (`mcprt
   /// auth`) and returns its authorization URL once known; empty when no

@@ -16,6 +16,18 @@
 
 namespace mcprt {
 
+/// An answer of the runtime, brought back to the node's answerer to be
+/// delivered on its thread.
+struct node_answer_job {
+  std::function<void()> run;
+};
+
+} // namespace mcprt
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::node_answer_job)
+
+namespace mcprt {
+
 namespace {
 
 /// One blocking call of the runtime, on a thread of its own: a scheduler
@@ -86,6 +98,54 @@ struct node_session {
   reconciler_actor reconciler;
 };
 
+/// The node's helper for the runtime's non-blocking operations: a host's
+/// request is delegated here, and the runtime's answer, which comes on
+/// another thread, is delivered from here. Local: never published.
+using node_answerer_actor = caf::typed_actor<caf::replies_to<atom::snapshot>::with<json_value>,
+                                             caf::replies_to<atom::restart, std::string>::with<std::vector<restart_result>>,
+                                             caf::replies_to<atom::close, std::string>::with<bool>,
+                                             caf::reacts_to<node_answer_job>>;
+
+/// Starts `start(runtime&, deliver)` and answers the request with what
+/// `deliver` gets, whenever and on whatever thread that is.
+template <class T, class Start>
+caf::result<T> answer_later(node_answerer_actor::pointer self, const gate_ptr& gate, Start start) {
+  auto rp = self->make_response_promise<T>();
+  auto me = caf::actor_cast<node_answerer_actor>(self);
+  auto deliver = [me, rp](caf::expected<T> r) {
+    caf::anon_send(me, node_answer_job{[rp, r = std::move(r)]() mutable {
+                     if (r) rp.deliver(std::move(*r));
+                     else rp.deliver(std::move(r.error()));
+                   }});
+  };
+  auto started = gate->with<bool>([&](runtime& rt) {
+    start(rt, deliver);
+    return true;
+  });
+  if (!started) rp.deliver(std::move(started.error()));
+  return rp;
+}
+
+node_answerer_actor::behavior_type node_answerer(node_answerer_actor::pointer self, gate_ptr gate) {
+  return {
+    [self, gate](atom::snapshot) {
+      return answer_later<json_value>(self, gate, [](runtime& rt, auto deliver) {
+        rt.snapshot_async([deliver](nlohmann::json j) { deliver(json_value{std::move(j)}); });
+      });
+    },
+    [self, gate](atom::restart, const std::string& server) {
+      return answer_later<std::vector<restart_result>>(
+        self, gate, [&server](runtime& rt, auto deliver) { rt.restart_async(server, deliver); });
+    },
+    [self, gate](atom::close, const std::string& id) {
+      return answer_later<bool>(self, gate, [&id](runtime& rt, auto deliver) {
+        rt.close_session_async(id, [deliver] { deliver(true); });
+      });
+    },
+    [](node_answer_job& job) { job.run(); },
+  };
+}
+
 struct workspace_node_state {
   static inline const char* name = "mcprt.workspace_node";
   gate_ptr gate;
@@ -94,6 +154,7 @@ struct workspace_node_state {
   gating_actor gating;
   watcher_actor watcher;
   call_broker_actor calls;
+  node_answerer_actor answerer;
   std::map<caf::actor_addr, host_entry> hosts;
   std::map<std::string, node_session> sessions;
 };
@@ -192,16 +253,11 @@ void host_gone(node_self self, const caf::down_msg& dm) {
     self->state.sessions.erase(id);
   spdlog::info("remote host {} went away ({}); closing its {} session(s)", host_label(dm.source.node()),
                escape_for_display(to_string(dm.reason)), ids.size());
-  if (ids.empty()) return;
-  auto worker = self->system().template spawn<caf::detached>(
-    blocking_worker<bool, std::function<caf::expected<bool>()>>, [gate = self->state.gate, ids] {
-      return gate->with<bool>([&](runtime& rt) {
-        for (auto& id : ids)
-          rt.close_session(id);
-        return true;
-      });
-    });
-  caf::anon_send(worker, atom::run_v);
+  (void)self->state.gate->with<bool>([&](runtime& rt) {
+    for (auto& id : ids)
+      rt.close_session_async(id, [] {});
+    return true;
+  });
 }
 
 caf::result<std::string> open_for_host(node_self self, const remote_host_actor& host,
@@ -236,6 +292,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
                                                             call_broker_actor calls) {
   auto& st = self->state;
   st.calls = std::move(calls);
+  st.answerer = self->spawn<caf::linked>(node_answerer, gate);
   st.gate = gate;
   st.bus = std::move(bus);
   st.gating = std::move(gating);
@@ -259,12 +316,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
       if (!s) return false;
       if (auto h = self->state.hosts.find(s->host); h != self->state.hosts.end()) h->second.sessions.erase(id);
       self->state.sessions.erase(id);
-      return off_thread<bool>(self, [gate = self->state.gate, id] {
-        return gate->with<bool>([&](runtime& rt) {
-          rt.close_session(id);
-          return true;
-        });
-      });
+      return self->delegate(self->state.answerer, atom::close_v, std::move(id));
     },
     // -- one session's servers --
     [self](atom::call, const std::string& session, std::string& server, std::string& tool, json_value& args,
@@ -322,9 +374,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
     },
     // -- the workspace --
     [self](atom::snapshot) -> caf::result<json_value> {
-      return off_thread<json_value>(self, [gate = self->state.gate] {
-        return gate->with<json_value>([](runtime& rt) { return json_value{rt.snapshot()}; });
-      });
+      return self->delegate(self->state.answerer, atom::snapshot_v);
     },
     [self](atom::gating) -> caf::result<gating_snapshot> {
       return self->delegate(self->state.gating, atom::snapshot_v);
@@ -340,9 +390,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
       return self->delegate(self->state.gating, atom::reason_v, std::move(server));
     },
     [self](atom::restart, std::string& server) -> caf::result<std::vector<restart_result>> {
-      return off_thread<std::vector<restart_result>>(self, [gate = self->state.gate, server] {
-        return gate->with<std::vector<restart_result>>([&](runtime& rt) { return rt.restart(server); });
-      });
+      return self->delegate(self->state.answerer, atom::restart_v, std::move(server));
     },
     [self](atom::authorize, std::string& server, uint64_t callback_ms, uint64_t url_ms) -> caf::result<std::string> {
       authorize_options o;

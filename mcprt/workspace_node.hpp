@@ -18,9 +18,11 @@ class runtime;
 /// the node lets go of it.
 struct runtime_gate;
 
-/// Spawns the node actor over `rt`. The runtime's blocking calls (closing a
-/// session, the snapshot, restart, OAuth) run on a thread of their own per
-/// request, never on a scheduler worker.
+/// Spawns the node actor over `rt`. Closing a session, the snapshot and a
+/// restart use the runtime's non-blocking forms (a helper actor of the node
+/// delivers their answers); only the OAuth operations, which block on the
+/// network, run on a thread of their own per request, never on a scheduler
+/// worker.
 class workspace_node {
 public:
   workspace_node(caf::actor_system& sys, runtime& rt);
@@ -33,7 +35,7 @@ public:
   const workspace_node_actor& actor() const { return actor_; }
 
   /// Lets go of the runtime: waits for the runtime calls in progress for
-  /// hosts to return (a restart may take a minute), fails every later
+  /// hosts to return or, for the non-blocking ones, to have started; fails every later
   /// request with errc::disconnected, and ends the actor. Call it before
   /// the runtime shuts down: a worker must not call into a runtime that is
   /// stopping or gone. Idempotent.

@@ -144,3 +144,37 @@ TEST_F(AsyncOps, AfterShutdownEveryOperationStillAnswersOnce) {
   EXPECT_FALSE(restart.wait());
   EXPECT_EQ(snap.count + reload.count + restart.count, 3);
 }
+
+TEST_F(AsyncOps, ASessionOpensAndClosesWithoutBlocking) {
+  start_with({{"echo", server()}});
+  one_answer<std::string> opened;
+  rt->open_session_async({}, opened.callback());
+  auto id = opened.wait();
+  ASSERT_FALSE(id.empty());
+  EXPECT_NE(id, session);
+  auto r = rt->call_tool(id, "echo", "echo", {{"text", "hi"}}, 20s);
+  ASSERT_TRUE(r) << sys->render(r.error());
+  // Both sessions hold the one pool entry; closing the new one lets go of
+  // its reference before `done` runs.
+  wait_snapshot([](const json& s) { return s["pool"]["entries"].size() == 1 && s["pool"]["entries"][0]["refs"] == 2; });
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool closed = false;
+  rt->close_session_async(id, [&] {
+    std::lock_guard<std::mutex> guard{mtx};
+    closed = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock{mtx};
+    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return closed; }));
+  }
+  EXPECT_EQ(rt->snapshot()["pool"]["entries"][0]["refs"], 1);
+  auto gone = rt->call_tool(id, "echo", "echo", {{"text", "hi"}}, 5s);
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(is(gone.error(), errc::unknown_session)) << sys->render(gone.error());
+  // Closing it again, or a session never opened, still answers.
+  one_answer<bool> again;
+  rt->close_session_async(id, [&again] { again.callback()(true); });
+  EXPECT_TRUE(again.wait());
+}
