@@ -9,6 +9,8 @@
 #include <optional>
 #include <random>
 #include <atomic>
+#include <future>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -71,6 +73,8 @@ json tool_error_result(const std::string& text) {
 } // namespace
 
 // -- state ------------------------------------------------------------------------
+
+struct gateway_rebuild;
 
 struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   struct pending_request {
@@ -199,7 +203,15 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   void answered(session& s, std::uint64_t id, const json& msg);
   void close_session(const std::string& sid);
   void on_event(const event& ev);
-  void rebuild();
+  void rebuild(std::function<void()> finished);
+  void rebuild_views(const std::shared_ptr<gateway_rebuild>& b);
+  void rebuild_lists(const std::shared_ptr<gateway_rebuild>& b);
+  void rebuild_done(const std::shared_ptr<gateway_rebuild>& b);
+  void rebuild_and_wait();
+  /// Runs one step of a rebuild; a step that throws ends the rebuild (the
+  /// catalog stays as it was), never the waiting refresher.
+  void rebuild_step(const std::shared_ptr<gateway_rebuild>& b,
+                    void (impl::*step)(const std::shared_ptr<gateway_rebuild>&));
   void refresh_loop();
 };
 
@@ -688,95 +700,174 @@ void gateway::impl::on_event(const event& ev) {
   }
 }
 
-void gateway::impl::rebuild() {
+/// One rebuild of the catalog in flight. Its answers come on the runtime's
+/// threads, at once for every server: a slow server costs the rebuild its
+/// own time, not the sum, and no thread waits for any of them.
+struct gateway_rebuild {
+  std::mutex mtx;
+  int pending = 0;
   std::set<std::string> stale;
-  {
-    std::lock_guard<std::mutex> guard{refresh_mtx};
-    stale.swap(stale_lists);
-  }
+  std::optional<gating_snapshot> gating;
+  std::optional<session_snapshot> state;
   std::vector<gateway_server_view> views;
-  // The servers whose lists are asked for again, by index into views.
+  std::vector<std::optional<connection_info>> infos; // by view
   struct fetch {
     std::size_t view;
     std::string connection;
-    fetched_lists lists;
+    gateway::impl::fetched_lists lists;
     bool complete = true; // every list answered: worth keeping
   };
   std::vector<fetch> fetches;
-  auto gating = rt.gating_state();
-  auto state = rt.session_state(opts.catalog_session);
-  std::map<std::string, connection_status> live;
-  if (state)
-    for (auto& s : state->servers)
-      live[s.name] = s.status;
   std::set<std::string> present;
-  if (gating) {
-    for (auto& g : gating->servers) {
+  std::function<void()> finished;
+
+  /// Counts `n` answers to come, plus one held while they are asked for:
+  /// `arrive()` after each, `arrive()` once more when all were asked.
+  void expect(int n) {
+    std::lock_guard<std::mutex> guard{mtx};
+    pending = n + 1;
+  }
+  bool arrive() {
+    std::lock_guard<std::mutex> guard{mtx};
+    return --pending == 0;
+  }
+};
+
+void gateway::impl::rebuild(std::function<void()> finished) {
+  auto b = std::make_shared<gateway_rebuild>();
+  {
+    std::lock_guard<std::mutex> guard{refresh_mtx};
+    b->stale.swap(stale_lists);
+  }
+  b->finished = std::move(finished);
+  auto self = shared_from_this();
+  b->expect(2);
+  auto arrived = [self, b] {
+    if (b->arrive()) self->rebuild_step(b, &impl::rebuild_views);
+  };
+  rt.gating_state_async([b, arrived](caf::expected<gating_snapshot> g) {
+    if (g) {
+      std::lock_guard<std::mutex> guard{b->mtx};
+      b->gating = std::move(*g);
+    }
+    arrived();
+  });
+  rt.session_state_async(opts.catalog_session, [b, arrived](caf::expected<session_snapshot> st) {
+    if (st) {
+      std::lock_guard<std::mutex> guard{b->mtx};
+      b->state = std::move(*st);
+    }
+    arrived();
+  });
+  arrived();
+}
+
+void gateway::impl::rebuild_views(const std::shared_ptr<gateway_rebuild>& b) {
+  std::map<std::string, connection_status> live;
+  if (b->state)
+    for (auto& s : b->state->servers)
+      live[s.name] = s.status;
+  std::vector<std::size_t> ask;
+  if (b->gating)
+    for (auto& g : b->gating->servers) {
       gateway_server_view v;
       v.name = g.name;
       v.prefix = g.prefix;
       v.project = g.scope == "project";
       auto l = live.find(g.name);
-      if (g.admitted && l != live.end() && l->second == connection_status::connected) {
-        if (auto info = rt.server_info(opts.catalog_session, g.name)) {
-          v.available = true;
-          v.capabilities = info->capabilities.value.is_object() ? info->capabilities.value : json::object();
-          for (auto& t : info->tools) {
-            if (t.raw.value.is_object() && !t.raw.value.empty()) {
-              v.tools.push_back(t.raw.value);
-            } else {
-              json tool{{"name", t.name}, {"inputSchema", t.input_schema.value}};
-              if (!t.description.empty()) tool["description"] = t.description;
-              v.tools.push_back(std::move(tool));
-            }
-          }
-          present.insert(g.name);
-          auto connection = info->connection_id + "#" + std::to_string(info->generation);
-          auto cached = lists_cache.find(g.name);
-          if (cached != lists_cache.end() && cached->second.connection == connection && !stale.count(g.name)) {
-            v.prompts = cached->second.prompts;
-            v.resources = cached->second.resources;
-            v.resource_templates = cached->second.resource_templates;
-          } else {
-            fetches.push_back({views.size(), std::move(connection), {}, true});
-          }
-        }
+      if (g.admitted && l != live.end() && l->second == connection_status::connected) ask.push_back(b->views.size());
+      b->views.push_back(std::move(v));
+    }
+  b->infos.resize(b->views.size());
+  b->expect(static_cast<int>(ask.size()));
+  auto self = shared_from_this();
+  auto arrived = [self, b] {
+    if (b->arrive()) self->rebuild_step(b, &impl::rebuild_lists);
+  };
+  for (auto i : ask)
+    rt.server_info_async(opts.catalog_session, b->views[i].name, [b, i, arrived](caf::expected<connection_info> info) {
+      if (info) {
+        std::lock_guard<std::mutex> guard{b->mtx};
+        b->infos[i] = std::move(*info);
       }
-      views.push_back(std::move(v));
+      arrived();
+    });
+  arrived();
+}
+
+void gateway::impl::rebuild_lists(const std::shared_ptr<gateway_rebuild>& b) {
+  for (std::size_t i = 0; i < b->views.size(); ++i) {
+    auto& info = b->infos[i];
+    if (!info) continue;
+    auto& v = b->views[i];
+    v.available = true;
+    v.capabilities = info->capabilities.value.is_object() ? info->capabilities.value : json::object();
+    for (auto& t : info->tools) {
+      if (t.raw.value.is_object() && !t.raw.value.empty()) {
+        v.tools.push_back(t.raw.value);
+      } else {
+        json tool{{"name", t.name}, {"inputSchema", t.input_schema.value}};
+        if (!t.description.empty()) tool["description"] = t.description;
+        v.tools.push_back(std::move(tool));
+      }
+    }
+    b->present.insert(v.name);
+    auto connection = info->connection_id + "#" + std::to_string(info->generation);
+    auto cached = lists_cache.find(v.name);
+    if (cached != lists_cache.end() && cached->second.connection == connection && !b->stale.count(v.name)) {
+      v.prompts = cached->second.prompts;
+      v.resources = cached->second.resources;
+      v.resource_templates = cached->second.resource_templates;
+    } else {
+      b->fetches.push_back({i, std::move(connection), {}, true});
     }
   }
-  // Each changed server is asked on a thread of its own, at most eight at
-  // once: one slow server costs the rebuild its own time, not the sum.
-  auto ask = [&](fetch& f) {
-    const auto& v = views[f.view];
-    auto list = [&](const char* capability, const char* method, const char* key, std::vector<json>& out) {
-      if (!v.capabilities.contains(capability)) return;
-      auto r = rt.mcp_request(opts.catalog_session, v.name, method, json::object(), std::chrono::seconds(10));
-      if (!r || !r->is_object() || !r->contains(key) || !(*r)[key].is_array()) {
-        f.complete = false;
-        return;
-      }
-      for (auto& x : (*r)[key])
-        out.push_back(x);
-    };
-    list("prompts", "prompts/list", "prompts", f.lists.prompts);
-    list("resources", "resources/list", "resources", f.lists.resources);
-    list("resources", "resources/templates/list", "resourceTemplates", f.lists.resource_templates);
+  // The lists of every changed server are asked for at once.
+  struct list_request {
+    std::size_t fetch;
+    const char* method;
+    const char* key;
+    std::vector<json> fetched_lists::*out;
   };
-  if (fetches.size() == 1) {
-    ask(fetches.front());
-  } else if (!fetches.empty()) {
-    std::atomic<std::size_t> next{0};
-    std::vector<std::thread> askers;
-    for (std::size_t i = 0; i < std::min<std::size_t>(8, fetches.size()); ++i)
-      askers.emplace_back([&] {
-        for (auto k = next++; k < fetches.size(); k = next++)
-          ask(fetches[k]);
-      });
-    for (auto& t : askers)
-      t.join();
+  std::vector<list_request> requests;
+  for (std::size_t k = 0; k < b->fetches.size(); ++k) {
+    auto& caps = b->views[b->fetches[k].view].capabilities;
+    if (caps.contains("prompts")) requests.push_back({k, "prompts/list", "prompts", &fetched_lists::prompts});
+    if (caps.contains("resources")) {
+      requests.push_back({k, "resources/list", "resources", &fetched_lists::resources});
+      requests.push_back({k, "resources/templates/list", "resourceTemplates", &fetched_lists::resource_templates});
+    }
   }
-  for (auto& f : fetches) {
+  b->expect(static_cast<int>(requests.size()));
+  auto self = shared_from_this();
+  auto arrived = [self, b] {
+    if (b->arrive()) self->rebuild_step(b, &impl::rebuild_done);
+  };
+  call_options o;
+  o.timeout = std::chrono::seconds(10);
+  for (auto& r : requests)
+    rt.mcp_request_async(
+      opts.catalog_session, b->views[b->fetches[r.fetch].view].name, r.method, json::object(),
+      [b, r, arrived](caf::expected<json> answer) {
+        {
+          std::lock_guard<std::mutex> guard{b->mtx};
+          auto& f = b->fetches[r.fetch];
+          if (!answer || !answer->is_object() || !answer->contains(r.key) || !(*answer)[r.key].is_array()) {
+            f.complete = false;
+          } else {
+            for (auto& x : (*answer)[r.key])
+              (f.lists.*(r.out)).push_back(x);
+          }
+        }
+        arrived();
+      },
+      o);
+  arrived();
+}
+
+void gateway::impl::rebuild_done(const std::shared_ptr<gateway_rebuild>& b) {
+  auto& views = b->views;
+  for (auto& f : b->fetches) {
     auto& v = views[f.view];
     v.prompts = f.lists.prompts;
     v.resources = f.lists.resources;
@@ -790,17 +881,40 @@ void gateway::impl::rebuild() {
     }
   }
   for (auto it = lists_cache.begin(); it != lists_cache.end();)
-    it = present.count(it->first) ? std::next(it) : lists_cache.erase(it);
+    it = b->present.count(it->first) ? std::next(it) : lists_cache.erase(it);
   auto next = std::make_shared<gateway_catalog>(gateway_catalog::build(std::move(views)));
-  std::lock_guard<std::mutex> guard{mtx};
-  auto changes = gateway_catalog::diff(*catalog, *next);
-  catalog = std::move(next);
-  if (!changes.any()) return;
-  for (auto& [sid, s] : sessions) {
-    if (!s->engine.initialized()) continue;
-    if (changes.tools) send_unrelated(*s, gateway_session::notification("notifications/tools/list_changed"));
-    if (changes.prompts) send_unrelated(*s, gateway_session::notification("notifications/prompts/list_changed"));
-    if (changes.resources) send_unrelated(*s, gateway_session::notification("notifications/resources/list_changed"));
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto changes = gateway_catalog::diff(*catalog, *next);
+    catalog = std::move(next);
+    if (changes.any())
+      for (auto& [sid, s] : sessions) {
+        if (!s->engine.initialized()) continue;
+        if (changes.tools) send_unrelated(*s, gateway_session::notification("notifications/tools/list_changed"));
+        if (changes.prompts) send_unrelated(*s, gateway_session::notification("notifications/prompts/list_changed"));
+        if (changes.resources)
+          send_unrelated(*s, gateway_session::notification("notifications/resources/list_changed"));
+      }
+  }
+  if (auto f = std::exchange(b->finished, nullptr)) f();
+}
+
+/// Rebuilds the catalog and waits for it (on the refresher's thread, or a
+/// test's): its requests go out at once and answer on the runtime's threads.
+void gateway::impl::rebuild_and_wait() {
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  rebuild([done] { done->set_value(); });
+  finished.wait();
+}
+
+void gateway::impl::rebuild_step(const std::shared_ptr<gateway_rebuild>& b,
+                                 void (impl::*step)(const std::shared_ptr<gateway_rebuild>&)) {
+  try {
+    (this->*step)(b);
+  } catch (const std::exception& e) {
+    spdlog::error("gateway: cannot rebuild the catalog: {}", escape_for_display(e.what()));
+    if (auto f = std::exchange(b->finished, nullptr)) f();
   }
 }
 
@@ -820,7 +934,7 @@ void gateway::impl::refresh_loop() {
       }
     }
     try {
-      rebuild();
+      rebuild_and_wait();
     } catch (const std::exception& e) {
       spdlog::error("gateway: cannot rebuild the catalog: {}", escape_for_display(e.what()));
     }
@@ -844,7 +958,7 @@ void gateway::impl::refresh_loop() {
 }
 
 void gateway::refresh() {
-  impl_->rebuild();
+  impl_->rebuild_and_wait();
 }
 
 bool gateway::start() {

@@ -880,6 +880,29 @@ caf::expected<connection_info> runtime::server_info(const std::string& session, 
   return impl_->ask<connection_info>(s->reconciler, std::chrono::seconds(30), atom::info_v, server);
 }
 
+void runtime::gating_state_async(result_callback<gating_snapshot> done) {
+  impl_->ask_async<gating_snapshot>(impl_->gating, std::chrono::seconds(10), std::move(done), atom::snapshot_v);
+}
+
+void runtime::session_state_async(const std::string& session, result_callback<session_snapshot> done) {
+  auto s = impl_->find_session(session);
+  if (!s) {
+    done(make_error(errc::unknown_session, "no session " + session));
+    return;
+  }
+  impl_->ask_async<session_snapshot>(s->reconciler, std::chrono::seconds(30), std::move(done), atom::snapshot_v);
+}
+
+void runtime::server_info_async(const std::string& session, const std::string& server,
+                                result_callback<connection_info> done) {
+  auto s = impl_->find_session(session);
+  if (!s) {
+    done(make_error(errc::unknown_session, "no session " + session));
+    return;
+  }
+  impl_->ask_async<connection_info>(s->reconciler, std::chrono::seconds(30), std::move(done), atom::info_v, server);
+}
+
 caf::expected<gating_snapshot> runtime::gating_state() {
   return impl_->ask<gating_snapshot>(impl_->gating, std::chrono::seconds(10), atom::snapshot_v);
 }

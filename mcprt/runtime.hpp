@@ -481,6 +481,10 @@ public:
   /// As `close_session`: `done` runs once the session's connections are let go.
   void close_session_async(const std::string& session, std::function<void()> done);
   void unavailable_reason_async(const std::string& server, result_callback<unavailability> done);
+  void gating_state_async(result_callback<gating_snapshot> done);
+  void session_state_async(const std::string& session, result_callback<session_snapshot> done);
+  void server_info_async(const std::string& session, const std::string& server,
+                         result_callback<connection_info> done);
 
   /// Starts the OAuth authorization of a streamable-HTTP server (`mcprt
   /// auth`) and returns its authorization URL once known; empty when no
