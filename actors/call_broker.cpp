@@ -134,6 +134,22 @@ void broker_take_back(broker_self self, const call_slot& slot, const brokered_ca
   else if (c.conn) caf::anon_send(c.conn, atom::cancel_v, slot.key);
 }
 
+/// Where an attempt's answer goes: to the call, while `serial` is its attempt.
+auto broker_answered(broker_self self, const std::string& key, uint64_t serial) {
+  return [self, key, serial](json_value& r) {
+    if (self->state.table.find(key, serial)) broker_finish(self, key, std::move(r));
+  };
+}
+
+auto broker_refused(broker_self self, const std::string& key, uint64_t serial) {
+  return [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); };
+}
+
+/// The broker itself, when the caller wants the call's progress.
+progress_sink_actor broker_sink(broker_self self, const brokered_call& call) {
+  return call.wants_progress() ? caf::actor_cast<progress_sink_actor>(self) : progress_sink_actor{};
+}
+
 /// The call goes out on `conn`, under its key.
 void broker_send(broker_self self, const std::string& key, uint64_t serial, connection_actor conn) {
   auto& st = self->state;
@@ -142,17 +158,12 @@ void broker_send(broker_self self, const std::string& key, uint64_t serial, conn
   if (!slot || c == st.calls.end()) return; // cancelled or given up on while its connection was looked up
   auto& call = c->second;
   call.conn = conn;
-  auto answered = [self, key, serial](json_value& r) {
-    if (self->state.table.find(key, serial)) broker_finish(self, key, std::move(r));
-  };
-  auto failed = [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); };
-  if (slot->method.empty()) {
-    progress_sink_actor sink;
-    if (call.wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
-    self->request(conn, caf::infinite, atom::call_v, slot->tool, call.arguments, key, sink).then(answered, failed);
-  } else {
-    self->request(conn, caf::infinite, atom::mcp_request_v, slot->method, call.arguments).then(answered, failed);
-  }
+  if (slot->method.empty())
+    self->request(conn, caf::infinite, atom::call_v, slot->tool, call.arguments, key, broker_sink(self, call))
+      .then(broker_answered(self, key, serial), broker_refused(self, key, serial));
+  else
+    self->request(conn, caf::infinite, atom::mcp_request_v, slot->method, call.arguments)
+      .then(broker_answered(self, key, serial), broker_refused(self, key, serial));
 }
 
 /// The remote node takes the whole call (runtime::connect).
@@ -160,21 +171,14 @@ void broker_send_to_node(broker_self self, const std::string& key, uint64_t seri
   auto& st = self->state;
   auto* slot = st.table.find(key);
   auto& call = st.calls.at(key);
-  auto answered = [self, key, serial](json_value& r) {
-    if (self->state.table.find(key, serial)) broker_finish(self, key, std::move(r));
-  };
-  auto failed = [self, key, serial](caf::error& e) { broker_failed(self, key, serial, std::move(e)); };
-  if (slot->method.empty()) {
-    progress_sink_actor sink;
-    if (call.wants_progress()) sink = caf::actor_cast<progress_sink_actor>(self);
+  if (slot->method.empty())
     self->request(st.node, caf::infinite, atom::call_v, slot->session, slot->server, slot->tool, call.arguments, key,
-                  sink)
-      .then(answered, failed);
-  } else {
+                  broker_sink(self, call))
+      .then(broker_answered(self, key, serial), broker_refused(self, key, serial));
+  else
     self->request(st.node, caf::infinite, atom::mcp_request_v, slot->session, slot->server, slot->method,
                   call.arguments)
-      .then(answered, failed);
-  }
+      .then(broker_answered(self, key, serial), broker_refused(self, key, serial));
 }
 
 // The session names the call's connection (once its server is up), and the

@@ -197,13 +197,29 @@ const node_session* own_session(node_self self, const std::string& id) {
   return &i->second;
 }
 
+/// A host's call waits here at most this long; the host's own deadline
+/// (call_options::timeout) is normally shorter, and cancels it.
+constexpr std::chrono::milliseconds host_call_timeout = std::chrono::hours(1);
+
+/// A host's call as the node's broker takes it: owned by the host's
+/// session (its call ids are its own), counted by the per-server limit like
+/// any other. The host's runtime keeps the call's deadline and cancels it
+/// here; this one only bounds a call of a host that forgot it.
+call_request host_call(const std::string& session, const node_session& s, std::string server, json_value args) {
+  call_request r;
+  r.owner = session;
+  r.session = session;
+  r.target = s.reconciler;
+  r.server = std::move(server);
+  r.arguments = std::move(args);
+  r.timeout = host_call_timeout;
+  return r;
+}
+
 caf::error no_session(const std::string& id) {
   return make_error(errc::unknown_session, "no session " + escape_for_display(id) + " of this host");
 }
 
-/// A host's call waits here at most this long; the host's own deadline
-/// (call_options::timeout) is normally shorter, and cancels it.
-constexpr std::chrono::milliseconds host_call_timeout = std::chrono::hours(1);
 
 /// A host's servers as the node runs them: parsed again from their specs
 /// as a project's servers, so they need the owner's approval and do not
@@ -323,18 +339,9 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
            const std::string& call_id, progress_sink_actor& sink) -> caf::result<json_value> {
       auto* s = own_session(self, session);
       if (!s) return no_session(session);
-      // The node's broker owns the call like any other: the per-server
-      // limit counts it, and the host's call ids are its session's own.
-      call_request r;
-      r.owner = session;
-      r.session = session;
-      r.target = s->reconciler;
-      r.server = std::move(server);
+      auto r = host_call(session, *s, std::move(server), std::move(args));
       r.tool = std::move(tool);
-      r.arguments = std::move(args);
       r.call_id = call_id;
-      // The host's runtime keeps the call's deadline and cancels it here.
-      r.timeout = host_call_timeout;
       r.progress_sink = std::move(sink);
       return self->delegate(self->state.calls, std::move(r));
     },
@@ -347,14 +354,8 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
            json_value& params) -> caf::result<json_value> {
       auto* s = own_session(self, session);
       if (!s) return no_session(session);
-      call_request r;
-      r.owner = session;
-      r.session = session;
-      r.target = s->reconciler;
-      r.server = std::move(server);
+      auto r = host_call(session, *s, std::move(server), std::move(params));
       r.method = std::move(method);
-      r.arguments = std::move(params);
-      r.timeout = host_call_timeout;
       return self->delegate(self->state.calls, std::move(r));
     },
     [self](atom::tools, const std::string& session, std::string& server) -> caf::result<std::vector<tool_info>> {
