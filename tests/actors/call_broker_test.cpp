@@ -1,9 +1,13 @@
 // The call broker on CAF's test coordinator, in front of a real session
 // (reconciler, pool, gating) with fake connections: one owner's call ids
 // are its own, the per-server limit counts every owner, a cancel reaches
-// the connection, a deadline passes on the broker's tick, a server still
-// connecting is asked again, progress reaches the caller under its own id,
-// and a drain answers every call and every later one.
+// the connection, a deadline passes on the broker's tick, a server not
+// connected is asked again, progress reaches the caller under its own id,
+// and a drain answers every call and every later one. Calls that wait for
+// their server's connection: a cancelled one fails at once and never
+// reaches the server, and one that comes before the session's first
+// desired state (a session opened a moment ago) waits for it instead of
+// failing.
 
 #include <filesystem>
 #include <memory>
@@ -62,6 +66,12 @@ protected:
   /// One user-scope server per (name, fake mode), and a broker allowing
   /// `limit` calls per server.
   void start(std::vector<std::pair<std::string, std::string>> servers, std::size_t limit = 16) {
+    spawn_session(limit);
+    attach(std::move(servers));
+  }
+
+  /// The session's actors and the broker, before gating knows the session.
+  void spawn_session(std::size_t limit = 16) {
     pool_options po;
     po.table.drain_delay = 1s;
     pool = track(spawn_pool(sys, fake_factory(world), budget_actor{}, event_bus_actor{}, po));
@@ -76,6 +86,10 @@ protected:
     gating = track(spawn_gating(sys, go, event_bus_actor{}));
     session = track(spawn_reconciler(sys, ro));
     broker = track(spawn_call_broker(sys, limit, event_bus_actor{}));
+  }
+
+  /// Gating reads the settings and pushes the session its desired state.
+  void attach(std::vector<std::pair<std::string, std::string>> servers) {
     json entries = json::object();
     for (auto& [name, mode] : servers)
       entries[name] = {{"command", "fake-server"}, {"fake", mode}, {"tools", {"t1"}}};
@@ -336,4 +350,106 @@ TEST_F(CallBroker, AServersRequestIsAttributedToItsOneCallOnly) {
   EXPECT_TRUE(cancel("c-1"));
   EXPECT_TRUE(cancel("c-2"));
   (void)a, (void)b;
+}
+
+// -- calls waiting for their server's connection ------------------------------------
+
+TEST_F(CallBroker, ACancelledParkedCallFailsAtOnceAndNeverReachesTheServer) {
+  start({{"slow", "hang"}});
+  auto parked = call(request("slow", "c-1"));
+  auto other = call(request("slow", "c-2"));
+  sched.run();
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> err;
+  // The test coordinator has run everything: not answered now is never.
+  ASSERT_TRUE(self->has_next_message()) << "the cancelled call did not fail at once";
+  parked.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "the cancelled call did not fail at once";
+  EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
+  EXPECT_FALSE(cancel("c-1")) << "a cancelled call is gone";
+  // The server connects: the other parked call goes out, the cancelled one never does.
+  self->send(world->spawns.at(0).conn, atom::tick_v);
+  sched.run();
+  bool answered = false;
+  other.receive([&](json_value&) { answered = true; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(world->calls, std::vector<std::string>{"t1"});
+}
+
+TEST_F(CallBroker, ACallIdWaitingForItsServerCannotBeTakenTwice) {
+  start({{"slow", "hang"}});
+  auto first = call(request("slow", "c-1"));
+  auto second = call(request("slow", "c-1"));
+  sched.run();
+  std::optional<caf::error> err;
+  second.receive([](json_value&) { ADD_FAILURE() << "a second call under the same id went out"; },
+                 [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is(*err, errc::bad_request)) << sys.render(*err);
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> first_err;
+  first.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; },
+                [&](caf::error& e) { first_err = e; });
+  ASSERT_TRUE(first_err);
+  EXPECT_TRUE(is(*first_err, errc::cancelled)) << sys.render(*first_err);
+}
+
+TEST_F(CallBroker, CancelOfAnUnknownCallIdAnswersFalse) {
+  start({{"fast", "ok"}});
+  EXPECT_FALSE(cancel("nope"));
+}
+
+TEST_F(CallBroker, ACallBeforeTheFirstDesiredStateWaitsForItAndIsAnswered) {
+  spawn_session();
+  auto early = call(request("fast", "c-1"));
+  auto plain = call(request("fast", "")); // no call id: nobody can cancel it
+  sched.run();
+  EXPECT_FALSE(self->has_next_message()) << "a call answered before the session knew its servers";
+  attach({{"fast", "ok"}});
+  int answered = 0;
+  early.receive([&](json_value&) { ++answered; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  plain.receive([&](json_value&) { ++answered; }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_EQ(answered, 2);
+  EXPECT_EQ(world->calls, (std::vector<std::string>{"t1", "t1"}));
+}
+
+TEST_F(CallBroker, ACallBeforeTheFirstDesiredStateForAnUnknownServerFailsOnceItArrives) {
+  spawn_session();
+  auto early = call(request("missing", "c-1"));
+  sched.run();
+  EXPECT_FALSE(self->has_next_message());
+  attach({{"fast", "ok"}});
+  std::optional<caf::error> err;
+  early.receive([](json_value&) { ADD_FAILURE() << "a call to an unknown server answered"; },
+                [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "the early call never failed";
+  EXPECT_TRUE(is(*err, errc::unknown_server)) << sys.render(*err);
+}
+
+TEST_F(CallBroker, ACallBeforeTheFirstDesiredStateCanBeCancelled) {
+  spawn_session();
+  auto early = call(request("fast", "c-1"));
+  sched.run();
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> err;
+  early.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
+  attach({{"fast", "ok"}});
+  EXPECT_TRUE(world->calls.empty()) << "the cancelled call reached the server";
+}
+
+TEST_F(CallBroker, ACallOutOnItsConnectionIsCancelledThereAndAnUnknownIdIsNot) {
+  start({{"held", "held"}});
+  auto out = call(request("held", "c-1"));
+  sched.run();
+  ASSERT_EQ(world->calls, std::vector<std::string>{"t1"}) << "the call did not reach its connection";
+  EXPECT_FALSE(self->has_next_message()) << "a held call answered";
+  EXPECT_FALSE(cancel("c-2")) << "no call of that id is out";
+  EXPECT_TRUE(cancel("c-1"));
+  std::optional<caf::error> err;
+  out.receive([](json_value&) { ADD_FAILURE() << "a cancelled call answered"; }, [&](caf::error& e) { err = e; });
+  ASSERT_TRUE(err) << "the cancelled call did not fail at once";
+  EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
+  EXPECT_FALSE(cancel("c-1")) << "a cancelled call is gone";
 }
