@@ -281,7 +281,7 @@ call_attribution_reply broker_attribution(broker_self self, const std::string& s
     out.session = a.call->session;
     out.server = a.call->server;
     out.tool = a.call->tool;
-    out.call_id = a.call->call_id;
+    out.call_id = a.call->key;
   }
   return out;
 }

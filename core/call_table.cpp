@@ -90,7 +90,7 @@ call_attribution call_table::attribute(const std::string& server, const std::str
   bool several = false;
   for (auto& [key, s] : calls_) {
     if (s.server != server || !s.method.empty()) continue;
-    out.in_flight.push_back(s.call_id);
+    out.in_flight.push_back(s.key);
     if (tool.empty() || s.tool != tool) continue;
     if (out.call) several = true;
     out.call = s;

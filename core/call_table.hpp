@@ -62,7 +62,9 @@ struct call_attribution {
   /// The one call of the runtime to that server and tool, when exactly one
   /// is in flight; nullopt otherwise.
   std::optional<call_slot> call;
-  /// The caller's ids of every call in flight to that server.
+  /// The keys of every call in flight to that server: a caller's call id,
+  /// or `SESSION/ID` for a remote host's, so that two owners' never read
+  /// as one.
   std::vector<std::string> in_flight;
 };
 

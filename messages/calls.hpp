@@ -79,6 +79,8 @@ struct call_request {
 };
 
 /// What the broker knows of the calls a server's request may belong to.
+/// Calls are named by their key: the caller's call id, or `SESSION/ID` for
+/// a remote host's.
 struct call_attribution_reply {
   bool found = false;
   std::string session, server, tool, call_id;

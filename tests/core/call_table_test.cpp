@@ -133,7 +133,7 @@ TEST(CallTable, ARequestIsAttributedToTheOneCallOfItsServerAndTool) {
   auto one = t.attribute("a", "read");
   ASSERT_TRUE(one.call);
   EXPECT_EQ(one.call->call_id, "c-1");
-  EXPECT_EQ(one.in_flight, (keys{"c-1", "c-2"}));
+  EXPECT_EQ(one.in_flight, (keys{"c-1", "s3/c-2"})) << "a remote host's call is named by its key";
   t.admit(table_slot("a", "c-4", "", "read"));
   EXPECT_FALSE(t.attribute("a", "read").call) << "two calls of that tool: neither";
   EXPECT_FALSE(t.attribute("a", "").call) << "no tool named: none";
