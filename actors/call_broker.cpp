@@ -287,7 +287,8 @@ call_attribution_reply broker_attribution(broker_self self, const std::string& s
 }
 
 call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_per_server, event_bus_actor bus,
-                                             workspace_node_actor node) {
+                                             std::shared_ptr<call_inbox> inbox, workspace_node_actor node) {
+  close_on_exit(self, inbox);
   self->state.table = call_table{max_per_server};
   self->state.node = std::move(node);
   self->state.bus = std::move(bus);
@@ -299,10 +300,12 @@ call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_p
       broker_take(self, r, std::move(c));
       return rp;
     },
-    [self](call_request& r, call_delivery_ptr& d) {
-      brokered_call c;
-      c.delivery = std::move(d);
-      broker_take(self, r, std::move(c));
+    [self, inbox](atom::run) {
+      for (auto& call : inbox->take()) {
+        brokered_call c;
+        c.delivery = std::move(call.delivery);
+        broker_take(self, call.request, std::move(c));
+      }
     },
     [self](atom::cancel, const std::string& owner, const std::string& call_id) {
       if (call_id.empty()) return false;
@@ -336,8 +339,8 @@ call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_p
 } // namespace
 
 call_broker_actor spawn_call_broker(caf::actor_system& sys, std::size_t max_per_server, event_bus_actor bus,
-                                    workspace_node_actor node) {
-  return sys.spawn(call_broker, max_per_server, std::move(bus), std::move(node));
+                                    std::shared_ptr<call_inbox> inbox, workspace_node_actor node) {
+  return sys.spawn(call_broker, max_per_server, std::move(bus), std::move(inbox), std::move(node));
 }
 
 } // namespace mcprt

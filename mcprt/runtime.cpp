@@ -46,15 +46,8 @@ namespace mcprt {
 
 /// Work for the runtime's asker, the one actor the non-blocking operations
 /// issue their requests from: it runs on the asker's thread, as the asker.
-struct runtime_asker_job {
-  std::function<void(caf::event_based_actor*)> run;
-};
-
-} // namespace mcprt
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::runtime_asker_job)
-
-namespace mcprt {
+using runtime_asker_job = std::function<void(caf::event_based_actor*)>;
+using asker_inbox = job_inbox<runtime_asker_job>;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -152,16 +145,17 @@ void show_restarts(std::vector<restart_result>& rs, const std::function<std::str
   }
 }
 
-/// `name` is for the log. (It also keeps CAF 0.17 from binding a null
-/// tuple for a function spawned without arguments, which UBSan reports.)
-caf::behavior runtime_asker(caf::event_based_actor* self, std::string name) {
-  return {[self, name](runtime_asker_job& job) {
-    try {
-      job.run(self);
-    } catch (const std::exception& e) {
-      spdlog::error("{}: a job failed: {}", name, escape_for_display(e.what()));
-    } catch (...) {
-      spdlog::error("{}: a job failed", name);
+caf::behavior runtime_asker(caf::event_based_actor* self, std::shared_ptr<asker_inbox> inbox) {
+  close_on_exit(self, inbox);
+  return {[self, inbox](atom::run) {
+    for (auto& job : inbox->take()) {
+      try {
+        job(self);
+      } catch (const std::exception& e) {
+        spdlog::error("runtime: an asker's job failed: {}", escape_for_display(e.what()));
+      } catch (...) {
+        spdlog::error("runtime: an asker's job failed");
+      }
     }
   }};
 }
@@ -327,7 +321,9 @@ struct runtime::impl {
   connection_factory make;
   std::shared_ptr<connection_registry> connections = std::make_shared<connection_registry>();
   call_broker_actor broker; // every call in flight
+  std::shared_ptr<call_inbox> host_call_inbox = std::make_shared<call_inbox>();
   caf::actor asker;         // where the non-blocking operations ask from
+  std::shared_ptr<asker_inbox> asker_jobs = std::make_shared<asker_inbox>();
   std::shared_ptr<host_call_ids> host_calls = std::make_shared<host_call_ids>();
   // Requests for the host: null without host handlers.
   std::unique_ptr<host_bridge> host;
@@ -359,6 +355,8 @@ struct runtime::impl {
       asker_gone = true;
     }
     if (asker) caf::anon_send_exit(asker, caf::exit_reason::user_shutdown);
+    // What waits for it answers now, and so does whatever comes later.
+    asker_jobs->close();
   }
 
   /// Whether the asker has gone (at the end of shutdown, after the
@@ -392,10 +390,10 @@ struct runtime::impl {
     answer_once<caf::expected<R>> once{std::move(done), [] {
                                          return caf::expected<R>{make_error(errc::not_connected, "the runtime stopped")};
                                        }};
-    caf::anon_send(asker, runtime_asker_job{[h, timeout, once, xs...](caf::event_based_actor* self) {
-      self->request(h, timeout, xs...)
-        .then([once](R& r) { once(std::move(r)); }, [once](caf::error& e) { once(std::move(e)); });
-    }});
+    post_job(*asker_jobs, asker, runtime_asker_job{[h, timeout, once, xs...](caf::event_based_actor* self) {
+               self->request(h, timeout, xs...)
+                 .then([once](R& r) { once(std::move(r)); }, [once](caf::error& e) { once(std::move(e)); });
+             }});
   }
 
   /// Starts one call (tools/call when `method` is empty, else that client
@@ -475,8 +473,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   p->remote = r;
   // Weak: the link actor lives as long as its handle in `r`, and a strong
   // reference back would keep both alive forever.
-  p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{}, node);
-  p->asker = sys.spawn(runtime_asker, std::string{"runtime: asker"});
+  p->broker = spawn_call_broker(sys, runtime_options{}.max_calls_per_server, event_bus_actor{}, p->host_call_inbox, node);
+  p->asker = sys.spawn(runtime_asker, p->asker_jobs);
   r->link = spawn_remote_link(sys, node, [weak = std::weak_ptr<remote_state>(r), broker = p->broker](const std::string& why) {
     if (auto r = weak.lock()) node_gone(r, broker, why);
   });
@@ -576,8 +574,8 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   bo.replay_capacity = std::max<std::size_t>(1, opts.event_history);
   bo.show_connection_id = p->show_id;
   p->bus = spawn_event_bus(sys, std::move(bo));
-  p->broker = spawn_call_broker(sys, opts.max_calls_per_server, p->bus);
-  p->asker = sys.spawn(runtime_asker, std::string{"runtime: asker"});
+  p->broker = spawn_call_broker(sys, opts.max_calls_per_server, p->bus, p->host_call_inbox);
+  p->asker = sys.spawn(runtime_asker, p->asker_jobs);
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
   p->forwarding = sys.spawn(event_forwarding, p->forwarders, p->bus);
   p->oauth = std::make_shared<oauth_broker>(opts.oauth_file, p->http.get());
@@ -864,7 +862,7 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
   r.wait_connecting = opts.wait_connecting;
   r.progress_events = tool_call && opts.progress_events;
   if (tool_call && opts.on_wire) opts.on_wire(call_id);
-  caf::anon_send(p.broker, std::move(r), std::move(delivery));
+  post_job(*p.host_call_inbox, p.broker, host_call{std::move(r), std::move(delivery)});
   return call_id;
 }
 
@@ -989,8 +987,8 @@ void runtime::snapshot_async(std::function<void(json)> done) {
     json out = assemble(std::move(g->parts), show_id);
     once(std::move(out));
   };
-  caf::anon_send(p.asker, runtime_asker_job{[=, gating = p.gating, pool = p.pool,
-                                             fleet = p.fleet](caf::event_based_actor* self) {
+  post_job(*p.asker_jobs, p.asker, runtime_asker_job{[=, gating = p.gating, pool = p.pool,
+                                                      fleet = p.fleet](caf::event_based_actor* self) {
     auto skip = [settle](caf::error&) { settle(); };
     ++g->pending;
     self->request(gating, timeout, atom::snapshot_v).then([g, settle](gating_snapshot& x) {

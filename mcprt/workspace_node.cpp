@@ -10,21 +10,10 @@
 
 #include "core/server_config.hpp"
 #include "core/untrusted_text.hpp"
+#include "actors/job_inbox.hpp"
 #include "mcprt/runtime.hpp"
 #include "mcprt/runtime_access.hpp"
 #include "mcprt/version.hpp"
-
-namespace mcprt {
-
-/// An answer of the runtime, brought back to the node's answerer to be
-/// delivered on its thread.
-struct node_answer_job {
-  std::function<void()> run;
-};
-
-} // namespace mcprt
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::node_answer_job)
 
 namespace mcprt {
 
@@ -104,19 +93,25 @@ struct node_session {
 using node_answerer_actor = caf::typed_actor<caf::replies_to<atom::snapshot>::with<json_value>,
                                              caf::replies_to<atom::restart, std::string>::with<std::vector<restart_result>>,
                                              caf::replies_to<atom::close, std::string>::with<bool>,
-                                             caf::reacts_to<node_answer_job>>;
+                                             // The runtime's answers wait in its inbox: take them.
+                                             caf::reacts_to<atom::run>>;
+
+/// An answer of the runtime, to be delivered on the answerer's thread.
+using node_answer = std::function<void()>;
+using node_answers = job_inbox<node_answer>;
 
 /// Starts `start(runtime&, deliver)` and answers the request with what
 /// `deliver` gets, whenever and on whatever thread that is.
 template <class T, class Start>
-caf::result<T> answer_later(node_answerer_actor::pointer self, const gate_ptr& gate, Start start) {
+caf::result<T> answer_later(node_answerer_actor::pointer self, const gate_ptr& gate,
+                            const std::shared_ptr<node_answers>& inbox, Start start) {
   auto rp = self->make_response_promise<T>();
   auto me = caf::actor_cast<node_answerer_actor>(self);
-  auto deliver = [me, rp](caf::expected<T> r) {
-    caf::anon_send(me, node_answer_job{[rp, r = std::move(r)]() mutable {
-                     if (r) rp.deliver(std::move(*r));
-                     else rp.deliver(std::move(r.error()));
-                   }});
+  auto deliver = [me, inbox, rp](caf::expected<T> r) {
+    post_job(*inbox, me, node_answer{[rp, r = std::move(r)]() mutable {
+               if (r) rp.deliver(std::move(*r));
+               else rp.deliver(std::move(r.error()));
+             }});
   };
   auto started = gate->with<bool>([&](runtime& rt) {
     start(rt, deliver);
@@ -127,22 +122,27 @@ caf::result<T> answer_later(node_answerer_actor::pointer self, const gate_ptr& g
 }
 
 node_answerer_actor::behavior_type node_answerer(node_answerer_actor::pointer self, gate_ptr gate) {
+  auto inbox = std::make_shared<node_answers>();
+  close_on_exit(self, inbox);
   return {
-    [self, gate](atom::snapshot) {
-      return answer_later<json_value>(self, gate, [](runtime& rt, auto deliver) {
+    [self, gate, inbox](atom::snapshot) {
+      return answer_later<json_value>(self, gate, inbox, [](runtime& rt, auto deliver) {
         rt.snapshot_async([deliver](nlohmann::json j) { deliver(json_value{std::move(j)}); });
       });
     },
-    [self, gate](atom::restart, const std::string& server) {
+    [self, gate, inbox](atom::restart, const std::string& server) {
       return answer_later<std::vector<restart_result>>(
-        self, gate, [&server](runtime& rt, auto deliver) { rt.restart_async(server, deliver); });
+        self, gate, inbox, [&server](runtime& rt, auto deliver) { rt.restart_async(server, deliver); });
     },
-    [self, gate](atom::close, const std::string& id) {
-      return answer_later<bool>(self, gate, [&id](runtime& rt, auto deliver) {
+    [self, gate, inbox](atom::close, const std::string& id) {
+      return answer_later<bool>(self, gate, inbox, [&id](runtime& rt, auto deliver) {
         rt.close_session_async(id, [deliver] { deliver(true); });
       });
     },
-    [](node_answer_job& job) { job.run(); },
+    [inbox](atom::run) {
+      for (auto& answer : inbox->take())
+        answer();
+    },
   };
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 
-// The call broker's messages (actors/call_broker.hpp). Local to the
-// process: the broker is never published, so these types carry no type id,
-// and a host's callbacks travel in them as they are.
+// The call broker's messages (actors/call_broker.hpp). Serializable, with
+// type ids of their own (a block chained after the remote hosts'), like
+// every message between mcprt's actors; the host API's callbacks never
+// travel in them (actors/job_inbox.hpp).
 
 #include <chrono>
 #include <functional>
@@ -12,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/expected.hpp>
 
 #include "messages/events.hpp"
@@ -21,36 +21,6 @@
 #include "messages/remote.hpp"
 
 namespace mcprt {
-
-/// Where the answer of a call of the runtime's host API goes: its callbacks,
-/// run on the broker's thread. The answer comes exactly once: a delivery
-/// dropped unanswered (the broker ended with the actor system) answers
-/// errc::not_connected.
-class call_delivery {
-public:
-  using done_fn = std::function<void(caf::expected<nlohmann::json>)>;
-  using progress_fn = std::function<void(const events::call_progress&)>;
-
-  call_delivery(done_fn done, progress_fn progress, std::string server)
-    : done_(std::move(done)), progress_(std::move(progress)), server_(std::move(server)) {}
-  ~call_delivery();
-  call_delivery(const call_delivery&) = delete;
-  call_delivery& operator=(const call_delivery&) = delete;
-
-  /// The answer; later ones do nothing.
-  void answer(caf::expected<nlohmann::json> result);
-  /// One step of progress; nothing once the answer went out.
-  void progress(const events::call_progress& step);
-  bool wants_progress() const { return static_cast<bool>(progress_); }
-
-private:
-  std::mutex mtx_;
-  done_fn done_;
-  progress_fn progress_;
-  std::string server_;
-};
-
-using call_delivery_ptr = std::shared_ptr<call_delivery>;
 
 /// One call for the broker: a tool call when `method` is empty, else that
 /// client request (resources/*, prompts/get, completion/complete).
@@ -87,11 +57,23 @@ struct call_attribution_reply {
   std::vector<std::string> in_flight;
 };
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_request& x) {
+  return f(caf::meta::type_name("mcprt.call_request"), x.owner, x.session, x.target, x.server, x.tool, x.method,
+           x.arguments, x.call_id, x.timeout, x.wait_connecting, x.progress_events, x.progress_sink);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_attribution_reply& x) {
+  return f(caf::meta::type_name("mcprt.call_attribution_reply"), x.found, x.session, x.server, x.tool, x.call_id,
+           x.in_flight);
+}
+
+/// Registers the call broker's type ids (add_mcprt_types calls it).
+void add_call_types(caf::actor_system_config& cfg);
+
 } // namespace mcprt
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::call_delivery_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::call_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mcprt::call_attribution_reply)
 
 namespace mcprt {
 
@@ -101,8 +83,9 @@ using call_broker_actor = caf::typed_actor<
   // An actor's call (a remote host's, through the node's facade): answered
   // with the server's result or why not.
   caf::replies_to<call_request>::with<json_value>,
-  // A call of the runtime's host API: answered through the delivery.
-  caf::reacts_to<call_request, call_delivery_ptr>,
+  // Calls of the runtime's host API wait in the broker's inbox
+  // (call_broker.hpp): take them.
+  caf::reacts_to<atom::run>,
   // cancel(owner, call id): the call fails at once with errc::cancelled;
   // the server hears of it. False when no such call is in flight.
   caf::replies_to<atom::cancel, std::string, std::string>::with<bool>,
@@ -117,3 +100,9 @@ using call_broker_actor = caf::typed_actor<
   caf::reacts_to<atom::tick>>;
 
 } // namespace mcprt
+
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt_calls, caf::id_block::mcprt_remote::end)
+  CAF_ADD_TYPE_ID(mcprt_calls, (mcprt::call_request))
+  CAF_ADD_TYPE_ID(mcprt_calls, (mcprt::call_attribution_reply))
+  CAF_ADD_TYPE_ID(mcprt_calls, (mcprt::call_broker_actor))
+CAF_END_TYPE_ID_BLOCK(mcprt_calls)

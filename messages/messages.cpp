@@ -1,4 +1,6 @@
 #include "messages/messages.hpp"
+
+#include "messages/calls.hpp"
 #include "messages/events.hpp"
 #include "messages/workspace.hpp"
 #include "messages/hot_reload.hpp"
@@ -69,6 +71,7 @@ void add_mcprt_types(caf::actor_system_config& cfg) {
   add_hot_reload_types(cfg);
   add_fleet_types(cfg);
   add_remote_types(cfg);
+  add_call_types(cfg);
   cfg.add_error_category(caf::atom("mcprt"), render_error);
 }
 

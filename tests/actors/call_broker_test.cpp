@@ -48,6 +48,8 @@ protected:
   gating_actor gating;
   reconciler_actor session;
   call_broker_actor broker;
+  /// Where the host API's calls wait for the broker.
+  std::shared_ptr<call_inbox> inbox = std::make_shared<call_inbox>();
 
   void SetUp() override {
     dir = fs::temp_directory_path() / ("mcprt-call-broker-" + std::to_string(::getpid()) + "-"
@@ -85,7 +87,7 @@ protected:
     go.approvals_file = dir / "approvals.json";
     gating = track(spawn_gating(sys, go, event_bus_actor{}));
     session = track(spawn_reconciler(sys, ro));
-    broker = track(spawn_call_broker(sys, limit, event_bus_actor{}));
+    broker = track(spawn_call_broker(sys, limit, event_bus_actor{}, inbox));
   }
 
   /// Gating reads the settings and pushes the session its desired state.
@@ -164,7 +166,7 @@ TEST_F(CallBroker, TheHostFormAnswersThroughItsDeliveryExactlyOnce) {
       ok = static_cast<bool>(r);
     },
     nullptr, "fast");
-  self->send(broker, request("fast", "c-1"), delivery);
+  post_job(*inbox, broker, host_call{request("fast", "c-1"), delivery});
   sched.run();
   EXPECT_EQ(answers, 1);
   EXPECT_TRUE(ok);
@@ -304,7 +306,7 @@ TEST_F(CallBroker, TheHostFormGetsProgressThroughItsDelivery) {
   bool answered = false;
   auto delivery = std::make_shared<call_delivery>([&](caf::expected<json> r) { answered = static_cast<bool>(r); },
                                                   [&](const events::call_progress& p) { steps.push_back(p); }, "fast");
-  self->send(broker, request("fast", "c-1"), std::move(delivery));
+  post_job(*inbox, broker, host_call{request("fast", "c-1"), std::move(delivery)});
   sched.run();
   EXPECT_TRUE(answered);
   ASSERT_EQ(steps.size(), 1u);
@@ -452,4 +454,39 @@ TEST_F(CallBroker, ACallOutOnItsConnectionIsCancelledThereAndAnUnknownIdIsNot) {
   ASSERT_TRUE(err) << "the cancelled call did not fail at once";
   EXPECT_TRUE(is(*err, errc::cancelled)) << sys.render(*err);
   EXPECT_FALSE(cancel("c-1")) << "a cancelled call is gone";
+}
+
+TEST_F(CallBroker, AHostCallLeftInTheInboxWhenTheBrokerEndsIsAnswered) {
+  start({{"fast", "ok"}});
+  std::optional<caf::error> err;
+  auto delivery = std::make_shared<call_delivery>([&](caf::expected<json> r) { err = r ? caf::error{} : r.error(); },
+                                                  nullptr, "fast");
+  ASSERT_TRUE(inbox->push(host_call{request("fast", "c-1"), std::move(delivery)}));
+  caf::anon_send_exit(broker, caf::exit_reason::user_shutdown);
+  sched.run();
+  ASSERT_TRUE(err) << "a call waiting for an ended broker was never answered";
+  EXPECT_TRUE(is(*err, errc::not_connected)) << sys.render(*err);
+  EXPECT_FALSE(inbox->push(host_call{request("fast", "c-2"), nullptr})) << "the inbox of an ended broker takes no call";
+}
+
+TEST_F(CallBroker, ItsMessagesAreSerializable) {
+  // Every message between mcprt's actors can travel between nodes.
+  call_request r = request("fast", "c-1", "s9");
+  r.method = "resources/read";
+  r.wait_connecting = 250ms;
+  r.progress_events = true;
+  std::vector<char> buf;
+  caf::binary_serializer out{sys, buf};
+  ASSERT_FALSE(out(r));
+  call_request back;
+  caf::binary_deserializer in{sys, buf};
+  ASSERT_FALSE(in(back));
+  EXPECT_EQ(back.owner, "s9");
+  EXPECT_EQ(back.call_id, "c-1");
+  EXPECT_EQ(back.method, "resources/read");
+  EXPECT_EQ(back.timeout, r.timeout);
+  EXPECT_EQ(back.wait_connecting, 250ms);
+  EXPECT_TRUE(back.progress_events);
+  EXPECT_EQ(back.target, session);
+  EXPECT_NE(caf::type_id<call_request>::value, caf::type_id<call_attribution_reply>::value);
 }
