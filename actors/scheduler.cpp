@@ -1,4 +1,4 @@
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>

@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/budget.hpp"
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "actors/connection.hpp"
 #include "actors/event_bus.hpp"
 #include "bench.hpp"

@@ -23,7 +23,7 @@
 #include <caf/openssl/all.hpp>
 
 #include "actors/fleet_budget.hpp"
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "bench.hpp"
 #include "mcprt/owner_tls.hpp"
 #include "messages/messages.hpp"

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "bench.hpp"
 
 namespace mcprt::bench {

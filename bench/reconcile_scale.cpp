@@ -19,7 +19,7 @@
 #include "actors/event_bus.hpp"
 #include "actors/gating.hpp"
 #include "actors/reconciler.hpp"
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "pool/private_pool.hpp"
 #include "bench.hpp"
 #include "core/fingerprint.hpp"

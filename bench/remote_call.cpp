@@ -20,7 +20,7 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "bench.hpp"
 #include "call_loop.hpp"
 #include "child_process.hpp"

@@ -48,6 +48,7 @@
 #include "io/state_dir.hpp"
 #include "mcprt/gateway.hpp"
 #include "mcprt/runtime.hpp"
+#include "mcprt/runtime_access.hpp"
 #include "mcprt/workspace_node.hpp"
 #include "mcprt/version.hpp"
 
@@ -457,7 +458,7 @@ int run_serve(const serve_flags& f) {
   auto& rt = **started;
   auto session = rt.open_session();
   if (asks) {
-    auto bus = rt.bus();
+    auto bus = runtime_access::bus(rt);
     asks->publish_through([bus](event_payload p) { caf::anon_send(bus, atom::publish_v, std::move(p)); });
   }
   {

@@ -10,14 +10,9 @@
 #include <variant>
 #include <vector>
 
+#include "core/budget_mode.hpp"
+
 namespace mcprt {
-
-/// `off` tracks nothing, `warn` tracks and warns but never refuses,
-/// `enforce` also refuses once the budget is full.
-enum class budget_mode { off, warn, enforce };
-
-std::string to_string(budget_mode m);
-std::optional<budget_mode> parse_budget_mode(std::string_view s);
 
 enum class reserve_result { reserved, already_held, refused };
 
@@ -33,12 +28,6 @@ struct budget_parse_result {
 /// ignored). Hex, exponents, fractions, signs, 0 and overflow are errors,
 /// so a typo can never silently become "unlimited" or a tiny cap.
 budget_parse_result parse_budget_value(std::string_view text);
-
-/// Fraction of the budget at which `budget_warning` fires, and the fraction
-/// the reservations must fall below before it can fire again. The gap keeps
-/// one server flapping around the threshold from repeating the warning.
-inline constexpr double budget_warn_fraction = 0.75;
-inline constexpr double budget_rearm_fraction = 0.375;
 
 struct refused_server {
   std::string name;

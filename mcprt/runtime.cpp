@@ -36,6 +36,7 @@
 #include "io/openssl_error_queue.hpp"
 #include "io/reactor.hpp"
 #include "mcprt/host_bridge.hpp"
+#include "mcprt/oauth_broker.hpp"
 #include "mcprt/remote_link.hpp"
 #include "mcprt/runtime_access.hpp"
 #include "mcprt/version.hpp"
@@ -62,7 +63,7 @@ event_sink_actor::behavior_type update_forwarder(event_sink_actor::pointer self,
   return {
     [self, bus](const client_update& u) {
       try {
-        publish(self, bus, events::client_update::of(u));
+        publish(self, bus, events::of(u));
       } catch (...) {
       }
     },
@@ -1249,29 +1250,29 @@ std::string runtime::shown_connection_id(const std::string& internal_id) const {
   return impl_->show_id(internal_id);
 }
 
-event_bus_actor runtime::bus() const {
-  return impl_->bus;
-}
-event_sink_actor runtime::event_forwarder() const {
-  return impl_->forwarders->get().first;
-}
-gating_actor runtime::gating() const {
-  return impl_->gating;
-}
-watcher_actor runtime::watcher() const {
-  return impl_->watcher;
-}
-pool_actor runtime::pool() const {
-  return impl_->pool;
-}
-budget_actor runtime::budget() const {
-  return impl_->budget;
-}
 call_broker_actor runtime_access::calls(const runtime& rt) {
   return rt.impl_->broker;
 }
-reconciler_actor runtime::session(const std::string& id) const {
-  auto s = impl_->find_session(id);
+event_bus_actor runtime_access::bus(const runtime& rt) {
+  return rt.impl_->bus;
+}
+event_sink_actor runtime_access::event_forwarder(const runtime& rt) {
+  return rt.impl_->forwarders->get().first;
+}
+gating_actor runtime_access::gating(const runtime& rt) {
+  return rt.impl_->gating;
+}
+watcher_actor runtime_access::watcher(const runtime& rt) {
+  return rt.impl_->watcher;
+}
+pool_actor runtime_access::pool(const runtime& rt) {
+  return rt.impl_->pool;
+}
+budget_actor runtime_access::budget(const runtime& rt) {
+  return rt.impl_->budget;
+}
+reconciler_actor runtime_access::session(const runtime& rt, const std::string& id) {
+  auto s = rt.impl_->find_session(id);
   return s ? s->reconciler : reconciler_actor{};
 }
 

@@ -1,8 +1,11 @@
 #pragma once
 
 // The embeddable mcprt runtime: a host hands it its caf::actor_system and
-// gets the workspace actors (watcher, gating, pool, budget, event bus) and
-// one reconciler per session, kept in step with the settings files.
+// a workspace; the runtime keeps one set of MCP server connections per
+// session in step with the settings files, under the workspace's budget.
+// This header is the whole installed API: the actors behind it (watcher,
+// gating, pool, budget, event bus, reconcilers, call broker) and their
+// messages are internal and not installed.
 //
 //   mcprt::runtime_options opts;
 //   opts.workspace = "/path/to/project";
@@ -13,15 +16,16 @@
 //
 // The actor system must have mcprt's types: call mcprt::add_mcprt_types(cfg)
 // on its config. mcprt::use_mcprt_scheduler(cfg) runs it on mcprt's fair
-// scheduler with one worker per core (actors/scheduler.hpp says why); a host
+// scheduler with one worker per core (mcprt/scheduler.hpp says why); a host
 // that keeps CAF's own scheduler can skip it. A host on glibc may also call
 // mcprt::tune_allocator_for_messages() first thing in main (process-wide;
-// the same header says why). Every member function blocks
-// the calling thread (never call them from inside an actor), except
-// `call_tool_async`, which returns at once and answers through a callback,
-// and `set_roots`, which only sends; events arrive at subscribers
-// asynchronously. Servers' sampling and `ask` elicitation requests reach the
-// host through `runtime_options::host` (docs/client-features.md).
+// the same header says why). The plain member functions block the calling
+// thread (never call them from inside an actor); `call_tool_async`,
+// `mcp_request_async` and the `..._async` forms return at once and answer
+// through a callback, and `set_roots` only sends. Events arrive at
+// subscribers asynchronously. Servers' sampling and `ask` elicitation
+// requests reach the host through `runtime_options::host`
+// (docs/client-features.md).
 
 #include <chrono>
 #include <cstddef>
@@ -36,15 +40,15 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/scheduler.hpp"
-#include "core/budget_ledger.hpp"
+#include "core/budget_mode.hpp"
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
+#include "mcprt/authorization.hpp"
+#include "mcprt/scheduler.hpp"
 #include "messages/events.hpp"
-#include "messages/hot_reload.hpp"
 #include "messages/messages.hpp"
+#include "messages/state.hpp"
 #include "messages/unavailable_error.hpp"
-#include "mcprt/oauth_broker.hpp"
 
 namespace mcprt {
 
@@ -305,10 +309,9 @@ public:
   ///    the node's owner approves it (`mcprt approve NAME` there, bound to
   ///    its config), and a settings server of the same name wins. At most
   ///    256 sessions per host, 256 servers per session.
-  ///  - The node hands a host only its facade: `pool()` and `budget()` are
-  ///    invalid, `set_roots` does nothing (the node's servers see the node
-  ///    owner's roots), and a call's progress reaches its callback, not the
-  ///    node's event stream.
+  ///  - The node hands a host only its facade: `set_roots` does nothing
+  ///    (the node's servers see the node owner's roots), and a call's
+  ///    progress reaches its callback, not the node's event stream.
   ///  - Requests for the host (sampling, `ask` elicitations) stay with the
   ///    node's own handlers; `authorize` opens no browser (the URL is
   ///    answered; a `browser_command` is refused).
@@ -526,17 +529,6 @@ public:
   /// env and headers values with plain SHA-256, so it never leaves.
   std::string shown_connection_id(const std::string& internal_id) const;
 
-  event_bus_actor bus() const;
-  /// The actor that turns every connection's client_update into an event.
-  /// It is supervised: when it dies it is replaced and every live
-  /// connection re-subscribes to its successor (which then gets each one's
-  /// current status), so this handle may change.
-  event_sink_actor event_forwarder() const;
-  gating_actor gating() const;
-  watcher_actor watcher() const;
-  pool_actor pool() const;     // invalid without the pool
-  budget_actor budget() const; // the workspace budget; invalid without the pool
-  reconciler_actor session(const std::string& id) const;
 private:
   friend struct runtime_access;
   struct impl;

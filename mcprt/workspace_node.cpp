@@ -293,7 +293,7 @@ caf::result<std::string> open_for_host(node_self self, const remote_host_actor& 
   reconciler_actor reconciler;
   auto opened = self->state.gate->with<bool>([&](runtime& rt) {
     id = rt.open_session(std::move(*checked));
-    reconciler = rt.session(id);
+    reconciler = runtime_access::session(rt, id);
     return true;
   });
   if (!opened) return std::move(opened.error());
@@ -443,7 +443,7 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
 
 workspace_node::workspace_node(caf::actor_system& sys, runtime& rt) : gate_(std::make_shared<runtime_gate>()) {
   gate_->rt = &rt;
-  actor_ = sys.spawn(workspace_node_behavior, gate_, rt.bus(), rt.gating(), rt.watcher(), runtime_access::calls(rt));
+  actor_ = sys.spawn(workspace_node_behavior, gate_, runtime_access::bus(rt), runtime_access::gating(rt), runtime_access::watcher(rt), runtime_access::calls(rt));
 }
 
 workspace_node::~workspace_node() {

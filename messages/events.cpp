@@ -1,4 +1,5 @@
 #include "messages/events.hpp"
+#include "messages/event_bus.hpp"
 
 #include <utility>
 
@@ -299,7 +300,7 @@ void to_json(json& j, const event_payload& p) {
   std::visit([&](const auto& x) { to_json(j, x); }, p);
 }
 
-client_update client_update::of(const mcprt::client_update& u) {
+client_update of(const mcprt::client_update& u) {
   client_update out;
   out.server = u.server;
   out.connection_id = u.connection_id;

@@ -1,13 +1,12 @@
 #pragma once
 
 // The event contract: one struct per event kind, the bus's event and the
-// bus and subscriber interfaces. Every payload a subscriber sees is one of
-// the structs below rendered by its one `to_json`; nothing else builds event
+// subscriber interface. Every payload a subscriber sees is one of the
+// structs below rendered by its one `to_json`; nothing else builds event
 // JSON. Each struct is inspectable and has a type id, so events can travel
-// between CAF nodes.
-//
-// Publishing: `publish(self, bus, events::pool_entry_failed{...})`; the kind
-// follows from the struct.
+// between CAF nodes. Part of the installed API; the bus itself is internal
+// (messages/event_bus.hpp: `publish(self, bus, events::pool_entry_failed{...})`,
+// the kind follows from the struct).
 
 #include <cmath>
 #include <cstdint>
@@ -20,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/budget_ledger.hpp"
+#include "core/budget_mode.hpp"
 #include "core/shared_names.hpp"
 #include "messages/messages.hpp"
 
@@ -284,8 +283,6 @@ struct client_update {
   std::optional<std::string> reason;
   bool refiltered = false;
 
-  /// A connection's status change, as the connection reported it.
-  static client_update of(const mcprt::client_update& u);
   /// A session let go of `server` (its connection `connection_id`).
   static client_update disconnected(std::string session, std::string server, std::string connection_id,
                                     std::string reason);
@@ -653,10 +650,6 @@ void to_json(nlohmann::json& j, const child_refused_batch& x);
 void to_json(nlohmann::json& j, const pool_entry_restarted& x);
 void to_json(nlohmann::json& j, const pool_entry_failed& x);
 
-/// The budget ledger's events as bus payloads.
-budget_warning of(const budget_warning_event& e);
-child_refused_batch of(const refused_batch_event& e);
-
 } // namespace events
 
 /// One payload of every kind, in the order of event_kind. std::variant, not
@@ -681,9 +674,6 @@ inline event_kind kind_of(const event_payload& p) {
 
 /// A default payload of `kind` (every member empty).
 event_payload empty_payload(event_kind kind);
-
-/// The budget ledger's event as a bus payload.
-event_payload to_payload(const budget_event& e);
 
 namespace events {
 
@@ -726,13 +716,6 @@ inspect(Inspector& f, event_payload& x) {
 
 } // namespace events
 
-/// What the bus does to every typed payload before a subscriber sees it:
-/// invalid UTF-8 in any string is replaced by U+FFFD, and internal
-/// connection ids (client_update's connection_id, the pool events' id) are
-/// shown through `show` (when set). May throw only what `show` or the
-/// allocator throws.
-void make_publishable(event_payload& p, const std::function<std::string(const std::string&)>& show);
-
 /// An event: a kind, its typed payload, the payload as subscribers see it
 /// (rendered once by the bus from `payload` with to_json), a bus-assigned
 /// sequence number (monotonic, from 1) and the wall-clock time of
@@ -752,34 +735,12 @@ typename Inspector::result_type inspect(Inspector& f, event& x) {
 
 } // namespace mcprt
 
-// -- atoms and interfaces -------------------------------------------------------------
-
-CAF_ADD_ATOM(mcprt, mcprt::atom, publish, "publish")
-CAF_ADD_ATOM(mcprt, mcprt::atom, unsubscribe, "unsubscr")
-CAF_ADD_ATOM(mcprt, mcprt::atom, replay, "replay")
+// -- the subscriber interface -------------------------------------------------------------
 
 namespace mcprt {
 
 /// The EVENT SUBSCRIBER interface: receives bus events.
 using event_subscriber_actor = caf::typed_actor<caf::reacts_to<event>>;
-
-/// The EVENT BUS actor interface.
-using event_bus_actor = caf::typed_actor<
-  // Publishes a typed event; the bus stamps sequence number and time.
-  caf::reacts_to<atom::publish, event_payload>,
-  // Subscribes (empty kinds: all kinds); answers the last sequence number
-  // published so far. Subscribers are monitored and dropped when they die.
-  caf::replies_to<atom::subscribe, event_subscriber_actor, std::vector<event_kind>>::with<uint64_t>,
-  caf::reacts_to<atom::unsubscribe, event_subscriber_actor>,
-  // Events with seq > the given one still in the bounded replay ring.
-  caf::replies_to<atom::replay, uint64_t>::with<std::vector<event>>>;
-
-/// Publishes `payload` on `bus` from actor `self`; nothing when `bus` is
-/// invalid (an actor spawned without a bus drops its events).
-template <class Self, class Payload>
-void publish(Self* self, const event_bus_actor& bus, Payload&& payload) {
-  if (bus) self->send(bus, atom::publish_v, event_payload{std::forward<Payload>(payload)});
-}
 
 /// Registers the event type ids (add_mcprt_types calls it).
 void add_event_types(caf::actor_system_config& cfg);
@@ -807,7 +768,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event))
   CAF_ADD_TYPE_ID(mcprt_events, (std::vector<mcprt::event>))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_subscriber_actor))
-  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::event_bus_actor))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_updated))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::resource_list_changed))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::host_call))

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/state.hpp"
 #include "messages/workspace.hpp"
 
 namespace mcprt {
@@ -64,18 +65,6 @@ typename Inspector::result_type inspect(Inspector& f, settings_update& x) {
 
 // -- gating → reconciler -----------------------------------------------------------
 
-/// Why a server is not served, and what to do about it.
-struct unavailability {
-  std::string server;
-  std::string reason; // to_string(unavailable_reason), or budget_exhausted
-  std::string remedy;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, unavailability& x) {
-  return f(caf::meta::type_name("mcprt.unavailability"), x.server, x.reason, x.remedy);
-}
-
 /// What one session should run, as the gating actor computed it: the
 /// admitted servers (settings layers, workspace top tier and the session's
 /// own servers), why every other configured server is out, the gating lists
@@ -106,77 +95,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, desired_state& x) {
   return f(caf::meta::type_name("mcprt.desired_state"), x.revision, x.trusted, x.delta, x.admitted, x.withdrawn,
            x.unavailable, x.promptable, x.has_allowed, x.allowed, x.excluded, x.pending);
-}
-
-/// One configured server as the gating actor sees it (for snapshots).
-struct gated_server {
-  std::string name;
-  std::string scope;
-  std::string transport;
-  std::string fingerprint; // connection id
-  bool admitted = false;
-  std::string reason;   // empty when admitted
-  std::string approval; // pending | approved | rejected; empty if not gated
-  /// What the gateway puts before its tool and prompt names (the entry's
-  /// `"prefix"`, else `<name>__`).
-  std::string prefix;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gated_server& x) {
-  return f(caf::meta::type_name("mcprt.gated_server"), x.name, x.scope, x.transport, x.fingerprint, x.admitted,
-           x.reason, x.approval, x.prefix);
-}
-
-struct gating_snapshot {
-  bool trusted = true;
-  uint64_t revision = 0;
-  std::vector<gated_server> servers; // sorted by name
-  std::vector<std::string> promptable;
-  std::vector<std::string> errors; // settings files currently failing to parse
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, gating_snapshot& x) {
-  return f(caf::meta::type_name("mcprt.gating_snapshot"), x.trusted, x.revision, x.servers, x.promptable,
-           x.errors);
-}
-
-// -- reconciler ------------------------------------------------------------------------
-
-/// One server a session runs (or tried to).
-struct session_server {
-  std::string name;
-  std::string scope;     // where its config came from (session: the host's own)
-  std::string transport;
-  std::string connection_id;
-  connection_status status = connection_status::connecting;
-  int32_t pid = -1;
-  uint32_t tools = 0; // after the session's tool filter
-  uint32_t prompts = 0;
-  std::string last_error;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, session_server& x) {
-  return f(caf::meta::type_name("mcprt.session_server"), x.name, x.scope, x.transport, x.connection_id, x.status,
-           x.pid, x.tools, x.prompts, x.last_error);
-}
-
-struct session_snapshot {
-  std::string session;
-  uint64_t generation = 0; // passes run so far
-  bool in_progress = false;
-  std::string last_error;
-  std::vector<session_server> servers; // sorted by name
-  std::vector<unavailability> skipped; // budget refusals of the last pass
-  std::vector<unavailability> failed;  // servers that failed to connect in the last pass (remedy: the error)
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, session_snapshot& x) {
-  return f(caf::meta::type_name("mcprt.session_snapshot"), x.session, x.generation, x.in_progress, x.last_error,
-           x.servers, x.skipped, x.failed);
 }
 
 } // namespace mcprt
@@ -281,12 +199,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_hot_reload, caf::id_block::mcprt_workspace::end)
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (std::vector<mcprt::settings_file>))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::settings_change))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::settings_update))
-  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::unavailability))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::desired_state))
-  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gated_server))
-  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gating_snapshot))
-  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::session_server))
-  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::session_snapshot))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (std::vector<mcprt::server_config>))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::reconciler_actor))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gating_actor))

@@ -1,7 +1,10 @@
 #include "messages/messages.hpp"
 
 #include "messages/calls.hpp"
+#include "messages/connection.hpp"
+#include "messages/event_bus.hpp"
 #include "messages/events.hpp"
+#include "messages/state.hpp"
 #include "messages/workspace.hpp"
 #include "messages/hot_reload.hpp"
 #include "messages/fleet.hpp"
@@ -67,6 +70,9 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& cont
 void add_mcprt_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::mcprt>();
   add_event_types(cfg);
+  cfg.add_message_types<caf::id_block::mcprt_state>();
+  cfg.add_message_types<caf::id_block::mcprt_connection>();
+  cfg.add_message_types<caf::id_block::mcprt_event_bus>();
   add_workspace_types(cfg);
   add_hot_reload_types(cfg);
   add_fleet_types(cfg);

@@ -1,8 +1,12 @@
 #pragma once
 
-// Typed messages and actor interfaces of mcprt. Every type that crosses an
-// actor boundary has an `inspect` overload and a type id, so the same actors
-// can be reached from another CAF node over caf::io.
+// The values a host sees: errors, a connection's tools and capabilities,
+// the requests only the host can answer and the host's actor form. Part of
+// the installed API (mcprt/runtime.hpp includes it). Every type that crosses
+// an actor boundary has an `inspect` overload and a type id, so the same
+// actors can be reached from another CAF node over caf::io; the internal
+// messages and actor interfaces are in messages/connection.hpp and the
+// headers after it.
 
 #include <cstddef>
 #include <cstdint>
@@ -125,24 +129,6 @@ typename Inspector::result_type inspect(Inspector& f, prompt_info& x) {
   return f(caf::meta::type_name("mcprt.prompt_info"), x.name, x.description);
 }
 
-/// A connection's status change, published to its subscribers.
-struct client_update {
-  std::string server;
-  std::string connection_id;
-  uint64_t generation = 0;
-  connection_status status = connection_status::connecting;
-  uint32_t tools = 0;
-  uint32_t prompts = 0;
-  int32_t pid = -1; // -1: no process (HTTP, or not started)
-  std::string error; // empty unless status is error/disconnected with a reason
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, client_update& x) {
-  return f(caf::meta::type_name("mcprt.client_update"), x.server, x.connection_id, x.generation,
-           x.status, x.tools, x.prompts, x.pid, x.error);
-}
-
 /// Everything a connection knows about itself.
 struct connection_info {
   std::string server;
@@ -168,83 +154,7 @@ typename Inspector::result_type inspect(Inspector& f, connection_info& x) {
            x.stderr_tail, x.last_error, x.capabilities);
 }
 
-/// includeTools / excludeTools; `has_*` false means "not set".
-struct tool_filter_spec {
-  bool has_include = false;
-  std::vector<std::string> include;
-  bool has_exclude = false;
-  std::vector<std::string> exclude;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tool_filter_spec& x) {
-  return f(caf::meta::type_name("mcprt.tool_filter_spec"), x.has_include, x.include,
-           x.has_exclude, x.exclude);
-}
-
-/// Progress of one tool call that asked for it, to the caller's
-/// progress_sink_actor. `call_id` is the caller's; doubles are finite and
-/// never subnormal (they cross CAF nodes intact).
-struct call_progress_update {
-  std::string server;
-  std::string call_id;
-  double progress = 0;
-  bool has_total = false;
-  double total = 0;
-  std::string message;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, call_progress_update& x) {
-  return f(caf::meta::type_name("mcprt.call_progress_update"), x.server, x.call_id, x.progress,
-           x.has_total, x.total, x.message);
-}
-
-} // namespace mcprt
-
-// -- atoms -----------------------------------------------------------------------
-
-CAF_ADD_ATOM(mcprt, mcprt::atom, subscribe, "subscribe")
-CAF_ADD_ATOM(mcprt, mcprt::atom, info, "info")
-CAF_ADD_ATOM(mcprt, mcprt::atom, call, "call")
-CAF_ADD_ATOM(mcprt, mcprt::atom, filter, "filter")
-CAF_ADD_ATOM(mcprt, mcprt::atom, stop, "stop")
-CAF_ADD_ATOM(mcprt, mcprt::atom, ping, "ping")
-CAF_ADD_ATOM(mcprt, mcprt::atom, mcp_request, "mcp_req")
-// INTERNAL: delivered by I/O adapters and timers to the connection actor.
-CAF_ADD_ATOM(mcprt, mcprt::atom, io_out, "io_out")
-CAF_ADD_ATOM(mcprt, mcprt::atom, io_err, "io_err")
-CAF_ADD_ATOM(mcprt, mcprt::atom, io_exit, "io_exit")
-CAF_ADD_ATOM(mcprt, mcprt::atom, http_msg, "http_msg")
-CAF_ADD_ATOM(mcprt, mcprt::atom, http_gone, "http_gone")
-CAF_ADD_ATOM(mcprt, mcprt::atom, http_err, "http_err")
-CAF_ADD_ATOM(mcprt, mcprt::atom, http_auth, "http_auth")
-CAF_ADD_ATOM(mcprt, mcprt::atom, http_closed, "http_done")
-CAF_ADD_ATOM(mcprt, mcprt::atom, tick, "tick")
-// Cancels a tool call by the caller's call id.
-CAF_ADD_ATOM(mcprt, mcprt::atom, cancel, "cancel")
-
 // -- requests for the host ------------------------------------------
-
-namespace mcprt {
-
-/// A server request only the host can answer (sampling, or elicitation under
-/// `ask`), as a connection forwards it to the host handler.
-struct forwarded_host_request {
-  std::string server;        // the server's name
-  std::string connection_id; // internal; never shown outside the runtime
-  std::string method;        // "sampling/createMessage" or "elicitation/create"
-  json_value params;         // the server's params: untrusted
-  /// The tool of the one call in flight on this connection when exactly one
-  /// is (the call the request most likely belongs to); empty otherwise.
-  std::string tool;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, forwarded_host_request& x) {
-  return f(caf::meta::type_name("mcprt.forwarded_host_request"), x.server, x.connection_id, x.method, x.params,
-           x.tool);
-}
 
 /// The host's answer: `result` when `error_code` is 0, else a JSON-RPC error.
 struct host_reply {
@@ -288,71 +198,8 @@ typename Inspector::result_type inspect(Inspector& f, mcp_root& x) {
 
 CAF_ADD_ATOM(mcprt, mcprt::atom, host_request, "host_req")
 CAF_ADD_ATOM(mcprt, mcprt::atom, host_withdrawn, "host_wdrn")
-CAF_ADD_ATOM(mcprt, mcprt::atom, host_answer, "host_ans")
-CAF_ADD_ATOM(mcprt, mcprt::atom, roots, "roots")
 
 namespace mcprt {
-
-// -- actor interfaces ------------------------------------------------------------
-
-/// The EVENT SINK interface: whoever wants connection updates.
-using event_sink_actor = caf::typed_actor<caf::reacts_to<client_update>>;
-
-/// Whoever asked for the progress of a tool call.
-using progress_sink_actor = caf::typed_actor<caf::reacts_to<call_progress_update>>;
-
-/// The CONNECTION actor interface: one live MCP connection.
-using connection_actor = caf::typed_actor<
-  // Current state, tools and prompts.
-  caf::replies_to<atom::info>::with<connection_info>,
-  // Calls a tool; the result is the server's JSON result, passed through.
-  caf::replies_to<atom::call, std::string, json_value>::with<json_value>,
-  // The same call under the caller's call id (unique among its calls in
-  // flight here), for cancel; with a valid sink, the server is asked for
-  // progress and each step goes to the sink.
-  caf::replies_to<atom::call, std::string, json_value, std::string, progress_sink_actor>::with<json_value>,
-  // Cancels the call of that call id (notifications/cancelled goes out; the
-  // call fails with errc::cancelled, a late answer is dropped). False when
-  // no such call is in flight.
-  caf::replies_to<atom::cancel, std::string>::with<bool>,
-  // Adds a subscriber for client_update events.
-  caf::reacts_to<atom::subscribe, event_sink_actor>,
-  // Re-filters the tool view without reconnecting.
-  caf::reacts_to<atom::filter, tool_filter_spec>,
-  // Pings the server; answers the round trip in microseconds.
-  caf::replies_to<atom::ping>::with<int64_t>,
-  // A client request other than tools/call (resources/*, prompts/get,
-  // completion/complete: mcp_session::request): method, params -> result.
-  caf::replies_to<atom::mcp_request, std::string, json_value>::with<json_value>,
-  // Shuts the server down cleanly (stdin, SIGTERM, SIGKILL), then quits.
-  caf::replies_to<atom::stop>::with<bool>,
-  // INTERNAL: stdout bytes, a stderr line, the process ended (its
-  // description: "exit code 3", "killed by SIGKILL (...)").
-  caf::reacts_to<atom::io_out, std::string>,
-  caf::reacts_to<atom::io_err, std::string>,
-  caf::reacts_to<atom::io_exit, std::string>,
-  // INTERNAL: HTTP transport: a message, session expired, error, closed.
-  caf::reacts_to<atom::http_msg, std::string>,
-  caf::reacts_to<atom::http_gone>,
-  caf::reacts_to<atom::http_err, std::string>,
-  caf::reacts_to<atom::http_auth, std::string>,
-  caf::reacts_to<atom::http_closed>,
-  // INTERNAL: a protocol deadline may have passed.
-  caf::reacts_to<atom::tick>,
-  // Replaces the roots offered to the server (notifications/roots/list_changed).
-  caf::reacts_to<atom::roots, std::vector<mcp_root>>>;
-
-} // namespace mcprt
-
-namespace mcprt {
-
-/// The HOST HANDLER interface: where connections send the requests only the
-/// host can answer. A request is (token, request); the token is the
-/// connection's own and comes back in `host_withdrawn` when the server no
-/// longer wants the answer (cancelled, timed out, connection ended).
-using host_handler_actor = caf::typed_actor<
-  caf::replies_to<atom::host_request, uint64_t, forwarded_host_request>::with<host_reply>,
-  caf::reacts_to<atom::host_withdrawn, uint64_t>>;
 
 /// A HOST's actor, the actor form of the host's handlers: it answers each
 /// request (its reply goes to the server: `host_reply::result`, or a
@@ -364,25 +211,16 @@ using host_actor = caf::typed_actor<
 
 } // namespace mcprt
 
-
 CAF_BEGIN_TYPE_ID_BLOCK(mcprt, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(mcprt, (mcprt::json_value))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_status))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::tool_info))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::prompt_info))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::client_update))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_info))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::tool_filter_spec))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::event_sink_actor))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::connection_actor))
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::tool_info>))
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::prompt_info>))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::call_progress_update))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::progress_sink_actor))
   // requests for the host
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::forwarded_host_request))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::host_reply))
-  CAF_ADD_TYPE_ID(mcprt, (mcprt::host_handler_actor))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::mcp_root))
   CAF_ADD_TYPE_ID(mcprt, (std::vector<mcprt::mcp_root>))
   CAF_ADD_TYPE_ID(mcprt, (mcprt::server_request_message))

@@ -17,8 +17,10 @@
 
 #include "core/client_features.hpp"
 #include "core/server_config.hpp"
-#include "messages/events.hpp"
+#include "messages/connection.hpp"
+#include "messages/event_bus.hpp"
 #include "messages/messages.hpp"
+#include "messages/state.hpp"
 
 // -- atoms ----------------------------------------------------------------------------
 
@@ -86,7 +88,7 @@ using connection_factory = std::function<connection_actor(caf::actor_system&, co
 /// How the pool knows a session: a number, unique per runtime (the runtime
 /// numbers its sessions; events name them). Not a string: every attach and
 /// detach carries it, and with two strings those messages outgrow the
-/// allocator's lock-free size classes (see actors/scheduler.hpp).
+/// allocator's lock-free size classes (see mcprt/scheduler.hpp).
 using session_id = uint64_t;
 
 /// The server name in a connection id (`name::fingerprint`).
@@ -134,7 +136,7 @@ inline std::string_view shard_key(const pool_acquire& x) {
 /// entry by connection id (answered with a pool_handle), and let go of a
 /// handle without an answer. CAF 0.17 keeps type information per message
 /// element: as (atom, session, id) these messages were 168 bytes, past
-/// glibc's lock-free size classes (see actors/scheduler.hpp); as one struct
+/// glibc's lock-free size classes (see mcprt/scheduler.hpp); as one struct
 /// they are 128.
 struct pool_attach {
   session_id session = 0;
@@ -304,29 +306,6 @@ struct pool_snapshot {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pool_snapshot& x) {
   return f(caf::meta::type_name("mcprt.pool_snapshot"), x.entries, x.subprocess_count, x.draining);
-}
-
-struct restart_result {
-  std::string id;
-  bool restarted = false;
-  int64_t duration_ms = 0;
-  std::string reason; // why not, when restarted is false
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, restart_result& x) {
-  return f(caf::meta::type_name("mcprt.restart_result"), x.id, x.restarted, x.duration_ms, x.reason);
-}
-
-struct drain_result {
-  uint64_t drained = 0;
-  uint64_t forced = 0;
-  std::vector<std::string> errors;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, drain_result& x) {
-  return f(caf::meta::type_name("mcprt.drain_result"), x.drained, x.forced, x.errors);
 }
 
 // -- the interface ------------------------------------------------------------------

@@ -8,7 +8,7 @@
 
 #include <caf/error.hpp>
 
-#include "messages/hot_reload.hpp"
+#include "messages/state.hpp"
 
 namespace mcprt {
 

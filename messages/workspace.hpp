@@ -106,7 +106,7 @@ void add_workspace_types(caf::actor_system_config& cfg);
 
 } // namespace mcprt
 
-CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt_events::end)
+CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt_event_bus::end)
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::server_config))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::reserve_reply))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::budget_snapshot))
@@ -127,9 +127,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_workspace, caf::id_block::mcprt_events::end)
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_entry_status))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_entry_info))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_snapshot))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::restart_result))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (std::vector<mcprt::restart_result>))
-  CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::drain_result))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::budget_actor))
   CAF_ADD_TYPE_ID(mcprt_workspace, (mcprt::pool_actor))
 CAF_END_TYPE_ID_BLOCK(mcprt_workspace)

@@ -4,7 +4,11 @@
 # BUILD_DIR is a complete build (scripts/build.sh). Everything happens in
 # BUILD_DIR/test-install/, removed at the end:
 #   1. cmake --install BUILD_DIR --prefix .../prefix, and no path of the build
-#      or the source tree in the installed CMake package or mcprt.pc;
+#      or the source tree in the installed CMake package or mcprt.pc; the
+#      headers are the facade's (mcprt/runtime.hpp and the value types it
+#      includes, each of them included), and none of them declares an actor
+#      interface but the two a host implements (host_actor,
+#      event_subscriber_actor);
 #   2. examples/embed configured as a project of its own (find_package(mcprt
 #      0.2), mcprt::runtime) against that prefix, built, and run on a copy of
 #      the bundled example workspace: exit 0, the servers connected, a tool
@@ -43,6 +47,29 @@ libdir=$(dirname "$(find "$prefix" -name libmcprt_runtime.a -print -quit)")
 for f in mcprt/runtime.hpp mcprt/version.hpp; do
   [[ -f $prefix/include/$f ]] || fail "$f is not installed"
 done
+# The installed API is the facade: every installed header is reached from
+# mcprt/runtime.hpp (or is mcprt/owner_tls.hpp, which a host of a remote node
+# includes itself), every header they include is installed, and the only
+# actor interfaces in them are those a host implements.
+(cd "$prefix/include" && find . -type f -name '*.hpp' | sed 's|^\./||' | sort) >"$work/installed"
+reached=$(mktemp -p "$work")
+queue=(mcprt/runtime.hpp mcprt/owner_tls.hpp mcprt/version.hpp)
+while ((${#queue[@]})); do
+  h=${queue[0]}
+  queue=("${queue[@]:1}")
+  grep -qxF "$h" "$reached" && continue
+  echo "$h" >>"$reached"
+  [[ -f $prefix/include/$h ]] || fail "$h is included by an installed header but not installed"
+  while read -r inc; do queue+=("$inc"); done < <(sed -n 's/^#include "\(.*\)"$/\1/p' "$prefix/include/$h")
+done
+sort -o "$reached" "$reached"
+unreached=$(comm -23 "$work/installed" "$reached")
+[[ -z $unreached ]] || fail "installed but not part of the facade: $unreached"
+actors=$(grep -rhoE 'using [a-z_]+ = caf::typed_actor' "$prefix/include" | awk '{print $2}' | sort -u | tr '\n' ' ')
+[[ $actors == "event_subscriber_actor host_actor " ]] ||
+  fail "the installed headers declare actor interfaces a host never implements: $actors"
+echo "installed headers: $(wc -l <"$work/installed") (the facade and its values)"
+
 # The package must be relocatable: no path of this checkout or its build.
 if grep -rnF -e "$build" -e "$here" "$libdir/cmake" "$libdir/pkgconfig" "$prefix/include"; then
   fail "the installed package names the build or the source tree (above)"

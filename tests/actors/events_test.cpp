@@ -34,7 +34,7 @@ using keys = std::vector<std::string>;
 
 /// One payload of every kind with every member set.
 std::vector<event_payload> one_of_each() {
-  events::client_update u = events::client_update::of(
+  events::client_update u = events::of(
     client_update{"echo", "echo::0011", 3, connection_status::error, 5, 2, 4242, "exit code 1"});
   u.session = "s1";
   u.reason = "removed";
@@ -125,7 +125,7 @@ TEST(EventPayloads, ReconcileEventsRenderTheirReport) {
 }
 
 TEST(EventPayloads, ClientUpdateOfAConnectionHasTheConnectionsFields) {
-  auto j = render(events::client_update::of(
+  auto j = render(events::of(
     client_update{"echo", "echo::0011", 3, connection_status::connected, 5, 2, 4242, ""}));
   EXPECT_EQ(j, (json{{"server", "echo"},
                      {"connection_id", "echo::0011"},
@@ -135,7 +135,7 @@ TEST(EventPayloads, ClientUpdateOfAConnectionHasTheConnectionsFields) {
                      {"prompts", 2},
                      {"pid", 4242}}));
   // No process: the pid key is there, null. An error is rendered when set.
-  j = render(events::client_update::of(
+  j = render(events::of(
     client_update{"web", "web::22", 1, connection_status::error, 0, 0, -1, "HTTP 500"}));
   EXPECT_TRUE(j.contains("pid"));
   EXPECT_TRUE(j["pid"].is_null());
@@ -363,7 +363,7 @@ TEST_F(TypedBus, ConnectionIdsAreShownInTheStructAndItsRendering) {
 TEST_F(TypedBus, InvalidUtf8IsReplacedInTheStructAndItsRendering) {
   auto bus = track(spawn_event_bus(sys, 8));
   ASSERT_TRUE(ask<uint64_t>(bus, atom::subscribe_v, self_sink(), std::vector<event_kind>{}));
-  auto u = events::client_update::of(
+  auto u = events::of(
     client_update{"echo", "echo::1", 1, connection_status::error, 0, 0, -1, "last stderr: caf\xe9 \xff"});
   self->send(bus, atom::publish_v, event_payload{u});
   self->send(bus, atom::publish_v,

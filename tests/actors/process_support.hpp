@@ -20,7 +20,7 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "messages/messages.hpp"
 #include "tests/actors/proc_table.hpp"
 #include "tests/support/wait_for.hpp"

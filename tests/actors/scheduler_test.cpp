@@ -15,7 +15,7 @@
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 #include "messages/messages.hpp"
 
 using namespace std::chrono_literals;

@@ -19,6 +19,7 @@
 
 #include <caf/all.hpp>
 
+#include "mcprt/runtime_access.hpp"
 #include "runtime_fixture.hpp"
 
 using namespace mcprt;
@@ -49,7 +50,7 @@ protected:
 
   /// Kills the forwarder in force and waits until it is gone.
   void kill_forwarder() {
-    auto old = rt->event_forwarder();
+    auto old = runtime_access::event_forwarder(*rt);
     ASSERT_TRUE(old);
     caf::scoped_actor self{*sys};
     self->monitor(old);
@@ -64,13 +65,13 @@ protected:
 
 TEST_F(EventForwarding, AKilledForwarderIsReplacedAndEventsKeepFlowing) {
   ASSERT_TRUE(wait_event(echo_is("connected"), 0));
-  auto old = rt->event_forwarder();
+  auto old = runtime_access::event_forwarder(*rt);
   auto from = mark();
   kill_forwarder();
   // The live connection re-subscribes to the successor, which reports its
   // current status at once: no change is needed for the event to come.
   ASSERT_TRUE(wait_event(echo_is("connected"), from)) << "no event after the forwarder died";
-  EXPECT_NE(rt->event_forwarder(), old);
+  EXPECT_NE(runtime_access::event_forwarder(*rt), old);
 
   // Changes after the replacement flow as before: a restart of the server
   // goes through connecting to connected on a new connection.
@@ -94,7 +95,7 @@ TEST_F(EventForwarding, ItIsReplacedEveryTimeItDies) {
 }
 
 TEST_F(EventForwarding, ShutdownStopsTheForwarderWithItsSupervisor) {
-  auto forwarder = rt->event_forwarder();
+  auto forwarder = runtime_access::event_forwarder(*rt);
   caf::scoped_actor self{*sys};
   self->monitor(forwarder);
   rt->shutdown();

@@ -12,7 +12,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/scheduler.hpp"
+#include "mcprt/scheduler.hpp"
 
 // Outside the anonymous namespace and read in main: a store the compiler
 // cannot prove dead stays in, instrumented.
