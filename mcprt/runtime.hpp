@@ -529,9 +529,11 @@ public:
   /// env and headers values with plain SHA-256, so it never leaves.
   std::string shown_connection_id(const std::string& internal_id) const;
 
+  /// What the runtime is made of; internal (not installed).
+  struct impl;
+
 private:
   friend struct runtime_access;
-  struct impl;
   explicit runtime(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };
