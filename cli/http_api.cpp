@@ -145,78 +145,6 @@ void add_cors(http_response& r, const std::optional<std::string>& origin) {
   r.headers.emplace_back("Vary", "Origin");
 }
 
-// -- worker lanes -------------------------------------------------------------------------
-
-/// A few threads for the facade calls that block (the OAuth flows),
-/// with a bounded queue: a full lane refuses instead of piling up work. A
-/// thread starts when a job finds none idle, so an idle daemon holds none.
-class worker_lane {
-public:
-  worker_lane(std::size_t threads, std::size_t queue_limit)
-      : max_threads_(std::max<std::size_t>(1, threads)), limit_(queue_limit) {}
-
-  ~worker_lane() { close_and_join(); }
-
-  /// close(), then waits for the job in hand on each thread. Joined, not
-  /// just finished: a forced exit (a second signal) may come any time after
-  /// http_api::stop(), and TSan takes a finished, unjoined thread for a leak.
-  void close_and_join() {
-    close();
-    for (auto& t : threads_)
-      if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
-  }
-
-  bool submit(std::function<void()> job) {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (closed_ || jobs_.size() >= limit_) return false;
-    jobs_.push_back(std::move(job));
-    if (idle_ < jobs_.size() && threads_.size() < max_threads_) threads_.emplace_back([this] { work(); });
-    cv_.notify_one();
-    return true;
-  }
-
-  /// Takes no more jobs; queued ones are dropped (their requests are
-  /// answered 503 by the stopping server).
-  void close() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    closed_ = true;
-    jobs_.clear();
-    cv_.notify_all();
-  }
-
-private:
-  void work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock{mtx_};
-        ++idle_;
-        cv_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
-        --idle_;
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      try {
-        job();
-      } catch (const std::exception& e) {
-        spdlog::error("http: a worker job failed: {}", escape_for_display(e.what()));
-      } catch (...) {
-        spdlog::error("http: a worker job failed");
-      }
-    }
-  }
-
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_; // grows under mtx_ until closed_
-  std::size_t max_threads_;
-  std::size_t idle_ = 0;
-  std::size_t limit_;
-  bool closed_ = false;
-};
-
 // -- event streams -------------------------------------------------------------------------
 
 /// Fans bus events out to the streams.
@@ -352,7 +280,6 @@ struct http_api::impl {
   std::shared_ptr<event_hub> hub;
   event_subscriber_actor sink;
   std::atomic<int> port{0};
-  worker_lane oauth_lane;
   /// What answers of the runtime that arrive on its actor threads may use
   /// of this api: only while it is open (stop() closes it and waits for
   /// the answers being handled).
@@ -370,7 +297,7 @@ struct http_api::impl {
   impl(runtime& r, caf::actor_system& s, std::string sess, http_api_options o)
     : rt(r), sys(s), session(std::move(sess)), opts(std::move(o)),
       slots(std::make_shared<stream_slots>(opts.max_streams)),
-      hub(std::make_shared<event_hub>(opts.sse_queue, slots)), oauth_lane(opts.lane_threads, opts.lane_queue) {
+      hub(std::make_shared<event_hub>(opts.sse_queue, slots)) {
     if (opts.gateway) {
       mcp_http_options mo;
       mo.max_body = opts.max_body;
@@ -390,21 +317,6 @@ struct http_api::impl {
 
   /// A JSON object body (empty allowed when `optional`), or a 400 sent.
   std::optional<json> object_body(const std::shared_ptr<http_exchange>& ex, bool optional) const;
-
-  void submit(worker_lane& lane, const std::shared_ptr<http_exchange>& ex, std::function<http_response()> job) {
-    auto origin = allowed_origin(ex->request(), opts.allowed_origins);
-    bool queued = lane.submit([ex, origin, job = std::move(job)] {
-      http_response r;
-      try {
-        r = job();
-      } catch (const std::exception& e) {
-        r = error_response(500, "internal_error", "the request failed: " + escape_for_display(e.what()));
-      }
-      add_cors(r, origin);
-      ex->respond(std::move(r));
-    });
-    if (!queued) respond(ex, error_response(503, "unavailable", "the daemon is busy or stopping; try again"));
-  }
 
   /// Runs `ask(answer)` unless `in_flight` is at its bound (503); `answer`
   /// takes a callable that, under the gate, makes the response (a stopped
@@ -449,8 +361,8 @@ struct http_api::impl {
   }();
   std::atomic<uint64_t> next_call_id{1};
   void restart(const std::string& name, const responder& answer);
-  http_response authorize(const std::string& name, const authorize_options& options);
-  http_response logout(const std::string& name);
+  void authorize(const std::string& name, const authorize_options& options, const responder& answer);
+  void logout(const std::string& name, const responder& answer);
 };
 
 std::optional<http_response> http_api::impl::head_checks(const http_request& req) {
@@ -637,11 +549,11 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
         ao.url_timeout = ao.callback_timeout = ms;
         ao.deadline = std::chrono::steady_clock::now() + ms;
       }
-      submit(oauth_lane, ex, [this, name = m.server, ao] { return authorize(name, ao); });
+      ask_runtime(ex, changes_in_flight, [this, name = m.server, ao](responder answer) { authorize(name, ao, answer); });
       return;
     }
     case http::route_id::auth_logout:
-      submit(oauth_lane, ex, [this, name = m.server] { return logout(name); });
+      ask_runtime(ex, changes_in_flight, [this, name = m.server](responder answer) { logout(name, answer); });
       return;
   }
 }
@@ -772,18 +684,24 @@ void http_api::impl::restart(const std::string& name, const responder& answer) {
 
 // The daemon serves the redirect itself (a loopback listener of its own per
 // authorization); the caller opens the URL. Nobody else learns the tokens.
-http_response http_api::impl::authorize(const std::string& name, const authorize_options& options) {
-  auto url = rt.authorize(name, options);
-  if (!url) return runtime_error_response(sys, url.error(), {{"server", name}});
-  spdlog::info("authorization of {} started", escape_for_display(name));
-  return json_response(200, {{"server", name}, {"authorization_url", url->empty() ? json(nullptr) : json(*url)}});
+void http_api::impl::authorize(const std::string& name, const authorize_options& options, const responder& answer) {
+  rt.authorize_async(name, options, [answer, name, s = &sys](caf::expected<std::string> url) {
+    answer([&] {
+      if (!url) return runtime_error_response(*s, url.error(), {{"server", name}});
+      spdlog::info("authorization of {} started", escape_for_display(name));
+      return json_response(200, {{"server", name}, {"authorization_url", url->empty() ? json(nullptr) : json(*url)}});
+    });
+  });
 }
 
-http_response http_api::impl::logout(const std::string& name) {
-  auto forgot = rt.forget_authorization(name);
-  if (!forgot) return runtime_error_response(sys, forgot.error(), {{"server", name}});
-  spdlog::info("OAuth credentials of {} {}", escape_for_display(name), *forgot ? "forgotten" : "were not stored");
-  return json_response(200, {{"server", name}, {"forgotten", *forgot}});
+void http_api::impl::logout(const std::string& name, const responder& answer) {
+  rt.forget_authorization_async(name, [answer, name, s = &sys](caf::expected<bool> forgot) {
+    answer([&] {
+      if (!forgot) return runtime_error_response(*s, forgot.error(), {{"server", name}});
+      spdlog::info("OAuth credentials of {} {}", escape_for_display(name), *forgot ? "forgotten" : "were not stored");
+      return json_response(200, {{"server", name}, {"forgotten", *forgot}});
+    });
+  });
 }
 
 void http_api::impl::call(const std::shared_ptr<http_exchange>& ex) {
@@ -926,7 +844,6 @@ http_api::~http_api() {
 void http_api::stop() {
   impl_->hub->stop();
   if (impl_->mcp) impl_->mcp->stop();
-  impl_->oauth_lane.close_and_join();
   {
     // Answers still on their way find the api closed.
     std::unique_lock<std::shared_mutex> closing{impl_->gate->mtx};

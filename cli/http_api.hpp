@@ -70,13 +70,10 @@ struct http_api_options {
   /// server that is still connecting.
   std::chrono::milliseconds call_timeout{60000};
   std::chrono::milliseconds connect_wait{10000};
-  /// The OAuth routes (`auth`, `auth/logout`) block on the network: they
-  /// run on a lane of at most `lane_threads` threads with at most
-  /// `lane_queue` queued. The other routes ask the runtime without blocking;
-  /// at most `lane_queue` of each kind (reads: snapshot and replay;
-  /// changes: reload, approve, reject, restart) are in flight. Past either
-  /// bound a request is answered 503.
-  std::size_t lane_threads = 2;
+  /// The routes ask the runtime without blocking: at most `lane_queue` of
+  /// each kind (reads: snapshot and replay; changes: reload, approve,
+  /// reject, restart, auth, auth/logout) are in flight; past that bound a
+  /// request is answered 503.
   std::size_t lane_queue = 64;
   /// Servers' requests for the host, answered over HTTP; null:
   /// the daemon does not ask, and the answer routes say 404.

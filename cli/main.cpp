@@ -221,13 +221,19 @@ int run_auth(const common_flags& f, const std::string& name, const cli::auth_fla
   ao.callback_timeout = std::chrono::milliseconds(a.timeout_ms);
   ao.url_timeout = std::chrono::milliseconds(a.timeout_ms);
   ao.deadline = started_at + std::chrono::milliseconds(a.timeout_ms);
-  // Shared with the flow's thread: when begin() fails because the flow
+  // Shared with the flow's thread: when the start fails because the flow
   // ended, that thread still reports the end after this function returned.
+  // The flow ends by the deadline, so both answers come by then.
   auto ended = std::make_shared<std::promise<std::pair<bool, std::string>>>();
   auto done = ended->get_future();
-  std::string error;
-  auto started = broker.begin(
-    it->second, ao, [ended](bool ok, const std::string& why) { ended->set_value({ok, why}); }, error);
+  using start_answer = std::pair<std::optional<oauth_broker::started>, std::string>;
+  auto began = std::make_shared<std::promise<start_answer>>();
+  auto first = began->get_future();
+  broker.begin_async(
+    it->second, ao,
+    [began](std::optional<oauth_broker::started> s, const std::string& why) { began->set_value({std::move(s), why}); },
+    [ended](bool ok, const std::string& why) { ended->set_value({ok, why}); });
+  auto [started, error] = first.get();
   if (!started) {
     std::cerr << "mcprt auth: " << escape_for_display(name) << ": " << escape_for_display(error) << "\n";
     return exit_failure;

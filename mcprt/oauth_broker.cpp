@@ -47,11 +47,6 @@ struct oauth_broker::listeners {
 struct oauth_broker::flow {
   std::shared_ptr<io::oauth_client> client;
   std::thread thread;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<std::string> url;
-  bool ended = false;
-  bool ok = false;
 };
 
 oauth_broker::oauth_broker(std::filesystem::path credentials_file, io::http_client* http)
@@ -90,22 +85,43 @@ std::shared_ptr<io::http_auth> oauth_broker::client_for(const server_config& ser
   return std::make_shared<io::oauth_client>(*url, std::move(*settings), std::move(quiet), store_);
 }
 
-std::optional<oauth_broker::started> oauth_broker::begin(const server_config& server, const authorize_options& options,
-                                                         std::function<void(bool, const std::string&)> on_end,
-                                                         std::string& error) {
+std::function<void()> oauth_broker::begin_async(const server_config& server, const authorize_options& options,
+                                                std::function<void(std::optional<started>, const std::string&)> on_started,
+                                                std::function<void(bool, const std::string&)> on_end) {
+  std::string error;
   auto url = oauth_server_url(server);
   if (!url) {
-    error = server.name + " is not a streamable-HTTP server; OAuth applies to those only";
-    return std::nullopt;
+    on_started(std::nullopt, server.name + " is not a streamable-HTTP server; OAuth applies to those only");
+    return {};
   }
   if (oauth_disabled(server)) {
-    error = server.name + " has OAuth turned off (\"oauth\": {\"enabled\": false})";
-    return std::nullopt;
+    on_started(std::nullopt, server.name + " has OAuth turned off (\"oauth\": {\"enabled\": false})");
+    return {};
   }
   auto settings = settings_of(server, error);
-  if (!settings) return std::nullopt;
+  if (!settings) {
+    on_started(std::nullopt, error);
+    return {};
+  }
 
   auto f = std::make_shared<flow>();
+  // Whoever tells first (the URL, or the flow's end) answers `on_started`.
+  // Not through `f`: the client holds this, and `f` holds the client.
+  struct teller {
+    std::mutex mu;
+    std::function<void(std::optional<started>, const std::string&)> fn;
+  };
+  auto tell = std::make_shared<teller>();
+  tell->fn = std::move(on_started);
+  auto tell_once = [tell](std::optional<started> s, const std::string& why) {
+    std::function<void(std::optional<started>, const std::string&)> fn;
+    {
+      std::lock_guard<std::mutex> lock(tell->mu);
+      fn = std::move(tell->fn);
+      tell->fn = nullptr;
+    }
+    if (fn) fn(std::move(s), why);
+  };
   io::oauth_interaction interaction;
   interaction.interactive = true;
   interaction.browser_command = options.browser_command;
@@ -113,69 +129,42 @@ std::optional<oauth_broker::started> oauth_broker::begin(const server_config& se
   interaction.deadline = options.deadline;
   interaction.own_listeners = [own = own_] { return own->get(); };
   interaction.http = http_;
-  std::weak_ptr<flow> weak = f;
-  interaction.on_authorization_url = [weak](const std::string& u) {
-    if (auto fl = weak.lock()) {
-      {
-        std::lock_guard<std::mutex> lock(fl->mu);
-        fl->url = u;
-      }
-      fl->cv.notify_all();
-    }
-  };
+  interaction.on_authorization_url = [tell_once](const std::string& u) { tell_once(started{u, false}, {}); };
   f->client = std::make_shared<io::oauth_client>(*url, std::move(*settings), std::move(interaction), store_);
 
   std::shared_ptr<flow> previous;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) {
-      error = "the runtime is stopping";
-      return std::nullopt;
+      tell_once(std::nullopt, "the runtime is stopping");
+      return {};
     }
     auto& slot = flows_[server.name];
     previous = std::move(slot);
     slot = f;
+    // Under the lock: shutdown() joins this thread only once it is set.
+    const std::string name = server.name;
+    f->thread = std::thread([f, previous, name, tell_once, on_end = std::move(on_end)] {
+      // The flow this one replaces ends first, here: nobody waits for it.
+      if (previous) {
+        previous->client->cancel();
+        if (previous->thread.joinable()) previous->thread.join();
+      }
+      bool ok = false;
+      try {
+        ok = f->client->authorize();
+      } catch (const std::exception& e) {
+        spdlog::warn("[{}] authorization failed: {}", escape_for_display(name), escape_for_display(e.what()));
+      }
+      auto why = ok ? std::string() : f->client->failure();
+      if (ok) tell_once(started{{}, true}, {});
+      else tell_once(std::nullopt, why);
+      if (on_end) on_end(ok, why);
+    });
   }
-  if (previous) {
-    previous->client->cancel();
-    if (previous->thread.joinable()) previous->thread.join();
-  }
-
-  const std::string name = server.name;
-  f->thread = std::thread([f, name, on_end = std::move(on_end)] {
-    bool ok = false;
-    try {
-      ok = f->client->authorize();
-    } catch (const std::exception& e) {
-      spdlog::warn("[{}] authorization failed: {}", escape_for_display(name), escape_for_display(e.what()));
-    }
-    auto why = ok ? std::string() : f->client->failure();
-    {
-      std::lock_guard<std::mutex> lock(f->mu);
-      f->ended = true;
-      f->ok = ok;
-    }
-    f->cv.notify_all();
-    if (on_end) on_end(ok, why);
-  });
-
-  std::unique_lock<std::mutex> lock(f->mu);
-  auto until = std::chrono::steady_clock::now() + options.url_timeout;
-  if (options.deadline && *options.deadline < until) until = *options.deadline;
-  f->cv.wait_until(lock, until, [&] { return f->url.has_value() || f->ended; });
-  // The flow's own steps end at the same deadline: a moment more lets its
-  // reason (which step ran out) be the answer.
-  if (!f->url && !f->ended && options.deadline && *options.deadline <= until)
-    f->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return f->url.has_value() || f->ended; });
-  if (f->url) return started{*f->url, false};
-  if (f->ended && f->ok) return started{{}, true};
-  error = f->ended ? f->client->failure()
-                   : options.deadline && *options.deadline <= until
-                       ? "no authorization URL before the time given for the authorization ran out"
-                       : "no authorization URL within " + std::to_string(options.url_timeout.count()) + " ms";
-  lock.unlock();
-  if (!f->ended) f->client->cancel();
-  return std::nullopt;
+  return [weak = std::weak_ptr<flow>(f)] {
+    if (auto fl = weak.lock()) fl->client->cancel();
+  };
 }
 
 bool oauth_broker::forget(const server_config& server) {

@@ -4,8 +4,9 @@
 // connection, a quiet OAuth client per streamable-HTTP connection (it uses
 // and refreshes stored tokens, and reports `needs_auth` instead of asking
 // anyone), and the interactive authorizations `mcprt auth` starts. No
-// actors: the connections call in from HTTP worker threads, an
-// authorization waits for its redirect on a thread of its own.
+// actors: the connections call in from the HTTP client's thread, an
+// authorization runs (discovery, registration, the wait for its redirect)
+// on a thread of its own, and nobody else waits for it.
 
 #include <chrono>
 #include <filesystem>
@@ -54,13 +55,19 @@ public:
     bool finished = false;
   };
 
-  /// Starts the authorization of `server` and returns once its URL is known
-  /// (or it finished, or failed: the error then says why). The flow goes on
+  /// Starts the authorization of `server` without waiting for its URL.
+  /// `on_started` is called exactly once: with the URL once it is known,
+  /// with `finished` when the flow ended without a person (client
+  /// credentials), or with the reason it failed; on the flow's thread, or
+  /// on the calling thread for a request refused at once. The flow goes on
   /// in the background; `on_end(ok, why)` is called on its thread when the
   /// tokens are stored or it failed. A second authorization of the same
-  /// server cancels the first.
-  std::optional<started> begin(const server_config& server, const authorize_options& options,
-                               std::function<void(bool ok, const std::string& why)> on_end, std::string& error);
+  /// server cancels the first. The caller bounds the wait for the URL:
+  /// the returned function cancels the flow (it does nothing once the flow
+  /// ended, and is empty for a request refused at once).
+  std::function<void()> begin_async(const server_config& server, const authorize_options& options,
+                                    std::function<void(std::optional<started>, const std::string& error)> on_started,
+                                    std::function<void(bool ok, const std::string& why)> on_end);
 
   /// Forgets every stored credential of `server`'s URL. False when there
   /// was none; throws std::runtime_error when the file cannot be written.

@@ -353,7 +353,14 @@ caf::expected<std::vector<restart_result>> runtime::restart(const std::string& s
 }
 
 caf::expected<std::string> runtime::authorize(const std::string& server, authorize_options options) {
-  return impl_->ws->authorize(*impl_, server, std::move(options));
+  std::promise<caf::expected<std::string>> answer;
+  auto result = answer.get_future();
+  authorize_async(server, std::move(options), [&answer](caf::expected<std::string> r) { answer.set_value(std::move(r)); });
+  return result.get();
+}
+
+void runtime::authorize_async(const std::string& server, authorize_options options, result_callback<std::string> done) {
+  impl_->ws->authorize(*impl_, server, std::move(options), std::move(done));
 }
 
 void runtime::set_own_listeners(std::vector<listen_endpoint> listeners) {
@@ -361,7 +368,14 @@ void runtime::set_own_listeners(std::vector<listen_endpoint> listeners) {
 }
 
 caf::expected<bool> runtime::forget_authorization(const std::string& server) {
-  return impl_->ws->forget_authorization(*impl_, server);
+  std::promise<caf::expected<bool>> answer;
+  auto result = answer.get_future();
+  forget_authorization_async(server, [&answer](caf::expected<bool> r) { answer.set_value(std::move(r)); });
+  return result.get();
+}
+
+void runtime::forget_authorization_async(const std::string& server, result_callback<bool> done) {
+  impl_->ws->forget_authorization(*impl_, server, std::move(done));
 }
 
 drain_result runtime::shutdown(std::chrono::milliseconds timeout) {

@@ -488,6 +488,10 @@ public:
   void session_state_async(const std::string& session, result_callback<session_snapshot> done);
   void server_info_async(const std::string& session, const std::string& server,
                          result_callback<connection_info> done);
+  /// As `authorize`: the authorization URL once known (no thread waits for
+  /// it; the flow runs on a thread of its own).
+  void authorize_async(const std::string& server, authorize_options options, result_callback<std::string> done);
+  void forget_authorization_async(const std::string& server, result_callback<bool> done);
 
   /// Starts the OAuth authorization of a streamable-HTTP server (`mcprt
   /// auth`) and returns its authorization URL once known; empty when no

@@ -184,8 +184,10 @@ struct runtime::impl {
     virtual void snapshot(impl& p, std::function<void(nlohmann::json)> done) = 0;
     virtual void restart(impl& p, const std::string& server,
                          std::function<void(caf::expected<std::vector<restart_result>>)> done) = 0;
-    virtual caf::expected<std::string> authorize(impl& p, const std::string& server, authorize_options options) = 0;
-    virtual caf::expected<bool> forget_authorization(impl& p, const std::string& server) = 0;
+    virtual void authorize(impl& p, const std::string& server, authorize_options options,
+                           std::function<void(caf::expected<std::string>)> done) = 0;
+    virtual void forget_authorization(impl& p, const std::string& server,
+                                      std::function<void(caf::expected<bool>)> done) = 0;
     virtual void set_own_listeners(impl& p, std::vector<listen_endpoint> listeners) = 0;
     virtual void set_roots(impl& p, std::vector<mcp_root> roots) = 0;
     /// A subscriber joined or left (a remote node's last event goes to each).

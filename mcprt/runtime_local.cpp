@@ -102,6 +102,53 @@ caf::behavior event_forwarding(caf::stateful_actor<forwarding_state>* self, std:
 
 using session_entry = runtime::impl::session_entry;
 
+/// An authorization's wait for its URL: answered once, by the flow (the
+/// URL, or why it failed) or by the timer, and the timer ends with it.
+struct url_wait {
+  explicit url_wait(std::function<void(caf::expected<std::string>)> d) : done(std::move(d)) {}
+
+  /// False when it was answered already.
+  bool settle(caf::expected<std::string> r) {
+    std::function<void(caf::expected<std::string>)> fn;
+    caf::actor t;
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (settled) return false;
+      settled = true;
+      fn = std::move(done);
+      t = std::move(timer);
+    }
+    if (t) caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+    fn(std::move(r));
+    return true;
+  }
+
+  void set_timer(caf::actor t) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!settled) {
+        timer = std::move(t);
+        return;
+      }
+    }
+    caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+  }
+
+  std::mutex mtx;
+  std::function<void(caf::expected<std::string>)> done;
+  caf::actor timer;
+  bool settled = false;
+};
+
+/// Fires once after `after`, unless it is ended first.
+caf::behavior url_timer(caf::event_based_actor* self, caf::timespan after, std::function<void()> fire) {
+  self->delayed_send(self, after, atom::tick_v);
+  return {[self, fire](atom::tick) {
+    fire();
+    self->quit();
+  }};
+}
+
 /// A workspace of this process's own.
 class local_side final : public runtime::impl::side {
 public:
@@ -246,36 +293,73 @@ public:
       pool_restart{server});
   }
 
-  caf::expected<std::string> authorize(runtime::impl& p, const std::string& server,
-                                       authorize_options options) override {
-    auto cfg = p.ask<server_config>(p.gating, std::chrono::seconds(10), atom::config_v, server);
-    if (!cfg) return cfg.error();
-    std::string error;
-    // The flow's end comes on its own thread: a success reconciles every
-    // session (the server connects with the stored tokens), a failure says
-    // why on the bus.
-    auto on_end = [bus = p.bus, &p, server](bool ok, const std::string& why) {
-      if (ok) {
-        spdlog::info("[{}] authorized; connecting", escape_for_display(server));
-        (void)p.ask<bool>(p.watcher, std::chrono::seconds(30), atom::reload_v);
-      } else {
-        spdlog::warn("[{}] authorization failed: {}", escape_for_display(server), escape_for_display(why));
-        caf::anon_send(bus, atom::publish_v, event_payload{events::auth_required{server, why, "run mcprt auth " + server}});
-      }
-    };
-    auto started = p.oauth->begin(*cfg, options, std::move(on_end), error);
-    if (!started) return make_error(errc::needs_auth, server + ": " + error);
-    return started->authorization_url;
+  void authorize(runtime::impl& p, const std::string& server, authorize_options options,
+                 std::function<void(caf::expected<std::string>)> done) override {
+    // The wait for the URL ends at `until`; when the authorization's own
+    // deadline is what ends it, a moment more lets the flow's reason (which
+    // step ran out) be the answer.
+    auto until = std::chrono::steady_clock::now() + options.url_timeout;
+    bool deadline_binds = options.deadline && *options.deadline <= until;
+    if (deadline_binds) until = *options.deadline;
+    auto too_late = deadline_binds ? std::string{"no authorization URL before the time given for the authorization ran out"}
+                                   : "no authorization URL within " + std::to_string(options.url_timeout.count()) + " ms";
+    auto wait = std::make_shared<url_wait>(std::move(done));
+    p.ask_async<server_config>(
+      p.gating, std::chrono::seconds(10),
+      [wait, server, options, until, deadline_binds, too_late, oauth = p.oauth, &sys = p.sys, bus = p.bus,
+       watcher = p.watcher](caf::expected<server_config> cfg) {
+        if (!cfg) {
+          wait->settle(std::move(cfg.error()));
+          return;
+        }
+        // The flow's end comes on its own thread: a success reconciles
+        // every session (the server connects with the stored tokens), a
+        // failure says why on the bus.
+        auto on_end = [&sys, bus, watcher, server](bool ok, const std::string& why) {
+          if (ok) {
+            spdlog::info("[{}] authorized; connecting", escape_for_display(server));
+            caf::anon_send(watcher, atom::reload_v);
+          } else {
+            spdlog::warn("[{}] authorization failed: {}", escape_for_display(server), escape_for_display(why));
+            caf::anon_send(bus, atom::publish_v,
+                           event_payload{events::auth_required{server, why, "run mcprt auth " + server}});
+          }
+        };
+        auto cancel = oauth->begin_async(
+          *cfg, options,
+          [wait, server](std::optional<oauth_broker::started> s, const std::string& error) {
+            if (s) wait->settle(s->authorization_url);
+            else wait->settle(make_error(errc::needs_auth, server + ": " + error));
+          },
+          std::move(on_end));
+        if (!cancel) return; // refused at once: answered
+        auto left = until - std::chrono::steady_clock::now();
+        if (deadline_binds) left += std::chrono::milliseconds(250);
+        wait->set_timer(sys.spawn(url_timer, caf::timespan{std::max(left, decltype(left){0})},
+                                  std::function<void()>{[wait, cancel, server, too_late] {
+                                    if (wait->settle(make_error(errc::needs_auth, server + ": " + too_late))) cancel();
+                                  }}));
+      },
+      atom::config_v, server);
   }
 
-  caf::expected<bool> forget_authorization(runtime::impl& p, const std::string& server) override {
-    auto cfg = p.ask<server_config>(p.gating, std::chrono::seconds(10), atom::config_v, server);
-    if (!cfg) return cfg.error();
-    try {
-      return p.oauth->forget(*cfg);
-    } catch (const std::exception& e) {
-      return make_error(errc::io_error, e.what());
-    }
+  void forget_authorization(runtime::impl& p, const std::string& server,
+                            std::function<void(caf::expected<bool>)> done) override {
+    p.ask_async<server_config>(
+      p.gating, std::chrono::seconds(10),
+      [done = std::move(done), oauth = p.oauth](caf::expected<server_config> cfg) {
+        if (!cfg) {
+          done(std::move(cfg.error()));
+          return;
+        }
+        // One small file, written in place of the old one.
+        try {
+          done(oauth->forget(*cfg));
+        } catch (const std::exception& e) {
+          done(make_error(errc::io_error, e.what()));
+        }
+      },
+      atom::config_v, server);
   }
 
   void set_own_listeners(runtime::impl& p, std::vector<listen_endpoint> listeners) override {

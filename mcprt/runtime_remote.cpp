@@ -131,17 +131,20 @@ public:
                                              server);
   }
 
-  caf::expected<std::string> authorize(runtime::impl& p, const std::string& server,
-                                       authorize_options options) override {
-    if (!options.browser_command.empty())
-      return make_error(errc::bad_request, "a remote workspace node opens no browser: show the URL yourself");
-    return p.ask<std::string>(r_->node, options.url_timeout + std::chrono::seconds(5), atom::authorize_v, server,
-                              static_cast<uint64_t>(options.callback_timeout.count()),
-                              static_cast<uint64_t>(options.url_timeout.count()));
+  void authorize(runtime::impl& p, const std::string& server, authorize_options options,
+                 std::function<void(caf::expected<std::string>)> done) override {
+    if (!options.browser_command.empty()) {
+      done(make_error(errc::bad_request, "a remote workspace node opens no browser: show the URL yourself"));
+      return;
+    }
+    p.ask_async<std::string>(r_->node, options.url_timeout + std::chrono::seconds(5), std::move(done),
+                             atom::authorize_v, server, static_cast<uint64_t>(options.callback_timeout.count()),
+                             static_cast<uint64_t>(options.url_timeout.count()));
   }
 
-  caf::expected<bool> forget_authorization(runtime::impl& p, const std::string& server) override {
-    return p.ask<bool>(r_->node, std::chrono::seconds(10), atom::forget_v, server);
+  void forget_authorization(runtime::impl& p, const std::string& server,
+                            std::function<void(caf::expected<bool>)> done) override {
+    p.ask_async<bool>(r_->node, std::chrono::seconds(10), std::move(done), atom::forget_v, server);
   }
 
   // A remote node's clients run on the node: nothing of this process to keep them from.

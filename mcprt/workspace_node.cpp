@@ -19,31 +19,6 @@ namespace mcprt {
 
 namespace {
 
-/// One blocking call of the runtime, on a thread of its own: a scheduler
-/// worker must not wait up to a minute for a restart or 30 s for a
-/// session's connections to let go. The worker answers the host itself
-/// (the node delegates the request to it) and ends.
-template <class T>
-using blocking_worker_actor = caf::typed_actor<typename caf::replies_to<atom::run>::template with<T>>;
-
-template <class T, class F>
-typename blocking_worker_actor<T>::behavior_type blocking_worker(typename blocking_worker_actor<T>::pointer self,
-                                                                 F work) {
-  return {
-    [self, work](atom::run) -> caf::result<T> {
-      self->quit();
-      caf::expected<T> r = caf::error{};
-      try {
-        r = work();
-      } catch (const std::exception& e) {
-        r = make_error(errc::io_error, e.what());
-      }
-      if (r) return std::move(*r);
-      return std::move(r.error());
-    },
-  };
-}
-
 /// Once the gate's runtime is gone, every request fails with this.
 caf::error node_stopping() {
   return make_error(errc::disconnected, "the workspace node is stopping");
@@ -93,6 +68,8 @@ struct node_session {
 using node_answerer_actor = caf::typed_actor<caf::replies_to<atom::snapshot>::with<json_value>,
                                              caf::replies_to<atom::restart, std::string>::with<std::vector<restart_result>>,
                                              caf::replies_to<atom::close, std::string>::with<bool>,
+                                             caf::replies_to<atom::authorize, std::string, uint64_t, uint64_t>::with<std::string>,
+                                             caf::replies_to<atom::forget, std::string>::with<bool>,
                                              // The runtime's answers wait in its inbox: take them.
                                              caf::reacts_to<atom::run>>;
 
@@ -139,6 +116,19 @@ node_answerer_actor::behavior_type node_answerer(node_answerer_actor::pointer se
         rt.close_session_async(id, [deliver] { deliver(true); });
       });
     },
+    [self, gate, inbox](atom::authorize, const std::string& server, uint64_t callback_ms, uint64_t url_ms) {
+      authorize_options o;
+      // Never a browser command from a host: the node would run it.
+      o.callback_timeout = std::chrono::milliseconds(std::min<uint64_t>(callback_ms, 3'600'000));
+      o.url_timeout = std::chrono::milliseconds(std::min<uint64_t>(url_ms, 600'000));
+      return answer_later<std::string>(self, gate, inbox,
+                                       [&server, &o](runtime& rt, auto deliver) { rt.authorize_async(server, o, deliver); });
+    },
+    [self, gate, inbox](atom::forget, const std::string& server) {
+      return answer_later<bool>(self, gate, inbox, [&server](runtime& rt, auto deliver) {
+        rt.forget_authorization_async(server, deliver);
+      });
+    },
     [inbox](atom::run) {
       for (auto& answer : inbox->take())
         answer();
@@ -160,12 +150,6 @@ struct workspace_node_state {
 };
 
 using node_self = workspace_node_actor::stateful_pointer<workspace_node_state>;
-
-template <class T, class F>
-caf::result<T> off_thread(node_self self, F work) {
-  auto worker = self->system().template spawn<caf::detached>(blocking_worker<T, F>, std::move(work));
-  return self->delegate(worker, atom::run_v);
-}
 
 template <class T>
 caf::result<T> as_result(caf::expected<T> x) {
@@ -394,18 +378,10 @@ workspace_node_actor::behavior_type workspace_node_behavior(node_self self, gate
       return self->delegate(self->state.answerer, atom::restart_v, std::move(server));
     },
     [self](atom::authorize, std::string& server, uint64_t callback_ms, uint64_t url_ms) -> caf::result<std::string> {
-      authorize_options o;
-      // Never a browser command from a host: the node would run it.
-      o.callback_timeout = std::chrono::milliseconds(std::min<uint64_t>(callback_ms, 3'600'000));
-      o.url_timeout = std::chrono::milliseconds(std::min<uint64_t>(url_ms, 600'000));
-      return off_thread<std::string>(self, [gate = self->state.gate, server, o] {
-        return gate->with<std::string>([&](runtime& rt) { return rt.authorize(server, o); });
-      });
+      return self->delegate(self->state.answerer, atom::authorize_v, std::move(server), callback_ms, url_ms);
     },
     [self](atom::forget, std::string& server) -> caf::result<bool> {
-      return off_thread<bool>(self, [gate = self->state.gate, server] {
-        return gate->with<bool>([&](runtime& rt) { return rt.forget_authorization(server); });
-      });
+      return self->delegate(self->state.answerer, atom::forget_v, std::move(server));
     },
     [self](atom::shown_id, const std::string& id) -> caf::result<std::string> {
       return as_result(self->state.gate->with<std::string>([&](runtime& rt) { return rt.shown_connection_id(id); }));
