@@ -1,7 +1,6 @@
 #include "mcprt/gateway.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -22,6 +21,11 @@
 #include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
 #include "messages/unavailable_error.hpp"
+
+// The gateway refresher's timers and the end of a rebuild.
+CAF_ADD_ATOM(mcprt, mcprt::atom, rebuild_due, "gw_due")
+CAF_ADD_ATOM(mcprt, mcprt::atom, rebuilt, "gw_built")
+CAF_ADD_ATOM(mcprt, mcprt::atom, idle_sweep, "gw_sweep")
 
 namespace mcprt {
 
@@ -138,22 +142,18 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   uint64_t next_call = 1;
   bool stopping = false;
 
-  // The rebuilder: dirty flag and its own thread.
-  std::mutex refresh_mtx;
-  std::condition_variable refresh_cv;
-  bool dirty = true;
-  bool refresh_stop = false;
   // Servers whose prompt and resource lists may have changed since they
   // were fetched (an update of their connection, a list_changed).
+  std::mutex refresh_mtx;
   std::set<std::string> stale_lists; // guarded by refresh_mtx
-  std::thread refresher;
   // The lists fetched per server, for the connection they came from: a
-  // rebuild asks again only the servers that changed (refresher only).
+  // rebuild asks again only the servers that changed.
   struct fetched_lists {
     std::string connection; // connection id and generation
     std::vector<json> prompts, resources, resource_templates;
   };
   std::map<std::string, fetched_lists> lists_cache;
+  // Takes the events and times the rebuilds (gateway_refresher).
   caf::actor subscriber;
 
   impl(runtime& r, caf::actor_system& s, gateway_options o) : rt(r), sys(s), opts(std::move(o)) {}
@@ -202,17 +202,19 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   void stale_call(const std::string& sid, const std::string& key, const gateway_dispatch& d);
   void answered(session& s, std::uint64_t id, const json& msg);
   void close_session(const std::string& sid);
-  void on_event(const event& ev);
+  /// Handles one event; true when the catalog must be rebuilt.
+  bool on_event(const event& ev);
+  /// Closes the sessions idle for longer than `idle_timeout`.
+  void close_idle_sessions();
   void rebuild(std::function<void()> finished);
   void rebuild_views(const std::shared_ptr<gateway_rebuild>& b);
   void rebuild_lists(const std::shared_ptr<gateway_rebuild>& b);
   void rebuild_done(const std::shared_ptr<gateway_rebuild>& b);
   void rebuild_and_wait();
   /// Runs one step of a rebuild; a step that throws ends the rebuild (the
-  /// catalog stays as it was), never the waiting refresher.
+  /// catalog stays as it was), never the refresher.
   void rebuild_step(const std::shared_ptr<gateway_rebuild>& b,
                     void (impl::*step)(const std::shared_ptr<gateway_rebuild>&));
-  void refresh_loop();
 };
 
 // -- requests upstream -------------------------------------------------------------------
@@ -642,33 +644,27 @@ std::string gateway::protocol(const std::string& sid) const {
 
 // -- events and the catalog -------------------------------------------------------------
 
-void gateway::impl::on_event(const event& ev) {
+bool gateway::impl::on_event(const event& ev) {
   switch (ev.kind) {
     case event_kind::client_update:
     case event_kind::resource_list_changed: {
       std::lock_guard<std::mutex> guard{refresh_mtx};
       if (auto* u = std::get_if<events::client_update>(&ev.payload)) stale_lists.insert(u->server);
       if (auto* r = std::get_if<events::resource_list_changed>(&ev.payload)) stale_lists.insert(r->server);
-      dirty = true;
-      refresh_cv.notify_one();
-      return;
+      return true;
     }
     case event_kind::reconcile_finished:
-    case event_kind::pending_approval_changed: {
-      std::lock_guard<std::mutex> guard{refresh_mtx};
-      dirty = true;
-      refresh_cv.notify_one();
-      return;
-    }
+    case event_kind::pending_approval_changed:
+      return true;
     case event_kind::resource_updated: {
       auto& u = std::get<events::resource_updated>(ev.payload);
       std::lock_guard<std::mutex> guard{mtx};
       auto w = subscribers.find({u.server, u.uri});
-      if (w == subscribers.end()) return;
+      if (w == subscribers.end()) return false;
       for (auto& sid : w->second)
         if (auto s = find(sid))
           send_unrelated(*s, gateway_session::notification("notifications/resources/updated", {{"uri", u.uri}}));
-      return;
+      return false;
     }
     case event_kind::server_log: {
       auto& l = std::get<events::server_log>(ev.payload);
@@ -686,17 +682,17 @@ void gateway::impl::on_event(const event& ev) {
       for (auto& wire : l.call_ids) {
         auto c = wires.find(wire);
         auto s = find(c != wires.end() ? c->second.first : session_of_ended_wire(wire));
-        if (!s || (owner && owner != s)) return;
+        if (!s || (owner && owner != s)) return false;
         if (!owner && c != wires.end()) related = c->second.second;
         owner = s;
       }
-      if (!owner) return;
+      if (!owner) return false;
       auto want = owner->engine.log_level();
-      if (want && level_rank(l.level) < level_rank(*want)) return;
+      if (want && level_rank(l.level) < level_rank(*want)) return false;
       send_related(*owner, related, note);
-      return;
+      return false;
     }
-    default: return;
+    default: return false;
   }
 }
 
@@ -899,8 +895,8 @@ void gateway::impl::rebuild_done(const std::shared_ptr<gateway_rebuild>& b) {
   if (auto f = std::exchange(b->finished, nullptr)) f();
 }
 
-/// Rebuilds the catalog and waits for it (on the refresher's thread, or a
-/// test's): its requests go out at once and answer on the runtime's threads.
+/// Rebuilds the catalog and waits for it (a test's thread, through
+/// refresh()): its requests go out at once and answer on the runtime's threads.
 void gateway::impl::rebuild_and_wait() {
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
@@ -918,44 +914,98 @@ void gateway::impl::rebuild_step(const std::shared_ptr<gateway_rebuild>& b,
   }
 }
 
-void gateway::impl::refresh_loop() {
-  auto next_sweep = clock_type::now() + std::chrono::seconds(30);
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock{refresh_mtx};
-      refresh_cv.wait_until(lock, next_sweep, [&] { return refresh_stop || dirty; });
-      if (refresh_stop) return;
-      if (dirty) {
-        // Changes come in bursts (a reconcile pass, then each connection's
-        // update): one rebuild for the burst.
-        refresh_cv.wait_for(lock, opts.coalesce, [&] { return refresh_stop; });
-        if (refresh_stop) return;
-        dirty = false;
-      }
-    }
-    try {
-      rebuild_and_wait();
-    } catch (const std::exception& e) {
-      spdlog::error("gateway: cannot rebuild the catalog: {}", escape_for_display(e.what()));
-    }
-    if (clock_type::now() >= next_sweep) {
-      next_sweep = clock_type::now() + std::chrono::seconds(30);
-      std::vector<std::string> idle;
-      {
-        std::lock_guard<std::mutex> guard{mtx};
-        auto now = clock_type::now();
-        for (auto& [sid, s] : sessions)
-          if (s->requests.empty() && !(s->stream && s->stream->open()) && now - s->last_active >= opts.idle_timeout)
-            idle.push_back(sid);
-      }
-      for (auto& sid : idle) {
-        spdlog::info("gateway: session {} idle for {} s: closed", sid.substr(0, 8),
-                     std::chrono::duration_cast<std::chrono::seconds>(opts.idle_timeout).count());
-        close_session(sid);
-      }
-    }
+void gateway::impl::close_idle_sessions() {
+  std::vector<std::string> idle;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto now = clock_type::now();
+    for (auto& [sid, s] : sessions)
+      if (s->requests.empty() && !(s->stream && s->stream->open()) && now - s->last_active >= opts.idle_timeout)
+        idle.push_back(sid);
+  }
+  for (auto& sid : idle) {
+    spdlog::info("gateway: session {} idle for {} s: closed", sid.substr(0, 8),
+                 std::chrono::duration_cast<std::chrono::seconds>(opts.idle_timeout).count());
+    close_session(sid);
   }
 }
+
+namespace {
+
+/// How often sessions are looked at for idleness.
+constexpr auto idle_sweep_interval = std::chrono::seconds(30);
+
+struct gateway_refresher_state {
+  static inline const char* name = "mcprt.gateway_refresher";
+  bool dirty = true; // the first catalog is built at start
+  bool scheduled = false;
+  bool rebuilding = false;
+};
+
+/// The gateway's events arrive here, and its rebuilds are timed here, on
+/// actor timers: a burst of changes (a reconcile pass, then each
+/// connection's update) waits out `coalesce` and gets one rebuild; one
+/// rebuild at a time, and one more after it when something changed
+/// meanwhile; the idle sweep every 30 s. No thread waits for any of it.
+caf::behavior gateway_refresher(caf::stateful_actor<gateway_refresher_state>* self,
+                                std::weak_ptr<gateway::impl> gw, caf::timespan coalesce) {
+  auto schedule = [self, coalesce] {
+    auto& st = self->state;
+    if (!st.dirty || st.scheduled || st.rebuilding) return;
+    st.scheduled = true;
+    self->delayed_send(self, coalesce, atom::rebuild_due_v);
+  };
+  schedule();
+  self->delayed_send(self, idle_sweep_interval, atom::idle_sweep_v);
+  return {
+    [self, gw, schedule](const event& ev) {
+      auto g = gw.lock();
+      if (!g) return;
+      try {
+        if (g->on_event(ev)) {
+          self->state.dirty = true;
+          schedule();
+        }
+      } catch (const std::exception& e) {
+        spdlog::error("gateway: an event was not handled: {}", escape_for_display(e.what()));
+      }
+    },
+    [self, gw](atom::rebuild_due) {
+      auto& st = self->state;
+      st.scheduled = false;
+      auto g = gw.lock();
+      if (!g) {
+        self->quit(); // the gateway is gone
+        return;
+      }
+      if (!st.dirty) return;
+      st.dirty = false;
+      st.rebuilding = true;
+      auto me = caf::actor_cast<caf::actor>(self);
+      try {
+        g->rebuild([me] { caf::anon_send(me, atom::rebuilt_v); });
+      } catch (const std::exception& e) {
+        spdlog::error("gateway: cannot rebuild the catalog: {}", escape_for_display(e.what()));
+        st.rebuilding = false;
+      }
+    },
+    [self, schedule](atom::rebuilt) {
+      self->state.rebuilding = false;
+      schedule();
+    },
+    [self, gw](atom::idle_sweep) {
+      auto g = gw.lock();
+      if (!g) {
+        self->quit(); // the gateway is gone
+        return;
+      }
+      g->close_idle_sessions();
+      self->delayed_send(self, idle_sweep_interval, atom::idle_sweep_v);
+    },
+  };
+}
+
+} // namespace
 
 void gateway::refresh() {
   impl_->rebuild_and_wait();
@@ -964,23 +1014,12 @@ void gateway::refresh() {
 bool gateway::start() {
   auto& p = *impl_;
   std::weak_ptr<impl> weak = impl_;
-  // With an argument: CAF 0.17 binds a null tuple for a function spawned
-  // without any, which UBSan reports.
-  auto sink = p.sys.spawn(
-    [](event_subscriber_actor::pointer, std::weak_ptr<impl> gw) -> event_subscriber_actor::behavior_type {
-      return {[gw](event& ev) {
-        if (auto self = gw.lock()) self->on_event(ev);
-      }};
-    },
-    weak);
-  p.subscriber = caf::actor_cast<caf::actor>(sink);
+  p.subscriber = p.sys.spawn(gateway_refresher, weak, caf::timespan{p.opts.coalesce});
+  auto sink = caf::actor_cast<event_subscriber_actor>(p.subscriber);
   auto subscribed = p.rt.subscribe(sink, {event_kind::reconcile_finished, event_kind::client_update,
                                           event_kind::resource_list_changed, event_kind::pending_approval_changed,
                                           event_kind::resource_updated, event_kind::server_log});
   if (!subscribed) return false;
-  p.refresher = std::thread([weak] {
-    if (auto self = weak.lock()) self->refresh_loop();
-  });
   return true;
 }
 
@@ -994,12 +1033,6 @@ void gateway::stop() {
     for (auto& [sid, s] : p.sessions)
       ids.push_back(sid);
   }
-  {
-    std::lock_guard<std::mutex> guard{p.refresh_mtx};
-    p.refresh_stop = true;
-    p.refresh_cv.notify_all();
-  }
-  if (p.refresher.joinable()) p.refresher.join();
   for (auto& sid : ids)
     p.close_session(sid);
   if (p.subscriber) {

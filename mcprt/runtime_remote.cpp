@@ -27,8 +27,9 @@ struct remote_state {
   std::string address; // HOST:PORT as the host gave it
   workspace_node_actor node;
   remote_host_actor link;
-  /// False once the node went away; set under the call registry's lock, so
-  /// that a call either is failed by the loss or sees it when it starts.
+  /// False once the node went away (set under `mtx`, with `reason`): a
+  /// call that starts later fails at once, and the broker fails the ones
+  /// in flight.
   std::atomic<bool> up{true};
   std::mutex mtx;
   std::string reason;

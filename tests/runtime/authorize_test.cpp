@@ -1,5 +1,5 @@
 // `runtime::authorize_async` against a real mcprt-test-server with
-// --oauth whose registration endpoint never authorization_answers: nothing waits on a
+// --oauth whose registration endpoint never answers: nothing waits on a
 // thread for the URL. The call returns before anything can be known, the
 // answer comes when the wait for the URL runs out, a second authorization
 // of the same server ends the first one's wait at once, and shutdown ends
@@ -7,22 +7,15 @@
 
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime_fixture.hpp"
-#include "tests/support/ports.hpp"
-#include "tests/support/wait_for.hpp"
-
-extern char** environ;
+#include "tests/support/remote_fronts.hpp"
 
 using namespace mcprt;
 using namespace std::chrono_literals;
@@ -31,7 +24,7 @@ using test::is;
 
 namespace {
 
-/// The authorization authorization_answers that came, in order.
+/// The authorization answers that came, in order.
 struct authorization_answers {
   std::mutex mtx;
   std::condition_variable cv;
@@ -57,52 +50,6 @@ struct authorization_answers {
   }
 };
 
-/// `mcprt-test-server --http PORT --oauth --oauth-register-hang`.
-class hanging_oauth_server {
-public:
-  ~hanging_oauth_server() { kill(); }
-
-  bool start() {
-    port_ = test::unused_port();
-    std::vector<std::string> args{MCPRT_TEST_SERVER, "--http", std::to_string(port_), "--tools", "1",
-                                  "--oauth", "--oauth-register-hang"};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    int rc = ::posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      pid_ = -1;
-      return false;
-    }
-    auto until = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < until) {
-      if (test::accepts_connections(port_)) return true;
-      if (test::wait_for_exit(pid_, 50ms)) return false;
-    }
-    return false;
-  }
-
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/mcp"; }
-
-private:
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
-
 class Authorize : public test::runtime_fixture {
 protected:
   Authorize() : runtime_fixture("mcprt-authorize") {
@@ -112,8 +59,12 @@ protected:
 
   void SetUp() override {
     runtime_fixture::SetUp();
-    ASSERT_TRUE(remote.start());
-    save(user_settings(), {{"mcpServers", {{"remote", {{"httpUrl", remote.url()}}}}}});
+    remote = std::make_unique<test::helper_process>(std::vector<std::string>{
+      MCPRT_TEST_SERVER, "--http", "0", "--tools", "1", "--oauth", "--oauth-register-hang"});
+    auto line = remote->line_with("listening on http://", 30s);
+    ASSERT_TRUE(line) << "the OAuth test server did not say where it listens";
+    auto url = line->substr(line->find("http://"));
+    save(user_settings(), {{"mcpServers", {{"remote", {{"httpUrl", url}}}}}});
     auto o = options();
     o.watch = false;
     start(o);
@@ -121,10 +72,10 @@ protected:
 
   void TearDown() override {
     runtime_fixture::TearDown();
-    remote.kill();
+    remote.reset();
   }
 
-  hanging_oauth_server remote;
+  std::unique_ptr<test::helper_process> remote;
 };
 
 } // namespace
@@ -134,7 +85,7 @@ TEST_F(Authorize, TheWaitForTheUrlRunsOutWithoutAThreadWaiting) {
   authorize_options o;
   o.url_timeout = 300ms;
   rt->authorize_async("remote", o, a.callback());
-  // Registration never authorization_answers, so nothing could be known yet: had the
+  // Registration never answers, so nothing could be known yet: had the
   // call waited for the URL, the answer would be here already.
   EXPECT_EQ(a.count(), 0u);
   auto r = a.wait();
