@@ -106,6 +106,19 @@ using session_entry = runtime::impl::session_entry;
 /// URL, or why it failed) or by the timer, and the timer ends with it.
 struct url_wait {
   explicit url_wait(std::function<void(caf::expected<std::string>)> d) : done(std::move(d)) {}
+  url_wait(const url_wait&) = delete;
+  url_wait& operator=(const url_wait&) = delete;
+
+  /// Nobody answered (the flow could not start, its thread could not be
+  /// made): the caller still hears, once.
+  ~url_wait() {
+    if (settled || !done) return;
+    try {
+      done(make_error(errc::needs_auth, "the authorization did not start"));
+    } catch (...) {
+      // A host's callback must not end the thread that drops the wait.
+    }
+  }
 
   /// False when it was answered already.
   bool settle(caf::expected<std::string> r) {

@@ -89,7 +89,7 @@ struct utf8_scrubber {
 template <std::size_t... Is>
 event_payload empty_payload_of(std::size_t index, std::index_sequence<Is...>) {
   event_payload out;
-  ((index == Is ? (out.emplace<Is>(), true) : false) || ...);
+  (void)((index == Is ? (out.emplace<Is>(), true) : false) || ...);
   return out;
 }
 
