@@ -1,7 +1,7 @@
 #pragma once
 
 // Messages and interfaces of the hot-reload actors: the settings watcher, the
-// gating actor and the per-session reconciler. A third type-id block, chained
+// gating actor and the per-session reconciler. A type-id block of its own, chained
 // after the workspace block.
 
 #include <cstdint>

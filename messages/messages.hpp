@@ -64,7 +64,8 @@ caf::error make_error(errc x, std::string message = {});
 /// `cfg.add_error_category(caf::atom("mcprt"), render_error)`.
 std::string render_error(uint8_t code, caf::atom_value category, const caf::message& context);
 
-/// Registers all of mcprt's type ids (both blocks) and its error category.
+/// Registers all of mcprt's type ids (every block, public and internal) and
+/// its error category.
 void add_mcprt_types(caf::actor_system_config& cfg);
 
 // -- payloads -------------------------------------------------------------------

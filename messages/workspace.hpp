@@ -1,8 +1,8 @@
 #pragma once
 
 // Messages and interfaces of the workspace actors: the budget actor. The
-// pool's contract is messages/pool.hpp, the event bus's messages/events.hpp.
-// A type-id block (with the pool's types), chained after the event types.
+// pool's contract is messages/pool.hpp, the event bus's messages/event_bus.hpp.
+// A type-id block (with the pool's types), chained after the event bus's.
 
 #include <cstdint>
 #include <string>
