@@ -7,11 +7,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
-#include <atomic>
 #include <future>
-#include <optional>
 #include <set>
-#include <thread>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -1019,8 +1016,7 @@ bool gateway::start() {
   auto subscribed = p.rt.subscribe(sink, {event_kind::reconcile_finished, event_kind::client_update,
                                           event_kind::resource_list_changed, event_kind::pending_approval_changed,
                                           event_kind::resource_updated, event_kind::server_log});
-  if (!subscribed) return false;
-  return true;
+  return static_cast<bool>(subscribed);
 }
 
 void gateway::stop() {

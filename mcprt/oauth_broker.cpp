@@ -1,7 +1,5 @@
 #include "mcprt/oauth_broker.hpp"
 
-#include <condition_variable>
-
 #include <spdlog/spdlog.h>
 
 #include "core/http_url.hpp"

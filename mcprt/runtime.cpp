@@ -11,7 +11,6 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/event_payload.hpp"
 #include "core/mcp_session.hpp"
 #include "core/runtime_mode.hpp"
 #include "core/untrusted_text.hpp"
