@@ -1,5 +1,7 @@
 #include "mcprt/scheduler.hpp"
 
+#include "actors/io_thread_jobs.hpp"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -141,6 +143,9 @@ public:
 
   template <class Coordinator>
   void central_enqueue(Coordinator* self, resumable* job) {
+    // A send from an I/O thread's callback runs on that thread when its
+    // turn ends (actors/io_thread_jobs.hpp): no worker wakes for it.
+    if (detail::keep_for_io_turn(self->system(), job)) return;
     auto& cd = self->data();
     auto n = self->num_workers();
     self->worker_by_id(cd.next_worker++ % n)->external_enqueue(job);

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -32,6 +33,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/untrusted_text.hpp"
+#include "io/reactor.hpp"
 
 namespace mcprt::cli {
 
@@ -69,6 +71,10 @@ namespace {
 /// oldest slow ones (its hard limit).
 constexpr std::size_t connection_slack = 16;
 
+/// Marks the mailbox's eventfd among the loop's descriptors (the others
+/// carry their connection record, or nothing for MHD's own).
+char mailbox_tag;
+
 /// Work handed to the loop thread from any thread.
 class loop_mailbox {
 public:
@@ -79,20 +85,37 @@ public:
   int fd() const { return fd_; }
 
   void post(std::function<void()> fn) {
+    // From the loop thread itself (an answer the loop's own turn produced)
+    // no wake-up is needed: the loop looks before it waits (has_local).
+    bool local = std::this_thread::get_id() == loop_.load(std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> guard{mtx_};
       if (closed_) return;
       tasks_.push_back(std::move(fn));
+      if (local) {
+        local_.store(true, std::memory_order_relaxed);
+        return;
+      }
     }
     uint64_t one = 1;
     // EAGAIN means the counter is already set: the loop wakes anyway.
     [[maybe_unused]] auto n = ::write(fd_, &one, sizeof one);
   }
 
-  std::vector<std::function<void()>> take() {
-    uint64_t count;
-    [[maybe_unused]] auto n = ::read(fd_, &count, sizeof count);
+  /// The thread that runs the loop now.
+  void loop_thread(std::thread::id id) { loop_.store(id, std::memory_order_relaxed); }
+  /// Work was posted from the loop thread and not taken yet.
+  bool has_local() const { return local_.load(std::memory_order_relaxed); }
+
+  /// `signalled`: the loop saw the eventfd readable (else it is not read:
+  /// one system call less on most turns).
+  std::vector<std::function<void()>> take(bool signalled) {
+    if (signalled) {
+      uint64_t count;
+      [[maybe_unused]] auto n = ::read(fd_, &count, sizeof count);
+    }
     std::lock_guard<std::mutex> guard{mtx_};
+    local_.store(false, std::memory_order_relaxed);
     return std::exchange(tasks_, {});
   }
 
@@ -107,6 +130,8 @@ private:
   std::mutex mtx_;
   std::vector<std::function<void()>> tasks_;
   bool closed_ = false;
+  std::atomic<std::thread::id> loop_{};
+  std::atomic<bool> local_{false};
 };
 
 /// What the loop knows of one connection, from MHD's NOTIFY_STARTED to
@@ -159,8 +184,11 @@ struct http_server::impl {
   int port = 0;
   int epoll_fd = -1;
   std::shared_ptr<loop_mailbox> mailbox = std::make_shared<loop_mailbox>();
-  std::thread loop;
+  std::thread loop; // guarded by life_mtx
   std::thread::id loop_id;
+  std::mutex life_mtx;
+  std::condition_variable life_cv;
+  bool finished = false; // guarded by life_mtx: the loop is over
   std::list<connection_record> records;
   std::atomic<std::size_t> open_connections{0};
   std::vector<std::weak_ptr<exchange_state>> live; // requests not yet completed (pruned as they end)
@@ -181,7 +209,15 @@ struct http_server::impl {
   impl(http_handler& h, http_server_options o) : handler(h), opts(o) {}
 
   bool start(bool with_listener, std::string& error);
+  /// The loop on a thread of its own: wait, step, until it is over.
   void run();
+  /// One turn with what `epoll_wait` returned; false once the loop is over.
+  bool step(const epoll_event* ev, int n);
+  /// After the last turn.
+  void finish();
+  /// The loop is over and nothing runs it any more: stop() may return.
+  void mark_finished();
+  class guest;
   void sweep(clock_type::time_point now);
   int next_timeout_ms(clock_type::time_point now);
   void begin_stop();
@@ -554,6 +590,7 @@ void http_server::impl::sweep(clock_type::time_point now) {
 }
 
 int http_server::impl::next_timeout_ms(clock_type::time_point now) {
+  if (mailbox->has_local()) return 0;
   auto next = now + std::chrono::seconds(60);
   for (auto& r : records)
     if (r.reading && !r.closing) next = std::min(next, r.since + opts.request_timeout);
@@ -582,50 +619,66 @@ void http_server::impl::begin_stop() {
 
 void http_server::impl::run() {
   loop_id = std::this_thread::get_id();
+  mailbox->loop_thread(loop_id);
   epoll_event ev[8];
+  io::loop_turn turn{opts.turn_hook};
   for (;;) {
-    auto now = clock_type::now();
-    int n = ::epoll_wait(epoll_fd, ev, 8, next_timeout_ms(now));
-    if (n < 0 && errno != EINTR) {
-      spdlog::error("http: epoll_wait: {}", std::strerror(errno));
-      begin_stop(); // closes the listener (ours, not MHD's, to close)
-      break;
+    turn.end();
+    int n = ::epoll_wait(epoll_fd, ev, 8, next_timeout_ms(clock_type::now()));
+    turn.begin();
+    if (!step(ev, n)) break;
+  }
+  turn.end();
+  finish();
+  mark_finished();
+}
+
+bool http_server::impl::step(const epoll_event* ev, int n) {
+  if (n < 0 && errno != EINTR) {
+    spdlog::error("http: epoll_wait: {}", std::strerror(errno));
+    begin_stop(); // closes the listener (ours, not MHD's, to close)
+    return false;
+  }
+  // A client left a sleeping stream: close it now, not at its next write.
+  bool posted = false;
+  for (int i = 0; i < n; ++i) {
+    if (ev[i].data.ptr == &mailbox_tag) {
+      posted = true;
+      continue;
     }
-    // A client left a sleeping stream: close it now, not at its next write.
-    for (int i = 0; i < n; ++i) {
-      auto* rec = static_cast<connection_record*>(ev[i].data.ptr);
-      if (!rec || !rec->asleep) continue;
-      auto* st = rec->asleep;
-      st->gone = true;
-      shut(*rec);
-      if (st->suspended) wake_stream(*st);
-      else unwatch_hangup(*rec);
-    }
-    for (auto& task : mailbox->take()) {
-      try {
-        task();
-      } catch (const std::exception& e) {
-        spdlog::error("http: {}", escape_for_display(e.what()));
-      }
-    }
-    {
-      std::lock_guard<std::mutex> guard{stop_mtx};
-      if (stop_requested && !stopping) begin_stop();
-    }
-    MHD_run(daemon);
-    now = clock_type::now();
-    sweep(now);
-    for (auto& t : timers)
-      if (now >= t.next) {
-        t.next = now + t.interval;
-        t.fn();
-      }
-    if (stopping) {
-      // Everything answered (streams ended) or the grace is over.
-      bool quiet = open_connections == 0;
-      if (quiet || now >= stop_deadline) break;
+    auto* rec = static_cast<connection_record*>(ev[i].data.ptr);
+    if (!rec || !rec->asleep) continue;
+    auto* st = rec->asleep;
+    st->gone = true;
+    shut(*rec);
+    if (st->suspended) wake_stream(*st);
+    else unwatch_hangup(*rec);
+  }
+  for (auto& task : mailbox->take(posted)) {
+    try {
+      task();
+    } catch (const std::exception& e) {
+      spdlog::error("http: {}", escape_for_display(e.what()));
     }
   }
+  {
+    std::lock_guard<std::mutex> guard{stop_mtx};
+    if (stop_requested && !stopping) begin_stop();
+  }
+  MHD_run(daemon);
+  auto now = clock_type::now();
+  sweep(now);
+  for (auto& t : timers)
+    if (now >= t.next) {
+      t.next = now + t.interval;
+      t.fn();
+    }
+  // Stopping: over once everything is answered (streams ended) or the
+  // grace is over.
+  return !stopping || (open_connections != 0 && now < stop_deadline);
+}
+
+void http_server::impl::finish() {
   // MHD must not be stopped with a connection still suspended.
   for (auto& w : live)
     if (auto st = w.lock())
@@ -639,6 +692,64 @@ void http_server::impl::run() {
   MHD_stop_daemon(daemon);
   daemon = nullptr;
 }
+
+void http_server::impl::mark_finished() {
+  std::lock_guard<std::mutex> guard{life_mtx};
+  finished = true;
+  life_cv.notify_all();
+}
+
+/// The loop as a guest of the runtime's reactor: one turn per call, with
+/// the reactor's own turn hook around it. When the reactor stops first,
+/// the loop goes on in a thread of its own.
+class http_server::impl::guest final : public io::guest_loop {
+public:
+  explicit guest(impl& p) : p_(p) {}
+
+  int fd() const override { return p_.epoll_fd; }
+
+  std::optional<time_point> run_ready(bool readable) noexcept override {
+    if (p_.loop_id != std::this_thread::get_id()) {
+      p_.loop_id = std::this_thread::get_id();
+      p_.mailbox->loop_thread(p_.loop_id);
+    }
+    epoll_event ev[8];
+    // MHD often has more to do at once (a connection that sent its answer
+    // goes back to reading): a few steps here save the reactor a turn.
+    // What the descriptor has when it was not seen readable waits for the
+    // reactor's next turn (level-triggered): no look of our own then.
+    for (int steps = 0;; ++steps) {
+      int n = readable && steps == 0 ? ::epoll_wait(p_.epoll_fd, ev, 8, 0) : 0;
+      if (!p_.step(ev, n)) {
+        p_.finish();
+        return std::nullopt;
+      }
+      auto now = clock_type::now();
+      int wait = p_.next_timeout_ms(now);
+      if (wait > 0 || steps == 3) return now + std::chrono::milliseconds(wait);
+    }
+  }
+
+  bool wants_turn() const noexcept override { return p_.mailbox->has_local(); }
+
+  void released(bool orphaned) noexcept override {
+    if (!orphaned) {
+      p_.mark_finished();
+      return;
+    }
+    std::lock_guard<std::mutex> guard{p_.life_mtx};
+    try {
+      p_.loop = std::thread([p = &p_] { p->run(); });
+    } catch (const std::system_error& e) {
+      spdlog::error("http: cannot start the server's own thread: {}", e.what());
+      p_.finished = true; // nobody will run the loop: stop() must not wait for it
+      p_.life_cv.notify_all();
+    }
+  }
+
+private:
+  impl& p_;
+};
 
 bool http_server::impl::start(bool with_listener, std::string& error) {
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
@@ -679,9 +790,15 @@ bool http_server::impl::start(bool with_listener, std::string& error) {
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr; // not a connection record
   ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, info->epoll_fd, &ev);
+  ev.data.ptr = &mailbox_tag;
   ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, mailbox->fd(), &ev);
   started = true;
-  loop = std::thread([this] { run(); });
+  if (opts.run_on) {
+    opts.run_on->host(std::make_shared<guest>(*this));
+  } else {
+    std::lock_guard<std::mutex> guard{life_mtx};
+    loop = std::thread([this] { run(); });
+  }
   return true;
 }
 
@@ -784,7 +901,13 @@ void http_server::stop(std::chrono::milliseconds grace) {
     }
   }
   p.mailbox->post([] {}); // wakes the loop
-  if (p.loop.joinable()) p.loop.join();
+  std::unique_lock<std::mutex> lock{p.life_mtx};
+  // Hosted by a reactor, the loop may move to a thread of its own on the
+  // way; `finished` says it has left either.
+  p.life_cv.wait(lock, [&p] { return p.finished; });
+  auto loop = std::move(p.loop);
+  lock.unlock();
+  if (loop.joinable()) loop.join();
 }
 
 std::size_t http_server::connections() const {

@@ -25,6 +25,11 @@
 #include <vector>
 
 #include "core/http_rules.hpp"
+#include "io/loop_turn.hpp"
+
+namespace mcprt::io {
+class reactor;
+}
 
 namespace mcprt::cli {
 
@@ -48,6 +53,13 @@ struct http_server_options {
   /// SO_SNDBUF of the listener, inherited by every connection: a slow
   /// link for tests. 0: the system's.
   int sndbuf = 0;
+  /// Told around each turn of the loop thread (may be empty; unused with
+  /// `run_on`, whose own hook serves).
+  std::shared_ptr<io::loop_turn_hook> turn_hook;
+  /// Runs the loop on this reactor's thread (a guest of it) instead of a
+  /// thread of its own; should the reactor stop first, the loop moves to a
+  /// thread of its own.
+  io::reactor* run_on = nullptr;
 };
 
 /// A request as received: the target raw (percent escapes not decoded),

@@ -35,6 +35,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/io_thread_jobs.hpp"
 #include "cli/daemon_file.hpp"
 #include "cli/host_requests.hpp"
 #include "cli/http_api.hpp"
@@ -487,6 +488,12 @@ int run_serve(const serve_flags& f) {
   so.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
   so.max_body = ho.max_body;
   so.sndbuf = static_cast<int>(std::max(0LL, std::min<long long>(f.sndbuf, 1 << 30)));
+  // The HTTP server runs on the thread that serves the stdio servers' pipes,
+  // and a request's actor work runs there when its turn ends: a gateway call
+  // to a stdio server, there and back, wakes no other thread of the daemon.
+  // (Only with a remote runtime does it keep a thread of its own.)
+  so.run_on = runtime_access::reactor(rt);
+  so.turn_hook = make_io_thread_jobs(sys);
   std::optional<gateway> gw;
   if (!f.no_gateway) {
     gateway_options go;

@@ -44,9 +44,10 @@ constexpr int reads_per_event = 4;
 // writing forever.
 constexpr int reads_after_exit = 256;
 
-// epoll_event.data.u64: process id << 2 | which fd. Process ids start at 1;
-// id 0 tags the eventfd and the reaper's socket.
-enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2 };
+// epoll_event.data.u64: process id << 2 | which fd (a guest loop's id, from
+// the same counter, with k_guest). Ids start at 1; id 0 tags the eventfd and
+// the reaper's socket.
+enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2, k_guest = 3 };
 
 constexpr std::uint64_t tag(std::uint64_t id, fd_kind k) {
   return (id << 2) | k;
@@ -171,6 +172,14 @@ struct reactor::impl {
   std::vector<char> buf = std::vector<char>(read_chunk);
   bool stop_requested = false;
   io::reaper reaper;
+  struct guest_entry {
+    std::shared_ptr<guest_loop> loop;
+    int fd = -1;
+    bool ready = true;                  // to run in this turn
+    bool readable = false;              // its descriptor was seen readable
+    clock::time_point due = clock::time_point::max(); // when it asked to run
+  };
+  std::map<std::uint64_t, guest_entry> guests;
   int reaper_fd = -1;              // as registered in epoll
   std::uint32_t reaper_events = 0; // its epoll interest
 
@@ -656,6 +665,10 @@ struct reactor::impl {
     }
     auto id = data >> 2;
     auto kind = static_cast<fd_kind>(data & 3);
+    if (kind == k_guest) {
+      if (auto g = guests.find(id); g != guests.end()) g->second.ready = g->second.readable = true;
+      return;
+    }
     auto* p = find(id);
     if (!p) return; // finished earlier in this batch
     switch (kind) {
@@ -668,6 +681,50 @@ struct reactor::impl {
         flush_stdin(*p);
         if (p->stdin_open && p->backlog.empty() && (events & (EPOLLERR | EPOLLHUP))) close_stdin(*p);
         return;
+      case k_guest: return;
+    }
+  }
+
+  void add_guest(std::shared_ptr<guest_loop> loop) {
+    auto id = next_id++;
+    int fd = loop->fd();
+    add_fd(fd, EPOLLIN, tag(id, k_guest));
+    guests.emplace(id, guest_entry{std::move(loop), fd});
+  }
+
+  void note_guest_wishes() {
+    for (auto& [id, g] : guests)
+      if (!g.ready && g.loop->wants_turn()) g.ready = true;
+  }
+
+  void run_guests() {
+    auto now = clock::now();
+    for (auto it = guests.begin(); it != guests.end();) {
+      auto& g = it->second;
+      if (!g.ready && g.due > now) {
+        ++it;
+        continue;
+      }
+      bool readable = g.readable;
+      g.ready = g.readable = false;
+      if (auto next = g.loop->run_ready(readable)) {
+        g.due = *next;
+        ++it;
+      } else {
+        auto loop = std::move(g.loop);
+        del_fd(g.fd);
+        it = guests.erase(it);
+        loop->released(false);
+      }
+    }
+  }
+
+  void orphan_guests() {
+    auto gone = std::move(guests);
+    guests.clear();
+    for (auto& [id, g] : gone) {
+      del_fd(g.fd);
+      g.loop->released(true);
     }
   }
 
@@ -685,8 +742,13 @@ struct reactor::impl {
   }
 
   int timeout_ms() {
-    if (timers.empty()) return -1;
-    auto left = timers.begin()->first - clock::now();
+    auto next = timers.empty() ? clock::time_point::max() : timers.begin()->first;
+    for (auto& [id, g] : guests) {
+      if (g.ready) return 0;
+      next = std::min(next, g.due);
+    }
+    if (next == clock::time_point::max()) return -1;
+    auto left = next - clock::now();
     if (left <= clock::duration::zero()) return 0;
     // Round up: waking a hair early would just spin once more.
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left + std::chrono::milliseconds(1)
@@ -706,9 +768,13 @@ struct reactor::impl {
   void run() {
     current = this;
     std::vector<epoll_event> events(256);
+    loop_turn turn{opts.turn_hook};
     while (!stop_requested) {
+      turn.end();
+      note_guest_wishes();
       int n = ::epoll_wait(epfd, events.data(), static_cast<int>(events.size()), timeout_ms());
       if (n < 0 && errno != EINTR) break; // cannot happen with valid fds
+      turn.begin();
       for (int i = 0; i < n; ++i)
         handle(events[i].data.u64, events[i].events);
       fire_due_timers();
@@ -716,7 +782,18 @@ struct reactor::impl {
       // by the handlers above. What the reaper sends, epoll reports (level
       // triggered): no read on every turn of the loop.
       if (reaper.has_buffered() || reaper.wants_write()) service_reaper();
+      if (!guests.empty()) {
+        // What the callbacks above started runs before the guests do, so
+        // that a guest sends what it produced (an HTTP response to a
+        // server's answer) in this same turn.
+        turn.end();
+        turn.begin();
+        note_guest_wishes();
+        run_guests();
+      }
     }
+    turn.end();
+    orphan_guests();
     // Whatever is still queued (a spawn caller may be waiting on it) is
     // cancelled; nothing can be queued any more.
     {
@@ -751,6 +828,15 @@ reactor::reactor() : reactor(reactor_options{}) {}
 reactor::reactor(reactor_options opts) : impl_(std::make_unique<impl>(opts)) {}
 
 reactor::~reactor() = default;
+
+void reactor::host(std::shared_ptr<guest_loop> guest) {
+  auto* p = impl_.get();
+  bool queued = p->post([p, guest](bool cancelled) {
+    if (cancelled) guest->released(true);
+    else p->add_guest(guest);
+  });
+  if (!queued) guest->released(true);
+}
 
 reactor::spawned reactor::spawn(const spawn_options& opts, process_events events) {
   if (impl_->on_reactor_thread()) return impl_->do_spawn(opts, std::move(events));

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "io/child_process.hpp"
+#include "io/loop_turn.hpp"
 #include "io/reaper.hpp"
 
 namespace mcprt::io {
@@ -82,6 +84,36 @@ struct reactor_options {
   /// Problems of the reactor itself rather than of one process (the reaper
   /// process died, say). Called on the reactor thread; may be empty.
   std::function<void(const std::string&)> on_warning;
+  /// Told around each turn of the reactor thread (may be empty).
+  std::shared_ptr<loop_turn_hook> turn_hook;
+};
+
+/// A loop that runs on the reactor thread instead of a thread of its own
+/// (the daemon's HTTP server): the reactor watches its descriptor beside
+/// the servers' pipes, in the same turns, so that a request, the server's
+/// answer and the response can all be handled by one thread without waking
+/// another. Its methods are called on the reactor thread only.
+class guest_loop {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+  virtual ~guest_loop() = default;
+  /// Readable while the guest has work (an epoll descriptor, say). Fixed.
+  virtual int fd() const = 0;
+  /// Does what is ready without waiting; `readable`: the descriptor was
+  /// seen readable in this turn (else the guest runs for its deadline or
+  /// because it wanted a turn). Returns when to be called again at the
+  /// latest, or nullopt when the guest is done. Must not block, like every
+  /// callback of the reactor.
+  virtual std::optional<time_point> run_ready(bool readable) noexcept = 0;
+  /// Asked when the actor work of a turn has run: true runs the guest
+  /// again now though its descriptor was not readable (it was handed
+  /// work on the reactor thread itself, which needs no wake-up).
+  virtual bool wants_turn() const noexcept { return false; }
+  /// The last call, once the reactor no longer watches fd() (the guest may
+  /// close it now): after run_ready said it is done, or because the reactor
+  /// is stopping (`orphaned`; it may have been before the guest came), when
+  /// the guest must carry on by itself if it has to.
+  virtual void released(bool orphaned) noexcept = 0;
 };
 
 /// ONE epoll thread that serves the pipes of all MCP server processes of the
@@ -151,6 +183,10 @@ public:
 
   /// SIGKILLs the process group right away (asynchronously); on_exit follows.
   void kill(process_id id);
+
+  /// Runs `guest` on the reactor thread from its next turn on (see
+  /// guest_loop); a stopping reactor releases it at once.
+  void host(std::shared_ptr<guest_loop> guest);
 
   /// Processes spawned and not yet reaped.
   std::size_t process_count() const;

@@ -14,6 +14,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/io_thread_jobs.hpp"
 #include "core/gateway_session.hpp"
 #include "core/untrusted_text.hpp"
 #include "mcprt/runtime.hpp"
@@ -897,6 +898,7 @@ void gateway::impl::rebuild_done(const std::shared_ptr<gateway_rebuild>& b) {
 void gateway::impl::rebuild_and_wait() {
   auto done = std::make_shared<std::promise<void>>();
   auto finished = done->get_future();
+  before_blocking_wait();
   rebuild([done] { done->set_value(); });
   finished.wait();
 }

@@ -13,6 +13,7 @@
 
 #include "core/mcp_session.hpp"
 #include "core/runtime_mode.hpp"
+#include "actors/io_thread_jobs.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/openssl_error_queue.hpp"
 #include "mcprt/runtime_access.hpp"
@@ -21,6 +22,19 @@
 namespace mcprt {
 
 using nlohmann::json;
+
+namespace {
+
+/// Where the blocking forms wait. Called from an I/O callback (a host's
+/// callback runs on one), the work the call started must not wait for the
+/// end of that thread's turn.
+template <class T>
+T await_answer(std::future<T>& answer) {
+  before_blocking_wait();
+  return answer.get();
+}
+
+} // namespace
 
 /// Restart results as shown outside the runtime.
 void show_restarts(std::vector<restart_result>& rs, const std::function<std::string(const std::string&)>& show_id) {
@@ -94,7 +108,7 @@ std::string runtime::open_session(std::vector<server_config> servers) {
   std::promise<std::string> answer;
   auto result = answer.get_future();
   open_session_async(std::move(servers), [&answer](std::string id) { answer.set_value(std::move(id)); });
-  return result.get();
+  return await_answer(result);
 }
 
 void runtime::open_session_async(std::vector<server_config> servers, std::function<void(std::string)> done) {
@@ -105,7 +119,7 @@ void runtime::close_session(const std::string& session) {
   std::promise<void> closed;
   auto result = closed.get_future();
   close_session_async(session, [&closed] { closed.set_value(); });
-  result.get();
+  await_answer(result);
 }
 
 void runtime::close_session_async(const std::string& session, std::function<void()> done) {
@@ -137,7 +151,7 @@ void runtime::impl::close_all_sessions() {
     std::promise<void> closed;
     auto result = closed.get_future();
     close_session(id, [&closed] { closed.set_value(); });
-    result.get();
+    await_answer(result);
   }
 }
 
@@ -154,7 +168,7 @@ caf::expected<json> runtime::call_tool(const std::string& session, const std::st
   call_tool_async(
     session, server, tool, std::move(arguments),
     [answer](caf::expected<json> r) { answer->set_value(std::move(r)); }, opts);
-  return result.get();
+  return await_answer(result);
 }
 
 std::string runtime::call_tool_async(const std::string& session, const std::string& server, const std::string& tool,
@@ -298,7 +312,7 @@ nlohmann::json runtime::snapshot() {
   std::promise<json> answer;
   auto result = answer.get_future();
   snapshot_async([&answer](json j) { answer.set_value(std::move(j)); });
-  return result.get();
+  return await_answer(result);
 }
 
 void runtime::snapshot_async(std::function<void(json)> done) {
@@ -348,14 +362,14 @@ caf::expected<std::vector<restart_result>> runtime::restart(const std::string& s
   std::promise<caf::expected<std::vector<restart_result>>> answer;
   auto result = answer.get_future();
   restart_async(server, [&answer](caf::expected<std::vector<restart_result>> r) { answer.set_value(std::move(r)); });
-  return result.get();
+  return await_answer(result);
 }
 
 caf::expected<std::string> runtime::authorize(const std::string& server, authorize_options options) {
   std::promise<caf::expected<std::string>> answer;
   auto result = answer.get_future();
   authorize_async(server, std::move(options), [&answer](caf::expected<std::string> r) { answer.set_value(std::move(r)); });
-  return result.get();
+  return await_answer(result);
 }
 
 void runtime::authorize_async(const std::string& server, authorize_options options, result_callback<std::string> done) {
@@ -370,7 +384,7 @@ caf::expected<bool> runtime::forget_authorization(const std::string& server) {
   std::promise<caf::expected<bool>> answer;
   auto result = answer.get_future();
   forget_authorization_async(server, [&answer](caf::expected<bool> r) { answer.set_value(std::move(r)); });
-  return result.get();
+  return await_answer(result);
 }
 
 void runtime::forget_authorization_async(const std::string& server, result_callback<bool> done) {
@@ -435,6 +449,9 @@ pool_actor runtime_access::pool(const runtime& rt) {
 budget_actor runtime_access::budget(const runtime& rt) {
   return rt.impl_->budget;
 }
+io::reactor* runtime_access::reactor(const runtime& rt) {
+  return rt.impl_->reactor.get();
+}
 reconciler_actor runtime_access::session(const runtime& rt, const std::string& id) {
   auto s = rt.impl_->find_session(id);
   return s ? s->reconciler : reconciler_actor{};
@@ -461,7 +478,7 @@ caf::expected<json> runtime::mcp_request(const std::string& session, const std::
   mcp_request_async(
     session, server, method, std::move(params),
     [answer](caf::expected<json> r) { answer->set_value(std::move(r)); }, opts);
-  return result.get();
+  return await_answer(result);
 }
 
 caf::expected<json> runtime::resources(const std::string& session, const std::string& server) {

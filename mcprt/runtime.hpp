@@ -263,9 +263,10 @@ struct call_options {
   std::function<void(const std::string& wire_id)> on_wire;
 };
 
-/// Receives what `call_tool_async` answers, exactly once: on the call
-/// broker's actor thread (a call still in flight at `shutdown()` included),
-/// or on the calling thread when the call fails before it starts.
+/// Receives what `call_tool_async` answers, exactly once: on the thread
+/// that runs the call broker (a scheduler worker, or the I/O thread that
+/// read the server's answer; a call still in flight at `shutdown()`
+/// included), or on the calling thread when the call fails before it starts.
 /// Hand the result over and return: never block, never call the runtime's
 /// blocking member functions from it.
 using call_callback = std::function<void(caf::expected<nlohmann::json>)>;

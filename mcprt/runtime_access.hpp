@@ -11,6 +11,10 @@
 
 namespace mcprt {
 
+namespace io {
+class reactor;
+}
+
 struct runtime_access {
   /// The runtime's call broker: every call in flight (actors/call_broker.hpp).
   static call_broker_actor calls(const runtime& rt);
@@ -29,6 +33,10 @@ struct runtime_access {
   static budget_actor budget(const runtime& rt);
   /// The reconciler of an open session; invalid for any other id.
   static reconciler_actor session(const runtime& rt, const std::string& id);
+  /// The thread that serves the stdio servers' pipes, for another loop to
+  /// run on (io::guest_loop); null on a remote node's runtime. Valid until
+  /// shutdown().
+  static io::reactor* reactor(const runtime& rt);
 };
 
 } // namespace mcprt

@@ -13,6 +13,7 @@
 #include "actors/event_bus.hpp"
 #include "actors/fleet_link.hpp"
 #include "actors/gating.hpp"
+#include "actors/io_thread_jobs.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/watcher.hpp"
 #include "core/approvals_store.hpp"
@@ -482,6 +483,12 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     io::reactor_options ro;
     // The reaper process dying takes every stdio server with it: say so.
     ro.on_warning = [](const std::string& what) { spdlog::warn("{}", what); };
+    // A stdio server's answer runs the connection, the call broker and the
+    // caller's delivery on the thread that read it. Not so on the HTTP
+    // client's thread: an actor may block on it (a remote connection's
+    // transport ends with a run_sync there), while an actor run there could
+    // block on the reactor (a spawn): the two must never wait on each other.
+    ro.turn_hook = make_io_thread_jobs(sys);
     p->reactor = std::make_unique<io::reactor>(std::move(ro));
     p->http = std::make_unique<io::http_client>();
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 #include <caf/io/middleman_actor.hpp>
 #include <caf/openssl/manager.hpp>
 
+#include "actors/io_thread_jobs.hpp"
 #include "core/event_payload.hpp"
 #include "mcprt/remote_link.hpp"
 #include "mcprt/runtime_impl.hpp"
@@ -194,6 +195,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   auto address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   if (auto err = check_middleman(sys, co.tls, "runtime::connect")) return err;
   auto mm = co.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  before_blocking_wait();
   caf::scoped_actor self{sys};
   workspace_node_actor node;
   caf::error err;
@@ -244,6 +246,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::connect(caf::actor_system& sys,
   p->watcher = spawn_remote_watcher(sys, node);
   p->show_id = [&sys, r](const std::string& id) -> std::string {
     if (!r->up) return {};
+    before_blocking_wait();
     caf::scoped_actor asker{sys};
     std::string out;
     asker->request(r->node, std::chrono::seconds(10), atom::shown_id_v, id)
