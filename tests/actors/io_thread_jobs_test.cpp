@@ -50,7 +50,24 @@ struct sightings {
   }
 };
 
+/// Runs `in_turn` inside one turn of `hook` on a thread of its own, as an
+/// I/O loop would; returns that thread's id once the turn has ended.
+template <class F>
+std::thread::id one_turn(mcprt::io::loop_turn_hook& hook, F in_turn) {
+  std::thread::id loop;
+  std::thread io{[&] {
+    loop = std::this_thread::get_id();
+    hook.turn_begins();
+    in_turn();
+    hook.turn_ends();
+  }};
+  io.join();
+  return loop;
+}
+
 /// Notes where it ran, then passes the message on to `next` (if any).
+/// Spawned lazily: an actor that is still starting on a worker when the
+/// message comes would take it there, so each starts with its first message.
 caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<sightings> log, caf::actor next) {
   return {[=](int hops) {
     log->saw();
@@ -62,19 +79,18 @@ TEST(IoThreadJobs, ASendInATurnRunsOnTheLoopThreadWhenTheTurnEnds) {
   jobs_config cfg;
   caf::actor_system sys{cfg};
   auto log = std::make_shared<sightings>();
-  auto last = sys.spawn(relay, log, caf::actor{});
-  auto first = sys.spawn(relay, log, last);
-  auto hook = mcprt::make_io_thread_jobs(sys);
-  std::thread::id loop;
+  auto last = sys.spawn<caf::lazy_init>(relay, log, caf::actor{});
+  auto first = sys.spawn<caf::lazy_init>(relay, log, last);
+  // The time budget out of the way: what ran where must not depend on how
+  // busy the machine is.
+  mcprt::io_thread_jobs_limits limits;
+  limits.budget = 10s;
+  auto hook = mcprt::make_io_thread_jobs(sys, limits);
   std::size_t seen_before_end = 99;
-  std::thread io{[&] {
-    loop = std::this_thread::get_id();
-    hook->turn_begins();
+  auto loop = one_turn(*hook, [&] {
     caf::anon_send(first, 1); // what a reactor callback does
     seen_before_end = log->count();
-    hook->turn_ends();
-  }};
-  io.join();
+  });
   // Kept for the end of the turn, then both actors ran on the loop thread,
   // the second woken by the first: no worker took part.
   EXPECT_EQ(seen_before_end, 0u);
@@ -88,14 +104,14 @@ TEST(IoThreadJobs, OutsideATurnASendGoesToTheScheduler) {
   jobs_config cfg;
   caf::actor_system sys{cfg};
   auto log = std::make_shared<sightings>();
-  auto a = sys.spawn(relay, log, caf::actor{});
+  auto a = sys.spawn<caf::lazy_init>(relay, log, caf::actor{});
   auto hook = mcprt::make_io_thread_jobs(sys);
   std::thread::id loop;
   std::thread io{[&] {
     loop = std::this_thread::get_id();
     hook->turn_begins();
     hook->turn_ends();
-    caf::anon_send(a, 0);
+    caf::anon_send(a, 0); // after the turn
   }};
   io.join();
   auto where = log->wait_for(1);
@@ -111,18 +127,12 @@ TEST(IoThreadJobs, WorkBeyondTheTurnsLimitGoesToTheScheduler) {
   // scheduler workers.
   caf::actor next;
   for (int i = 0; i < 4; ++i)
-    next = sys.spawn(relay, log, next);
+    next = sys.spawn<caf::lazy_init>(relay, log, next);
   mcprt::io_thread_jobs_limits limits;
   limits.max_resumes = 2;
+  limits.budget = 10s;
   auto hook = mcprt::make_io_thread_jobs(sys, limits);
-  std::thread::id loop;
-  std::thread io{[&] {
-    loop = std::this_thread::get_id();
-    hook->turn_begins();
-    caf::anon_send(next, 3);
-    hook->turn_ends();
-  }};
-  io.join();
+  auto loop = one_turn(*hook, [&] { caf::anon_send(next, 3); });
   auto where = log->wait_for(4);
   ASSERT_EQ(where.size(), 4u);
   EXPECT_EQ(where[0], loop);
@@ -140,14 +150,11 @@ TEST(IoThreadJobs, ABlockingWaitInATurnIsAnsweredByTheScheduler) {
   auto doubler = sys.spawn([](caf::event_based_actor*, int) -> caf::behavior { return {[](int x) { return 2 * x; }}; }, 0);
   auto hook = mcprt::make_io_thread_jobs(sys);
   int answer = 0;
-  std::thread io{[&] {
-    hook->turn_begins();
+  one_turn(*hook, [&] {
     mcprt::before_blocking_wait();
     caf::scoped_actor self{sys};
     self->request(doubler, 10s, 21).receive([&](int x) { answer = x; }, [](caf::error&) {});
-    hook->turn_ends();
-  }};
-  io.join();
+  });
   EXPECT_EQ(answer, 42);
 }
 
@@ -156,16 +163,9 @@ TEST(IoThreadJobs, OnAnotherSchedulerTheHookDoesNothing) {
   jobs_config cfg{false};
   caf::actor_system sys{cfg};
   auto log = std::make_shared<sightings>();
-  auto a = sys.spawn(relay, log, caf::actor{});
+  auto a = sys.spawn<caf::lazy_init>(relay, log, caf::actor{});
   auto hook = mcprt::make_io_thread_jobs(sys);
-  std::thread::id loop;
-  std::thread io{[&] {
-    loop = std::this_thread::get_id();
-    hook->turn_begins();
-    caf::anon_send(a, 0);
-    hook->turn_ends();
-  }};
-  io.join();
+  auto loop = one_turn(*hook, [&] { caf::anon_send(a, 0); });
   auto where = log->wait_for(1);
   ASSERT_EQ(where.size(), 1u);
   EXPECT_NE(where[0], loop);
