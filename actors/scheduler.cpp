@@ -1,7 +1,5 @@
 #include "mcprt/scheduler.hpp"
 
-#include "actors/io_thread_jobs.hpp"
-
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -30,6 +28,8 @@
 #include <caf/resumable.hpp>
 #include <caf/scheduler/coordinator.hpp>
 #include <caf/scheduler/worker.hpp>
+
+#include "actors/io_thread_jobs.hpp"
 
 namespace mcprt {
 

@@ -12,12 +12,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <list>
 #include <map>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 
