@@ -49,6 +49,19 @@ constexpr int reads_after_exit = 256;
 // the reaper's socket.
 enum fd_kind : std::uint64_t { k_stdout = 0, k_stderr = 1, k_stdin = 2, k_guest = 3 };
 
+/// Writes what the pipe takes now; the count written. EAGAIN, EPIPE and
+/// the like end it: the reactor thread takes the rest (and the error).
+std::size_t write_some(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0) done += static_cast<std::size_t>(n);
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+  return done;
+}
+
 constexpr std::uint64_t tag(std::uint64_t id, fd_kind k) {
   return (id << 2) | k;
 }
@@ -111,6 +124,11 @@ struct reactor::impl {
     int fd = -1;
     bool direct = false;
     std::size_t posted = 0; // writes on their way to the reactor thread
+    /// Written on the reactor thread during a turn: sent as one write when
+    /// the turn's actor work is done (several calls to one server in a turn
+    /// cost one system call, and wake the server once). Later writes from
+    /// any thread queue behind it.
+    std::string held;
   };
 
   // One server: the runtime's ends of its pipes; the process itself is the
@@ -180,6 +198,9 @@ struct reactor::impl {
     clock::time_point due = clock::time_point::max(); // when it asked to run
   };
   std::map<std::uint64_t, guest_entry> guests;
+  /// Lanes with bytes held for the end of the turn (reactor thread only).
+  std::vector<std::pair<process_id, std::shared_ptr<stdin_lane>>> held_lanes;
+  bool holding = false; // in a turn: writes on this thread are held
   int reaper_fd = -1;              // as registered in epoll
   std::uint32_t reaper_events = 0; // its epoll interest
 
@@ -685,6 +706,27 @@ struct reactor::impl {
     }
   }
 
+  /// Before the thread waits: what the turn's writes held goes out.
+  void flush_held() {
+    holding = false;
+    for (auto& [id, lane] : std::exchange(held_lanes, {})) {
+      std::string rest;
+      {
+        std::lock_guard<std::mutex> guard{lane->mtx};
+        rest = std::exchange(lane->held, {});
+        if (lane->direct) {
+          std::size_t done = write_some(lane->fd, rest);
+          rest.erase(0, done);
+          if (rest.empty()) continue;
+          lane->direct = false;
+        }
+        if (rest.empty()) continue;
+        ++lane->posted;
+      }
+      do_write(id, std::move(rest));
+    }
+  }
+
   void add_guest(std::shared_ptr<guest_loop> loop) {
     auto id = next_id++;
     int fd = loop->fd();
@@ -771,9 +813,11 @@ struct reactor::impl {
     loop_turn turn{opts.turn_hook};
     while (!stop_requested) {
       turn.end();
+      flush_held();
       note_guest_wishes();
       int n = ::epoll_wait(epfd, events.data(), static_cast<int>(events.size()), timeout_ms());
       if (n < 0 && errno != EINTR) break; // cannot happen with valid fds
+      holding = true;
       turn.begin();
       for (int i = 0; i < n; ++i)
         handle(events[i].data.u64, events[i].events);
@@ -793,6 +837,7 @@ struct reactor::impl {
       }
     }
     turn.end();
+    flush_held();
     orphan_guests();
     // Whatever is still queued (a spawn caller may be waiting on it) is
     // cancelled; nothing can be queued any more.
@@ -885,14 +930,17 @@ void reactor::write(process_id id, std::string bytes) {
   // Posted under the lane's lock, so that writes reach the pipe in the
   // order they were made.
   std::lock_guard<std::mutex> guard{lane->mtx};
+  if (!lane->held.empty()) {
+    lane->held += bytes; // behind what the reactor thread holds: it sends both
+    return;
+  }
+  if (lane->direct && impl_->on_reactor_thread() && impl_->holding) {
+    lane->held = std::move(bytes);
+    impl_->held_lanes.emplace_back(id, lane);
+    return;
+  }
   if (lane->direct) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(lane->fd, bytes.data() + done, bytes.size() - done);
-      if (n > 0) done += static_cast<std::size_t>(n);
-      else if (n < 0 && errno == EINTR) continue;
-      else break; // EAGAIN, EPIPE, ...: the reactor thread takes the rest (and the error)
-    }
+    std::size_t done = write_some(lane->fd, bytes);
     if (done == bytes.size()) return;
     bytes.erase(0, done);
     lane->direct = false;

@@ -1,16 +1,20 @@
 // Another loop run on the reactor's thread (io::guest_loop): when it runs,
 // on which thread, and how it is let go, with a real reactor and an eventfd
-// as the guest's descriptor.
+// as the guest's descriptor. And what the reactor thread writes during a
+// turn (held until the turn's work is done) with a real `cat`.
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -153,6 +157,41 @@ TEST(ReactorGuest, AStoppingReactorReleasesItsGuestsAsOrphans) {
   std::lock_guard<std::mutex> guard{g->mtx};
   ASSERT_EQ(g->releases.size(), 1u);
   EXPECT_TRUE(g->releases[0]);
+}
+
+// Writes made on the reactor thread in one turn (a callback's, here; an
+// actor's run there, in the runtime) are held and sent together before the
+// thread waits again: in order, and before what is written after them.
+TEST(ReactorTurnWrites, WritesFromTheReactorThreadGoOutInOrderBeforeItWaits) {
+  reactor r;
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::string out;
+  std::atomic<reactor::process_id> id{0};
+  bool answered = false;
+  mcprt::io::process_events ev;
+  ev.on_stdout = [&](std::string_view bytes) {
+    std::lock_guard<std::mutex> guard{mtx};
+    out.append(bytes);
+    if (!answered && out.find('\n') != std::string::npos) {
+      answered = true;
+      r.write(id, "b\n");
+      r.write(id, "c\n");
+      r.write(id, "d\n");
+    }
+    cv.notify_all();
+  };
+  auto s = r.spawn({"cat", {}, {}, {}}, std::move(ev));
+  id = s.id;
+  r.write(s.id, "a\n");
+  auto has = [&](const std::string& want) {
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, 10s, [&] { return out.size() >= want.size(); }) && out == want;
+  };
+  EXPECT_TRUE(has("a\nb\nc\nd\n")) << out;
+  r.write(s.id, "e\n");
+  EXPECT_TRUE(has("a\nb\nc\nd\ne\n")) << out;
+  r.kill(s.id);
 }
 
 } // namespace
