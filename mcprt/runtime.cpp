@@ -11,9 +11,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/io_thread_jobs.hpp"
 #include "core/mcp_session.hpp"
 #include "core/runtime_mode.hpp"
-#include "actors/io_thread_jobs.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/openssl_error_queue.hpp"
 #include "mcprt/runtime_access.hpp"

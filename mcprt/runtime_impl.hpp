@@ -24,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/call_broker.hpp"
+#include "actors/io_thread_jobs.hpp"
 #include "actors/job_inbox.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_client.hpp"
@@ -259,6 +260,7 @@ struct runtime::impl {
   template <class R, class Handle, class... Ts>
   caf::expected<R> ask(const Handle& h, caf::timespan timeout, Ts&&... xs) {
     if (auto err = ws->lost()) return std::move(*err);
+    before_blocking_wait();
     caf::scoped_actor self{sys};
     caf::expected<R> out{caf::error{}};
     self->request(h, timeout, std::forward<Ts>(xs)...)
