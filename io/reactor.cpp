@@ -129,6 +129,20 @@ struct reactor::impl {
     /// cost one system call, and wake the server once). Later writes from
     /// any thread queue behind it.
     std::string held;
+
+    /// Under mtx: writes what the pipe takes now if the lane is direct.
+    /// Returns what is left, which must go through the reactor thread
+    /// (counted in `posted`, and the lane is no longer direct).
+    std::string send_or_rest(std::string bytes) {
+      if (bytes.empty()) return bytes;
+      if (direct) {
+        bytes.erase(0, write_some(fd, bytes));
+        if (bytes.empty()) return bytes;
+        direct = false;
+      }
+      ++posted;
+      return bytes;
+    }
   };
 
   // One server: the runtime's ends of its pipes; the process itself is the
@@ -713,17 +727,9 @@ struct reactor::impl {
       std::string rest;
       {
         std::lock_guard<std::mutex> guard{lane->mtx};
-        rest = std::exchange(lane->held, {});
-        if (lane->direct) {
-          std::size_t done = write_some(lane->fd, rest);
-          rest.erase(0, done);
-          if (rest.empty()) continue;
-          lane->direct = false;
-        }
-        if (rest.empty()) continue;
-        ++lane->posted;
+        rest = lane->send_or_rest(std::exchange(lane->held, {}));
       }
-      do_write(id, std::move(rest));
+      if (!rest.empty()) do_write(id, std::move(rest));
     }
   }
 
@@ -939,14 +945,8 @@ void reactor::write(process_id id, std::string bytes) {
     impl_->held_lanes.emplace_back(id, lane);
     return;
   }
-  if (lane->direct) {
-    std::size_t done = write_some(lane->fd, bytes);
-    if (done == bytes.size()) return;
-    bytes.erase(0, done);
-    lane->direct = false;
-  }
-  ++lane->posted;
-  post_write(std::move(bytes));
+  auto rest = lane->send_or_rest(std::move(bytes));
+  if (!rest.empty()) post_write(std::move(rest));
 }
 
 void reactor::shutdown(process_id id, std::chrono::milliseconds stdin_grace,
