@@ -276,7 +276,14 @@ struct http_api::impl {
   std::shared_ptr<stream_slots> slots; // every kind of stream, one limit
   std::shared_ptr<event_hub> hub;
   event_subscriber_actor sink;
-  std::atomic<int> port{0};
+  /// What the listener answers to, worked out once it listens (read on
+  /// the loop's thread, for every request).
+  struct own_names {
+    int port = 0;
+    std::vector<std::string> hosts;   // allowed Host values
+    std::vector<std::string> origins; // allowed Origin values: --allow-origin and the listener's own
+  };
+  std::shared_ptr<const own_names> names;
   /// What answers of the runtime that arrive on its actor threads may use
   /// of this api: only while it is open (stop() closes it and waits for
   /// the answers being handled).
@@ -371,17 +378,10 @@ std::optional<http_response> http_api::impl::head_checks(const http_request& req
     if (r.status == 401) resp.headers.emplace_back("WWW-Authenticate", "Bearer");
     return resp;
   };
-  int p = port.load();
-  if (p == 0) return error_response(503, "unavailable", "the daemon is starting");
-  if (auto r = http::check_host(req.headers, {opts.host, p})) return refuse(*r, r->status == 403);
-  // The listener's own origin is not a cross-site page (only a page the
-  // daemon served could send it, and it serves none), so it passes too:
-  // clients that send Origin on every request, as browsers' fetch does,
-  // work without --allow-origin. No CORS headers for it: it needs none.
-  auto origins = opts.allowed_origins;
-  for (auto& h : http::allowed_hosts({opts.host, p}))
-    origins.push_back("http://" + h);
-  auto origin = http::check_origin(req.headers, origins);
+  auto own = std::atomic_load(&names);
+  if (!own) return error_response(503, "unavailable", "the daemon is starting");
+  if (auto r = http::check_host(req.headers, {opts.host, own->port}, own->hosts)) return refuse(*r, r->status == 403);
+  auto origin = http::check_origin(req.headers, own->origins);
   if (origin.refused) return refuse(*origin.refused, true);
   if (origin.allowed_origin) origin.allowed_origin = http::check_origin(req.headers, opts.allowed_origins).allowed_origin;
   if (req.method == "OPTIONS") {
@@ -859,7 +859,17 @@ bool http_api::install(http_server& server) {
 }
 
 void http_api::listening_on(int port) {
-  impl_->port = port;
+  auto own = std::make_shared<impl::own_names>();
+  own->port = port;
+  own->hosts = http::allowed_hosts({impl_->opts.host, port});
+  // The listener's own origin is not a cross-site page (only a page the
+  // daemon served could send it, and it serves none), so it passes too:
+  // clients that send Origin on every request, as browsers' fetch does,
+  // work without --allow-origin. No CORS headers for it: it needs none.
+  own->origins = impl_->opts.allowed_origins;
+  for (auto& h : own->hosts)
+    own->origins.push_back("http://" + h);
+  std::atomic_store(&impl_->names, std::shared_ptr<const impl::own_names>(std::move(own)));
 }
 
 std::optional<http_response> http_api::on_head(const http_request& head) {

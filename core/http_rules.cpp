@@ -147,10 +147,14 @@ std::vector<std::string> allowed_hosts(const listener& l) {
 }
 
 std::optional<refusal> check_host(const header_list& headers, const listener& l) {
+  return check_host(headers, l, allowed_hosts(l));
+}
+
+std::optional<refusal> check_host(const header_list& headers, const listener& l,
+                                  const std::vector<std::string>& allowed) {
   auto values = header_values(headers, "host");
   if (values.empty()) return refusal{400, "bad_request", "the request has no Host header"};
   if (values.size() > 1) return refusal{400, "bad_request", "the request has more than one Host header"};
-  auto allowed = allowed_hosts(l);
   if (allowed.empty()) return std::nullopt;
   auto host = ascii_lower(trim(values.front()));
   if (std::find(allowed.begin(), allowed.end(), host) != allowed.end()) return std::nullopt;

@@ -61,6 +61,10 @@ std::vector<std::string> allowed_hosts(const listener& l);
 /// Exactly one Host header naming the listener (DNS rebinding: a page of
 /// another name that resolves to 127.0.0.1 is refused here).
 std::optional<refusal> check_host(const header_list& headers, const listener& l);
+/// The same with `allowed_hosts(l)` worked out once, by a caller that
+/// checks many requests.
+std::optional<refusal> check_host(const header_list& headers, const listener& l,
+                                  const std::vector<std::string>& allowed);
 
 /// A serialized origin: `http` or `https`, `://`, a host, an optional
 /// `:port`, nothing else (no path, no user info).

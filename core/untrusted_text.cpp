@@ -1,6 +1,7 @@
 #include "core/untrusted_text.hpp"
 
 #include <cstdint>
+#include <cstring>
 
 namespace mcprt {
 
@@ -105,6 +106,15 @@ std::size_t original_offset(std::string_view original, std::size_t replaced_offs
 
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
+    // Protocol text is nearly all ASCII: eight bytes at a time until a
+    // byte with its high bit set.
+    while (i + 8 <= text.size()) {
+      std::uint64_t word;
+      std::memcpy(&word, text.data() + i, 8);
+      if (word & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i >= text.size()) break;
     auto st = decode_at(text, i);
     if (!st.valid) return i;
     i += st.length;

@@ -18,6 +18,20 @@ TEST(Utf8, FindsTheFirstIllFormedByte) {
   EXPECT_EQ(first_invalid_utf8(std::string("a\0b", 3)), std::nullopt);
 }
 
+TEST(Utf8, FindsABadByteAtAnyOffsetOfALongAsciiText) {
+  // ASCII is skipped eight bytes at a time: a bad byte, or a good sequence
+  // cut by a word's edge, must be seen wherever it falls.
+  for (std::size_t at = 0; at < 40; ++at) {
+    std::string text(48, 'x');
+    text[at] = '\xE9';
+    EXPECT_EQ(first_invalid_utf8(text), at) << at;
+    std::string good = std::string(at, 'x') + "\xE2\x82\xAC" + std::string(20, 'y');
+    EXPECT_EQ(first_invalid_utf8(good), std::nullopt) << at;
+    std::string cut = std::string(at, 'x') + "\xE2\x82";
+    EXPECT_EQ(first_invalid_utf8(cut), at) << at;
+  }
+}
+
 TEST(Utf8, ReplacesMaximalSubpartsWithOneReplacementCharacterEach) {
   const std::string fffd = "\xEF\xBF\xBD";
   EXPECT_EQ(replace_invalid_utf8("caf\xE9!"), "caf" + fffd + "!");
