@@ -389,6 +389,9 @@ int main(int argc, char** argv) {
   serve->add_option("--max-streams", serve_flags.max_streams, "Open streams of every kind together: events, GET /mcp, /sse, streamed tools/call answers (default 64); more get 503");
   serve->add_option("--max-calls-per-server", serve_flags.max_calls_per_server,
                     "Tool calls in flight per server (default 16); more get 429");
+  serve->add_option("--io-poll-us", serve_flags.io_poll_us,
+                    "After the I/O thread handled something, microseconds it keeps looking for the next event "
+                    "before it sleeps (default 50; 0: sleep at once, for the least CPU)");
   serve->add_option("--request-timeout-ms", serve_flags.request_timeout_ms,
                     "Time a client has to send a whole request, headers and body (default 10000)");
   serve->add_option("--max-body-bytes", serve_flags.max_body_bytes, "Largest request body (default 1048576); more get 413");

@@ -360,6 +360,8 @@ int run_serve(const serve_flags& f) {
     return fail_usage("--request-timeout-ms must be between 100 and 3600000");
   if (!bounded(f.max_body_bytes, 1024, 1LL << 30)) return fail_usage("--max-body-bytes must be between 1024 and 1073741824");
   opts.max_calls_per_server = static_cast<std::size_t>(f.max_calls_per_server);
+  if (!bounded(f.io_poll_us, 0, 10000)) return fail_usage("--io-poll-us must be between 0 and 10000");
+  opts.io_poll_before_sleep = std::chrono::microseconds(f.io_poll_us);
   // Servers' requests for the host.
   if (!f.elicitation.empty()) {
     auto p = parse_elicitation_policy(f.elicitation);

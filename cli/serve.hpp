@@ -31,6 +31,7 @@ struct serve_flags {
   long long max_connections = 256;
   long long max_streams = 64;
   long long max_calls_per_server = 16;
+  long long io_poll_us = 50; // runtime_options::io_poll_before_sleep
   long long request_timeout_ms = 10000;
   long long max_body_bytes = 1 << 20;
   // Servers' requests for the host: answered over HTTP with "ask".

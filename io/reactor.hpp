@@ -86,6 +86,11 @@ struct reactor_options {
   std::function<void(const std::string&)> on_warning;
   /// Told around each turn of the reactor thread (may be empty).
   std::shared_ptr<loop_turn_hook> turn_hook;
+  /// After a turn that handled something, how long the thread keeps
+  /// looking for the next event before it sleeps. A wake-up from sleep costs
+  /// more than the round trip to a quick stdio server; the look costs CPU
+  /// only right after work. Zero: sleep at once.
+  std::chrono::microseconds poll_before_sleep{50};
 };
 
 /// A loop that runs on the reactor thread instead of a thread of its own

@@ -191,6 +191,11 @@ struct runtime_options {
   /// requests), every session and remote host together; one more fails at
   /// once with errc::too_many_calls naming the server. 0: no bound.
   std::size_t max_calls_per_server = 16;
+  /// After the I/O thread handled something, how long it keeps looking for
+  /// the next event before it sleeps: a call to a stdio server answers
+  /// sooner (a wake-up from sleep costs more than the look), for CPU spent
+  /// right after work only. Zero: it sleeps at once.
+  std::chrono::microseconds io_poll_before_sleep{50};
   /// How servers' elicitation requests are answered unless their settings
   /// entry says otherwise (`"elicitation"`). `ask` needs a host handler;
   /// without one it behaves as `decline`.

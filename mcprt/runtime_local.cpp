@@ -489,6 +489,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     // transport ends with a run_sync there), while an actor run there could
     // block on the reactor (a spawn): the two must never wait on each other.
     ro.turn_hook = make_io_thread_jobs(sys);
+    ro.poll_before_sleep = opts.io_poll_before_sleep;
     p->reactor = std::make_unique<io::reactor>(std::move(ro));
     p->http = std::make_unique<io::http_client>();
   } catch (const std::exception& e) {

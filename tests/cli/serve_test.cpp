@@ -543,6 +543,10 @@ TEST_F(serve_test, launch_flags_reach_the_runtime) {
   start({"--scheduler", "caf"});
   EXPECT_TRUE(connected("echo")) << snapshot().dump(2);
   daemon_.reset();
+  // An I/O thread that sleeps at once still answers.
+  start({"--io-poll-us", "0"});
+  EXPECT_TRUE(connected("echo")) << snapshot().dump(2);
+  daemon_.reset();
 
   auto r = mcprt({"serve", "--workspace", (root_ / "missing").string(), "--home", home_.string()});
   EXPECT_EQ(r.code, 2) << describe(r);
@@ -552,6 +556,9 @@ TEST_F(serve_test, launch_flags_reach_the_runtime) {
   r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--scheduler", "lifo"});
   EXPECT_EQ(r.code, 2) << describe(r);
   EXPECT_NE(r.err.find("--scheduler"), std::string::npos) << r.err;
+  r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--io-poll-us", "-1"});
+  EXPECT_EQ(r.code, 2) << describe(r);
+  EXPECT_NE(r.err.find("--io-poll-us"), std::string::npos) << r.err;
   r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "-5"});
   EXPECT_EQ(r.code, 2) << describe(r);
   r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--log-format", "xml"});
