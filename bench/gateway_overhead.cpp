@@ -7,6 +7,9 @@
 // latency and the CPU seconds and peak RSS of the process in the middle.
 // Two one-client rows measure the floor under any gateway: the echo straight
 // over the server's stdio, and a ping that mcprt's /mcp answers itself.
+// The rows compared with each other (mcprt, mcp-hub and the floor's) run in
+// turns of --slice seconds, back and forth, so that the machine's changes
+// of speed during the run fall on each of them alike.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -423,107 +426,168 @@ double percentile(std::vector<double>& v, double q) {
 
 using session_factory = std::function<std::unique_ptr<session_base>()>;
 
-result run_loop(const session_factory& make, const std::string& tool, int clients, double seconds, pid_t middle) {
-  result r;
-  r.clients = clients;
-  std::vector<std::vector<double>> lat(static_cast<std::size_t>(clients));
-  std::vector<long> errs(static_cast<std::size_t>(clients), 0);
+/// One side of a comparison: its sessions, the tool it calls (none: a
+/// ping) and the process in the middle whose CPU is counted (-1: none).
+struct contestant {
+  session_factory make;
+  std::string tool;
+  pid_t middle = -1;
+};
+
+/// Each contestant's `clients` sessions call in turns of `slice` seconds,
+/// one contestant at a time, until each had `seconds`. The order of the
+/// turns goes back and forth (A B, B A, A B, ...), so a change of the
+/// machine's speed during the run falls on every contestant alike: on a
+/// shared machine that change is larger than the differences measured.
+/// Sessions stay open across turns; opening them is not measured.
+std::vector<result> run_turns(const std::vector<contestant>& cs, int clients, double seconds, double slice) {
+  const std::size_t n = cs.size(), per = static_cast<std::size_t>(clients);
+  std::vector<result> out(n);
+  std::vector<std::vector<std::vector<double>>> lat(n, std::vector<std::vector<double>>(per));
+  std::vector<std::vector<long>> errs(n, std::vector<long>(per, 0));
   std::mutex mu;
   std::condition_variable cv;
-  int ready = 0;
-  bool go = false;
-  clock_type::time_point start, deadline;
-  std::vector<clock_type::time_point> ended(static_cast<std::size_t>(clients));
+  std::size_t ready = 0, parked = 0, active = 0;
+  long turn = 0;
+  bool done = false;
+  clock_type::time_point deadline, last_end;
   std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      // Opening is not measured; a server with a short listen backlog (the
-      // test server's cpp-httplib: 5) may drop some of 64 simultaneous
-      // connects, so an open is tried a few times.
-      std::unique_ptr<session_base> s;
-      std::string err;
-      bool ok = false;
-      for (int attempt = 0; attempt < 5 && !ok; ++attempt) {
-        if (s) s->close();
-        s = make();
-        ok = s->open(err);
-        if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
-      }
-      {
-        std::unique_lock<std::mutex> g(mu);
-        if (!ok && r.first_error.empty()) r.first_error = "open: " + err;
-        ++ready;
-        cv.notify_all();
-        cv.wait(g, [&] { return go; });
-      }
-      auto& mine = lat[static_cast<std::size_t>(c)];
-      if (ok) {
+  for (std::size_t k = 0; k < n; ++k) {
+    out[k].clients = clients;
+    for (std::size_t c = 0; c < per; ++c) {
+      threads.emplace_back([&, k, c] {
+        // A server with a short listen backlog (the test server's
+        // cpp-httplib: 5) may drop some of 64 simultaneous connects, so an
+        // open is tried a few times.
+        std::unique_ptr<session_base> s;
+        std::string err;
+        bool ok = false;
+        for (int attempt = 0; attempt < 5 && !ok; ++attempt) {
+          if (s) s->close();
+          s = cs[k].make();
+          ok = s->open(err);
+          if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
+        }
+        auto& mine = lat[k][c];
+        auto& my_errs = errs[k][c];
+        if (!ok) ++my_errs;
+        long seen = 0;
         int id = 1;
         json args = {{"text", "gateway overhead " + std::to_string(c)}};
-        while (clock_type::now() < deadline) {
-          // No tool: a ping, which the server in the middle answers itself.
-          auto msg = tool.empty() ? request(id, "ping", json::object())
-                                  : request(id, "tools/call", {{"name", tool}, {"arguments", args}});
-          auto t0 = clock_type::now();
-          auto ans = s->call(msg, id, err);
-          auto t1 = clock_type::now();
-          ++id;
-          bool good = ans && ans->contains("result")
-                      && (tool.empty() || !(*ans)["result"].value("isError", false));
-          if (good) {
-            mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-          } else {
-            ++errs[static_cast<std::size_t>(c)];
-            std::lock_guard<std::mutex> g(mu);
-            if (r.first_error.empty()) r.first_error = ans ? ans->dump().substr(0, 200) : err;
-            if (!ans && !s->retries_ok()) break;
-          }
+        {
+          std::unique_lock<std::mutex> g(mu);
+          if (!ok && out[k].first_error.empty()) out[k].first_error = "open: " + err;
+          ++ready;
+          cv.notify_all();
         }
-      } else {
-        ++errs[static_cast<std::size_t>(c)];
-      }
-      ended[static_cast<std::size_t>(c)] = clock_type::now();
-      s->close();
-    });
+        for (;;) {
+          clock_type::time_point until;
+          {
+            std::unique_lock<std::mutex> g(mu);
+            cv.wait(g, [&] { return done || (active == k && turn > seen); });
+            if (done) break;
+            seen = turn;
+            until = deadline;
+          }
+          while (ok && clock_type::now() < until) {
+            // No tool: a ping, which the server in the middle answers itself.
+            const auto& tool = cs[k].tool;
+            auto msg = tool.empty() ? request(id, "ping", json::object())
+                                    : request(id, "tools/call", {{"name", tool}, {"arguments", args}});
+            auto t0 = clock_type::now();
+            auto ans = s->call(msg, id, err);
+            auto t1 = clock_type::now();
+            ++id;
+            bool good = ans && ans->contains("result") && (tool.empty() || !(*ans)["result"].value("isError", false));
+            if (good) {
+              mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            } else {
+              ++my_errs;
+              std::lock_guard<std::mutex> g(mu);
+              if (out[k].first_error.empty()) out[k].first_error = ans ? ans->dump().substr(0, 200) : err;
+              if (!ans && !s->retries_ok()) ok = false; // the session is gone: no more calls on it
+            }
+          }
+          std::lock_guard<std::mutex> g(mu);
+          last_end = std::max(last_end, clock_type::now());
+          ++parked;
+          cv.notify_all();
+        }
+        s->close();
+      });
+    }
   }
-  double cpu0 = 0;
-  g_retries = 0;
+  std::vector<double> cpu(n, 0);
+  std::vector<long> retries(n, 0);
   {
     std::unique_lock<std::mutex> g(mu);
-    cv.wait(g, [&] { return ready == clients; });
-    if (middle > 0) cpu0 = proc_cpu_s(middle);
-    start = clock_type::now();
-    deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
-    go = true;
+    cv.wait(g, [&] { return ready == threads.size(); });
+  }
+  auto turns = std::max<long>(1, std::lround(seconds / slice));
+  auto length = std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds / turns));
+  for (long t = 0; t < turns; ++t) {
+    for (std::size_t j = 0; j < n; ++j) {
+      auto k = t % 2 == 0 ? j : n - 1 - j;
+      // What the last turn's process does after it (node's garbage
+      // collector, say) must not fall on this one.
+      if (n > 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      double cpu0 = cs[k].middle > 0 ? proc_cpu_s(cs[k].middle) : 0;
+      long retried0 = g_retries.load();
+      clock_type::time_point begun;
+      {
+        std::unique_lock<std::mutex> g(mu);
+        active = k;
+        parked = 0;
+        begun = clock_type::now();
+        last_end = begun;
+        deadline = begun + length;
+        ++turn;
+        cv.notify_all();
+        cv.wait(g, [&] { return parked == per; });
+        out[k].seconds += std::chrono::duration<double>(last_end - begun).count();
+      }
+      if (cs[k].middle > 0) cpu[k] += proc_cpu_s(cs[k].middle) - cpu0;
+      retries[k] += g_retries.load() - retried0;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(mu);
+    done = true;
     cv.notify_all();
   }
   for (auto& t : threads)
     t.join();
-  auto last = *std::max_element(ended.begin(), ended.end());
-  if (middle > 0) {
-    r.mid_cpu_s = proc_cpu_s(middle) - cpu0;
-    r.mid_rss_mb = proc_peak_rss_mb(middle);
+  for (std::size_t k = 0; k < n; ++k) {
+    auto& r = out[k];
+    if (cs[k].middle > 0) {
+      r.mid_cpu_s = cpu[k];
+      r.mid_rss_mb = proc_peak_rss_mb(cs[k].middle);
+    }
+    std::vector<double> all;
+    for (auto& v : lat[k])
+      all.insert(all.end(), v.begin(), v.end());
+    for (auto e : errs[k])
+      r.errors += e;
+    r.calls = static_cast<long>(all.size());
+    r.retries = retries[k];
+    r.cps = r.seconds > 0 ? static_cast<double>(r.calls) / r.seconds : 0;
+    r.p50_ms = percentile(all, 0.50);
+    r.p99_ms = percentile(all, 0.99);
+    r.p90_ms = percentile(all, 0.90);
+    r.p999_ms = percentile(all, 0.999);
+    double sum = 0;
+    for (auto x : all) {
+      sum += x;
+      if (x > 20) ++r.over_20ms;
+    }
+    r.mean_ms = all.empty() ? 0 : sum / static_cast<double>(all.size());
   }
-  std::vector<double> all;
-  for (auto& v : lat)
-    all.insert(all.end(), v.begin(), v.end());
-  for (auto e : errs)
-    r.errors += e;
-  r.calls = static_cast<long>(all.size());
-  r.retries = g_retries.load();
-  r.seconds = std::chrono::duration<double>(last - start).count();
-  r.cps = r.seconds > 0 ? static_cast<double>(r.calls) / r.seconds : 0;
-  r.p50_ms = percentile(all, 0.50);
-  r.p99_ms = percentile(all, 0.99);
-  r.p90_ms = percentile(all, 0.90);
-  r.p999_ms = percentile(all, 0.999);
-  double sum = 0;
-  for (auto x : all) {
-    sum += x;
-    if (x > 20) ++r.over_20ms;
-  }
-  r.mean_ms = all.empty() ? 0 : sum / static_cast<double>(all.size());
-  return r;
+  return out;
+}
+
+/// One contestant alone, for `seconds` in one turn.
+result run_loop(const session_factory& make, const std::string& tool, int clients, double seconds, pid_t middle) {
+  return run_turns({{make, tool, middle}}, clients, seconds, seconds).front();
 }
 
 json result_json(const result& r) {
@@ -563,6 +627,7 @@ bool server_connected(const json& j, const std::string& name) {
 
 int gateway_overhead(const std::vector<std::string>& args) {
   double seconds = 3;
+  double slice = 1; // seconds of one turn (run_turns)
   std::vector<int> levels = {1, 64};
   std::string server = exe_dir() + "/mcprt-test-server";
   std::string mcprt = exe_dir() + "/mcprt";
@@ -571,6 +636,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
   std::vector<std::string> extra_serve_args;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--seconds" && i + 1 < args.size()) seconds = std::stod(args[++i]);
+    else if (args[i] == "--slice" && i + 1 < args.size()) slice = std::stod(args[++i]);
     else if (args[i] == "--clients" && i + 1 < args.size()) {
       levels.clear();
       std::istringstream in(args[++i]);
@@ -583,7 +649,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
     else if (args[i] == "--no-mcp-hub") want_hub = false;
     else if (args[i] == "--serve-arg" && i + 1 < args.size()) extra_serve_args.push_back(args[++i]);
     else {
-      std::cerr << "usage: mcprt-bench gateway_overhead [--seconds S] [--clients 1,64] [--server PATH]\n"
+      std::cerr << "usage: mcprt-bench gateway_overhead [--seconds S] [--slice S] [--clients 1,64] [--server PATH]\n"
                    "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub] [--serve-arg ARG]...\n";
       return 2;
     }
@@ -595,19 +661,16 @@ int gateway_overhead(const std::vector<std::string>& args) {
     return 1;
   }
   std::string tmp = tmpl;
+  if (!(seconds > 0) || !(slice > 0)) {
+    std::cerr << "gateway_overhead: --seconds and --slice must be positive\n";
+    return 2;
+  }
   std::cout << "gateway_overhead: tools/call echo of " << server << ", " << seconds
-            << " s per row, each client its own MCP session\n";
+            << " s per row, each client its own MCP session; the compared rows in turns of " << slice << " s\n";
   bool broke = false;
   std::map<std::string, std::vector<result>> rows;
   json out = {{"bench", "gateway_overhead"}, {"seconds", seconds}};
 
-  auto run_all = [&](const std::string& name, const session_factory& make, const std::string& tool, pid_t mid) {
-    for (int n : levels) {
-      auto r = run_loop(make, tool, n, seconds, mid);
-      if (r.errors > 0 || r.calls == 0) broke = true;
-      rows[name].push_back(r);
-    }
-  };
 
   // 1. Direct.
   {
@@ -636,13 +699,9 @@ int gateway_overhead(const std::vector<std::string>& args) {
     stop(c);
   }
 
-  // 1b. The floor of any gateway, one client: the same echo straight over
-  // the server's stdio (the second half of a gateway's round trip).
-  rows["stdio"].push_back(run_loop([server] { return std::make_unique<stdio_session>(server); }, "echo", 1,
-                                   seconds, -1));
-  if (rows["stdio"].back().calls == 0) broke = true;
-
-  // 2. mcprt's gateway.
+  // 2. mcprt's gateway, started and warmed.
+  child mc;
+  int mcprt_port = 0;
   {
     fs::create_directories(tmp + "/ws");
     fs::create_directories(tmp + "/home/.mcprt");
@@ -654,8 +713,8 @@ int gateway_overhead(const std::vector<std::string>& args) {
       // flight (16 by default): room for every client.
       "--max-calls-per-server", std::to_string(*std::max_element(levels.begin(), levels.end()))};
     serve_args.insert(serve_args.end(), extra_serve_args.begin(), extra_serve_args.end());
-    auto c = spawn(serve_args, tmp + "/mcprt.out", tmp + "/mcprt.err");
-    auto line = first_line(c, 20);
+    mc = spawn(serve_args, tmp + "/mcprt.out", tmp + "/mcprt.err");
+    auto line = first_line(mc, 20);
     int port = line ? port_of(*line) : 0;
     if (port) use_token(port, owner_token(tmp + "/home"));
     if (!port) {
@@ -685,17 +744,14 @@ int gateway_overhead(const std::vector<std::string>& args) {
         }
         if (!warm) std::cerr << "gateway_overhead: echo__echo never answered through mcprt's /mcp\n";
         probe.close();
-        run_all("mcprt", [port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "echo__echo", c.pid);
-        // The first half of the floor: an HTTP round trip on a kept-alive
-        // connection that the gateway answers itself (ping, no upstream).
-        rows["http-ping"].push_back(
-          run_loop([port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "", 1, seconds, -1));
+        mcprt_port = port;
       }
     }
-    stop(c);
   }
 
-  // 3. mcp-hub.
+  // 3. mcp-hub, started.
+  child hc;
+  int hub_port = 0;
   if (!want_hub) {
     std::cout << "mcp-hub: skipped (--no-mcp-hub)\n";
   } else if (!fs::exists(hub) || std::system("node --version >/dev/null 2>&1") != 0) {
@@ -708,16 +764,51 @@ int gateway_overhead(const std::vector<std::string>& args) {
     int port = free_port();
     // mcp-hub needs a real port (0 fails its workspace registration) and
     // keeps a cache under $HOME/.local/state: both kept to this run.
-    auto c = spawn({"node", hub, "--port", std::to_string(port), "--config", tmp + "/hub.json"}, tmp + "/hub.out",
-                   tmp + "/hub.err", {{"HOME", tmp + "/hubhome"}, {"XDG_STATE_HOME", tmp + "/hubhome/state"}});
+    hc = spawn({"node", hub, "--port", std::to_string(port), "--config", tmp + "/hub.json"}, tmp + "/hub.out",
+               tmp + "/hub.err", {{"HOME", tmp + "/hubhome"}, {"XDG_STATE_HOME", tmp + "/hubhome/state"}});
     if (!wait_http(port, "/api/health", [](const json& j) { return server_connected(j, "echo"); }, 30)) {
       std::cerr << "gateway_overhead: mcp-hub did not come up with echo connected (" << tmp << "/hub.err)\n";
       broke = true;
     } else {
-      run_all("mcp-hub", [port] { return std::make_unique<legacy_sse_session>(port); }, "echo__echo", c.pid);
+      hub_port = port;
     }
-    stop(c);
   }
+
+  // 4. What is compared runs in turns (run_turns): both gateways and, with
+  // one client, the floor's two halves, the echo straight over the
+  // server's stdio and a ping that mcprt's /mcp answers itself.
+  for (int n : levels) {
+    std::vector<std::string> names;
+    std::vector<contestant> cs;
+    if (mcprt_port) {
+      int port = mcprt_port;
+      names.push_back("mcprt");
+      cs.push_back({[port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "echo__echo", mc.pid});
+    }
+    if (hub_port) {
+      int port = hub_port;
+      names.push_back("mcp-hub");
+      cs.push_back({[port] { return std::make_unique<legacy_sse_session>(port); }, "echo__echo", hc.pid});
+    }
+    if (n == 1) {
+      names.push_back("stdio");
+      cs.push_back({[server] { return std::make_unique<stdio_session>(server); }, "echo", -1});
+      if (mcprt_port) {
+        int port = mcprt_port;
+        names.push_back("http-ping");
+        cs.push_back({[port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "", -1});
+      }
+    }
+    if (cs.empty()) continue;
+    auto rs = run_turns(cs, n, seconds, slice);
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      bool gateway = names[k] == "mcprt" || names[k] == "mcp-hub";
+      if (rs[k].calls == 0 || (gateway && rs[k].errors > 0)) broke = true;
+      rows[names[k]].push_back(rs[k]);
+    }
+  }
+  if (mc.pid > 0) stop(mc);
+  if (hc.pid > 0) stop(hc);
 
   std::cout << "path     clients   calls/s    p50_ms    p99_ms  mid_cpu_s  mid_rss_mb  errors\n";
   for (const char* name : {"direct", "stdio", "mcprt", "http-ping", "mcp-hub"}) {
