@@ -634,6 +634,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
   std::string hub = std::string(MCPRT_SOURCE_DIR) + "/tests/peers/node_modules/mcp-hub/dist/cli.js";
   bool want_hub = true;
   std::vector<std::string> extra_serve_args;
+  std::vector<std::string> b_serve_args; // a second daemon, row mcprt-b
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--seconds" && i + 1 < args.size()) seconds = std::stod(args[++i]);
     else if (args[i] == "--slice" && i + 1 < args.size()) slice = std::stod(args[++i]);
@@ -648,9 +649,11 @@ int gateway_overhead(const std::vector<std::string>& args) {
     else if (args[i] == "--mcp-hub" && i + 1 < args.size()) hub = args[++i];
     else if (args[i] == "--no-mcp-hub") want_hub = false;
     else if (args[i] == "--serve-arg" && i + 1 < args.size()) extra_serve_args.push_back(args[++i]);
+    else if (args[i] == "--b-serve-arg" && i + 1 < args.size()) b_serve_args.push_back(args[++i]);
     else {
       std::cerr << "usage: mcprt-bench gateway_overhead [--seconds S] [--slice S] [--clients 1,64] [--server PATH]\n"
-                   "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub] [--serve-arg ARG]...\n";
+                   "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub] [--serve-arg ARG]...\n"
+                   "         [--b-serve-arg ARG]... (a second mcprt serve with these flags: row mcprt-b)\n";
       return 2;
     }
   }
@@ -699,55 +702,62 @@ int gateway_overhead(const std::vector<std::string>& args) {
     stop(c);
   }
 
-  // 2. mcprt's gateway, started and warmed.
-  child mc;
-  int mcprt_port = 0;
-  {
-    fs::create_directories(tmp + "/ws");
-    fs::create_directories(tmp + "/home/.mcprt");
-    std::ofstream(tmp + "/home/.mcprt/settings.json")
+  // 2. mcprt's gateway, started and warmed (and a second one with other
+  // flags, when asked for: an A/B of two configurations in one run).
+  auto start_mcprt = [&](const std::string& name, const std::vector<std::string>& extra, child& c) -> int {
+    auto ws = tmp + "/" + name + "-ws", home = tmp + "/" + name + "-home";
+    fs::create_directories(ws);
+    fs::create_directories(home + "/.mcprt");
+    std::ofstream(home + "/.mcprt/settings.json")
       << json{{"mcpServers", {{"echo", {{"command", server}, {"args", json::array()}}}}}}.dump(2) << "\n";
     std::vector<std::string> serve_args{
-      mcprt, "serve", "--workspace", tmp + "/ws", "--home", tmp + "/home", "--listen", "127.0.0.1:0",
+      mcprt, "serve", "--workspace", ws, "--home", home, "--listen", "127.0.0.1:0",
       // The gateway is measured, not the per-server limit of calls in
       // flight (16 by default): room for every client.
       "--max-calls-per-server", std::to_string(*std::max_element(levels.begin(), levels.end()))};
-    serve_args.insert(serve_args.end(), extra_serve_args.begin(), extra_serve_args.end());
-    mc = spawn(serve_args, tmp + "/mcprt.out", tmp + "/mcprt.err");
-    auto line = first_line(mc, 20);
+    serve_args.insert(serve_args.end(), extra.begin(), extra.end());
+    c = spawn(serve_args, tmp + "/" + name + ".out", tmp + "/" + name + ".err");
+    auto line = first_line(c, 20);
     int port = line ? port_of(*line) : 0;
-    if (port) use_token(port, owner_token(tmp + "/home"));
+    if (port) use_token(port, owner_token(home));
     if (!port) {
-      std::cerr << "gateway_overhead: mcprt serve did not say where it listens (" << tmp << "/mcprt.err)\n";
+      std::cerr << "gateway_overhead: " << name << " serve did not say where it listens (" << tmp << "/" << name
+                << ".err)\n";
       broke = true;
-    } else if (!wait_http(port, "/workspace/mcp", [](const json& j) { return server_connected(j, "echo"); }, 30)) {
-      std::cerr << "gateway_overhead: the echo server never showed connected in GET /workspace/mcp\n";
-      broke = true;
-    } else {
-      streamable_session probe(port, "/mcp");
-      std::string err;
-      bool opened = probe.open(err);
-      if (!opened && probe.last_status == 404) {
-        std::cout << "mcprt: skipped, POST /mcp answers 404 (this build has no gateway yet)\n";
-      } else if (!opened) {
-        std::cerr << "gateway_overhead: initialize at mcprt's /mcp failed: " << err << "\n";
-        broke = true;
-      } else {
-        // "connected" in the snapshot can come a moment before the gateway
-        // lists the server's tools: wait (unmeasured) until a call answers.
-        bool warm = false;
-        for (int i = 0; i < 200 && !warm; ++i) {
-          auto a = probe.call(request(i + 1, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "warm"}}}}),
-                              i + 1, err);
-          warm = a && a->contains("result") && !(*a)["result"].value("isError", false);
-          if (!warm) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        if (!warm) std::cerr << "gateway_overhead: echo__echo never answered through mcprt's /mcp\n";
-        probe.close();
-        mcprt_port = port;
-      }
+      return 0;
     }
-  }
+    if (!wait_http(port, "/workspace/mcp", [](const json& j) { return server_connected(j, "echo"); }, 30)) {
+      std::cerr << "gateway_overhead: the echo server never showed connected in " << name << "'s GET /workspace/mcp\n";
+      broke = true;
+      return 0;
+    }
+    streamable_session probe(port, "/mcp");
+    std::string err;
+    if (!probe.open(err)) {
+      if (probe.last_status == 404) {
+        std::cout << name << ": skipped, POST /mcp answers 404 (this build has no gateway yet)\n";
+      } else {
+        std::cerr << "gateway_overhead: initialize at " << name << "'s /mcp failed: " << err << "\n";
+        broke = true;
+      }
+      return 0;
+    }
+    // "connected" in the snapshot can come a moment before the gateway
+    // lists the server's tools: wait (unmeasured) until a call answers.
+    bool warm = false;
+    for (int i = 0; i < 200 && !warm; ++i) {
+      auto a = probe.call(request(i + 1, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "warm"}}}}),
+                          i + 1, err);
+      warm = a && a->contains("result") && !(*a)["result"].value("isError", false);
+      if (!warm) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!warm) std::cerr << "gateway_overhead: echo__echo never answered through " << name << "'s /mcp\n";
+    probe.close();
+    return port;
+  };
+  child mc, mbc;
+  int mcprt_port = start_mcprt("mcprt", extra_serve_args, mc);
+  int mcprt_b_port = b_serve_args.empty() ? 0 : start_mcprt("mcprt-b", b_serve_args, mbc);
 
   // 3. mcp-hub, started.
   child hc;
@@ -785,6 +795,11 @@ int gateway_overhead(const std::vector<std::string>& args) {
       names.push_back("mcprt");
       cs.push_back({[port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "echo__echo", mc.pid});
     }
+    if (mcprt_b_port) {
+      int port = mcprt_b_port;
+      names.push_back("mcprt-b");
+      cs.push_back({[port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "echo__echo", mbc.pid});
+    }
     if (hub_port) {
       int port = hub_port;
       names.push_back("mcp-hub");
@@ -808,10 +823,11 @@ int gateway_overhead(const std::vector<std::string>& args) {
     }
   }
   if (mc.pid > 0) stop(mc);
+  if (mbc.pid > 0) stop(mbc);
   if (hc.pid > 0) stop(hc);
 
   std::cout << "path     clients   calls/s    p50_ms    p99_ms  mid_cpu_s  mid_rss_mb  errors\n";
-  for (const char* name : {"direct", "stdio", "mcprt", "http-ping", "mcp-hub"}) {
+  for (const char* name : {"direct", "stdio", "mcprt", "mcprt-b", "http-ping", "mcp-hub"}) {
     if (!rows.count(name)) continue;
     json arr = json::array();
     for (auto& r : rows[name]) {
@@ -821,6 +837,16 @@ int gateway_overhead(const std::vector<std::string>& args) {
     out[name] = arr;
   }
 
+  if (rows.count("mcprt") && rows.count("mcprt-b")) {
+    json ab = json::array();
+    for (std::size_t i = 0; i < levels.size() && i < rows["mcprt"].size() && i < rows["mcprt-b"].size(); ++i) {
+      double a = rows["mcprt"][i].cps, b = rows["mcprt-b"][i].cps;
+      std::cout << std::setprecision(3) << levels[i] << " client(s): calls/s mcprt-b/mcprt " << (a > 0 ? b / a : 0)
+                << "\n";
+      ab.push_back({{"clients", levels[i]}, {"cps_ratio", a > 0 ? b / a : 0}});
+    }
+    out["b_over_a"] = ab;
+  }
   auto added = [&](const std::string& name, std::size_t i) { return rows[name][i].p50_ms - rows["direct"][i].p50_ms; };
   for (std::size_t i = 0; i < levels.size(); ++i) {
     std::cout << "added p50 latency over direct, " << levels[i] << " client(s):";
