@@ -3,9 +3,6 @@
 // and a reactor that stops first leaves the server running on a thread of
 // its own. Real HTTP on loopback.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,6 +18,7 @@
 
 #include "cli/http_server.hpp"
 #include "io/reactor.hpp"
+#include "tests/support/raw_http.hpp"
 
 using namespace std::chrono_literals;
 using mcprt::cli::http_exchange;
@@ -48,26 +46,8 @@ public:
 
 /// One GET on a fresh connection; the body, or "" when it failed.
 std::string get_body(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string in;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    std::string req = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
-        in.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  auto body = in.find("\r\n\r\n");
-  return body == std::string::npos ? std::string{} : in.substr(body + 4);
+  auto r = mcprt::test::raw_request_as_is(port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 10s);
+  return r.complete ? r.body : std::string{};
 }
 
 std::string this_thread_id() {
