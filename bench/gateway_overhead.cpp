@@ -10,6 +10,10 @@
 // The rows compared with each other (mcprt, mcp-hub and the floor's) run in
 // turns of --slice seconds, back and forth, so that the machine's changes
 // of speed during the run fall on each of them alike.
+// The clients speak HTTP through load_http, a plain socket per session:
+// on two cores the load generator's own CPU per call is CPU the server in
+// the middle does not get, and a client library's header parsing cost as
+// much per call as the gateway measured (docs/performance.md).
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -34,11 +38,11 @@
 #include <sstream>
 #include <thread>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "bench.hpp"
 #include "child_process.hpp"
+#include "load_http.hpp"
 
 namespace mcprt::bench {
 
@@ -91,7 +95,7 @@ json init_params() {
           {"clientInfo", {{"name", "mcprt-bench"}, {"version", "1"}}}};
 }
 
-// A session over streamable HTTP: one keep-alive connection.
+// A session to the server in the middle, or straight to the test server.
 class session_base {
 public:
   virtual ~session_base() = default;
@@ -103,31 +107,24 @@ public:
   virtual bool retries_ok() const { return false; }
 };
 
+// A session over streamable HTTP: one keep-alive connection.
 class streamable_session : public session_base {
 public:
   streamable_session(int port, std::string path, bool keep_alive = true)
-      : cli_("127.0.0.1", port), path_(std::move(path)), keep_alive_(keep_alive) {
-    if (auto t = token_for(port); !t.empty()) cli_.set_bearer_token_auth(t.c_str());
-    cli_.set_keep_alive(keep_alive);
-    cli_.set_tcp_nodelay(true);
-    cli_.set_read_timeout(30, 0);
+      : http_(port, keep_alive), path_(std::move(path)), keep_alive_(keep_alive) {
+    if (auto t = token_for(port); !t.empty()) auth_ = "Authorization: Bearer " + t + "\r\n";
   }
 
   int last_status = 0;
 
   std::optional<json> post(const json& msg, int id, std::string& err) {
-    httplib::Headers h = {{"Accept", "application/json, text/event-stream"}};
-    if (!session_id_.empty()) {
-      h.emplace("Mcp-Session-Id", session_id_);
-      h.emplace("MCP-Protocol-Version", version_);
-    }
-    auto res = cli_.Post(path_, h, msg.dump(), "application/json");
-    if (!res) {
-      err = "http error " + httplib::to_string(res.error());
-      return std::nullopt;
-    }
+    std::string h = "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n" + auth_;
+    if (!session_id_.empty())
+      h += "Mcp-Session-Id: " + session_id_ + "\r\nMCP-Protocol-Version: " + version_ + "\r\n";
+    auto res = http_.request("POST", path_, h, msg.dump(), err);
+    if (!res) return std::nullopt;
     last_status = res->status;
-    if (res->has_header("Mcp-Session-Id")) session_id_ = res->get_header_value("Mcp-Session-Id");
+    if (!res->session_id.empty()) session_id_ = res->session_id;
     if (id < 0) {
       if (res->status / 100 != 2) err = "notification: HTTP " + std::to_string(res->status);
       return res->status / 100 == 2 ? std::optional<json>(json()) : std::nullopt;
@@ -137,7 +134,7 @@ public:
       return std::nullopt;
     }
     std::optional<json> j;
-    if (res->get_header_value("Content-Type").rfind("text/event-stream", 0) == 0) {
+    if (res->content_type.rfind("text/event-stream", 0) == 0) {
       j = from_sse(res->body, id);
     } else {
       auto p = json::parse(res->body, nullptr, false);
@@ -174,12 +171,14 @@ public:
   bool retries_ok() const override { return !keep_alive_; }
 
   void close() override {
-    if (!session_id_.empty()) cli_.Delete(path_, {{"Mcp-Session-Id", session_id_}});
+    std::string err;
+    if (!session_id_.empty()) http_.request("DELETE", path_, auth_ + "Mcp-Session-Id: " + session_id_ + "\r\n", {}, err);
   }
 
 private:
-  httplib::Client cli_;
+  load_http http_;
   std::string path_;
+  std::string auth_;
   std::string session_id_;
   std::string version_ = k_protocol;
   bool keep_alive_;
@@ -190,24 +189,18 @@ private:
 // on the stream. Two connections per client.
 class legacy_sse_session : public session_base {
 public:
-  explicit legacy_sse_session(int port) : sse_("127.0.0.1", port), post_cli_("127.0.0.1", port) {
-    post_cli_.set_keep_alive(true);
-    post_cli_.set_tcp_nodelay(true);
-    post_cli_.set_read_timeout(30, 0);
-    // Quiet while the other clients open their sessions.
-    sse_.set_read_timeout(600, 0);
-    sse_.set_tcp_nodelay(true);
-  }
+  explicit legacy_sse_session(int port) : sse_(port, true, 600), post_(port, true) {}
 
   ~legacy_sse_session() override { close(); }
 
   bool open(std::string& err) override {
     reader_ = std::thread([this] {
-      sse_.Get("/mcp", {{"Accept", "text/event-stream"}}, [this](const char* d, size_t n) {
-        buf_.append(d, n);
+      std::string ignored;
+      sse_.stream("/mcp", "Accept: text/event-stream\r\n", [this](std::string_view d) {
+        buf_.append(d);
         parse();
         return !closing_.load();
-      });
+      }, ignored);
       std::lock_guard<std::mutex> g(mu_);
       ended_ = true;
       cv_.notify_all();
@@ -225,11 +218,8 @@ public:
   }
 
   bool send(const json& msg, std::string& err) {
-    auto res = post_cli_.Post(endpoint_, msg.dump(), "application/json");
-    if (!res) {
-      err = "http error " + httplib::to_string(res.error());
-      return false;
-    }
+    auto res = post_.request("POST", endpoint_, "Content-Type: application/json\r\n", msg.dump(), err);
+    if (!res) return false;
     if (res->status / 100 != 2) {
       err = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
       return false;
@@ -299,8 +289,8 @@ private:
     }
   }
 
-  httplib::Client sse_;
-  httplib::Client post_cli_;
+  load_http sse_;
+  load_http post_;
   std::thread reader_;
   std::string buf_;
   std::mutex mu_;
@@ -635,6 +625,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
   bool want_hub = true;
   std::vector<std::string> extra_serve_args;
   std::vector<std::string> b_serve_args; // a second daemon, row mcprt-b
+  std::string b_mcprt;                    // its program, when another build's
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--seconds" && i + 1 < args.size()) seconds = std::stod(args[++i]);
     else if (args[i] == "--slice" && i + 1 < args.size()) slice = std::stod(args[++i]);
@@ -650,10 +641,12 @@ int gateway_overhead(const std::vector<std::string>& args) {
     else if (args[i] == "--no-mcp-hub") want_hub = false;
     else if (args[i] == "--serve-arg" && i + 1 < args.size()) extra_serve_args.push_back(args[++i]);
     else if (args[i] == "--b-serve-arg" && i + 1 < args.size()) b_serve_args.push_back(args[++i]);
+    else if (args[i] == "--b-mcprt" && i + 1 < args.size()) b_mcprt = args[++i];
     else {
       std::cerr << "usage: mcprt-bench gateway_overhead [--seconds S] [--slice S] [--clients 1,64] [--server PATH]\n"
                    "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub] [--serve-arg ARG]...\n"
-                   "         [--b-serve-arg ARG]... (a second mcprt serve with these flags: row mcprt-b)\n";
+                   "         [--b-serve-arg ARG]... [--b-mcprt PATH] (a second mcprt serve, with these flags or\n"
+                   "         this program: row mcprt-b)\n";
       return 2;
     }
   }
@@ -704,14 +697,15 @@ int gateway_overhead(const std::vector<std::string>& args) {
 
   // 2. mcprt's gateway, started and warmed (and a second one with other
   // flags, when asked for: an A/B of two configurations in one run).
-  auto start_mcprt = [&](const std::string& name, const std::vector<std::string>& extra, child& c) -> int {
+  auto start_mcprt = [&](const std::string& name, const std::string& program, const std::vector<std::string>& extra,
+                         child& c) -> int {
     auto ws = tmp + "/" + name + "-ws", home = tmp + "/" + name + "-home";
     fs::create_directories(ws);
     fs::create_directories(home + "/.mcprt");
     std::ofstream(home + "/.mcprt/settings.json")
       << json{{"mcpServers", {{"echo", {{"command", server}, {"args", json::array()}}}}}}.dump(2) << "\n";
     std::vector<std::string> serve_args{
-      mcprt, "serve", "--workspace", ws, "--home", home, "--listen", "127.0.0.1:0",
+      program, "serve", "--workspace", ws, "--home", home, "--listen", "127.0.0.1:0",
       // The gateway is measured, not the per-server limit of calls in
       // flight (16 by default): room for every client.
       "--max-calls-per-server", std::to_string(*std::max_element(levels.begin(), levels.end()))};
@@ -756,8 +750,10 @@ int gateway_overhead(const std::vector<std::string>& args) {
     return port;
   };
   child mc, mbc;
-  int mcprt_port = start_mcprt("mcprt", extra_serve_args, mc);
-  int mcprt_b_port = b_serve_args.empty() ? 0 : start_mcprt("mcprt-b", b_serve_args, mbc);
+  int mcprt_port = start_mcprt("mcprt", mcprt, extra_serve_args, mc);
+  int mcprt_b_port = b_serve_args.empty() && b_mcprt.empty()
+                       ? 0
+                       : start_mcprt("mcprt-b", b_mcprt.empty() ? mcprt : b_mcprt, b_serve_args, mbc);
 
   // 3. mcp-hub, started.
   child hc;
