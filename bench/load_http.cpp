@@ -55,13 +55,19 @@ load_http::load_http(int port, bool keep_alive, int timeout_s)
 load_http::~load_http() { drop(); }
 
 void load_http::drop() {
-  int fd = fd_.exchange(-1);
-  if (fd >= 0) ::close(fd);
+  {
+    // Not closed while stop() shuts it down: the number could be another
+    // connection's by then.
+    std::lock_guard<std::mutex> guard{fd_mtx_};
+    int fd = fd_.exchange(-1);
+    if (fd >= 0) ::close(fd);
+  }
   buf_.clear();
   at_ = 0;
 }
 
 void load_http::stop() {
+  std::lock_guard<std::mutex> guard{fd_mtx_};
   int fd = fd_.load();
   if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
 }

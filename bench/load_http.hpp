@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,7 @@ private:
   bool keep_alive_;
   int timeout_s_;
   std::atomic<int> fd_{-1}; // stop() reads it from another thread
+  std::mutex fd_mtx_;        // a close and stop()'s shutdown, one at a time
   std::string buf_;
   std::size_t at_ = 0;    // where the unread bytes of buf_ begin
   bool answered_ = false; // a byte of the answer came
