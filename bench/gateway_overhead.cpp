@@ -43,6 +43,7 @@
 #include "bench.hpp"
 #include "child_process.hpp"
 #include "load_http.hpp"
+#include "core/sse_parser.hpp"
 
 namespace mcprt::bench {
 
@@ -60,29 +61,18 @@ std::atomic<long> g_retries{0};
 
 // ---------------------------------------------------------------- clients
 
-// One JSON-RPC message with the given id out of an SSE body (its data: lines).
+// One JSON-RPC message with the given id out of an SSE body.
 std::optional<json> from_sse(const std::string& body, int id) {
-  std::istringstream in(body);
-  std::string line, data;
-  auto flush = [&]() -> std::optional<json> {
-    if (data.empty()) return std::nullopt;
-    auto j = json::parse(data, nullptr, false);
-    data.clear();
-    if (!j.is_discarded() && j.is_object() && j.contains("id") && j["id"] == id) return j;
-    return std::nullopt;
+  std::optional<json> found;
+  auto take = [&](sse_parser::event&& ev) {
+    if (found) return;
+    auto j = json::parse(ev.data, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("id") && j["id"] == id) found = std::move(j);
   };
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) {
-      if (auto j = flush()) return j;
-    } else if (line.rfind("data:", 0) == 0) {
-      auto d = line.substr(5);
-      if (!d.empty() && d[0] == ' ') d.erase(0, 1);
-      if (!data.empty()) data += "\n";
-      data += d;
-    }
-  }
-  return flush();
+  sse_parser parser;
+  parser.feed(body, take);
+  parser.finish(take);
+  return found;
 }
 
 json request(int id, const std::string& method, json params) {
@@ -197,8 +187,7 @@ public:
     reader_ = std::thread([this] {
       std::string ignored;
       sse_.stream("/mcp", "Accept: text/event-stream\r\n", [this](std::string_view d) {
-        buf_.append(d);
-        parse();
+        events_.feed(d, [this](sse_parser::event&& ev) { on_event(std::move(ev)); });
         return !closing_.load();
       }, ignored);
       std::lock_guard<std::mutex> g(mu_);
@@ -248,51 +237,24 @@ public:
   }
 
 private:
-  void parse() {
-    for (;;) {
-      auto end = buf_.find("\n\n");
-      std::size_t skip = 2;
-      auto crlf = buf_.find("\r\n\r\n");
-      if (crlf != std::string::npos && (end == std::string::npos || crlf < end)) {
-        end = crlf;
-        skip = 4;
+  void on_event(sse_parser::event&& ev) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (ev.type == "endpoint") {
+      endpoint_ = std::move(ev.data);
+    } else {
+      auto j = json::parse(ev.data, nullptr, false);
+      if (!j.is_discarded() && j.is_object() && j.contains("id") && j["id"].is_number_integer()) {
+        int id = j["id"].get<int>(); // before the move: the right side is evaluated first
+        answers_[id] = std::move(j);
       }
-      if (end == std::string::npos) return;
-      std::string ev = buf_.substr(0, end);
-      buf_.erase(0, end + skip);
-      std::istringstream in(ev);
-      std::string line, name = "message", data;
-      while (std::getline(in, line)) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.rfind("event:", 0) == 0) {
-          name = line.substr(6);
-          if (!name.empty() && name[0] == ' ') name.erase(0, 1);
-        } else if (line.rfind("data:", 0) == 0) {
-          auto d = line.substr(5);
-          if (!d.empty() && d[0] == ' ') d.erase(0, 1);
-          if (!data.empty()) data += "\n";
-          data += d;
-        }
-      }
-      std::lock_guard<std::mutex> g(mu_);
-      if (name == "endpoint") {
-        endpoint_ = data;
-      } else {
-        auto j = json::parse(data, nullptr, false);
-        if (!j.is_discarded() && j.is_object() && j.contains("id") && j["id"].is_number_integer())
-        {
-          int id = j["id"].get<int>();  // before the move: the right side is evaluated first
-          answers_[id] = std::move(j);
-        }
-      }
-      cv_.notify_all();
     }
+    cv_.notify_all();
   }
 
   load_http sse_;
   load_http post_;
   std::thread reader_;
-  std::string buf_;
+  sse_parser events_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::string endpoint_;

@@ -1,5 +1,8 @@
 #include "load_http.hpp"
 
+#include "core/ascii.hpp"
+#include "core/http_head.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,36 +18,9 @@ namespace mcprt::bench {
 
 namespace {
 
-bool same_name(std::string_view line, std::string_view name) {
-  if (line.size() <= name.size() || line[name.size()] != ':') return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    char c = line[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != name[i]) return false;
-  }
-  return true;
-}
-
-std::string_view value_of(std::string_view line, std::size_t name_size) {
-  auto v = line.substr(name_size + 1);
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t'))
-    v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t'))
-    v.remove_suffix(1);
-  return v;
-}
-
-bool has_token(std::string_view v, std::string_view token) {
-  for (std::size_t i = 0; i + token.size() <= v.size(); ++i) {
-    bool same = true;
-    for (std::size_t k = 0; k < token.size() && same; ++k) {
-      char c = v[i + k];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      same = c == token[k];
-    }
-    if (same) return true;
-  }
-  return false;
+/// Whether a comma-separated header value holds `token` (any case).
+bool has_token(std::string_view value, std::string_view token) {
+  return ascii_lower(value).find(token) != std::string::npos;
 }
 
 } // namespace
@@ -120,35 +96,33 @@ bool load_http::fill(std::string& err) {
 }
 
 bool load_http::read_head(load_reply& r, long long& length, bool& chunked, bool& closes, std::string& err) {
-  std::size_t end;
-  while ((end = buf_.find("\r\n\r\n", at_)) == std::string::npos)
-    if (!fill(err)) return false;
-  std::string_view head(buf_.data() + at_, end - at_);
-  at_ = end + 4;
-  if (head.size() < 12 || head.substr(0, 7) != "HTTP/1.") {
-    err = "http error: no status line";
-    return false;
-  }
-  r.status = std::atoi(head.data() + 9);
-  length = -1;
-  chunked = false;
-  closes = head[7] == '0';
-  auto pos = head.find("\r\n");
-  while (pos != std::string_view::npos) {
-    auto next = head.find("\r\n", pos + 2);
-    auto line = head.substr(pos + 2, next == std::string_view::npos ? std::string_view::npos : next - pos - 2);
-    pos = next;
-    if (same_name(line, "content-length")) length = std::atoll(std::string(value_of(line, 14)).c_str());
-    else if (same_name(line, "transfer-encoding")) chunked = has_token(value_of(line, 17), "chunked");
-    else if (same_name(line, "content-type")) r.content_type = value_of(line, 12);
-    else if (same_name(line, "mcp-session-id")) r.session_id = value_of(line, 14);
-    else if (same_name(line, "connection")) {
-      auto v = value_of(line, 10);
-      if (has_token(v, "close")) closes = true;
-      else if (has_token(v, "keep-alive")) closes = false;
+  // A head, or 1xx heads and then the final one, a line at a time.
+  http_head_reader reader;
+  for (;;) {
+    std::size_t eol;
+    while ((eol = buf_.find("\r\n", at_)) == std::string::npos)
+      if (!fill(err)) return false;
+    auto step = reader.feed(std::string_view(buf_).substr(at_, eol - at_));
+    at_ = eol + 2;
+    if (step == http_head_reader::step::complete) break;
+    if (step == http_head_reader::step::too_large) {
+      err = "http error: the response head is too large";
+      return false;
     }
   }
-  if (r.status == 204 || r.status == 304 || (r.status >= 100 && r.status < 200)) length = 0;
+  auto& head = reader.head();
+  r.status = head.status;
+  length = -1;
+  chunked = false;
+  closes = false;
+  for (auto& [name, value] : head.headers) {
+    if (ascii_iequals(name, "content-length")) length = std::atoll(value.c_str());
+    else if (ascii_iequals(name, "transfer-encoding")) chunked = has_token(value, "chunked");
+    else if (ascii_iequals(name, "content-type")) r.content_type = value;
+    else if (ascii_iequals(name, "mcp-session-id")) r.session_id = value;
+    else if (ascii_iequals(name, "connection")) closes = has_token(value, "close");
+  }
+  if (r.status == 204 || r.status == 304) length = 0;
   return true;
 }
 

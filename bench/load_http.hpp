@@ -1,8 +1,8 @@
 #pragma once
 
 // The load generator's HTTP/1.1 connection: one blocking loopback socket, a
-// request written with one send, the answer read with plain recv calls and
-// only the headers a benchmark needs looked at. What it costs per call is
+// request written with one send, the answer read with plain recv calls, its
+// head through the runtime's own http_head_reader. What it costs per call is
 // CPU the machine cannot give the server being measured; a client library
 // that parses every header with std::regex and polls before every read
 // costs about as much as the gateway it loads (docs/performance.md).
