@@ -43,6 +43,7 @@
 #include "bench.hpp"
 #include "child_process.hpp"
 #include "load_http.hpp"
+#include "core/line_reader.hpp"
 #include "core/sse_parser.hpp"
 
 namespace mcprt::bench {
@@ -57,6 +58,8 @@ const char* k_protocol = "2025-06-18";
 
 // Calls tried again on a fresh connection in the current row.
 std::atomic<long> g_retries{0};
+/// --turns: each turn's calls/s on stderr, to see drift and warm-up.
+bool g_turn_log = false;
 
 
 // ---------------------------------------------------------------- clients
@@ -300,20 +303,21 @@ public:
 
   std::optional<json> call(const json& msg, int id, std::string& err) override {
     if (!write_line(msg.dump(), err)) return std::nullopt;
+    // The runtime's own splitter, as a gateway reading this server uses.
     for (;;) {
-      auto nl = buf_.find('\n');
-      if (nl == std::string::npos) {
+      if (next_ == lines_.size()) {
+        lines_.clear();
+        next_ = 0;
         char chunk[65536];
         auto n = ::read(from_, chunk, sizeof chunk);
         if (n <= 0) {
           err = "the server closed its stdout";
           return std::nullopt;
         }
-        buf_.append(chunk, static_cast<std::size_t>(n));
+        reader_.feed(chunk, static_cast<std::size_t>(n), lines_);
         continue;
       }
-      auto j = json::parse(buf_.substr(0, nl), nullptr, false);
-      buf_.erase(0, nl + 1);
+      auto j = json::parse(lines_[next_++], nullptr, false);
       if (!j.is_discarded() && j.is_object() && j.contains("id") && j["id"] == id) return j;
     }
   }
@@ -345,7 +349,9 @@ private:
   std::string server_;
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
-  std::string buf_;
+  line_reader reader_;
+  std::vector<std::string> lines_; // split, from next_ on not yet read
+  std::size_t next_ = 0;
 };
 
 // ---------------------------------------------------------------- the loop
@@ -486,6 +492,12 @@ std::vector<result> run_turns(const std::vector<contestant>& cs, int clients, do
       double cpu0 = cs[k].middle > 0 ? proc_cpu_s(cs[k].middle) : 0;
       long retried0 = g_retries.load();
       clock_type::time_point begun;
+      std::size_t calls0 = 0;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        for (auto& v : lat[k])
+          calls0 += v.size();
+      }
       {
         std::unique_lock<std::mutex> g(mu);
         active = k;
@@ -496,7 +508,15 @@ std::vector<result> run_turns(const std::vector<contestant>& cs, int clients, do
         ++turn;
         cv.notify_all();
         cv.wait(g, [&] { return parked == per; });
-        out[k].seconds += std::chrono::duration<double>(last_end - begun).count();
+        double took = std::chrono::duration<double>(last_end - begun).count();
+        out[k].seconds += took;
+        if (g_turn_log) {
+          std::size_t calls1 = 0;
+          for (auto& v : lat[k])
+            calls1 += v.size();
+          std::cerr << "turn " << t << " contestant " << k << " clients " << clients << ": "
+                    << static_cast<long>(static_cast<double>(calls1 - calls0) / took) << " calls/s\n";
+        }
       }
       if (cs[k].middle > 0) cpu[k] += proc_cpu_s(cs[k].middle) - cpu0;
       retries[k] += g_retries.load() - retried0;
@@ -601,6 +621,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
     else if (args[i] == "--mcprt" && i + 1 < args.size()) mcprt = args[++i];
     else if (args[i] == "--mcp-hub" && i + 1 < args.size()) hub = args[++i];
     else if (args[i] == "--no-mcp-hub") want_hub = false;
+    else if (args[i] == "--turns") g_turn_log = true;
     else if (args[i] == "--serve-arg" && i + 1 < args.size()) extra_serve_args.push_back(args[++i]);
     else if (args[i] == "--b-serve-arg" && i + 1 < args.size()) b_serve_args.push_back(args[++i]);
     else if (args[i] == "--b-mcprt" && i + 1 < args.size()) b_mcprt = args[++i];
@@ -608,7 +629,7 @@ int gateway_overhead(const std::vector<std::string>& args) {
       std::cerr << "usage: mcprt-bench gateway_overhead [--seconds S] [--slice S] [--clients 1,64] [--server PATH]\n"
                    "         [--mcprt PATH] [--mcp-hub PATH/TO/dist/cli.js] [--no-mcp-hub] [--serve-arg ARG]...\n"
                    "         [--b-serve-arg ARG]... [--b-mcprt PATH] (a second mcprt serve, with these flags or\n"
-                   "         this program: row mcprt-b)\n";
+                   "         this program: row mcprt-b) [--turns] (each turn's calls/s on stderr)\n";
       return 2;
     }
   }
