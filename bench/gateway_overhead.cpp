@@ -790,7 +790,9 @@ int gateway_overhead(const std::vector<std::string>& args) {
       if (mcprt_port) {
         int port = mcprt_port;
         names.push_back("http-ping");
-        cs.push_back({[port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "", -1});
+        // The daemon's CPU during its turns, beside the tool call's: what a
+        // call costs it beyond a ping.
+        cs.push_back({[port] { return std::make_unique<streamable_session>(port, "/mcp"); }, "", mc.pid});
       }
     }
     if (cs.empty()) continue;
