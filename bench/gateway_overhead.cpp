@@ -494,12 +494,9 @@ std::vector<result> run_turns(const std::vector<contestant>& cs, int clients, do
       clock_type::time_point begun;
       std::size_t calls0 = 0;
       {
-        std::lock_guard<std::mutex> g(mu);
+        std::unique_lock<std::mutex> g(mu);
         for (auto& v : lat[k])
           calls0 += v.size();
-      }
-      {
-        std::unique_lock<std::mutex> g(mu);
         active = k;
         parked = 0;
         begun = clock_type::now();

@@ -18,7 +18,8 @@ namespace mcprt::bench {
 
 namespace {
 
-/// Whether a comma-separated header value holds `token` (any case).
+/// Whether a header value mentions `token` (any case): enough for the two
+/// values this client looks at, "chunked" and "close".
 bool has_token(std::string_view value, std::string_view token) {
   return ascii_lower(value).find(token) != std::string::npos;
 }
@@ -70,6 +71,21 @@ bool load_http::connect_once(std::string& err) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   fd_ = fd;
+  return true;
+}
+
+bool load_http::send_all(const std::string& req, std::string& err) {
+  std::size_t off = 0;
+  while (off < req.size()) {
+    auto n = ::send(fd_.load(), req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = "http error: send: " + std::string(std::strerror(errno));
+      drop();
+      return false;
+    }
+    off += static_cast<std::size_t>(n);
+  }
   return true;
 }
 
@@ -163,17 +179,7 @@ std::optional<load_reply> load_http::request_once(std::string_view method, std::
   if (!body.empty() || method == "POST")
     req.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
   req.append("\r\n").append(body);
-  std::size_t off = 0;
-  while (off < req.size()) {
-    auto n = ::send(fd_.load(), req.data() + off, req.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = "http error: send: " + std::string(std::strerror(errno));
-      drop();
-      return std::nullopt;
-    }
-    off += static_cast<std::size_t>(n);
-  }
+  if (!send_all(req, err)) return std::nullopt;
   load_reply r;
   long long length;
   bool chunked, closes;
@@ -206,11 +212,7 @@ bool load_http::stream(std::string_view path, std::string_view headers,
   std::string req;
   req.append("GET ").append(path).append(" HTTP/1.1\r\nHost: 127.0.0.1:").append(std::to_string(port_));
   req.append("\r\n").append(headers).append("\r\n");
-  if (::send(fd_.load(), req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-    err = "http error: send";
-    drop();
-    return false;
-  }
+  if (!send_all(req, err)) return false;
   load_reply r;
   long long length;
   bool chunked, closes;
@@ -219,6 +221,7 @@ bool load_http::stream(std::string_view path, std::string_view headers,
     err = "GET " + std::string(path) + ": HTTP " + std::to_string(r.status);
     ok = false;
   }
+  const bool began = ok;
   std::string piece;
   while (ok) {
     piece.clear();
@@ -233,7 +236,7 @@ bool load_http::stream(std::string_view path, std::string_view headers,
     if (ok && !piece.empty() && !on_data(piece)) break;
   }
   drop();
-  return true;
+  return began;
 }
 
 } // namespace mcprt::bench

@@ -38,7 +38,8 @@ public:
                                     std::string_view body, std::string& err);
 
   /// A GET whose body is a stream: `on_data` gets each piece of it (chunks
-  /// decoded) until it returns false, the server closes, or `stop`.
+  /// decoded) until it returns false, the server closes, or `stop`. False
+  /// when no stream began (no connection, or an answer other than 200).
   bool stream(std::string_view path, std::string_view headers,
               const std::function<bool(std::string_view)>& on_data, std::string& err);
 
@@ -49,8 +50,10 @@ private:
   std::optional<load_reply> request_once(std::string_view method, std::string_view path, std::string_view headers,
                                          std::string_view body, std::string& err);
   bool connect_once(std::string& err);
+  /// Writes all of `req`; on failure the connection is dropped.
+  bool send_all(const std::string& req, std::string& err);
   void drop();
-  /// Reads until `buf_` holds more than `have` bytes; false on close/error.
+  /// Appends what one recv brings to `buf_`; false on close or error.
   bool fill(std::string& err);
   bool read_head(load_reply& r, long long& length, bool& chunked, bool& closes, std::string& err);
   /// One chunk's data appended to `out` (a chunk of size 0: `last`).
