@@ -238,6 +238,8 @@ gating_snapshot gating_snapshot_of(const gating_state& st) {
     }
     s.servers.push_back(std::move(g));
   }
+  for (auto& [name, set] : model.merged().tool_sets)
+    s.tool_sets.push_back(set);
   return s;
 }
 

@@ -42,6 +42,7 @@
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
 #include "core/json_locate.hpp"
+#include "core/tool_sets.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
 #include "core/line_reader.hpp"
@@ -727,6 +728,14 @@ int run_gateway(const gateway_flags& f) {
     }
     token = t.token;
   }
+  if (!f.set.empty() && !valid_tool_set_name(f.set)) {
+    log_error("--set names a tool set of the settings (mcp.toolSets): 1 to 64 of A-Z a-z 0-9 _ . -");
+    return exit_usage;
+  }
+  if (!f.url.empty() && !f.set.empty()) {
+    log_error("--set needs no --url: name the set's endpoint in the URL (.../mcp/" + f.set + ")");
+    return exit_usage;
+  }
   if (!f.url.empty()) {
     std::string why;
     if ((f.url.rfind("http://", 0) != 0 && f.url.rfind("https://", 0) != 0) || !http_url::parse(f.url, &why)) {
@@ -769,7 +778,7 @@ int run_gateway(const gateway_flags& f) {
     log_error(why);
     return exit_failure;
   }
-  return run_stdio_bridge(daemon->url + "/mcp", token);
+  return run_stdio_bridge(daemon->url + (f.set.empty() ? "/mcp" : "/mcp/" + f.set), token);
 }
 
 } // namespace mcprt::cli

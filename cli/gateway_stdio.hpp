@@ -17,6 +17,8 @@ struct gateway_flags {
   std::string url;
   /// The bearer token to send; passed on to a daemon the gateway starts.
   std::string token_file;
+  /// A tool set of the settings (`mcp.toolSets`): the daemon's /mcp/<set>.
+  std::string set;
   /// `mcprt serve` flags (as typed, without --workspace and --token-file)
   /// for a daemon the gateway starts; a running daemon keeps its own.
   std::vector<std::string> serve_args;

@@ -487,7 +487,7 @@ void http_api::impl::route(const std::shared_ptr<http_exchange>& ex) {
       http_response cors;
       add_cors(cors, allowed_origin(req, opts.allowed_origins));
       if (!cors.headers.empty()) cors.headers.emplace_back("Access-Control-Expose-Headers", "Mcp-Session-Id");
-      mcp->handle(ex, m.id, cors.headers);
+      mcp->handle(ex, m.id, cors.headers, m.server);
       return;
     }
     case http::route_id::reload:

@@ -459,6 +459,8 @@ int main(int argc, char** argv) {
                       "Bridge to this streamable HTTP endpoint instead (e.g. http://127.0.0.1:PORT/mcp); no daemon is started");
   gateway->add_option("--token-file", gateway_flags.token_file,
                       "File holding the bearer token to send (and that a daemon the gateway starts requires)");
+  gateway->add_option("--set", gateway_flags.set,
+                      "Serve only this tool set of the settings (mcp.toolSets): the daemon's /mcp/<set>");
   std::list<std::vector<std::string>> gateway_values;
   std::vector<std::pair<CLI::Option*, std::string>> gateway_serve_opts;
   for (auto* o : serve->get_options()) {

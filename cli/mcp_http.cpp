@@ -168,7 +168,8 @@ mcp_http::mcp_http(gateway& gw, mcp_http_options opts) : gw_(gw), opts_(std::mov
 
 mcp_http::~mcp_http() = default;
 
-void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id route, header_list extra) {
+void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id route, header_list extra,
+                      const std::string& set) {
   auto& req = ex->request();
   // A revision the client says it speaks must be one we speak (the header
   // is absent on initialize and from 2025-03-26 clients).
@@ -182,9 +183,9 @@ void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id r
     return;
   }
   switch (route) {
-    case http::route_id::mcp_post: post(ex, extra); return;
-    case http::route_id::mcp_get: get(ex, extra); return;
-    case http::route_id::mcp_delete: remove(ex, extra); return;
+    case http::route_id::mcp_post: post(ex, extra, set); return;
+    case http::route_id::mcp_get: get(ex, extra, set); return;
+    case http::route_id::mcp_delete: remove(ex, extra, set); return;
     case http::route_id::legacy_sse: legacy_stream(ex, extra); return;
     case http::route_id::legacy_messages: legacy_post(ex, extra); return;
     default: ex->respond(plain_response(404, extra)); return;
@@ -289,7 +290,7 @@ private:
 
 } // namespace
 
-void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set) {
   auto& req = ex->request();
   auto sid = session_header(req);
   if (!sid) {
@@ -310,7 +311,7 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
     json_reply = std::make_shared<json_channel>(ex, extra, !sid->empty());
     channel = json_reply;
   }
-  auto r = gw_.post(*sid, std::move(*msg), channel);
+  auto r = gw_.post(*sid, std::move(*msg), channel, set);
   if (r.status == 200) {
     if (json_reply && !r.session.empty()) json_reply->set_session(r.session);
     return;
@@ -327,7 +328,7 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
   ex->respond(rpc_error_response(r.status, gateway_error::invalid_request, r.error, extra));
 }
 
-void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set) {
   auto& req = ex->request();
   if (!accepts(req, "text/event-stream")) {
     ex->respond(rpc_error_response(406, gateway_error::invalid_request, "GET /mcp needs Accept: text/event-stream",
@@ -353,7 +354,7 @@ void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& 
   s->hold(std::move(slot));
   s->set_initial(": mcprt\n\n", 0);
   auto channel = std::make_shared<sse_channel>(s, false);
-  if (!gw_.listen(*sid, channel)) {
+  if (!gw_.listen(*sid, channel, set)) {
     ex->respond(rpc_error_response(404, gateway_error::invalid_request,
                                    "no such session (it ended, or the daemon restarted)", extra));
     return;
@@ -365,14 +366,14 @@ void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& 
   ex->respond(stream_response(s, extra));
 }
 
-void mcp_http::remove(const std::shared_ptr<http_exchange>& ex, const header_list& extra) {
+void mcp_http::remove(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set) {
   auto sid = session_header(ex->request());
   if (!sid || sid->empty()) {
     ex->respond(rpc_error_response(400, gateway_error::invalid_request, "DELETE /mcp needs one Mcp-Session-Id",
                                    extra));
     return;
   }
-  if (!gw_.close(*sid)) {
+  if (!gw_.close(*sid, set)) {
     ex->respond(rpc_error_response(404, gateway_error::invalid_request, "no such session", extra));
     return;
   }

@@ -57,7 +57,9 @@ public:
 
   /// Serves one request of the routes above; `extra` (CORS) goes on every
   /// response to it.
-  void handle(const std::shared_ptr<http_exchange>& ex, http::route_id route, header_list extra);
+  /// `set`: the tool set of `/mcp/<set>`, "" for `/mcp`.
+  void handle(const std::shared_ptr<http_exchange>& ex, http::route_id route, header_list extra,
+              const std::string& set = {});
 
   /// On the server's keep-alive timer: a comment on idle streams, and the
   /// sessions of closed 2024-11-05 streams end.
@@ -68,9 +70,9 @@ public:
   struct legacy;
 
 private:
-  void post(const std::shared_ptr<http_exchange>& ex, const header_list& extra);
-  void get(const std::shared_ptr<http_exchange>& ex, const header_list& extra);
-  void remove(const std::shared_ptr<http_exchange>& ex, const header_list& extra);
+  void post(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set);
+  void get(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set);
+  void remove(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set);
   void legacy_stream(const std::shared_ptr<http_exchange>& ex, const header_list& extra);
   void legacy_post(const std::shared_ptr<http_exchange>& ex, const header_list& extra);
 

@@ -209,8 +209,8 @@ const std::string* string_field_of(const nlohmann::json& entry, const char* key)
 struct tally {
   std::size_t invalid = 0, over_limit = 0;
   void flush(std::vector<gateway_left_out>& out, const std::string& server, const char* kind) const {
-    if (invalid) out.push_back({server, kind, "", "", "invalid", "", invalid});
-    if (over_limit) out.push_back({server, kind, "", "", "over_limit", "", over_limit});
+    if (invalid) out.push_back({server, kind, "", "", "invalid", "", invalid, ""});
+    if (over_limit) out.push_back({server, kind, "", "", "over_limit", "", over_limit, ""});
   }
 };
 
@@ -256,7 +256,8 @@ static bool has_control_character(std::string_view s) {
   });
 }
 
-gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers, const gateway_limits& limits) {
+gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers, const gateway_limits& limits,
+                                       const tool_set* set) {
   // Servers of the owner's own scopes first: a repository's server cannot
   // take a name (and so the calls made by it) from one the owner set up.
   std::stable_sort(servers.begin(), servers.end(), [](const gateway_server_view& a, const gateway_server_view& b) {
@@ -264,24 +265,81 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
   });
   gateway_catalog c;
 
+  auto usable_name = [&](const std::string* own) {
+    return own && !own->empty() && own->size() <= limits.max_name_bytes && !has_control_character(*own);
+  };
+
+  // A set keeps servers and tools out before anything claims a name.
+  if (set) {
+    std::vector<gateway_server_view> kept;
+    for (auto& s : servers) {
+      if (auto out = server_out_of_set(*set, s.name)) {
+        c.left_out_.push_back({s.name, "server", "", "", out->reason, "", 1, out->detail});
+        continue;
+      }
+      if (s.available) {
+        std::vector<nlohmann::json> tools;
+        for (auto& e : s.tools) {
+          const std::string* own = string_field_of(e, "name");
+          if (usable_name(own))
+            if (auto out = tool_out_of_set(*set, s.name, *own)) {
+              c.left_out_.push_back({s.name, "tool", *own, s.prefix + *own, out->reason, "", 1, out->detail});
+              continue;
+            }
+          tools.push_back(std::move(e));
+        }
+        s.tools = std::move(tools);
+      }
+      kept.push_back(std::move(s));
+    }
+    servers = std::move(kept);
+  }
+
+  // Tool names that fit as they are: a shortened name never takes one.
+  std::set<std::string, std::less<>> fitting;
+  for (auto& s : servers)
+    if (s.available)
+      for (auto& e : s.tools)
+        if (const std::string* own = string_field_of(e, "name"); usable_name(own))
+          if (s.prefix.size() + own->size() <= max_exposed_tool_name) fitting.insert(s.prefix + *own);
+  // Full names claimed, so that two servers' same long name conflict as
+  // two short ones do, rather than both getting a shortening.
+  std::map<std::string, std::string, std::less<>> claimed_full; // -> its server
+
   // Tools and prompts: exposed as prefix + own name.
   auto add_named = [&](gateway_server_view& s, std::vector<nlohmann::json>& entries, const char* kind,
                        nlohmann::json& list, std::map<std::string, gateway_route, std::less<>>& routes) {
+    bool tools = std::string_view(kind) == "tool";
     tally t;
     for (auto& e : entries) {
       const std::string* own = string_field_of(e, "name");
-      if (!own || own->empty() || own->size() > limits.max_name_bytes || has_control_character(*own)) {
+      if (!usable_name(own)) {
         ++t.invalid;
         continue;
       }
       std::string exposed = s.prefix + *own;
-      if (auto it = routes.find(exposed); it != routes.end()) {
-        c.left_out_.push_back({s.name, kind, *own, exposed, "name_conflict", it->second.server, 1});
+      bool long_name = tools && exposed.size() > max_exposed_tool_name;
+      if (long_name) {
+        if (auto it = claimed_full.find(exposed); it != claimed_full.end()) {
+          c.left_out_.push_back({s.name, kind, *own, exposed, "name_conflict", it->second, 1, ""});
+          continue;
+        }
+      } else if (auto it = routes.find(exposed); it != routes.end()) {
+        c.left_out_.push_back({s.name, kind, *own, exposed, "name_conflict", it->second.server, 1, ""});
         continue;
       }
       if (list.size() >= limits.max_entries) {
         ++t.over_limit;
         continue;
+      }
+      if (long_name) {
+        claimed_full.emplace(exposed, s.name);
+        std::string full = std::move(exposed);
+        for (unsigned attempt = 0;; ++attempt) {
+          exposed = shortened_tool_name(full, attempt);
+          if (!fitting.count(exposed) && !routes.count(exposed)) break;
+        }
+        c.renamed_.push_back({s.name, *own, std::move(full), exposed});
       }
       routes.emplace(exposed, gateway_route{s.name, *own});
       e["name"] = std::move(exposed);
@@ -303,7 +361,7 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
         continue;
       }
       if (auto it = owners.find(*uri); it != owners.end()) {
-        c.left_out_.push_back({s.name, kind, *uri, *uri, "name_conflict", it->second, 1});
+        c.left_out_.push_back({s.name, kind, *uri, *uri, "name_conflict", it->second, 1, ""});
         continue;
       }
       if (list.size() >= limits.max_entries
@@ -334,6 +392,9 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
     add_uris(s, s.resource_templates, "resource_template", "uriTemplate", limits.max_template_bytes, c.templates_,
              c.template_owner_, true);
   }
+  std::sort(c.tools_.begin(), c.tools_.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["name"].get_ref<const std::string&>() < b["name"].get_ref<const std::string&>();
+  });
   c.max_uri_bytes_ = limits.max_uri_bytes;
   return c;
 }

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tool_sets.hpp"
+
 namespace mcprt {
 
 /// One configured server as the gateway sees it for one client session.
@@ -49,9 +51,19 @@ struct gateway_left_out {
   std::string kind; // "tool", "prompt", "resource", "resource_template"
   std::string name; // the server's own name, or the URI / template
   std::string exposed;
-  std::string reason; // "name_conflict", "invalid", "over_limit"
+  std::string reason; // "name_conflict", "invalid", "over_limit", or a tool set's (tool_set_exclusion)
   std::string kept_by;
   std::size_t count = 1;
+  std::string rule; // for "excluded": the set's exclude entry that matched
+};
+
+/// A tool shown under a shorter name than `<prefix><name>`, which is
+/// longer than max_exposed_tool_name.
+struct gateway_renamed {
+  std::string server;
+  std::string name;      // the server's own
+  std::string full;      // prefix + name
+  std::string exposed;   // what the client sees
 };
 
 /// Where a request goes: the server, and the name the server itself uses
@@ -112,11 +124,21 @@ bool uri_template_valid(std::string_view uri_template);
 /// their names, and each server's entries in its own order; the first to
 /// claim an exposed name (or a URI) keeps it. Servers that are not
 /// available contribute nothing but their prefix (for guess_server_of_tool).
+///
+/// Tool names the client sees are at most max_exposed_tool_name bytes: a
+/// longer `<prefix><name>` is shown as shortened_tool_name of it, the next
+/// attempt when that is taken (by another tool's name or shortening), so
+/// every tool keeps a name of its own. `tools/list` is in byte order of the
+/// names shown: a server that reorders its list, or one tool more, does not
+/// reshuffle what a client (and its prompt cache) holds.
 class gateway_catalog {
 public:
   /// A server with an empty name, or with a name already seen, is ignored
-  /// (settings give neither).
-  static gateway_catalog build(std::vector<gateway_server_view> servers, const gateway_limits& limits = {});
+  /// (settings give neither). With `set`, only its servers and tools are
+  /// shown (prompts and resources of its servers); what it keeps out is in
+  /// left_out with the set's reason.
+  static gateway_catalog build(std::vector<gateway_server_view> servers, const gateway_limits& limits = {},
+                               const tool_set* set = nullptr);
 
   /// {"tools": [...]}: each tool as its server listed it, `name` replaced
   /// by the exposed name. Prompts alike. Resources and templates unchanged.
@@ -146,6 +168,7 @@ public:
   std::optional<std::string> guess_server_of_tool(std::string_view exposed) const;
 
   const std::vector<gateway_left_out>& left_out() const { return left_out_; }
+  const std::vector<gateway_renamed>& renamed() const { return renamed_; }
 
   /// What the gateway advertises in initialize. tools, prompts and
   /// resources always, with listChanged: a client reads capabilities once
@@ -182,6 +205,7 @@ private:
   std::vector<template_entry> template_order_; // valid templates, in matching order
   std::size_t max_uri_bytes_ = 0;
   std::vector<gateway_left_out> left_out_;
+  std::vector<gateway_renamed> renamed_;
 };
 
 } // namespace mcprt

@@ -92,6 +92,10 @@ constexpr route_pattern patterns[] = {
   {"POST", 1, {"mcp"}, route_id::mcp_post},
   {"GET", 1, {"mcp"}, route_id::mcp_get},
   {"DELETE", 1, {"mcp"}, route_id::mcp_delete},
+  // a tool set's endpoint (settings mcp.toolSets): the set in `server`
+  {"POST", 2, {"mcp", "*"}, route_id::mcp_post},
+  {"GET", 2, {"mcp", "*"}, route_id::mcp_get},
+  {"DELETE", 2, {"mcp", "*"}, route_id::mcp_delete},
   {"GET", 1, {"sse"}, route_id::legacy_sse},
   {"POST", 1, {"messages"}, route_id::legacy_messages},
 };

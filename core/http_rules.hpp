@@ -128,7 +128,8 @@ enum class route_id {
 struct route_match {
   route_id id = route_id::healthz;
   std::string server; // approve / reject / restart and the per-server routes: the decoded name
-                      // (elicitation_answer / sampling_answer: the request's id)
+                      // (elicitation_answer / sampling_answer: the request's id; the
+                      // gateway's routes: the tool set, "" for /mcp itself)
 };
 
 /// A request's route, or its refusal: 400 for a bad path, 404 for an

@@ -113,6 +113,7 @@ settings_document failed_document(settings_document doc, settings_error err) {
   doc.servers.clear();
   doc.allowed.reset();
   doc.excluded.reset();
+  doc.tool_sets.clear();
   doc.error = std::move(err);
   return doc;
 }
@@ -257,6 +258,9 @@ settings_document fill_document(settings_document doc, json parsed, earlier_pars
       if (!read_list(*mcp, "allowed", doc.allowed, err, err_path)
           || !read_list(*mcp, "excluded", doc.excluded, err, err_path))
         return fail(err_path, err);
+      auto sets = parse_tool_sets(*mcp, doc.path, to_string(scope));
+      if (!sets.error.empty()) return fail(sets.error_path, sets.error);
+      doc.tool_sets = std::move(sets.sets);
     }
   }
   if (doc.format == settings_format::claude_user) {
@@ -443,6 +447,8 @@ assembled_settings assemble(const std::vector<const settings_document*>& layers,
       out.servers.insert_or_assign(name, cfg);
     if (doc->allowed) allowed_layers.push_back(&*doc->allowed);
     if (doc->excluded) append_unique(out.excluded, *doc->excluded);
+    for (auto& [name, set] : doc->tool_sets)
+      out.tool_sets.insert_or_assign(name, set);
   }
   for (auto& [name, cfg] : overlay)
     out.servers.insert_or_assign(name, cfg);

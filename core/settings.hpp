@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/server_config.hpp"
+#include "core/tool_sets.hpp"
 
 namespace mcprt {
 
@@ -106,6 +107,7 @@ struct settings_document {
   server_map servers;
   std::optional<std::vector<std::string>> allowed; // mcp.allowed
   std::optional<std::vector<std::string>> excluded; // mcp.excluded
+  tool_set_map tool_sets; // mcp.toolSets
   std::optional<settings_error> error;
 
   bool ok() const { return !error.has_value(); }
@@ -187,6 +189,9 @@ struct assembled_settings {
   server_map servers; // each remembers its scope
   std::optional<std::vector<std::string>> allowed; // nullopt: no scope sets it
   std::vector<std::string> excluded;
+  /// `mcp.toolSets` of every scope; a higher scope replaces a same-named
+  /// set whole.
+  tool_set_map tool_sets;
 };
 
 /// Layers documents (lowest priority first): a higher scope replaces a

@@ -46,6 +46,8 @@ const settings_schema& settings_schema::standard() {
     {"mcp.allowed", false},
     {"mcp.excluded", false},
     {"mcp.toolIdleTimeoutMs", false},
+    // The gateway's tool sets follow every edit, as its catalog does.
+    {"mcp.toolSets", false},
     // Free-form map: `env.FOO` resolves here. Spawned servers have already
     // inherited the old environment, so a change needs a restart.
     {"env", true},

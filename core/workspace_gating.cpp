@@ -81,8 +81,14 @@ bool workspace_gating::set_contents(std::vector<settings_content> files) {
   // need not wait for.
   retired_ = std::move(docs_);
   docs_ = std::move(docs);
-  if (same_layers)
+  if (same_layers) {
+    // Tool sets gate nothing and are few: merged again whatever changed.
+    merged_.tool_sets.clear();
+    for (auto& d : docs_)
+      for (auto& [name, set] : d.tool_sets)
+        merged_.tool_sets.insert_or_assign(name, set);
     if (auto changed = recompute_touched(touched)) return *changed;
+  }
   return recompute();
 }
 

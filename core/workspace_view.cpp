@@ -185,6 +185,32 @@ ordered_json explain_json(const workspace_view& v, bool trusted, const std::opti
   g["pending"] = v.gating.lists.pending;
   g["promptable"] = v.gating.promptable;
   out["gating"] = std::move(g);
+  // Tools are known only once servers list them (the daemon's snapshot,
+  // gateway.sets, names them); here each set's servers, and why not others.
+  out["tool_sets"] = ordered_json::array();
+  for (auto& [name, set] : v.merged.tool_sets) {
+    ordered_json t = ordered_json::object();
+    t["name"] = name;
+    t["path"] = "/mcp/" + name;
+    t["description"] = set.description;
+    t["source"] = set.source;
+    t["scope"] = set.scope;
+    t["servers_patterns"] = set.servers;
+    t["tools_patterns"] = set.tools;
+    t["exclude"] = set.exclude;
+    t["servers"] = ordered_json::array();
+    t["left_out"] = ordered_json::array();
+    for (auto& [server, cfg] : v.merged.servers) {
+      if (auto why = server_out_of_set(set, server)) {
+        ordered_json l = {{"server", server}, {"reason", why->reason}};
+        if (!why->detail.empty()) l["rule"] = why->detail;
+        t["left_out"].push_back(std::move(l));
+      } else {
+        t["servers"].push_back(server);
+      }
+    }
+    out["tool_sets"].push_back(std::move(t));
+  }
   out["errors"] = ordered_json::array();
   for (auto& e : v.errors)
     out["errors"].push_back({{"path", e.path}, {"line", e.line}, {"column", e.column}, {"message", e.message}});
@@ -233,6 +259,24 @@ void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os
      << "excluded:   " << shown_list(v.gating.lists.excluded) << "\n"
      << "pending:    " << shown_list(v.gating.lists.pending) << "\n"
      << "promptable: " << shown_list(v.gating.promptable) << "\n";
+  if (!v.merged.tool_sets.empty()) {
+    os << "\ntool sets (gateway /mcp/<set>, mcprt gateway --set NAME; their tools: mcprt status --json, "
+          "gateway.sets):\n";
+    for (auto& [name, set] : v.merged.tool_sets) {
+      std::vector<std::string> in, out;
+      for (auto& [server, cfg] : v.merged.servers) {
+        auto why = server_out_of_set(set, server);
+        if (!why) in.push_back(server);
+        else
+          out.push_back(server + " (" + why->reason + (why->detail.empty() ? "" : ": " + why->detail) + ")");
+      }
+      os << "  " << escape_for_display(name) << "  [" << escape_for_display(set.scope) << "]\n"
+         << "    servers:  " << shown_list(in) << "\n"
+         << "    tools:    " << (set.tools.empty() ? std::string("all") : shown_list(set.tools)) << "\n"
+         << "    exclude:  " << shown_list(set.exclude) << "\n"
+         << "    left out: " << shown_list(out) << "\n";
+    }
+  }
   os << "\nfiles read (profile " << escape_for_display(v.profile) << "):\n";
   for (auto& d : v.documents)
     os << "  " << pad(to_string(d.scope), 11) << shown_file(d.path, v)

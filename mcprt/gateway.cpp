@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <future>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -92,6 +93,7 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   struct session {
     std::string id;
     std::string runtime_session; // "" until opened
+    std::string set;             // the tool set it opened with; "" for the whole catalog
     gateway_session engine;
     std::shared_ptr<gateway_channel> stream;
     std::deque<json> backlog;
@@ -137,6 +139,22 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   // (server, uri), one unsubscribe when the last session lets go.
   std::map<std::pair<std::string, std::string>, std::set<std::string>> subscribers;
   std::shared_ptr<const gateway_catalog> catalog = std::make_shared<gateway_catalog>(gateway_catalog::build({}));
+  // The settings' tool sets and their catalogs, from the same rebuild as
+  // `catalog`. A session of a set that is gone sees an empty catalog.
+  std::map<std::string, tool_set> tool_sets;
+  std::map<std::string, std::shared_ptr<const gateway_catalog>> set_catalogs;
+  std::shared_ptr<const gateway_catalog> empty_catalog = catalog;
+  // Under mtx.
+  const gateway_catalog& catalog_of(const session& s) const {
+    if (s.set.empty()) return *catalog;
+    auto c = set_catalogs.find(s.set);
+    return c == set_catalogs.end() ? *empty_catalog : *c->second;
+  }
+  // Under mtx: the session `id`, when it belongs to `set`.
+  std::shared_ptr<session> find_in(const std::string& id, const std::string& set) const {
+    auto s = find(id);
+    return s && s->set == set ? s : nullptr;
+  }
   uint64_t next_call = 1;
   bool stopping = false;
 
@@ -460,7 +478,8 @@ gateway::~gateway() {
   stop();
 }
 
-gateway::post_result gateway::post(const std::string& sid, json msg, std::shared_ptr<gateway_channel> reply) {
+gateway::post_result gateway::post(const std::string& sid, json msg, std::shared_ptr<gateway_channel> reply,
+                                   const std::string& set) {
   auto& p = *impl_;
   bool is_request = msg.is_object() && msg.contains("method") && msg.contains("id");
   if (sid.empty()) {
@@ -468,9 +487,14 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
       return {400, "", "no Mcp-Session-Id: the first request of a session must be initialize"};
     auto s = std::make_shared<impl::session>(gateway_session::options{"mcprt", p.opts.version, {}});
     s->id = random_session_id();
+    s->set = set;
     {
       std::lock_guard<std::mutex> guard{p.mtx};
       if (p.stopping) return {503, "", "the gateway is stopping"};
+      if (!set.empty() && !p.tool_sets.count(set))
+        return {404, "",
+                "no tool set '" + escape_for_display(set.substr(0, 64))
+                  + "' in the settings (mcp.toolSets; mcprt status --json lists gateway.sets)"};
       if (p.sessions.size() >= p.opts.max_sessions) return {503, "", "too many open sessions"};
       p.sessions[s->id] = s;
     }
@@ -490,7 +514,7 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
           return;
         }
         s->runtime_session = rs;
-        fx = s->engine.on_message(msg, *self->catalog);
+        fx = s->engine.on_message(msg, self->catalog_of(*s));
       }
       for (auto& m : fx.send)
         reply->send(m, true);
@@ -503,11 +527,11 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
   std::string runtime_session;
   {
     std::lock_guard<std::mutex> guard{p.mtx};
-    s = p.find(sid);
+    s = p.find_in(sid, set);
     if (!s) return {404, "", "no such session (it ended, or the daemon restarted): initialize again"};
     s->last_active = clock_type::now();
     s->last_active_wall = std::chrono::system_clock::now();
-    fx = s->engine.on_message(msg, *p.catalog);
+    fx = s->engine.on_message(msg, p.catalog_of(*s));
     runtime_session = s->runtime_session;
     // An id already in flight in this session would cross the two
     // answers: the second request is refused, the first goes on.
@@ -563,12 +587,12 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
   return {is_request ? 200 : 202, "", ""};
 }
 
-bool gateway::listen(const std::string& sid, std::shared_ptr<gateway_channel> stream) {
+bool gateway::listen(const std::string& sid, std::shared_ptr<gateway_channel> stream, const std::string& set) {
   auto& p = *impl_;
   std::shared_ptr<gateway_channel> previous;
   {
     std::lock_guard<std::mutex> guard{p.mtx};
-    auto s = p.find(sid);
+    auto s = p.find_in(sid, set);
     if (!s) return false;
     previous = std::exchange(s->stream, stream);
     s->last_active = clock_type::now();
@@ -623,8 +647,11 @@ void gateway::impl::close_session(const std::string& sid) {
   spdlog::info("gateway: session {} closed", sid.substr(0, 8));
 }
 
-bool gateway::close(const std::string& sid) {
-  if (!has_session(sid)) return false;
+bool gateway::close(const std::string& sid, const std::string& set) {
+  {
+    std::lock_guard<std::mutex> guard{impl_->mtx};
+    if (!impl_->find_in(sid, set)) return false;
+  }
   impl_->close_session(sid);
   return true;
 }
@@ -653,6 +680,7 @@ bool gateway::impl::on_event(const event& ev) {
     }
     case event_kind::reconcile_finished:
     case event_kind::pending_approval_changed:
+    case event_kind::settings_changed: // tool sets live in the settings
       return true;
     case event_kind::resource_updated: {
       auto& u = std::get<events::resource_updated>(ev.payload);
@@ -876,19 +904,42 @@ void gateway::impl::rebuild_done(const std::shared_ptr<gateway_rebuild>& b) {
   }
   for (auto it = lists_cache.begin(); it != lists_cache.end();)
     it = b->present.count(it->first) ? std::next(it) : lists_cache.erase(it);
+  // Without a gating answer the sets stay as they were.
+  std::map<std::string, tool_set> sets;
+  bool sets_known = b->gating.has_value();
+  if (sets_known)
+    for (auto& set : b->gating->tool_sets)
+      sets.emplace(set.name, set);
+  std::map<std::string, std::shared_ptr<const gateway_catalog>> next_sets;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (!sets_known) sets = tool_sets;
+  }
+  for (auto& [name, set] : sets)
+    next_sets[name] = std::make_shared<gateway_catalog>(gateway_catalog::build(views, {}, &set));
   auto next = std::make_shared<gateway_catalog>(gateway_catalog::build(std::move(views)));
   {
     std::lock_guard<std::mutex> guard{mtx};
-    auto changes = gateway_catalog::diff(*catalog, *next);
+    std::map<std::string, gateway_list_changes> changes;
+    changes[""] = gateway_catalog::diff(*catalog, *next);
+    for (auto& [name, c] : next_sets) {
+      auto before = set_catalogs.find(name);
+      changes[name] = gateway_catalog::diff(before == set_catalogs.end() ? *empty_catalog : *before->second, *c);
+    }
+    for (auto& [name, c] : set_catalogs)
+      if (!next_sets.count(name)) changes[name] = gateway_catalog::diff(*c, *empty_catalog);
     catalog = std::move(next);
-    if (changes.any())
-      for (auto& [sid, s] : sessions) {
-        if (!s->engine.initialized()) continue;
-        if (changes.tools) send_unrelated(*s, gateway_session::notification("notifications/tools/list_changed"));
-        if (changes.prompts) send_unrelated(*s, gateway_session::notification("notifications/prompts/list_changed"));
-        if (changes.resources)
-          send_unrelated(*s, gateway_session::notification("notifications/resources/list_changed"));
-      }
+    set_catalogs = std::move(next_sets);
+    tool_sets = std::move(sets);
+    for (auto& [sid, s] : sessions) {
+      auto ch = changes.find(s->set);
+      if (!s->engine.initialized() || ch == changes.end() || !ch->second.any()) continue;
+      if (ch->second.tools) send_unrelated(*s, gateway_session::notification("notifications/tools/list_changed"));
+      if (ch->second.prompts)
+        send_unrelated(*s, gateway_session::notification("notifications/prompts/list_changed"));
+      if (ch->second.resources)
+        send_unrelated(*s, gateway_session::notification("notifications/resources/list_changed"));
+    }
   }
   if (auto f = std::exchange(b->finished, nullptr)) f();
 }
@@ -1017,7 +1068,8 @@ bool gateway::start() {
   auto sink = caf::actor_cast<event_subscriber_actor>(p.subscriber);
   auto subscribed = p.rt.subscribe(sink, {event_kind::reconcile_finished, event_kind::client_update,
                                           event_kind::resource_list_changed, event_kind::pending_approval_changed,
-                                          event_kind::resource_updated, event_kind::server_log});
+                                          event_kind::resource_updated, event_kind::server_log,
+                                          event_kind::settings_changed});
   return static_cast<bool>(subscribed);
 }
 
@@ -1049,24 +1101,71 @@ json gateway::snapshot() const {
   json sessions = json::array();
   for (auto& [sid, s] : p.sessions)
     sessions.push_back({{"id", sid.substr(0, 8)},
+                        {"set", s->set},
                         {"client", {{"name", s->engine.client_name()}, {"version", s->engine.client_version()}}},
                         {"protocol", s->engine.protocol()},
                         {"opened_ms", epoch_ms(s->opened)},
                         {"last_active_ms", epoch_ms(s->last_active_wall)},
                         {"in_flight", s->requests.size()},
                         {"stream", s->stream && s->stream->open()}});
-  json left = json::array();
-  for (auto& l : p.catalog->left_out())
-    left.push_back({{"server", l.server}, {"kind", l.kind}, {"name", l.name}, {"exposed", l.exposed},
-                    {"reason", l.reason}, {"kept_by", l.kept_by}});
+  auto left_of = [](const gateway_catalog& c, std::size_t max) {
+    json left = json::array();
+    for (auto& l : c.left_out()) {
+      if (left.size() == max) break;
+      json e{{"server", l.server}, {"kind", l.kind}, {"name", l.name}, {"exposed", l.exposed}, {"reason", l.reason},
+             {"kept_by", l.kept_by}};
+      if (!l.rule.empty()) e["rule"] = l.rule;
+      left.push_back(std::move(e));
+    }
+    return left;
+  };
+  auto renamed_of = [](const gateway_catalog& c) {
+    json out = json::array();
+    for (auto& r : c.renamed())
+      out.push_back({{"server", r.server}, {"name", r.name}, {"full", r.full}, {"exposed", r.exposed}});
+    return out;
+  };
   auto count = [](const json& j, const char* key) { return j.contains(key) ? j[key].size() : 0; };
+  auto counts_of = [&](const gateway_catalog& c) {
+    return json{{"tools", count(c.tools_list(), "tools")},
+                {"prompts", count(c.prompts_list(), "prompts")},
+                {"resources", count(c.resources_list(), "resources")},
+                {"resource_templates", count(c.resource_templates_list(), "resourceTemplates")}};
+  };
+  // A set is for a client to read whole: its tools by name, and what it
+  // leaves out, bounded as the catalog is.
+  constexpr std::size_t max_listed = 1000;
+  json sets = json::array();
+  for (auto& [name, set] : p.tool_sets) {
+    auto c = p.set_catalogs.find(name);
+    const gateway_catalog& cat = c == p.set_catalogs.end() ? *p.empty_catalog : *c->second;
+    json tools = json::array();
+    auto listed = cat.tools_list();
+    for (auto& t : listed["tools"]) {
+      if (tools.size() == max_listed) break;
+      tools.push_back(t["name"]);
+    }
+    std::size_t open_sessions = 0;
+    for (auto& [sid, s] : p.sessions)
+      open_sessions += s->set == name;
+    sets.push_back({{"name", name},
+                    {"description", set.description},
+                    {"path", "/mcp/" + name},
+                    {"source", set.source},
+                    {"scope", set.scope},
+                    {"servers", set.servers},
+                    {"tools_patterns", set.tools},
+                    {"exclude", set.exclude},
+                    {"catalog", counts_of(cat)},
+                    {"tools", std::move(tools)},
+                    {"left_out", left_of(cat, max_listed)},
+                    {"sessions", open_sessions}});
+  }
   return json{{"sessions", sessions},
-              {"left_out", left},
-              {"catalog",
-               {{"tools", count(p.catalog->tools_list(), "tools")},
-                {"prompts", count(p.catalog->prompts_list(), "prompts")},
-                {"resources", count(p.catalog->resources_list(), "resources")},
-                {"resource_templates", count(p.catalog->resource_templates_list(), "resourceTemplates")}}}};
+              {"left_out", left_of(*p.catalog, std::numeric_limits<std::size_t>::max())},
+              {"renamed", renamed_of(*p.catalog)},
+              {"catalog", counts_of(*p.catalog)},
+              {"sets", std::move(sets)}};
 }
 
 } // namespace mcprt

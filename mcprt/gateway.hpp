@@ -89,14 +89,19 @@ public:
   };
 
   /// One message of a client. No `session`: it must be an initialize
-  /// request, which opens one.
-  post_result post(const std::string& session, nlohmann::json msg, std::shared_ptr<gateway_channel> reply);
+  /// request, which opens one. `set`: the tool set the client came for
+  /// (`/mcp/<set>`; settings `mcp.toolSets`), "" for the whole workspace; a
+  /// session belongs to the set it opened with, and is not found under
+  /// another (404).
+  post_result post(const std::string& session, nlohmann::json msg, std::shared_ptr<gateway_channel> reply,
+                   const std::string& set = {});
   /// The stream of the session's messages not tied to a request (list
   /// changes, resource updates, server logs, requests to the client). A
-  /// second stream replaces the first. False: no such session.
-  bool listen(const std::string& session, std::shared_ptr<gateway_channel> stream);
-  /// Ends a session (DELETE, the client's exit). False: no such session.
-  bool close(const std::string& session);
+  /// second stream replaces the first. False: no such session (in `set`).
+  bool listen(const std::string& session, std::shared_ptr<gateway_channel> stream, const std::string& set = {});
+  /// Ends a session (DELETE, the client's exit). False: no such session
+  /// (in `set`).
+  bool close(const std::string& session, const std::string& set = {});
   bool has_session(const std::string& session) const;
   /// The protocol revision a session negotiated ("" before initialize, or
   /// no such session).
@@ -109,7 +114,9 @@ public:
   /// A request forwarded earlier no longer wants an answer.
   void withdraw(const std::string& request_id);
 
-  /// {"sessions": [...], "left_out": [...], "catalog": {...counts}}.
+  /// {"sessions": [...], "left_out": [...], "renamed": [...],
+  /// "catalog": {...counts}, "sets": [...]}: each tool set with the tools
+  /// it shows and what it leaves out, and why.
   nlohmann::json snapshot() const;
   /// Rebuilds the catalog now (and tells the sessions what changed).
   void refresh();

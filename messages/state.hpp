@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tool_sets.hpp"
 #include "messages/events.hpp"
 #include "messages/messages.hpp"
 
@@ -53,12 +54,13 @@ struct gating_snapshot {
   std::vector<gated_server> servers; // sorted by name
   std::vector<std::string> promptable;
   std::vector<std::string> errors; // settings files currently failing to parse
+  std::vector<tool_set> tool_sets; // mcp.toolSets of every scope, by name
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gating_snapshot& x) {
   return f(caf::meta::type_name("mcprt.gating_snapshot"), x.trusted, x.revision, x.servers, x.promptable,
-           x.errors);
+           x.errors, x.tool_sets);
 }
 
 /// One server a session runs (or tried to).

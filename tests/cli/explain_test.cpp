@@ -217,6 +217,45 @@ TEST_F(scopes_test, every_scope_contributes_and_transports_are_reported) {
   EXPECT_EQ(strings(r.j["gating"]["promptable"]), (std::vector<std::string>{"p", "w"}));
 }
 
+TEST_F(scopes_test, tool_sets_show_their_servers_and_why_others_are_out) {
+  write_file(user_settings(), R"({"mcpServers": {"github": {"command": "a"}, "docs": {"command": "b"},
+                                                  "slack": {"command": "c"}},
+                                  "mcp": {"toolSets": {"review": {"servers": ["github", "docs"],
+                                                                  "tools": ["get_*"],
+                                                                  "exclude": ["docs/*"]}}}})");
+  auto r = explain();
+  ASSERT_EQ(r.code, 0) << describe(r);
+  ASSERT_EQ(r.j["tool_sets"].size(), 1u) << r.out;
+  auto& set = r.j["tool_sets"][0];
+  EXPECT_EQ(set["name"], "review");
+  EXPECT_EQ(set["path"], "/mcp/review");
+  EXPECT_EQ(set["scope"], "user");
+  EXPECT_EQ(strings(set["servers"]), std::vector<std::string>{"github"});
+  EXPECT_EQ(strings(set["tools_patterns"]), std::vector<std::string>{"get_*"});
+  ASSERT_EQ(set["left_out"].size(), 2u) << set.dump();
+  EXPECT_EQ(set["left_out"][0]["server"], "docs");
+  EXPECT_EQ(set["left_out"][0]["reason"], "excluded");
+  EXPECT_EQ(set["left_out"][0]["rule"], "docs/*");
+  EXPECT_EQ(set["left_out"][1]["server"], "slack");
+  EXPECT_EQ(set["left_out"][1]["reason"], "server_not_in_set");
+  auto table = mcprt({"explain", "--workspace", ws_.string(), "--home", home_.string()});
+  ASSERT_EQ(table.code, 0) << describe(table);
+  EXPECT_NE(table.out.find("tool sets"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("slack (server_not_in_set)"), std::string::npos) << table.out;
+}
+
+TEST_F(scopes_test, a_bad_tool_set_is_a_settings_error_with_its_position) {
+  write_file(user_settings(), "{\"mcpServers\": {\"u\": {\"command\": \"a\"}},\n"
+                              " \"mcp\": {\"toolSets\": {\"r\": {\"exlude\": [\"x\"]}}}}");
+  auto r = explain();
+  EXPECT_EQ(r.code, 2) << "a settings error is explain's exit 2: " << describe(r);
+  ASSERT_TRUE(r.has_json()) << describe(r);
+  ASSERT_EQ(r.j["errors"].size(), 1u) << r.out;
+  EXPECT_NE(r.j["errors"][0]["message"].get<std::string>().find("unknown key 'exlude'"), std::string::npos)
+    << r.j["errors"].dump();
+  EXPECT_EQ(r.j["errors"][0]["line"], 2);
+}
+
 TEST_F(scopes_test, no_settings_at_all_is_an_empty_valid_view) {
   auto r = explain();
   ASSERT_EQ(r.code, 0) << describe(r);

@@ -584,6 +584,100 @@ TEST_F(GatewayHttp, TheTokenAppliesToMcp) {
   EXPECT_EQ(hello.value("ok", ""), "connect") << hello.dump();
 }
 
+// A tool set (settings mcp.toolSets) is its own endpoint: a client of
+// /mcp/<set> sees and calls only the set's tools, the snapshot says what
+// the set leaves out and why, and an edit of the set reaches its clients
+// as list_changed.
+TEST_F(GatewayHttp, AToolSetServesOnlyItsToolsAtItsOwnPath) {
+  auto settings_with = [&](json set) {
+    write_file(user_settings(),
+               json{{"mcpServers",
+                     {{"echo", test_server_config({"--tools", "1"})},
+                      {"calc", test_server_config({"--name-prefix", "calc_"})}}},
+                    {"mcp", {{"toolSets", {{"calc-only", std::move(set)}}}}}}
+                 .dump(2));
+  };
+  settings_with({{"description", "calc, no pid"}, {"servers", {"calc"}}, {"exclude", {"calc/calc_pid"}}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  ASSERT_TRUE(connected("calc"));
+  sdk_client in_set(home_), whole(home_);
+  auto hello = in_set.run("connect", {{"url", url_ + "/mcp/calc-only"}, {"token", token_}});
+  ASSERT_EQ(hello.value("ok", ""), "connect") << hello.dump();
+  ASSERT_EQ(connect(whole).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(in_set, [](auto& names) { return has(names, "calc__calc_echo"); }));
+  auto names = tool_names(in_set.run("listTools"));
+  EXPECT_FALSE(has(names, "echo__echo")) << "echo is not in the set";
+  EXPECT_FALSE(has(names, "calc__calc_pid")) << "excluded by the set";
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end())) << "tools/list in name order";
+  ASSERT_TRUE(tools_until(whole, [](auto& n) { return has(n, "echo__echo") && has(n, "calc__calc_pid"); }));
+
+  auto call = in_set.run("callTool", {{"name", "calc__calc_echo"}, {"arguments", {{"text", "in the set"}}}});
+  EXPECT_NE(text_of(call).find("in the set"), std::string::npos) << call.dump();
+  auto outside = in_set.run("callTool", {{"name", "echo__echo"}, {"arguments", {{"text", "x"}}}});
+  EXPECT_TRUE(outside.contains("error") || outside["result"].value("isError", false))
+    << "a tool outside the set is not callable there: " << outside.dump();
+
+  auto snap = snapshot();
+  ASSERT_EQ(snap["gateway"]["sets"].size(), 1u) << snap["gateway"].dump();
+  auto set = snap["gateway"]["sets"][0];
+  EXPECT_EQ(set["name"], "calc-only");
+  EXPECT_EQ(set["path"], "/mcp/calc-only");
+  EXPECT_EQ(set["description"], "calc, no pid");
+  EXPECT_EQ(set["sessions"], 1);
+  EXPECT_TRUE(has(set["tools"].get<std::vector<std::string>>(), "calc__calc_echo")) << set.dump();
+  bool echo_out = false, pid_out = false;
+  for (auto& l : set["left_out"]) {
+    echo_out |= l["server"] == "echo" && l["kind"] == "server" && l["reason"] == "server_not_in_set";
+    pid_out |= l["name"] == "calc_pid" && l["reason"] == "excluded" && l.value("rule", "") == "calc/calc_pid";
+  }
+  EXPECT_TRUE(echo_out && pid_out) << set["left_out"].dump();
+
+  // The set now takes echo instead: its client hears of it.
+  in_set.forget_events();
+  settings_with({{"servers", {"echo"}}});
+  ASSERT_TRUE(in_set.event("tools_list_changed", 30s)) << "no list_changed after the set changed";
+  ASSERT_TRUE(tools_until(in_set, [](auto& n) { return has(n, "echo__echo") && !has(n, "calc__calc_echo"); }));
+}
+
+TEST_F(GatewayHttp, AnUnknownToolSetOrASessionOfAnotherSetIsNotFound) {
+  write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({})}}},
+                                   {"mcp", {{"toolSets", {{"mine", {{"servers", {"echo"}}}}}}}}}
+                                .dump(2));
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  auto h = client();
+  httplib::Headers both{{"Accept", "application/json, text/event-stream"}};
+  std::string init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",)"
+                     R"("capabilities":{},"clientInfo":{"name":"x","version":"1"}}})";
+  // The first rebuild reads the sets; until then every set is unknown.
+  std::string sid;
+  ASSERT_TRUE(wait_until([&] {
+    auto r = h.Post("/mcp/mine", both, init, "application/json");
+    if (r && r->status == 200) sid = r->get_header_value("Mcp-Session-Id");
+    return !sid.empty();
+  }));
+  auto unknown = h.Post("/mcp/theirs", both, init, "application/json");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("mcp.toolSets"), std::string::npos) << unknown->body;
+  auto crossed = both;
+  crossed.emplace("Mcp-Session-Id", sid);
+  auto on_whole = h.Post("/mcp", crossed, R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", "application/json");
+  ASSERT_TRUE(on_whole);
+  EXPECT_EQ(on_whole->status, 404) << "a set's session is not a session of /mcp";
+  auto on_own = h.Post("/mcp/mine", crossed, R"({"jsonrpc":"2.0","method":"notifications/initialized"})",
+                       "application/json");
+  ASSERT_TRUE(on_own);
+  EXPECT_EQ(on_own->status, 202);
+  auto gone = h.Delete("/mcp", crossed);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->status, 404);
+  auto closed = h.Delete("/mcp/mine", crossed);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->status, 200);
+}
+
 /// `mcprt gateway` over stdio, spawned by the SDK's stdio transport: two
 /// clients, one daemon (started by the first gateway), one pool.
 class GatewayStdioSdk : public cli_test {
@@ -630,6 +724,30 @@ TEST_F(GatewayStdioSdk, TwoClientsOverStdioShareOneDaemonAndOneServerProcess) {
   EXPECT_EQ(pa, pb) << "both clients' calls reach the one pooled server process";
   EXPECT_EQ(a.run("close").value("ok", ""), "close");
   EXPECT_EQ(b.run("close").value("ok", ""), "close");
+}
+
+TEST_F(GatewayStdioSdk, GatewaySetServesOneToolSetOverStdio) {
+  write_file(user_settings(), json{{"mcpServers",
+                                    {{"echo", test_server_config({})},
+                                     {"calc", test_server_config({"--name-prefix", "calc_"})}}},
+                                   {"mcp", {{"toolSets", {{"calc-only", {{"servers", {"calc"}}}}}}}}}
+                                .dump(2));
+  sdk_client c(home_);
+  auto hello = c.run("connect", {{"command", MCPRT_BIN},
+                                 {"name", "set-client"},
+                                 {"args", {"gateway", "--workspace", ws_.string(), "--set", "calc-only",
+                                           "--debounce-ms", "50"}}},
+                     90s);
+  ASSERT_EQ(hello.value("ok", ""), "connect") << hello.dump();
+  std::vector<std::string> names;
+  for (auto deadline = clock_type::now() + 30s; clock_type::now() < deadline;) {
+    names = tool_names(c.run("listTools"));
+    if (has(names, "calc__calc_echo")) break;
+    c.event("tools_list_changed", 1s);
+  }
+  EXPECT_TRUE(has(names, "calc__calc_echo"));
+  EXPECT_FALSE(has(names, "echo__echo")) << "only the set's tools over stdio too";
+  EXPECT_EQ(c.run("close").value("ok", ""), "close");
 }
 
 } // namespace

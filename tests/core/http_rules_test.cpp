@@ -169,6 +169,19 @@ TEST(HttpRoute, EveryRouteItsMethodsAndTheRest) {
   ASSERT_TRUE(r.match);
   EXPECT_EQ(r.match->id, route_id::restart);
   EXPECT_EQ(r.match->server, "tools");
+  r = resolve_route("POST", "/mcp");
+  ASSERT_TRUE(r.match);
+  EXPECT_EQ(r.match->id, route_id::mcp_post);
+  EXPECT_EQ(r.match->server, "");
+  for (auto method : {"POST", "GET", "DELETE"}) {
+    r = resolve_route(method, "/mcp/review");
+    ASSERT_TRUE(r.match) << method;
+    EXPECT_EQ(r.match->server, "review") << "a tool set's endpoint";
+  }
+  EXPECT_EQ(resolve_route("DELETE", "/mcp/review").match->id, route_id::mcp_delete);
+  r = resolve_route("POST", "/mcp/review/extra");
+  ASSERT_TRUE(r.refused);
+  EXPECT_EQ(r.refused->status, 404);
 
   r = resolve_route("POST", "/healthz");
   ASSERT_TRUE(r.refused);

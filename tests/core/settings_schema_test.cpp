@@ -106,6 +106,7 @@ TEST(SchemaPin, McpKeysThatMustHotReload) {
   EXPECT_EQ(s.find("mcp.allowed"), false);
   EXPECT_EQ(s.find("mcp.excluded"), false);
   EXPECT_EQ(s.find("mcp.toolIdleTimeoutMs"), false);
+  EXPECT_FALSE(s.requires_restart("mcp.toolSets.review.tools")) << "a tool set edit is hot";
   EXPECT_EQ(s.find("mcp"), true);
   EXPECT_EQ(s.find("mcp.serverCommand"), true);
 }

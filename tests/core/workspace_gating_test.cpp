@@ -94,6 +94,7 @@ protected:
     EXPECT_TRUE(servers_equal(a.merged().servers, b.merged().servers));
     EXPECT_EQ(a.merged().allowed, b.merged().allowed);
     EXPECT_EQ(a.merged().excluded, b.merged().excluded);
+    EXPECT_EQ(a.merged().tool_sets, b.merged().tool_sets);
     EXPECT_EQ(admissions(a), admissions(b));
     EXPECT_EQ(a.gating().lists.pending, b.gating().lists.pending);
     EXPECT_EQ(a.gating().lists.allowed, b.gating().lists.allowed);
@@ -212,6 +213,19 @@ TEST_F(IncrementalGating, EveryEditGivesWhatAFullRecomputeGives) {
   content_[config_scope::user]["mcpServers"]["b"] = {{"command", "b"}};
   EXPECT_TRUE(update());
   EXPECT_FALSE(incremental_->reason("b").has_value() && *incremental_->reason("b") == unavailable_reason::removed);
+}
+
+TEST_F(IncrementalGating, AnEditOfAToolSetAloneReachesTheMergedSettings) {
+  content_[config_scope::user] = json::parse(R"({"mcpServers": {"a": {"command": "a"}},
+    "mcp": {"toolSets": {"r": {"servers": ["a"]}}}})");
+  content_[config_scope::workspace] = json::object();
+  EXPECT_TRUE(update());
+  ASSERT_EQ(incremental_->merged().tool_sets.count("r"), 1u);
+  content_[config_scope::user]["mcp"]["toolSets"]["r"]["tools"] = {"x_*"};
+  content_[config_scope::workspace] = json::parse(R"({"mcp": {"toolSets": {"w": {}}}})");
+  EXPECT_FALSE(update()) << "no server changed";
+  EXPECT_EQ(incremental_->merged().tool_sets.at("r").tools, std::vector<std::string>{"x_*"});
+  EXPECT_EQ(incremental_->merged().tool_sets.count("w"), 1u);
 }
 
 TEST_F(IncrementalGating, AnAllowListAloneLetsServersComeAndGoIncrementally) {

@@ -17,11 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 
 #include "core/gateway_catalog.hpp"
+#include "core/tool_sets.hpp"
 #include "core/untrusted_text.hpp"
 
 namespace {
@@ -99,7 +101,13 @@ void check_catalog(const json& doc) {
   std::map<std::string, std::string> prefixes;
   for (const auto& v : views)
     prefixes.emplace(v.name, v.prefix);
-  auto c = mcprt::gateway_catalog::build(views, lim);
+  // A tool set from the input, when it parses as one.
+  std::optional<mcprt::tool_set> set;
+  if (auto it = doc.find("set"); it != doc.end()) {
+    auto r = mcprt::parse_tool_sets(json{{"toolSets", {{"s", *it}}}}, "fuzz", "user");
+    if (r.error.empty()) set = r.sets.at("s");
+  }
+  auto c = mcprt::gateway_catalog::build(views, lim, set ? &*set : nullptr);
 
   auto check_named = [&](const json& list, const char* key, bool tools) {
     std::set<std::string> shown;
@@ -108,7 +116,20 @@ void check_catalog(const json& doc) {
       const auto& exposed = e.at("name").get_ref<const std::string&>();
       if (!shown.insert(exposed).second) __builtin_trap();
       auto r = tools ? c.tool(exposed) : c.prompt(exposed);
-      if (!r || prefixes.at(r->server) + r->name != exposed) __builtin_trap();
+      if (!r) __builtin_trap();
+      auto full = prefixes.at(r->server) + r->name;
+      if (tools) {
+        // Within 64 bytes: the full name when it fits, else a shortening
+        // of it that the catalog reports.
+        if (exposed.size() > mcprt::max_exposed_tool_name) __builtin_trap();
+        bool renamed = false;
+        for (const auto& n : c.renamed())
+          renamed |= n.exposed == exposed && n.full == full && n.server == r->server && n.name == r->name;
+        if (full.size() <= mcprt::max_exposed_tool_name ? full != exposed : !renamed) __builtin_trap();
+        if (set && mcprt::tool_out_of_set(*set, r->server, r->name)) __builtin_trap();
+      } else if (full != exposed) {
+        __builtin_trap();
+      }
       if (tools && c.guess_server_of_tool(exposed) != r->server) __builtin_trap();
       if (!tools && !c.completion({{"type", "ref/prompt"}, {"name", exposed}})) __builtin_trap();
     }
