@@ -16,6 +16,7 @@
 #include "core/mcp_session.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
+#include "core/mcp_headers.hpp"
 #include "io/reactor.hpp"
 #include "io/sse_transport.hpp"
 
@@ -227,15 +228,22 @@ void publish_logs(connection_self self, const std::vector<server_log_message>& l
 
 void apply(connection_self self, session_effects fx) {
   auto& st = self->state;
-  // Streamable HTTP wants the negotiated revision on every request after
-  // initialize, starting with notifications/initialized.
-  if (st.http && st.session && st.session->negotiated_protocol())
-    st.http->set_protocol_version(*st.session->negotiated_protocol());
+  // Streamable HTTP wants the revision on every request: the modern one on
+  // each (server/discover first), else the negotiated one after initialize,
+  // starting with notifications/initialized; none on initialize itself.
+  if (st.http && st.session) st.http->set_protocol_version(st.session->wire_protocol().value_or(""));
   if (!st.transport_ended) {
-    for (auto& line : fx.send) {
-      if (st.process) st.io.reactor->write(*st.process, line + "\n");
-      else if (st.http) st.http->send(line);
-      else if (st.sse) st.sse->send(line);
+    auto extra = fx.send_headers.begin();
+    for (std::size_t i = 0; i < fx.send.size(); ++i) {
+      auto& line = fx.send[i];
+      if (st.process) {
+        st.io.reactor->write(*st.process, line + "\n");
+      } else if (st.http) {
+        if (extra != fx.send_headers.end() && extra->first == i) st.http->send(line, std::move((extra++)->second));
+        else st.http->send(line);
+      } else if (st.sse) {
+        st.sse->send(line);
+      }
     }
   }
   // Server-initiated messages over HTTP (list changes, and requests such
@@ -245,7 +253,9 @@ void apply(connection_self self, session_effects fx) {
   // has been accepted, before discovery ends and before any call a server
   // might answer with a request on it. A server that offers no stream
   // answers 405 and the transport drops the stream quietly.
-  if (st.http && !st.event_stream_open && !st.transport_ended && st.session && st.session->negotiated_protocol()) {
+  // 2026-07-28 has no such stream (subscriptions/listen replaces it).
+  if (st.http && !st.event_stream_open && !st.transport_ended && st.session && st.session->negotiated_protocol()
+      && !st.session->modern()) {
     st.event_stream_open = true;
     st.http->open_event_stream();
   }
@@ -384,6 +394,14 @@ void start(connection_self self) {
   o.include_tools = server.include_tools;
   o.exclude_tools = server.exclude_tools;
   o.features = st.cfg.features;
+  // 2026-07-28 is tried first (server/discover), unless the entry pins an
+  // earlier revision ("protocolVersion": "2025-11-25"); the 2024-11-05 SSE
+  // transport predates it.
+  o.probe_modern = kind != transport_kind::sse;
+  o.param_headers = kind == transport_kind::http;
+  if (auto v = server.spec.find("protocolVersion"); v != server.spec.end() && v->is_string()
+                                                    && !is_modern_protocol(v->get<std::string>()))
+    o.probe_modern = false;
   st.session = std::make_unique<mcp_session>(o);
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   switch (kind) {

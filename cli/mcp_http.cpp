@@ -177,9 +177,33 @@ void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id r
   if (versions.size() > 1 ||
       (versions.size() == 1 && std::find(gateway_protocols.begin(), gateway_protocols.end(), versions.front()) ==
                                  gateway_protocols.end())) {
-    ex->respond(rpc_error_response(400, gateway_error::invalid_request,
-                                   "unsupported MCP-Protocol-Version (mcprt speaks 2025-11-25, 2025-06-18, 2025-03-26)",
-                                   extra));
+    // 2026-07-28's UnsupportedProtocolVersionError, under the request's id
+    // when the body has one: a client of that revision reads `supported`
+    // and falls back to initialize; an older one reads the message.
+    json id = nullptr;
+    if (route == http::route_id::mcp_post) {
+      json_limits lim;
+      lim.max_bytes = opts_.max_body;
+      lim.max_depth = opts_.max_json_depth;
+      auto body = parse_bounded_json(req.body, lim);
+      if (body.ok() && body.value.is_object())
+        if (auto i = body.value.find("id"); i != body.value.end() && (i->is_string() || i->is_number_integer()))
+          id = *i;
+    }
+    json supported = json::array();
+    for (auto v : gateway_protocols)
+      supported.push_back(std::string(v));
+    auto err = gateway_session::error(id, gateway_error::unsupported_protocol_version,
+                                      "Unsupported protocol version (mcprt's gateway speaks 2025-11-25, 2025-06-18, "
+                                      "2025-03-26)");
+    err["error"]["data"] = {{"supported", std::move(supported)},
+                            {"requested", versions.size() == 1 ? escape_for_display(versions.front().substr(0, 64))
+                                                               : std::string("(several)")}};
+    http_response r;
+    r.status = 400;
+    r.body = dump_json(err) + "\n";
+    r.headers = extra;
+    ex->respond(std::move(r));
     return;
   }
   switch (route) {

@@ -39,6 +39,8 @@ inline constexpr int method_not_found = -32601;
 inline constexpr int invalid_params = -32602;
 inline constexpr int internal = -32603;
 inline constexpr int resource_not_found = -32002;
+/// 2026-07-28: the requested revision is not spoken here (`data.supported`).
+inline constexpr int unsupported_protocol_version = -32022;
 } // namespace gateway_error
 
 /// Work for an upstream server on behalf of one downstream request.

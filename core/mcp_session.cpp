@@ -224,10 +224,29 @@ void mcp_session::send_json(session_effects& fx, const json& msg) {
   fx.send.push_back(msg.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+std::optional<std::string> mcp_session::wire_protocol() const {
+  if (probing_ || modern_) return std::string(modern_protocol_version);
+  return protocol_;
+}
+
+void mcp_session::add_request_meta(json& params) const {
+  if (!params.is_object()) params = json::object();
+  auto& meta = params["_meta"];
+  if (!meta.is_object()) meta = json::object();
+  meta["io.modelcontextprotocol/protocolVersion"] = modern_protocol_version;
+  meta["io.modelcontextprotocol/clientInfo"] = {{"name", opts_.client_name}, {"version", opts_.client_version}};
+  // What the server may ask of us mid-request comes back as an
+  // input-required result at this revision, which is not answered yet:
+  // nothing is offered that would invite one.
+  meta["io.modelcontextprotocol/clientCapabilities"] = json::object();
+}
+
 std::int64_t mcp_session::send_request(session_effects& fx, std::string_view method, json params,
                                        pending_request p) {
   auto id = next_id_++;
   json msg = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+  if (probing_ || modern_)
+    add_request_meta(params);
   if (!params.is_null())
     msg["params"] = std::move(params);
   pending_.emplace(id, p);
@@ -264,12 +283,96 @@ session_effects mcp_session::start(time_point now) {
     return fx;
   state_ = session_state::initializing;
   discovery_deadline_ = now + opts_.discovery_timeout;
+  if (opts_.probe_modern) {
+    probing_ = true;
+    // Covered by the discovery deadline, as initialize is.
+    send_request(fx, "server/discover", json::object(), {request_kind::discover, 0, std::nullopt, {}});
+    return fx;
+  }
+  send_initialize(fx);
+  return fx;
+}
+
+void mcp_session::send_initialize(session_effects& fx) {
+  probing_ = false;
   json params = {{"protocolVersion", latest_protocol_version},
                  {"capabilities", client_capabilities()},
                  {"clientInfo", {{"name", opts_.client_name}, {"version", opts_.client_version}}}};
   // Covered by the discovery deadline, and MCP forbids cancelling it anyway.
   send_request(fx, "initialize", std::move(params), {request_kind::initialize, 0, std::nullopt, {}});
-  return fx;
+}
+
+void mcp_session::on_discover_result(const json& result, session_effects& fx, time_point now) {
+  bool offers_modern = false, offers_legacy = false, lists = false;
+  if (result.is_object())
+    if (auto v = result.find("supportedVersions"); v != result.end() && v->is_array())
+      for (auto& x : *v)
+        if (x.is_string()) {
+          lists = true;
+          offers_modern = offers_modern || x.get_ref<const std::string&>() == modern_protocol_version;
+          offers_legacy = offers_legacy || is_supported_protocol_version(x.get_ref<const std::string&>());
+        }
+  if (!offers_modern) {
+    // A server that offers only earlier revisions is spoken to in one of
+    // those, and so is one whose answer is no discovery result at all (a
+    // legacy server answering whatever it is asked); one that lists only
+    // revisions we do not speak cannot be.
+    if (lists && !offers_legacy) {
+      fail(fx, "server/discover offers no revision mcprt speaks (it speaks " + std::string(modern_protocol_version)
+                 + " and " + std::string(latest_protocol_version) + " down to 2024-11-05)");
+      return;
+    }
+    send_initialize(fx);
+    return;
+  }
+  probing_ = false;
+  modern_ = true;
+  protocol_ = std::string(modern_protocol_version);
+  if (auto c = result.find("capabilities"); c != result.end() && c->is_object())
+    server_caps_ = *c;
+  const json* si = nullptr;
+  if (auto m = result.find("_meta"); m != result.end() && m->is_object())
+    if (auto i = m->find("io.modelcontextprotocol/serverInfo"); i != m->end() && i->is_object()) si = &*i;
+  if (!si)
+    if (auto i = result.find("serverInfo"); i != result.end() && i->is_object()) si = &*i;
+  if (si) {
+    server_info_.raw = *si;
+    server_info_.name = session_string_field(*si, "name");
+    server_info_.version = session_string_field(*si, "version");
+  }
+  if (auto ins = result.find("instructions"); ins != result.end() && ins->is_string())
+    instructions_ = ins->get<std::string>();
+  begin_discovery(fx, now);
+}
+
+void mcp_session::on_discover_error(const json& error, session_effects& fx) {
+  auto e = parse_error(error);
+  if (e.code == error_unsupported_protocol_version) {
+    // A modern server that does not take what we sent: our revision again
+    // when it lists it (once: a server that keeps refusing what it lists
+    // is not going to change its mind), an earlier one it lists through
+    // initialize, else there is nothing to speak.
+    bool legacy = false, modern = false;
+    if (e.data.is_object())
+      if (auto v = e.data.find("supported"); v != e.data.end() && v->is_array())
+        for (auto& x : *v)
+          if (x.is_string()) {
+            modern = modern || x.get_ref<const std::string&>() == modern_protocol_version;
+            legacy = legacy || is_supported_protocol_version(x.get_ref<const std::string&>());
+          }
+    if (modern && !discover_retried_) {
+      discover_retried_ = true;
+      send_request(fx, "server/discover", json::object(), {request_kind::discover, 0, std::nullopt, {}});
+      return;
+    }
+    if (!legacy) {
+      fail(fx, "server supports none of the revisions mcprt speaks: " + quote_server_text(e.message));
+      return;
+    }
+  }
+  // Anything else is a server from before 2026-07-28 (or one that wants
+  // the handshake): initialize.
+  send_initialize(fx);
 }
 
 session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_point now) {
@@ -280,6 +383,8 @@ session_effects mcp_session::on_bytes(const char* data, std::size_t n, time_poin
   reader_.feed(data, n, lines);
   for (const auto& line : lines) {
     auto one = on_line(line, now);
+    for (auto& [index, headers] : one.send_headers)
+      fx.send_headers.emplace_back(fx.send.size() + index, std::move(headers));
     fx.send.insert(fx.send.end(), std::make_move_iterator(one.send.begin()),
                    std::make_move_iterator(one.send.end()));
     fx.ready |= one.ready;
@@ -372,6 +477,9 @@ bool mcp_session::refuse_answer(std::string_view line, const std::string& why, s
   switch (p.kind) {
     case request_kind::initialize:
       fail(fx, "initialize failed: " + reason);
+      break;
+    case request_kind::discover:
+      send_initialize(fx); // no answer we can read: try the handshake
       break;
     case request_kind::list_tools:
     case request_kind::list_prompts:
@@ -569,7 +677,8 @@ session_effects mcp_session::set_roots(std::vector<mcp_root> roots) {
   current = std::move(roots);
   // Before notifications/initialized the server has not asked yet, so the
   // list it will ask for is news to nobody.
-  if (state_ == session_state::discovering || state_ == session_state::ready)
+  // 2026-07-28 has no such notification (nor a session to notify).
+  if (!modern_ && (state_ == session_state::discovering || state_ == session_state::ready))
     send_json(fx, {{"jsonrpc", "2.0"}, {"method", "notifications/roots/list_changed"}});
   return fx;
 }
@@ -695,6 +804,10 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
   bool is_error = err != msg.end();
   const json& result = is_error ? *err : msg.at("result");
   switch (p.kind) {
+    case request_kind::discover:
+      if (is_error) on_discover_error(*err, fx);
+      else on_discover_result(result, fx, now);
+      break;
     case request_kind::initialize:
       if (is_error) {
         auto e = parse_error(*err);
@@ -719,6 +832,17 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
       if (is_error) {
         paged_.erase(p.token);
         fx.completed_calls.push_back({p.token, call_outcome::rpc_error, json(), parse_error(*err)});
+      } else if (result.is_object() && result.value("resultType", "") == "input_required") {
+        // SEP-2322: the server wants more input before it answers. Until
+        // the host interface answers these, the call ends saying so rather
+        // than passing an interim result off as the answer.
+        paged_.erase(p.token);
+        fx.completed_calls.push_back(
+          {p.token, call_outcome::rpc_error, json(),
+           rpc_error{error_missing_client_capability,
+                     "the server asked for more input (an input-required result); mcprt does not answer those "
+                     "at revision " + std::string(modern_protocol_version) + " yet",
+                     json()}});
       } else if (!continue_paged(p, result, fx)) {
         fx.completed_calls.push_back({p.token, call_outcome::ok, result, std::nullopt});
       }
@@ -752,6 +876,10 @@ void mcp_session::on_initialize_result(const json& result, session_effects& fx, 
   if (auto ins = result.find("instructions"); ins != result.end() && ins->is_string())
     instructions_ = ins->get<std::string>();
   send_json(fx, {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  begin_discovery(fx, now);
+}
+
+void mcp_session::begin_discovery(session_effects& fx, time_point now) {
   state_ = session_state::discovering;
   if (capability_present(server_caps_, "tools"))
     begin_list(request_kind::list_tools, fx, now);
@@ -833,6 +961,8 @@ void mcp_session::finish_list(request_kind kind, session_effects& fx, time_point
   std::set<std::string> seen;
   if (kind == request_kind::list_tools) {
     std::vector<mcp_tool> next;
+    param_headers_.clear();
+    rejected_tools_.clear();
     for (const auto& item : j.items) {
       auto name = session_string_field(item, "name");
       // A nameless tool cannot be called; a duplicate would be ambiguous.
@@ -844,6 +974,15 @@ void mcp_session::finish_list(request_kind kind, session_effects& fx, time_point
       auto schema = item.find("inputSchema");
       t.input_schema = schema != item.end() && schema->is_object() ? *schema
                                                                    : json{{"type", "object"}};
+      if (modern_ && opts_.param_headers) {
+        std::string why;
+        auto headers = tool_param_headers(t.input_schema, &why);
+        if (!headers) {
+          if (rejected_tools_.size() < 1000) rejected_tools_.emplace(t.name, why);
+          continue;
+        }
+        if (!headers->empty()) param_headers_.emplace(t.name, std::move(*headers));
+      }
       t.raw = item;
       next.push_back(std::move(t));
     }
@@ -946,6 +1085,7 @@ session_effects mcp_session::on_tick(time_point now) {
         fail(fx, "server did not answer ping within " + ms_string(p.timeout));
         return fx;
       case request_kind::initialize:
+      case request_kind::discover:
         break;
     }
     if (!live())
@@ -999,6 +1139,10 @@ session_effects mcp_session::call_tool(std::uint64_t token, std::string name, js
                                                                  std::chrono::milliseconds{0})};
   if (opts_.call_timeout)
     p.deadline = now + *opts_.call_timeout;
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (modern_ && opts_.param_headers)
+    if (auto h = param_headers_.find(name); h != param_headers_.end())
+      headers = param_header_fields(h->second, arguments);
   json params = {{"name", std::move(name)}, {"arguments", std::move(arguments)}};
   if (want_progress) {
     // The request id is unique in the session, so it serves as the token.
@@ -1006,6 +1150,7 @@ session_effects mcp_session::call_tool(std::uint64_t token, std::string name, js
     params["_meta"] = {{"progressToken", next_id_}};
   }
   send_request(fx, "tools/call", std::move(params), p);
+  if (!headers.empty()) fx.send_headers.emplace_back(fx.send.size() - 1, std::move(headers));
   return fx;
 }
 
@@ -1031,7 +1176,9 @@ session_effects mcp_session::send_ping(time_point now) {
   session_effects fx;
   if (!live() || state_ == session_state::created)
     return fx;
-  send_request(fx, "ping", json(),
+  // 2026-07-28 has no ping; server/discover, which every server must
+  // answer, proves the same.
+  send_request(fx, modern_ ? "server/discover" : "ping", json(),
                {request_kind::ping, 0, now + opts_.ping_timeout, opts_.ping_timeout});
   return fx;
 }

@@ -16,6 +16,7 @@
 #include "mcprt/version.hpp"
 #include "core/client_features.hpp"
 #include "core/line_reader.hpp"
+#include "core/mcp_headers.hpp"
 #include "core/tool_filter.hpp"
 
 namespace mcprt {
@@ -26,6 +27,17 @@ inline constexpr std::array<std::string_view, 4> supported_protocol_versions = {
 inline constexpr std::string_view latest_protocol_version = supported_protocol_versions[0];
 
 bool is_supported_protocol_version(std::string_view v);
+
+/// The stateless revision (no initialize: every request carries the
+/// revision, the client's identity and capabilities in `_meta`), spoken to
+/// a server whose `server/discover` offers it (options::probe_modern).
+inline constexpr std::string_view modern_protocol_version = "2026-07-28";
+
+/// JSON-RPC errors 2026-07-28 defines; a server that answers with one is a
+/// modern server, whatever else it says.
+inline constexpr int error_header_mismatch = -32020;
+inline constexpr int error_missing_client_capability = -32021;
+inline constexpr int error_unsupported_protocol_version = -32022;
 
 /// Discovery (initialize + tools/list + prompts/list) must finish within
 /// this. A remote server that takes longer is unlikely to become usable,
@@ -128,6 +140,9 @@ inline constexpr std::size_t max_log_data_bytes = 16 * 1024;
 /// What the caller must do after each input.
 struct session_effects {
   std::vector<std::string> send; // JSON-RPC messages, one line each, no trailing newline
+  /// Extra HTTP headers of some of them, by index into `send` (a tools/call
+  /// whose tool mirrors arguments into Mcp-Param-* headers).
+  std::vector<std::pair<std::size_t, std::vector<std::pair<std::string, std::string>>>> send_headers;
   bool ready = false;            // discovery finished: tools and prompts are usable
   bool tools_changed = false;    // visible_tools() differs from what was last reported
   bool prompts_changed = false;  // prompts() differs from what was last reported
@@ -223,6 +238,17 @@ public:
     std::size_t max_request_items = 10000;
     /// Distinct resource URIs subscribed at once; more are refused.
     std::size_t max_resource_subscriptions = 1024;
+    /// start() asks `server/discover` at modern_protocol_version first. A
+    /// server that lists that revision is spoken to statelessly; any other
+    /// answer (an error, a refusal, a list without it) falls back to
+    /// initialize and the revisions before it, as the revision's
+    /// backward-compatibility rules say. Off: initialize at once.
+    bool probe_modern = false;
+    /// The transport is streamable HTTP: at the modern revision a tool's
+    /// `x-mcp-header` parameters go into Mcp-Param-* headers
+    /// (session_effects::send_headers), and a tool whose annotations break
+    /// the rules is left out of the list, as the revision requires.
+    bool param_headers = false;
   };
 
   explicit mcp_session(options opts);
@@ -303,6 +329,15 @@ public:
   session_state state() const { return state_; }
   const std::optional<std::string>& failure_reason() const { return failure_; }
   const std::optional<std::string>& negotiated_protocol() const { return protocol_; }
+  /// The revision every message must declare on the transport (streamable
+  /// HTTP's MCP-Protocol-Version): the modern one while probing and once
+  /// chosen, the negotiated one after initialize, none while initialize is
+  /// out.
+  std::optional<std::string> wire_protocol() const;
+  /// Speaking modern_protocol_version (no initialize was sent).
+  bool modern() const { return modern_; }
+  /// Tools left out for invalid x-mcp-header annotations: name -> why.
+  const std::map<std::string, std::string>& rejected_tools() const { return rejected_tools_; }
   const mcp_server_info& server_info() const { return server_info_; }
   const nlohmann::json& server_capabilities() const { return server_caps_; }
   const std::optional<std::string>& instructions() const { return instructions_; }
@@ -318,7 +353,7 @@ public:
   const line_reader& reader() const { return reader_; }
 
 private:
-  enum class request_kind { initialize, list_tools, list_prompts, call, ping };
+  enum class request_kind { initialize, list_tools, list_prompts, call, ping, discover };
 
   struct pending_request {
     request_kind kind;
@@ -373,6 +408,12 @@ private:
   void handle_log(const nlohmann::json& params, session_effects& fx);
 
   void on_initialize_result(const nlohmann::json& result, session_effects& fx, time_point now);
+  void send_initialize(session_effects& fx);
+  void on_discover_result(const nlohmann::json& result, session_effects& fx, time_point now);
+  void on_discover_error(const nlohmann::json& error, session_effects& fx);
+  void begin_discovery(session_effects& fx, time_point now);
+  /// `_meta` every request carries at a modern revision.
+  void add_request_meta(nlohmann::json& params) const;
   void begin_list(request_kind kind, session_effects& fx, time_point now);
   void request_page(request_kind kind, const std::optional<std::string>& cursor,
                     session_effects& fx, time_point now);
@@ -389,6 +430,11 @@ private:
   session_state state_ = session_state::created;
   std::optional<std::string> failure_;
   std::optional<std::string> protocol_;
+  std::map<std::string, std::vector<param_header>> param_headers_; // by tool, when any
+  std::map<std::string, std::string> rejected_tools_;
+  bool probing_ = false; // server/discover is out
+  bool discover_retried_ = false;
+  bool modern_ = false;
   mcp_server_info server_info_;
   nlohmann::json server_caps_ = nlohmann::json::object();
   std::optional<std::string> instructions_;

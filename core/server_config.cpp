@@ -240,6 +240,18 @@ server_parse_result parse_server_config(const std::string& name, const json& val
         });
         if (!ok) check.refuse(field("prefix"), "expected at most 64 ASCII letters, digits, '_', '-' or '.'");
       }
+    } else if (key == "protocolVersion") {
+      // A revision before 2026-07-28 here skips the server/discover probe.
+      auto is_revision = [](const std::string& r) {
+        if (r.size() != 10) return false;
+        for (std::size_t i = 0; i < r.size(); ++i)
+          if (i == 4 || i == 7 ? r[i] != '-' : (r[i] < '0' || r[i] > '9')) return false;
+        return true;
+      };
+      if (!v.is_string())
+        check.fail(field("protocolVersion"), "a string", v);
+      else if (!is_revision(v.get_ref<const std::string&>()))
+        check.refuse(field("protocolVersion"), "expected a revision date such as \"2025-11-25\"");
     } else if (key == "includeTools") {
       std::vector<std::string> xs;
       if (check.string_list(v, field("includeTools"), xs)) c.include_tools = std::move(xs);

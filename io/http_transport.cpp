@@ -10,7 +10,9 @@
 
 #include "core/ascii.hpp"
 #include "core/json_locate.hpp"
+#include "core/mcp_headers.hpp"
 #include "core/sse_parser.hpp"
+#include "core/untrusted_text.hpp"
 #include "io/http_client.hpp"
 #include "io/http_common.hpp"
 
@@ -217,6 +219,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
   struct queued {
     std::string msg;
     std::optional<std::string> session; // as of send()
+    std::vector<std::pair<std::string, std::string>> extra_headers;
   };
   std::deque<queued> queue;
   std::size_t in_flight = 0;
@@ -352,6 +355,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     queued q;
     bool is_request = false;
     bool barrier_released = false;
+    bool modern = false; // sent at a 2026-07-28-or-later revision
     int attempt = 0;
     // The requests of this POST still waiting for their responses: an SSE
     // stream that ends before they came is resumed (SEP-1699).
@@ -408,6 +412,14 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     auto headers = request_headers(authorization, std::optional<std::optional<std::string>>(std::in_place, ctx->q.session));
     headers.emplace_back("Content-Type", "application/json");
     headers.emplace_back("Accept", "application/json, text/event-stream");
+    // 2026-07-28 mirrors the method and the name of what is called into
+    // headers (SEP-2243); the body is parsed for it only then.
+    ctx->modern = is_modern_protocol(header_value(headers, k_version_header));
+    if (ctx->modern && ctx->is_request)
+      for (auto& [name, value] : mcp_request_headers(nlohmann::json::parse(ctx->q.msg, nullptr, false)))
+        headers.emplace_back(name, value);
+    for (auto& h : ctx->q.extra_headers)
+      headers.push_back(h);
     ctx->sent_authorization = authorization.value_or("");
     ctx->had_session = has_header(headers, k_session_header);
     ctx->sent_session = header_value(headers, k_session_header);
@@ -562,6 +574,30 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     // for those): the session needs it to complete the request.
     if (status >= 400 && status < 500 && head.media_type() == "application/json" && detail::has_non_null_id(body)) {
       messages_from_body(body);
+      return;
+    }
+    // At a modern revision a refusal answers the request, not the
+    // connection: a legacy server refusing a stateless request is how the
+    // session learns to fall back to initialize, and a modern one's error
+    // (its id lost, or no JSON-RPC body) must reach the request too.
+    if (ctx.modern && status >= 400 && status < 500 && status != 401 && status != 403 && !ctx.pending.empty()) {
+      json_limits lim;
+      lim.max_bytes = 64 * 1024;
+      lim.max_depth = 16;
+      lim.replace_invalid_utf8 = true;
+      auto parsed = parse_bounded_json(body, lim);
+      auto& j = parsed.value;
+      if (ctx.pending.size() == 1 && parsed.ok() && j.is_object() && j.contains("error") && j["error"].is_object()
+          && j["error"].contains("code") && j["error"]["code"].is_number_integer()) {
+        j["id"] = nlohmann::json::parse(ctx.pending.front(), nullptr, false);
+        j["jsonrpc"] = "2.0";
+        j.erase("result");
+        message(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        return;
+      }
+      std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
+      if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
+      fail_requests(ctx.pending, reason);
       return;
     }
     if (opts.auth && (status == 401 || status == 403)) {
@@ -930,6 +966,10 @@ http_transport::~http_transport() {
 }
 
 void http_transport::send(std::string json_message) {
+  send(std::move(json_message), {});
+}
+
+void http_transport::send(std::string json_message, std::vector<std::pair<std::string, std::string>> extra_headers) {
   if (state_->closing_flag.load() || !state_->url) return;
   std::optional<std::string> sid;
   {
@@ -937,9 +977,9 @@ void http_transport::send(std::string json_message) {
     sid = state_->session;
   }
   auto s = state_;
-  s->client.post([s, msg = std::move(json_message), sid = std::move(sid)]() mutable {
+  s->client.post([s, msg = std::move(json_message), sid = std::move(sid), extra = std::move(extra_headers)]() mutable {
     if (s->closing) return;
-    s->queue.push_back({std::move(msg), std::move(sid)});
+    s->queue.push_back({std::move(msg), std::move(sid), std::move(extra)});
     s->pump();
   });
 }

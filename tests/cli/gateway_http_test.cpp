@@ -640,6 +640,32 @@ TEST_F(GatewayHttp, AToolSetServesOnlyItsToolsAtItsOwnPath) {
   ASSERT_TRUE(tools_until(in_set, [](auto& n) { return has(n, "echo__echo") && !has(n, "calc__calc_echo"); }));
 }
 
+// A 2026-07-28 client learns from the refusal which revisions the gateway
+// speaks (UnsupportedProtocolVersionError, under its own request id), and
+// mcprt as such a client falls back to initialize on it.
+TEST_F(GatewayHttp, ARevisionItDoesNotSpeakIsRefusedWithTheSupportedOnes) {
+  write_user({{"echo", test_server_config({})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("echo"));
+  auto h = client();
+  httplib::Headers modern{{"Accept", "application/json, text/event-stream"}, {"MCP-Protocol-Version", "2026-07-28"}};
+  auto r = h.Post("/mcp", modern, R"({"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}})",
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  auto body = json::parse(r->body, nullptr, false);
+  EXPECT_EQ(body["id"], 5) << r->body;
+  EXPECT_EQ(body["error"]["code"], -32022) << r->body;
+  EXPECT_EQ(body["error"]["data"]["requested"], "2026-07-28") << r->body;
+  EXPECT_TRUE(has(body["error"]["data"]["supported"].get<std::vector<std::string>>(), "2025-11-25")) << r->body;
+  // mcprt itself, as a 2026-07-28 client, reaches the gateway all the same.
+  auto inspected = mcprt({"inspect", "--json", "--http", url_ + "/mcp", "--header",
+                              "Authorization:Bearer " + token_});
+  ASSERT_EQ(inspected.code, 0) << inspected.err;
+  auto j = json::parse(inspected.out, nullptr, false);
+  EXPECT_EQ(j.value("protocol", ""), "2025-11-25") << inspected.out;
+}
+
 TEST_F(GatewayHttp, AnUnknownToolSetOrASessionOfAnotherSetIsNotFound) {
   write_file(user_settings(), json{{"mcpServers", {{"echo", test_server_config({})}}},
                                    {"mcp", {{"toolSets", {{"mine", {{"servers", {"echo"}}}}}}}}}

@@ -27,6 +27,17 @@ TEST(ServerConfig, ParsesEveryKnownFieldAndKeepsUnknownOnes) {
   EXPECT_EQ(c.spec.at("futureField").at("x"), 1);
 }
 
+TEST(ServerConfig, AProtocolVersionIsARevisionDate) {
+  auto ok = parse_server_config("s", json::parse(R"({"command": "x", "protocolVersion": "2025-11-25"})"),
+                                config_scope::user);
+  ASSERT_TRUE(ok.config) << ok.error->message;
+  for (auto bad : {R"({"command": "x", "protocolVersion": 2025})", R"({"command": "x", "protocolVersion": "latest"})"}) {
+    auto r = parse_server_config("s", json::parse(bad), config_scope::user);
+    ASSERT_TRUE(r.error) << bad;
+    EXPECT_NE(r.error->path_string().find("protocolVersion"), std::string::npos) << r.error->path_string();
+  }
+}
+
 TEST(ServerConfig, TransportClassification) {
   EXPECT_EQ(make_server("a", {{"command", "x"}}).transport(), transport_kind::stdio);
   EXPECT_EQ(make_server("a", {{"url", "http://h/sse"}}).transport(), transport_kind::sse);
