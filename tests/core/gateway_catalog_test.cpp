@@ -5,20 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "catalog_test_support.hpp"
+
 using namespace mcprt;
+using mcprt::test::server_view;
 using nlohmann::json;
 
 namespace {
-
-gateway_server_view server(const std::string& name, std::vector<std::string> tools = {}) {
-  gateway_server_view s;
-  s.name = name;
-  s.prefix = default_gateway_prefix(name);
-  s.available = true;
-  for (auto& t : tools)
-    s.tools.push_back({{"name", t}, {"description", "d-" + t}});
-  return s;
-}
 
 std::vector<std::string> catalog_names(const json& list, const char* key, const char* field = "name") {
   std::vector<std::string> out;
@@ -44,7 +37,7 @@ TEST(GatewayCatalog, DefaultPrefixIsServerNameAndTwoUnderscores) {
 }
 
 TEST(GatewayCatalog, ToolsAreExposedWithPrefixAndKeepTheirOtherFields) {
-  auto fs = server("fs");
+  auto fs = server_view("fs");
   fs.tools.push_back({{"name", "read"}, {"inputSchema", {{"type", "object"}}}, {"annotations", {{"x", 1}}}});
   auto c = gateway_catalog::build({fs});
   auto list = c.tools_list();
@@ -60,13 +53,13 @@ TEST(GatewayCatalog, ToolsAreExposedWithPrefixAndKeepTheirOtherFields) {
 
 TEST(GatewayCatalog, ServersAreOrderedByNameBytes) {
   // "B" < "a" in byte order.
-  auto c = gateway_catalog::build({server("a", {"x"}), server("B", {"y"}), server("Z", {"z"})});
+  auto c = gateway_catalog::build({server_view("a", {"x"}), server_view("B", {"y"}), server_view("Z", {"z"})});
   EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"B__y", "Z__z", "a__x"}));
 }
 
 TEST(GatewayCatalog, SameExposedNameFromTwoServersFirstByNameKeepsIt) {
-  auto one = server("one", {"t"});
-  auto two = server("two", {"t", "u"});
+  auto one = server_view("one", {"t"});
+  auto two = server_view("two", {"t", "u"});
   one.prefix = "p_";
   two.prefix = "p_";
   // Passed in reverse order: the winner is decided by name, not position.
@@ -84,10 +77,10 @@ TEST(GatewayCatalog, SameExposedNameFromTwoServersFirstByNameKeepsIt) {
 }
 
 TEST(GatewayCatalog, AProjectServerCannotTakeANameAUserServerHasEvenWhenItSortsFirst) {
-  auto repo = server("aaa", {"search"});
+  auto repo = server_view("aaa", {"search"});
   repo.prefix = "";
   repo.project = true;
-  auto mine = server("zzz", {"search"});
+  auto mine = server_view("zzz", {"search"});
   mine.prefix = "";
   auto c = gateway_catalog::build({repo, mine});
   ASSERT_TRUE(c.tool("search"));
@@ -98,11 +91,11 @@ TEST(GatewayCatalog, AProjectServerCannotTakeANameAUserServerHasEvenWhenItSortsF
 }
 
 TEST(GatewayCatalog, AProjectServersTemplateCannotCatchReadsMeantForAUserServer) {
-  auto repo = server("aaa");
+  auto repo = server_view("aaa");
   repo.project = true;
   repo.resource_templates.push_back({{"uriTemplate", "{+anything}"}, {"name", "all"}});
   repo.resources.push_back({{"uri", "file:///home/u/notes.md"}, {"name", "n"}});
-  auto mine = server("zzz");
+  auto mine = server_view("zzz");
   mine.resource_templates.push_back({{"uriTemplate", "file:///{+path}"}, {"name", "files"}});
   mine.resources.push_back({{"uri", "file:///home/u/notes.md"}, {"name", "n"}});
   auto c = gateway_catalog::build({repo, mine});
@@ -113,7 +106,7 @@ TEST(GatewayCatalog, AProjectServersTemplateCannotCatchReadsMeantForAUserServer)
 }
 
 TEST(GatewayCatalog, NamesAndUrisWithControlCharactersAreRefused) {
-  auto s = server("s", {"ok", "bad\nname", std::string("nul\0x", 5), "esc\x1b[2J", "del\x7f"});
+  auto s = server_view("s", {"ok", "bad\nname", std::string("nul\0x", 5), "esc\x1b[2J", "del\x7f"});
   s.resources.push_back({{"uri", "file:///a\r\nb"}, {"name", "r"}});
   s.resources.push_back({{"uri", "file:///fine"}, {"name", "f"}});
   auto c = gateway_catalog::build({s});
@@ -125,8 +118,8 @@ TEST(GatewayCatalog, NamesAndUrisWithControlCharactersAreRefused) {
 
 TEST(GatewayCatalog, PrefixCollisionAcrossDifferentNamesIsAConflict) {
   // "a__b__" + "c" and "a_" + "_b__c" give the same exposed name.
-  auto ab = server("a__b", {"c"});
-  auto a = server("a", {"_b__c"});
+  auto ab = server_view("a__b", {"c"});
+  auto a = server_view("a", {"_b__c"});
   a.prefix = "a_";
   auto c = gateway_catalog::build({ab, a});
   EXPECT_EQ(*c.tool("a__b__c"), (gateway_route{"a", "_b__c"}));
@@ -134,7 +127,7 @@ TEST(GatewayCatalog, PrefixCollisionAcrossDifferentNamesIsAConflict) {
 }
 
 TEST(GatewayCatalog, DuplicateNameWithinOneServerFirstKeepsIt) {
-  auto s = server("s");
+  auto s = server_view("s");
   s.tools.push_back({{"name", "t"}, {"description", "first"}});
   s.tools.push_back({{"name", "t"}, {"description", "second"}});
   auto c = gateway_catalog::build({s});
@@ -146,9 +139,9 @@ TEST(GatewayCatalog, DuplicateNameWithinOneServerFirstKeepsIt) {
 }
 
 TEST(GatewayCatalog, EmptyPrefixExposesOwnNames) {
-  auto s = server("plain", {"search"});
+  auto s = server_view("plain", {"search"});
   s.prefix = "";
-  auto other = server("other", {"search"});
+  auto other = server_view("other", {"search"});
   auto c = gateway_catalog::build({s, other});
   EXPECT_EQ(c.tool("search")->server, "plain");
   EXPECT_EQ(c.tool("search")->name, "search");
@@ -156,9 +149,9 @@ TEST(GatewayCatalog, EmptyPrefixExposesOwnNames) {
 }
 
 TEST(GatewayCatalog, EmptyPrefixConflictsWithAnotherServersPrefixedName) {
-  auto a = server("a", {"b__x"});
+  auto a = server_view("a", {"b__x"});
   a.prefix = "";
-  auto b = server("b", {"x"});
+  auto b = server_view("b", {"x"});
   auto c = gateway_catalog::build({b, a});
   EXPECT_EQ(c.tool("b__x")->server, "a");
   EXPECT_EQ(c.tool("b__x")->name, "b__x");
@@ -168,8 +161,8 @@ TEST(GatewayCatalog, EmptyPrefixConflictsWithAnotherServersPrefixedName) {
 }
 
 TEST(GatewayCatalog, PromptsAreExposedAndConflictLikeTools) {
-  auto a = server("a");
-  auto b = server("b");
+  auto a = server_view("a");
+  auto b = server_view("b");
   a.prompts.push_back({{"name", "greet"}, {"arguments", json::array()}});
   b.prefix = "a__";
   b.prompts.push_back({{"name", "greet"}});
@@ -185,8 +178,8 @@ TEST(GatewayCatalog, PromptsAreExposedAndConflictLikeTools) {
 }
 
 TEST(GatewayCatalog, UnavailableServersShowNothing) {
-  auto up = server("up", {"t"});
-  auto down = server("down", {"t"});
+  auto up = server_view("up", {"t"});
+  auto down = server_view("down", {"t"});
   down.available = false;
   down.capabilities = {{"completions", json::object()}};
   down.resources.push_back({{"uri", "file:///x"}});
@@ -198,14 +191,14 @@ TEST(GatewayCatalog, UnavailableServersShowNothing) {
 }
 
 TEST(GatewayCatalog, SecondServerWithTheSameNameIsIgnored) {
-  auto first = server("s", {"a"});
-  auto second = server("s", {"b"});
+  auto first = server_view("s", {"a"});
+  auto second = server_view("s", {"b"});
   auto c = gateway_catalog::build({first, second});
   EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"s__a"}));
 }
 
 TEST(GatewayCatalog, ServerWithoutANameIsIgnored) {
-  auto nameless = server("", {"a"});
+  auto nameless = server_view("", {"a"});
   nameless.prefix = "";
   auto c = gateway_catalog::build({nameless});
   EXPECT_TRUE(c.tools_list()["tools"].empty());
@@ -216,7 +209,7 @@ TEST(GatewayCatalog, ServerWithoutANameIsIgnored) {
 // ---- hostile input ------------------------------------------------------------
 
 TEST(GatewayCatalog, OddEntriesAreSkippedAndCounted) {
-  auto s = server("s", {"ok"});
+  auto s = server_view("s", {"ok"});
   s.tools.push_back(json::array({1, 2}));
   s.tools.push_back("name");
   s.tools.push_back(nullptr);
@@ -252,8 +245,8 @@ TEST(GatewayCatalog, OddEntriesAreSkippedAndCounted) {
 TEST(GatewayCatalog, CapsEntriesPerKindAcrossServers) {
   gateway_limits lim;
   lim.max_entries = 3;
-  auto a = server("a", {"1", "2"});
-  auto b = server("b", {"1", "2", "3"});
+  auto a = server_view("a", {"1", "2"});
+  auto b = server_view("b", {"1", "2", "3"});
   auto c = gateway_catalog::build({a, b}, lim);
   EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"a__1", "a__2", "b__1"}));
   const auto* l = find_left_out(c, "b", "over_limit");
@@ -263,7 +256,7 @@ TEST(GatewayCatalog, CapsEntriesPerKindAcrossServers) {
 }
 
 TEST(GatewayCatalog, DefaultCapHoldsTenThousandTools) {
-  auto s = server("s");
+  auto s = server_view("s");
   for (int i = 0; i < 10005; ++i)
     s.tools.push_back({{"name", "t" + std::to_string(i)}});
   auto c = gateway_catalog::build({s});
@@ -273,9 +266,9 @@ TEST(GatewayCatalog, DefaultCapHoldsTenThousandTools) {
 }
 
 TEST(GatewayCatalog, CapabilitiesThatAreNotAnObjectOfferNothing) {
-  auto s = server("s");
+  auto s = server_view("s");
   s.capabilities = json::array({"logging"});
-  auto t = server("t");
+  auto t = server_view("t");
   t.capabilities = {{"completions", nullptr}, {"logging", false}, {"resources", "subscribe"}};
   auto c = gateway_catalog::build({s, t});
   EXPECT_TRUE(c.servers_with("logging").empty());
@@ -289,8 +282,8 @@ TEST(GatewayCatalog, CapabilitiesThatAreNotAnObjectOfferNothing) {
 // ---- resources and templates ----------------------------------------------------
 
 TEST(GatewayCatalog, ResourcesKeepTheirUrisAndFirstServerKeepsADuplicate) {
-  auto a = server("a");
-  auto b = server("b");
+  auto a = server_view("a");
+  auto b = server_view("b");
   a.resources.push_back({{"uri", "file:///same"}, {"name", "from a"}});
   b.resources.push_back({{"uri", "file:///same"}, {"name", "from b"}});
   b.resources.push_back({{"uri", "file:///b-only"}, {"name", "b"}});
@@ -309,9 +302,9 @@ TEST(GatewayCatalog, ResourcesKeepTheirUrisAndFirstServerKeepsADuplicate) {
 }
 
 TEST(GatewayCatalog, ReadsRouteByTemplateFirstServerByNameWins) {
-  auto gh = server("gh");
+  auto gh = server_view("gh");
   gh.resource_templates.push_back({{"uriTemplate", "repo://{owner}/{name}/issues/{n}"}, {"name", "issue"}});
-  auto any = server("zz");
+  auto any = server_view("zz");
   any.resource_templates.push_back({{"uriTemplate", "repo://{+rest}"}, {"name", "any"}});
   auto c = gateway_catalog::build({any, gh});
   EXPECT_EQ(catalog_names(c.resource_templates_list(), "resourceTemplates", "uriTemplate"),
@@ -322,9 +315,9 @@ TEST(GatewayCatalog, ReadsRouteByTemplateFirstServerByNameWins) {
 }
 
 TEST(GatewayCatalog, ListedUriWinsOverAnEarlierServersTemplate) {
-  auto a = server("a");
+  auto a = server_view("a");
   a.resource_templates.push_back({{"uriTemplate", "file:///{+path}"}});
-  auto b = server("b");
+  auto b = server_view("b");
   b.resources.push_back({{"uri", "file:///etc/hosts"}});
   auto c = gateway_catalog::build({a, b});
   EXPECT_EQ(c.resource_server("file:///etc/hosts"), "b");
@@ -332,8 +325,8 @@ TEST(GatewayCatalog, ListedUriWinsOverAnEarlierServersTemplate) {
 }
 
 TEST(GatewayCatalog, SameTemplateTwiceFirstKeepsIt) {
-  auto a = server("a");
-  auto b = server("b");
+  auto a = server_view("a");
+  auto b = server_view("b");
   a.resource_templates.push_back({{"uriTemplate", "x://{id}"}});
   b.resource_templates.push_back({{"uriTemplate", "x://{id}"}});
   auto c = gateway_catalog::build({b, a});
@@ -345,9 +338,9 @@ TEST(GatewayCatalog, SameTemplateTwiceFirstKeepsIt) {
 }
 
 TEST(GatewayCatalog, InvalidTemplateIsShownButRoutesNoRead) {
-  auto a = server("a");
+  auto a = server_view("a");
   a.resource_templates.push_back({{"uriTemplate", "x://{id"}});
-  auto b = server("b");
+  auto b = server_view("b");
   b.resource_templates.push_back({{"uriTemplate", "x://{+any}"}});
   auto c = gateway_catalog::build({a, b});
   EXPECT_EQ(c.resource_templates_list()["resourceTemplates"].size(), 2u);
@@ -359,7 +352,7 @@ TEST(GatewayCatalog, InvalidTemplateIsShownButRoutesNoRead) {
 TEST(GatewayCatalog, OverlongUriIsNotMatchedAgainstTemplates) {
   gateway_limits lim;
   lim.max_uri_bytes = 16;
-  auto a = server("a");
+  auto a = server_view("a");
   a.resource_templates.push_back({{"uriTemplate", "x://{+any}"}});
   auto c = gateway_catalog::build({a}, lim);
   EXPECT_EQ(c.resource_server("x://short"), "a");
@@ -369,7 +362,7 @@ TEST(GatewayCatalog, OverlongUriIsNotMatchedAgainstTemplates) {
 TEST(GatewayCatalog, TemplatesAreCappedByTheirTotalBytes) {
   gateway_limits lim;
   lim.max_template_bytes_total = 20;
-  auto a = server("a");
+  auto a = server_view("a");
   a.resource_templates.push_back({{"uriTemplate", "aaaa://{x}"}}); // 10 bytes
   a.resource_templates.push_back({{"uriTemplate", "bbbb://{x}"}}); // 20 in all
   a.resource_templates.push_back({{"uriTemplate", "c://{x}"}});
@@ -397,7 +390,7 @@ constexpr bool gateway_catalog_test_sanitized = false;
 TEST(GatewayCatalog, WorstCaseTemplatesStillAnswerAReadQuickly) {
   // A hostile server fills the template budget with templates whose every
   // position stays alive, and a client reads the longest URI matched.
-  auto evil = server("evil");
+  auto evil = server_view("evil");
   std::string tpl;
   while (tpl.size() + 8 < 1024)
     tpl += "{+a}";
@@ -493,7 +486,7 @@ TEST(GatewayCatalog, TemplateMatchingStaysLinearOnAdversarialInput) {
 // ---- completion routing ---------------------------------------------------------
 
 TEST(GatewayCatalog, CompletionRoutesPromptRefsByExposedName) {
-  auto a = server("a");
+  auto a = server_view("a");
   a.prompts.push_back({{"name", "greet"}});
   auto c = gateway_catalog::build({a});
   auto r = c.completion({{"type", "ref/prompt"}, {"name", "a__greet"}});
@@ -504,9 +497,9 @@ TEST(GatewayCatalog, CompletionRoutesPromptRefsByExposedName) {
 }
 
 TEST(GatewayCatalog, CompletionRoutesResourceRefsByTemplateOrUri) {
-  auto a = server("a");
+  auto a = server_view("a");
   a.resource_templates.push_back({{"uriTemplate", "x://{+any}"}});
-  auto b = server("b");
+  auto b = server_view("b");
   b.resource_templates.push_back({{"uriTemplate", "x://{id}"}});
   b.resources.push_back({{"uri", "x://fixed"}});
   auto c = gateway_catalog::build({a, b});
@@ -518,7 +511,7 @@ TEST(GatewayCatalog, CompletionRoutesResourceRefsByTemplateOrUri) {
 }
 
 TEST(GatewayCatalog, CompletionIgnoresOddRefs) {
-  auto c = gateway_catalog::build({server("a", {"t"})});
+  auto c = gateway_catalog::build({server_view("a", {"t"})});
   for (const json& ref : {json(nullptr), json("ref/prompt"), json::array(), json::object(), json({{"type", 1}}),
                           json({{"type", "ref/tool"}, {"name", "a__t"}}), json({{"type", "ref/resource"}}),
                           json({{"type", "ref/prompt"}})})
@@ -528,8 +521,8 @@ TEST(GatewayCatalog, CompletionIgnoresOddRefs) {
 // ---- guess_server_of_tool ------------------------------------------------------
 
 TEST(GatewayCatalog, GuessFindsTheServerOfAStaleToolByLongestPrefix) {
-  auto git = server("git", {"log"});
-  auto github = server("github");
+  auto git = server_view("git", {"log"});
+  auto github = server_view("github");
   github.prefix = "git__hub_";
   github.available = false;
   auto c = gateway_catalog::build({git, github});
@@ -541,8 +534,8 @@ TEST(GatewayCatalog, GuessFindsTheServerOfAStaleToolByLongestPrefix) {
 }
 
 TEST(GatewayCatalog, GuessPrefersAnUnavailableServerAmongEqualPrefixes) {
-  auto a = server("a");
-  auto b = server("b");
+  auto a = server_view("a");
+  auto b = server_view("b");
   a.prefix = b.prefix = "x_";
   b.available = false;
   auto c = gateway_catalog::build({a, b});
@@ -553,10 +546,10 @@ TEST(GatewayCatalog, GuessPrefersAnUnavailableServerAmongEqualPrefixes) {
 }
 
 TEST(GatewayCatalog, GuessUsesEmptyPrefixOnlyWhenNothingElseMatches) {
-  auto bare = server("bare");
+  auto bare = server_view("bare");
   bare.prefix = "";
   bare.available = false;
-  auto fs = server("fs");
+  auto fs = server_view("fs");
   fs.available = false;
   auto c = gateway_catalog::build({bare, fs});
   EXPECT_EQ(c.guess_server_of_tool("fs__read"), "fs");
@@ -582,9 +575,9 @@ TEST(GatewayCatalog, CapabilitiesAlwaysListTheListsWithListChanged) {
 }
 
 TEST(GatewayCatalog, CapabilitiesUnionSubscribeAndCompletions) {
-  auto a = server("a");
+  auto a = server_view("a");
   a.capabilities = {{"resources", {{"subscribe", true}}}, {"logging", json::object()}};
-  auto b = server("b");
+  auto b = server_view("b");
   b.capabilities = {{"completions", json::object()}, {"resources", {{"subscribe", false}}}};
   auto c = gateway_catalog::build({a, b});
   auto caps = c.capabilities();
@@ -599,7 +592,7 @@ TEST(GatewayCatalog, CapabilitiesUnionSubscribeAndCompletions) {
 // ---- diff -------------------------------------------------------------------
 
 TEST(GatewayCatalog, DiffReportsOnlyListsThatChanged) {
-  auto a = server("a", {"t"});
+  auto a = server_view("a", {"t"});
   a.prompts.push_back({{"name", "p"}});
   a.resources.push_back({{"uri", "x://1"}});
   auto before = gateway_catalog::build({a});
@@ -627,8 +620,8 @@ TEST(GatewayCatalog, DiffReportsOnlyListsThatChanged) {
 }
 
 TEST(GatewayCatalog, DiffSeesAServerGoingAwayAndAPrefixChange) {
-  auto a = server("a", {"t"});
-  auto b = server("b");
+  auto a = server_view("a", {"t"});
+  auto b = server_view("b");
   b.available = false;
   auto before = gateway_catalog::build({a, b});
   // b going out with nothing to show changes no list.

@@ -4,23 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include "catalog_test_support.hpp"
+
 #include "core/gateway_catalog.hpp"
 #include "core/settings.hpp"
 
 using namespace mcprt;
+using mcprt::test::server_view;
 using nlohmann::json;
 
 namespace {
-
-gateway_server_view server(const std::string& name, std::vector<std::string> tools = {}) {
-  gateway_server_view s;
-  s.name = name;
-  s.prefix = default_gateway_prefix(name);
-  s.available = true;
-  for (auto& t : tools)
-    s.tools.push_back({{"name", t}, {"inputSchema", {{"type", "object"}}}});
-  return s;
-}
 
 std::vector<std::string> tool_names(const gateway_catalog& c) {
   std::vector<std::string> out;
@@ -171,7 +164,7 @@ TEST(ToolSets, ShortenedNamesAreDeterministicBoundedAndDifferPerAttempt) {
 TEST(ToolSets, TheCatalogShowsEveryToolWithinSixtyFourCharactersAndRoutesIt) {
   std::string long1 = "fetch_the_complete_history_of_every_pull_request_in_this_repository_v1";
   std::string long2 = "fetch_the_complete_history_of_every_pull_request_in_this_repository_v2";
-  auto c = gateway_catalog::build({server("github", {long1, long2, "get"})});
+  auto c = gateway_catalog::build({server_view("github", {long1, long2, "get"})});
   auto names = tool_names(c);
   ASSERT_EQ(names.size(), 3u);
   std::set<std::string> distinct(names.begin(), names.end());
@@ -187,7 +180,7 @@ TEST(ToolSets, TheCatalogShowsEveryToolWithinSixtyFourCharactersAndRoutesIt) {
     EXPECT_EQ(r.full, "github__" + r.name);
   }
   // The same input gives the same names.
-  EXPECT_EQ(tool_names(gateway_catalog::build({server("github", {long2, long1, "get"})})), names);
+  EXPECT_EQ(tool_names(gateway_catalog::build({server_view("github", {long2, long1, "get"})})), names);
 }
 
 TEST(ToolSets, AShortenedNameNeverTakesAToolsOwnName) {
@@ -195,10 +188,10 @@ TEST(ToolSets, AShortenedNameNeverTakesAToolsOwnName) {
   auto taken = shortened_tool_name(full); // what the long name would become
   // Another server's tool is exactly that name: it keeps it, and the long
   // one moves on to its next attempt.
-  gateway_server_view other = server("x", {});
+  gateway_server_view other = server_view("x", {});
   other.prefix = "";
   other.tools.push_back({{"name", taken}});
-  auto c = gateway_catalog::build({server("github", {std::string(70, 'q')}), other});
+  auto c = gateway_catalog::build({server_view("github", {std::string(70, 'q')}), other});
   auto route = c.tool(taken);
   ASSERT_TRUE(route);
   EXPECT_EQ(route->server, "x");
@@ -209,8 +202,8 @@ TEST(ToolSets, AShortenedNameNeverTakesAToolsOwnName) {
 
 TEST(ToolSets, TwoServersWithTheSameLongNameConflictAsShortNamesDo) {
   std::string own = std::string(70, 'z');
-  auto a = server("a", {own});
-  auto b = server("b", {own});
+  auto a = server_view("a", {own});
+  auto b = server_view("b", {own});
   a.prefix = b.prefix = "";
   auto c = gateway_catalog::build({a, b});
   EXPECT_EQ(tool_names(c).size(), 1u);
@@ -221,9 +214,9 @@ TEST(ToolSets, TwoServersWithTheSameLongNameConflictAsShortNamesDo) {
 }
 
 TEST(ToolSets, ToolsAreListedInNameOrderWhateverTheServersOrder) {
-  auto c = gateway_catalog::build({server("b", {"zeta", "alpha"}), server("a", {"mid"})});
+  auto c = gateway_catalog::build({server_view("b", {"zeta", "alpha"}), server_view("a", {"mid"})});
   EXPECT_EQ(tool_names(c), (std::vector<std::string>{"a__mid", "b__alpha", "b__zeta"}));
-  auto again = gateway_catalog::build({server("a", {"mid"}), server("b", {"alpha", "zeta"})});
+  auto again = gateway_catalog::build({server_view("a", {"mid"}), server_view("b", {"alpha", "zeta"})});
   EXPECT_FALSE(gateway_catalog::diff(c, again).tools) << "a server's reordering changes nothing a client sees";
 }
 
@@ -233,11 +226,11 @@ TEST(ToolSets, ASetsCatalogShowsItsToolsAndSaysWhyTheOthersAreOut) {
   auto set = parse_one(json::parse(R"({"toolSets": {"r": {
       "servers": ["github", "docs"], "tools": ["get_*", "search"], "exclude": ["github/get_secret"]}}})"),
                        "r");
-  auto docs = server("docs", {"search", "get_page", "write_page"});
+  auto docs = server_view("docs", {"search", "get_page", "write_page"});
   docs.prompts.push_back({{"name", "summarize"}});
-  auto slack = server("slack", {"get_message"});
+  auto slack = server_view("slack", {"get_message"});
   slack.prompts.push_back({{"name", "digest"}});
-  auto c = gateway_catalog::build({server("github", {"get_issue", "get_secret", "merge"}), docs, slack}, {}, &set);
+  auto c = gateway_catalog::build({server_view("github", {"get_issue", "get_secret", "merge"}), docs, slack}, {}, &set);
   EXPECT_EQ(tool_names(c),
             (std::vector<std::string>{"docs__get_page", "docs__search", "github__get_issue"}));
   EXPECT_EQ(c.prompts_list()["prompts"].size(), 1u) << "prompts of the set's servers only";
