@@ -83,5 +83,31 @@ TEST_F(inspect_test, ServerEverythingOverStdio) {
   EXPECT_GE(r.j["prompts"].size(), 1u);
 }
 
+// The official TypeScript SDK v2 server speaks 2026-07-28: mcprt reaches
+// it without initialize (server/discover, then _meta on every request),
+// also when the server refuses the 2025 handshake outright.
+TEST_F(inspect_test, AnSdkV2ServerIsSpokenToAt2026_07_28OverStdio) {
+  auto script = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/modern_server.mjs";
+  if (!fs::exists(fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/@modelcontextprotocol/server/package.json"))
+    GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
+  for (std::string mode : {"", "--modern-only"}) {
+    std::vector<std::string> server = {"node", script.string()};
+    if (!mode.empty()) server.push_back(mode);
+    std::vector<std::string> inspect = {"inspect", "--json", "--"};
+    inspect.insert(inspect.end(), server.begin(), server.end());
+    auto r = run_mcprt(inspect, home_);
+    ASSERT_EQ(r.code, 0) << mode << ": " << describe(r);
+    EXPECT_EQ(r.j["protocol"], "2026-07-28") << mode;
+    EXPECT_EQ(r.j["server"]["name"], "modern-peer") << "serverInfo from the discovery result's _meta";
+    ASSERT_EQ(r.j["tools"].size(), 1u) << r.out;
+    std::vector<std::string> call = {"call", "--json", "echo", R"({"text": "modern"})", "--"};
+    call.insert(call.end(), server.begin(), server.end());
+    auto c = run_mcprt(call, home_);
+    ASSERT_EQ(c.code, 0) << mode << ": " << describe(c);
+    EXPECT_EQ(c.j["content"][0]["text"], "echo: modern") << c.out;
+    EXPECT_EQ(c.j["resultType"], "complete") << c.out;
+  }
+}
+
 } // namespace
 } // namespace mcprt_cli_test
