@@ -398,7 +398,7 @@ void start(connection_self self) {
   // earlier revision ("protocolVersion": "2025-11-25"); the 2024-11-05 SSE
   // transport predates it.
   o.probe_modern = kind != transport_kind::sse;
-  o.param_headers = kind == transport_kind::http;
+  o.http_headers = kind == transport_kind::http;
   if (auto v = server.spec.find("protocolVersion"); v != server.spec.end() && v->is_string()
                                                     && !is_modern_protocol(v->get<std::string>()))
     o.probe_modern = false;

@@ -296,12 +296,22 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
   }
 
   // Tool names that fit as they are: a shortened name never takes one.
+  // Gathered only when some name needs shortening (most catalogs have none).
   std::set<std::string, std::less<>> fitting;
-  for (auto& s : servers)
-    if (s.available)
-      for (auto& e : s.tools)
-        if (const std::string* own = string_field_of(e, "name"); usable_name(own))
-          if (s.prefix.size() + own->size() <= max_exposed_tool_name) fitting.insert(s.prefix + *own);
+  auto each_tool_name = [&](auto&& f) {
+    for (auto& s : servers)
+      if (s.available)
+        for (auto& e : s.tools)
+          if (const std::string* own = string_field_of(e, "name"); usable_name(own)) f(s.prefix, *own);
+  };
+  bool any_long = false;
+  each_tool_name([&](const std::string& prefix, const std::string& own) {
+    any_long = any_long || prefix.size() + own.size() > max_exposed_tool_name;
+  });
+  if (any_long)
+    each_tool_name([&](const std::string& prefix, const std::string& own) {
+      if (prefix.size() + own.size() <= max_exposed_tool_name) fitting.insert(prefix + own);
+    });
   // Full names claimed, so that two servers' same long name conflict as
   // two short ones do, rather than both getting a shortening.
   std::map<std::string, std::string, std::less<>> claimed_full; // -> its server

@@ -51,8 +51,8 @@ bool header_tchar(char c) {
 
 // Every `x-mcp-header` below `node`: those on a chain of `properties`
 // alone (`reachable`) are collected, any other is an error.
-bool walk_param_headers(const json& node, bool reachable, std::vector<std::string>& path, std::vector<param_header>& out,
-          std::string& why, int depth) {
+bool walk_param_headers(const json& node, bool reachable, std::vector<std::string>& path,
+                        std::vector<param_header>& out, std::string& why, int depth) {
   if (depth > 64) {
     why = "inputSchema nested too deep";
     return false;
@@ -99,11 +99,9 @@ bool walk_param_headers(const json& node, bool reachable, std::vector<std::strin
         if (!ok) return false;
       }
     } else if (key != "x-mcp-header") {
-      // Anything under another keyword is not statically reachable.
-      auto saved = path;
-      bool ok = walk_param_headers(value, false, path, out, why, depth + 1);
-      path = std::move(saved);
-      if (!ok) return false;
+      // Anything under another keyword is not statically reachable (and
+      // such a walk never extends `path`).
+      if (!walk_param_headers(value, false, path, out, why, depth + 1)) return false;
     }
   }
   return true;

@@ -213,6 +213,12 @@ std::string to_string(call_outcome o) {
 
 mcp_session::mcp_session(options opts) : opts_(std::move(opts)), reader_(opts_.limits) {
   opts_.max_list_pages = std::max<std::size_t>(opts_.max_list_pages, 1);
+  request_meta_ = {{"io.modelcontextprotocol/protocolVersion", modern_protocol_version},
+                   {"io.modelcontextprotocol/clientInfo", {{"name", opts_.client_name}, {"version", opts_.client_version}}},
+                   // What the server may ask of us mid-request comes back as an
+                   // input-required result at this revision, which is not
+                   // answered yet: nothing is offered that would invite one.
+                   {"io.modelcontextprotocol/clientCapabilities", json::object()}};
 }
 
 bool mcp_session::live() const {
@@ -232,24 +238,31 @@ std::optional<std::string> mcp_session::wire_protocol() const {
 void mcp_session::add_request_meta(json& params) const {
   if (!params.is_object()) params = json::object();
   auto& meta = params["_meta"];
-  if (!meta.is_object()) meta = json::object();
-  meta["io.modelcontextprotocol/protocolVersion"] = modern_protocol_version;
-  meta["io.modelcontextprotocol/clientInfo"] = {{"name", opts_.client_name}, {"version", opts_.client_version}};
-  // What the server may ask of us mid-request comes back as an
-  // input-required result at this revision, which is not answered yet:
-  // nothing is offered that would invite one.
-  meta["io.modelcontextprotocol/clientCapabilities"] = json::object();
+  if (!meta.is_object()) {
+    meta = request_meta_;
+    return;
+  }
+  for (auto& [key, value] : request_meta_.items())
+    meta[key] = value;
 }
 
 std::int64_t mcp_session::send_request(session_effects& fx, std::string_view method, json params,
-                                       pending_request p) {
+                                       pending_request p, std::vector<std::pair<std::string, std::string>> headers) {
   auto id = next_id_++;
   json msg = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
-  if (probing_ || modern_)
+  bool modern = probing_ || modern_;
+  if (modern)
     add_request_meta(params);
   if (!params.is_null())
     msg["params"] = std::move(params);
   pending_.emplace(id, p);
+  // The fields 2026-07-28 mirrors into headers are read here, where the
+  // message is built, rather than parsed back out of its text.
+  if (modern && opts_.http_headers) {
+    auto fields = mcp_request_headers(msg);
+    fields.insert(fields.end(), std::make_move_iterator(headers.begin()), std::make_move_iterator(headers.end()));
+    fx.send_headers.emplace_back(fx.send.size(), std::move(fields));
+  }
   send_json(fx, msg);
   return id;
 }
@@ -974,7 +987,7 @@ void mcp_session::finish_list(request_kind kind, session_effects& fx, time_point
       auto schema = item.find("inputSchema");
       t.input_schema = schema != item.end() && schema->is_object() ? *schema
                                                                    : json{{"type", "object"}};
-      if (modern_ && opts_.param_headers) {
+      if (modern_ && opts_.http_headers) {
         std::string why;
         auto headers = tool_param_headers(t.input_schema, &why);
         if (!headers) {
@@ -1140,7 +1153,7 @@ session_effects mcp_session::call_tool(std::uint64_t token, std::string name, js
   if (opts_.call_timeout)
     p.deadline = now + *opts_.call_timeout;
   std::vector<std::pair<std::string, std::string>> headers;
-  if (modern_ && opts_.param_headers)
+  if (modern_ && opts_.http_headers)
     if (auto h = param_headers_.find(name); h != param_headers_.end())
       headers = param_header_fields(h->second, arguments);
   json params = {{"name", std::move(name)}, {"arguments", std::move(arguments)}};
@@ -1149,8 +1162,7 @@ session_effects mcp_session::call_tool(std::uint64_t token, std::string name, js
     p.wants_progress = true;
     params["_meta"] = {{"progressToken", next_id_}};
   }
-  send_request(fx, "tools/call", std::move(params), p);
-  if (!headers.empty()) fx.send_headers.emplace_back(fx.send.size() - 1, std::move(headers));
+  send_request(fx, "tools/call", std::move(params), p, std::move(headers));
   return fx;
 }
 

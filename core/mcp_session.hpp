@@ -140,8 +140,8 @@ inline constexpr std::size_t max_log_data_bytes = 16 * 1024;
 /// What the caller must do after each input.
 struct session_effects {
   std::vector<std::string> send; // JSON-RPC messages, one line each, no trailing newline
-  /// Extra HTTP headers of some of them, by index into `send` (a tools/call
-  /// whose tool mirrors arguments into Mcp-Param-* headers).
+  /// HTTP headers of some of them, by index into `send`, in order: what
+  /// 2026-07-28 mirrors from a request's body (options::http_headers).
   std::vector<std::pair<std::size_t, std::vector<std::pair<std::string, std::string>>>> send_headers;
   bool ready = false;            // discovery finished: tools and prompts are usable
   bool tools_changed = false;    // visible_tools() differs from what was last reported
@@ -244,11 +244,12 @@ public:
     /// initialize and the revisions before it, as the revision's
     /// backward-compatibility rules say. Off: initialize at once.
     bool probe_modern = false;
-    /// The transport is streamable HTTP: at the modern revision a tool's
-    /// `x-mcp-header` parameters go into Mcp-Param-* headers
-    /// (session_effects::send_headers), and a tool whose annotations break
-    /// the rules is left out of the list, as the revision requires.
-    bool param_headers = false;
+    /// The transport is streamable HTTP: at the modern revision each
+    /// request's Mcp-Method and Mcp-Name, and a tool's `x-mcp-header`
+    /// parameters as Mcp-Param-*, come with it (session_effects::
+    /// send_headers), and a tool whose annotations break the rules is left
+    /// out of the list, as the revision requires.
+    bool http_headers = false;
   };
 
   explicit mcp_session(options opts);
@@ -380,8 +381,9 @@ private:
   };
 
   bool live() const;
+  /// `headers`: Mcp-Param-* fields to send with it (options::http_headers).
   std::int64_t send_request(session_effects& fx, std::string_view method, nlohmann::json params,
-                            pending_request p);
+                            pending_request p, std::vector<std::pair<std::string, std::string>> headers = {});
   void send_json(session_effects& fx, const nlohmann::json& msg);
   void fail(session_effects& fx, std::string reason);
   void complete_all_calls(session_effects& fx, const std::string& why);
@@ -414,6 +416,7 @@ private:
   void begin_discovery(session_effects& fx, time_point now);
   /// `_meta` every request carries at a modern revision.
   void add_request_meta(nlohmann::json& params) const;
+  nlohmann::json request_meta_; // its fields, made once
   void begin_list(request_kind kind, session_effects& fx, time_point now);
   void request_page(request_kind kind, const std::optional<std::string>& cursor,
                     session_effects& fx, time_point now);

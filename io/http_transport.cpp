@@ -412,12 +412,9 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     auto headers = request_headers(authorization, std::optional<std::optional<std::string>>(std::in_place, ctx->q.session));
     headers.emplace_back("Content-Type", "application/json");
     headers.emplace_back("Accept", "application/json, text/event-stream");
-    // 2026-07-28 mirrors the method and the name of what is called into
-    // headers (SEP-2243); the body is parsed for it only then.
+    // At 2026-07-28 the sender hands over what the body mirrors into
+    // headers (Mcp-Method, Mcp-Name, Mcp-Param-*: core/mcp_session).
     ctx->modern = is_modern_protocol(header_value(headers, k_version_header));
-    if (ctx->modern && ctx->is_request)
-      for (auto& [name, value] : mcp_request_headers(nlohmann::json::parse(ctx->q.msg, nullptr, false)))
-        headers.emplace_back(name, value);
     for (auto& h : ctx->q.extra_headers)
       headers.push_back(h);
     ctx->sent_authorization = authorization.value_or("");

@@ -143,7 +143,8 @@ public:
   /// (-32000) through on_message saying why; on_error is not called, the
   /// transport lives on.
   void send(std::string json_message);
-  /// The same, with header fields of its own (Mcp-Param-*: core/mcp_headers).
+  /// The same, with header fields of its own (what 2026-07-28 mirrors from
+  /// the body: Mcp-Method, Mcp-Name, Mcp-Param-*; core/mcp_headers).
   void send(std::string json_message, std::vector<std::pair<std::string, std::string>> extra_headers);
 
   /// Sent as MCP-Protocol-Version on later requests.

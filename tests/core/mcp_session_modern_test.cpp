@@ -36,10 +36,10 @@ class ModernSession : public ::testing::Test {
 protected:
   mcp_session::time_point now = mcp_session::time_point{} + 1000h;
 
-  std::unique_ptr<mcp_session> make(bool param_headers = false) {
+  std::unique_ptr<mcp_session> make(bool http_headers = false) {
     mcp_session::options o;
     o.probe_modern = true;
-    o.param_headers = param_headers;
+    o.http_headers = http_headers;
     o.client_name = "mcprt-test";
     o.client_version = "9.9";
     return std::make_unique<mcp_session>(o);
@@ -54,8 +54,8 @@ protected:
 
   /// Starts, answers server/discover with the modern revision, lists
   /// `tools`: the session is ready.
-  std::unique_ptr<mcp_session> ready(json tools, bool param_headers = false) {
-    auto s = make(param_headers);
+  std::unique_ptr<mcp_session> ready(json tools, bool http_headers = false) {
+    auto s = make(http_headers);
     auto first = sent_of(s->start(now));
     EXPECT_EQ(first.at(0).at("method"), "server/discover");
     auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
@@ -213,11 +213,19 @@ TEST_F(ModernSession, ToolParametersMirroredIntoHeadersAndBadAnnotationsLeaveThe
   ASSERT_EQ(fx.send_headers.size(), 1u);
   EXPECT_EQ(fx.send_headers[0].first, 0u);
   auto& h = fx.send_headers[0].second;
-  // In the schema's key order.
-  EXPECT_EQ(h, (std::vector<std::pair<std::string, std::string>>{{"Mcp-Param-Dry", "true"},
+  // The standard fields first, then the parameters in the schema's key order.
+  EXPECT_EQ(h, (std::vector<std::pair<std::string, std::string>>{{"Mcp-Method", "tools/call"},
+                                                                 {"Mcp-Name", "sql"},
+                                                                 {"Mcp-Param-Dry", "true"},
                                                                  {"Mcp-Param-Region", "us-west1"}}));
   auto none = s->call_tool(2, "sql", {{"region", nullptr}, {"query", "x"}}, now);
-  EXPECT_TRUE(none.send_headers.empty()) << "null and missing values send no header";
+  ASSERT_EQ(none.send_headers.size(), 1u);
+  EXPECT_EQ(none.send_headers[0].second,
+            (std::vector<std::pair<std::string, std::string>>{{"Mcp-Method", "tools/call"}, {"Mcp-Name", "sql"}}))
+    << "null and missing values send no Mcp-Param header";
+  // Over stdio nothing is mirrored.
+  auto stdio = ready(json::array({{{"name", "echo"}}}), false);
+  EXPECT_TRUE(stdio->call_tool(3, "echo", json::object(), now).send_headers.empty());
 }
 
 TEST(McpHeaders, StandardHeadersAndTheirEncoding) {
