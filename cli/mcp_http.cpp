@@ -11,6 +11,7 @@
 #include "cli/event_stream.hpp"
 #include "core/ascii.hpp"
 #include "core/gateway_session.hpp"
+#include "core/mcp_headers.hpp"
 #include "core/oauth.hpp"
 #include "core/untrusted_text.hpp"
 #include "mcprt/gateway.hpp"
@@ -118,6 +119,12 @@ public:
     respond(msg);
   }
 
+  void send_error(const json& msg, int status) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (done_) return;
+    respond(msg, status);
+  }
+
   void set_session(const std::string& id) {
     std::lock_guard<std::mutex> guard{mtx_};
     session_ = id;
@@ -138,9 +145,10 @@ public:
   }
 
 private:
-  void respond(const json& msg) {
+  void respond(const json& msg, int status = 200) {
     done_ = true;
     http_response r;
+    r.status = status;
     r.body = dump_json(msg) + "\n";
     r.headers = extra_;
     if (!session_.empty()) r.headers.emplace_back("Mcp-Session-Id", session_);
@@ -168,42 +176,35 @@ mcp_http::mcp_http(gateway& gw, mcp_http_options opts) : gw_(gw), opts_(std::mov
 
 mcp_http::~mcp_http() = default;
 
+void mcp_http::refuse_version(const std::shared_ptr<http_exchange>& ex, const json& id, const header_list& extra) {
+  // 2026-07-28's UnsupportedProtocolVersionError, under the request's id
+  // when the body has one: a client of that revision reads `supported`,
+  // an older one the message.
+  auto versions = http::header_values(ex->request().headers, "mcp-protocol-version");
+  auto err = gateway_session::error(id, gateway_error::unsupported_protocol_version,
+                                    "Unsupported protocol version (mcprt's gateway speaks 2026-07-28, 2025-11-25, "
+                                    "2025-06-18, 2025-03-26)");
+  err["error"]["data"] = {{"supported", gateway_supported_versions()},
+                          {"requested", versions.size() == 1 ? escape_for_display(versions.front().substr(0, 64))
+                                                             : std::string("(several)")}};
+  http_response r;
+  r.status = 400;
+  r.body = dump_json(err) + "\n";
+  r.headers = extra;
+  ex->respond(std::move(r));
+}
+
 void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id route, header_list extra,
                       const std::string& set) {
   auto& req = ex->request();
-  // A revision the client says it speaks must be one we speak (the header
-  // is absent on initialize and from 2025-03-26 clients).
   auto versions = http::header_values(req.headers, "mcp-protocol-version");
-  if (versions.size() > 1 ||
-      (versions.size() == 1 && std::find(gateway_protocols.begin(), gateway_protocols.end(), versions.front()) ==
-                                 gateway_protocols.end())) {
-    // 2026-07-28's UnsupportedProtocolVersionError, under the request's id
-    // when the body has one: a client of that revision reads `supported`
-    // and falls back to initialize; an older one reads the message.
-    json id = nullptr;
-    if (route == http::route_id::mcp_post) {
-      json_limits lim;
-      lim.max_bytes = opts_.max_body;
-      lim.max_depth = opts_.max_json_depth;
-      auto body = parse_bounded_json(req.body, lim);
-      if (body.ok() && body.value.is_object())
-        if (auto i = body.value.find("id"); i != body.value.end() && (i->is_string() || i->is_number_integer()))
-          id = *i;
-    }
-    json supported = json::array();
-    for (auto v : gateway_protocols)
-      supported.push_back(std::string(v));
-    auto err = gateway_session::error(id, gateway_error::unsupported_protocol_version,
-                                      "Unsupported protocol version (mcprt's gateway speaks 2025-11-25, 2025-06-18, "
-                                      "2025-03-26)");
-    err["error"]["data"] = {{"supported", std::move(supported)},
-                            {"requested", versions.size() == 1 ? escape_for_display(versions.front().substr(0, 64))
-                                                               : std::string("(several)")}};
-    http_response r;
-    r.status = 400;
-    r.body = dump_json(err) + "\n";
-    r.headers = extra;
-    ex->respond(std::move(r));
+  // POST decides with its body: a 2026-07-28 request may name its revision
+  // only in `_meta` (and is then refused for the missing header).
+  if (route != http::route_id::mcp_post &&
+      (versions.size() > 1 ||
+       (versions.size() == 1 && std::find(gateway_protocols.begin(), gateway_protocols.end(), versions.front()) ==
+                                  gateway_protocols.end()))) {
+    refuse_version(ex, nullptr, extra);
     return;
   }
   switch (route) {
@@ -217,6 +218,16 @@ void mcp_http::handle(const std::shared_ptr<http_exchange>& ex, http::route_id r
 }
 
 namespace {
+
+/// Whether a message names its revision in `_meta`, as 2026-07-28 and
+/// later requests do.
+bool names_revision_in_meta(const json& msg) {
+  if (!msg.is_object()) return false;
+  auto p = msg.find("params");
+  if (p == msg.end() || !p->is_object()) return false;
+  auto m = p->find("_meta");
+  return m != p->end() && m->is_object() && m->contains("io.modelcontextprotocol/protocolVersion");
+}
 
 std::optional<json> parse_message(const std::shared_ptr<http_exchange>& ex, const mcp_http_options& opts,
                                    const mcp_http::header_list& extra) {
@@ -276,6 +287,23 @@ public:
     sse->send(msg, last);
   }
 
+  void send_error(const json& msg, int status) override {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (!sse_) {
+        if (done_) return;
+        done_ = true;
+        http_response r;
+        r.status = status;
+        r.body = dump_json(msg) + "\n";
+        r.headers = extra_;
+        ex_->respond(std::move(r));
+        return;
+      }
+    }
+    send(msg, true);
+  }
+
   bool open() const override {
     std::lock_guard<std::mutex> guard{mtx_};
     return sse_ ? sse_->open() : !done_;
@@ -323,6 +351,25 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
   }
   auto msg = parse_message(ex, opts_, extra);
   if (!msg) return;
+  auto versions = http::header_values(req.headers, "mcp-protocol-version");
+  bool legacy_version = versions.size() == 1 && std::find(gateway_protocols.begin(), gateway_protocols.end(),
+                                                           versions.front()) != gateway_protocols.end();
+  bool modern = sid->empty() && !legacy_version && versions.size() <= 1 && names_revision_in_meta(*msg);
+  if (!modern && (versions.size() > 1 || (versions.size() == 1 && !legacy_version))) {
+    if (versions.size() == 1 && is_modern_protocol(versions.front()) && sid->empty()) {
+      modern = true;
+    } else {
+      json id = nullptr;
+      if (msg->is_object())
+        if (auto i = msg->find("id"); i != msg->end() && (i->is_string() || i->is_number_integer())) id = *i;
+      refuse_version(ex, id, extra);
+      return;
+    }
+  }
+  if (modern) {
+    post_modern(ex, std::move(*msg), extra, set);
+    return;
+  }
   bool request = msg->is_object() && msg->contains("method") && msg->contains("id");
   std::string method = request && (*msg)["method"].is_string() ? (*msg)["method"].get<std::string>() : "";
   std::shared_ptr<gateway_channel> channel;
@@ -350,6 +397,49 @@ void mcp_http::post(const std::shared_ptr<http_exchange>& ex, const header_list&
     return;
   }
   ex->respond(rpc_error_response(r.status, gateway_error::invalid_request, r.error, extra));
+}
+
+void mcp_http::post_modern(const std::shared_ptr<http_exchange>& ex, json msg, const header_list& extra,
+                           const std::string& set) {
+  auto& req = ex->request();
+  modern_headers h;
+  auto one = [&](std::string_view name) -> std::optional<std::string> {
+    auto v = http::header_values(req.headers, name);
+    if (v.size() != 1) return std::nullopt; // absent, or ambiguous
+    return std::string(v.front());
+  };
+  h.protocol = one("mcp-protocol-version");
+  h.method = one("mcp-method");
+  h.name = one("mcp-name");
+  bool request = msg.is_object() && msg.contains("method") && msg.contains("id");
+  std::shared_ptr<gateway_channel> channel;
+  bool listen = request && msg["method"] == "subscriptions/listen";
+  if (listen && !accepts(req, "text/event-stream")) {
+    auto err = gateway_session::error(msg["id"], gateway_error::invalid_request,
+                                      "subscriptions/listen answers with a stream: send Accept: text/event-stream");
+    http_response resp;
+    resp.status = 406;
+    resp.body = dump_json(err) + "\n";
+    resp.headers = extra;
+    ex->respond(std::move(resp));
+    return;
+  }
+  if (request && (msg["method"] == "tools/call" || listen) && accepts(req, "text/event-stream"))
+    channel = std::make_shared<call_channel>(ex, extra, opts_.stream_queue, opts_.slots);
+  else if (request)
+    channel = std::make_shared<json_channel>(ex, extra, true);
+  auto r = gw_.post_modern(std::move(msg), h, channel, set);
+  if (r.answer) {
+    http_response resp;
+    resp.status = r.status;
+    resp.body = dump_json(*r.answer) + "\n";
+    resp.headers = extra;
+    ex->respond(std::move(resp));
+  } else if (r.status == 202) {
+    ex->respond(plain_response(202, extra));
+  } else if (r.status != 200) {
+    ex->respond(rpc_error_response(r.status, gateway_error::invalid_request, r.error, extra));
+  }
 }
 
 void mcp_http::get(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set) {

@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/event_stream.hpp"
 #include "cli/http_server.hpp"
 #include "core/http_rules.hpp"
@@ -71,6 +73,9 @@ public:
 
 private:
   void post(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set);
+  void post_modern(const std::shared_ptr<http_exchange>& ex, nlohmann::json msg, const header_list& extra,
+                   const std::string& set);
+  void refuse_version(const std::shared_ptr<http_exchange>& ex, const nlohmann::json& id, const header_list& extra);
   void get(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set);
   void remove(const std::shared_ptr<http_exchange>& ex, const header_list& extra, const std::string& set);
   void legacy_stream(const std::shared_ptr<http_exchange>& ex, const header_list& extra);

@@ -31,6 +31,14 @@ namespace mcprt {
 inline constexpr std::array<std::string_view, 4> gateway_protocols = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                                       "2024-11-05"};
 
+/// The stateless revision: no initialize, no session; every request
+/// carries its revision and the client's capabilities in `_meta`.
+inline constexpr std::string_view gateway_modern_protocol = "2026-07-28";
+
+/// Every revision the gateway serves, newest first (server/discover's
+/// supportedVersions and UnsupportedProtocolVersionError's `supported`).
+std::vector<std::string> gateway_supported_versions();
+
 /// JSON-RPC and MCP error codes the gateway answers with.
 namespace gateway_error {
 inline constexpr int parse = -32700;
@@ -41,6 +49,11 @@ inline constexpr int internal = -32603;
 inline constexpr int resource_not_found = -32002;
 /// 2026-07-28: the requested revision is not spoken here (`data.supported`).
 inline constexpr int unsupported_protocol_version = -32022;
+/// 2026-07-28: a mirrored HTTP header is missing or disagrees with the body.
+inline constexpr int header_mismatch = -32020;
+/// 2026-07-28: the request needs a capability its client did not declare
+/// (`data.requiredCapabilities`).
+inline constexpr int missing_capability = -32021;
 } // namespace gateway_error
 
 /// Work for an upstream server on behalf of one downstream request.
@@ -77,6 +90,38 @@ struct gateway_effects {
   std::optional<std::string> log_level;
   bool initialized = false;   // notifications/initialized came
   bool roots_changed = false; // notifications/roots/list_changed came
+  /// A 2026-07-28 request's HTTP status: 200, or 400/404 with the error in
+  /// `send`.
+  int status = 200;
+  /// A 2026-07-28 request that carries `requestState`: the retry of a
+  /// request that got an InputRequiredResult. Nothing is dispatched; the
+  /// gateway finds the request it continues.
+  struct input_retry {
+    nlohmann::json id;
+    std::string method;
+    std::string name; // tools/call and prompts/get: params.name; resources/read: params.uri
+    std::string request_state;
+    nlohmann::json input_responses; // an object (empty when absent)
+  };
+  std::optional<input_retry> retry;
+  /// A 2026-07-28 subscriptions/listen: the stream the gateway keeps open
+  /// for the notifications its filter asks for.
+  struct listen_request {
+    nlohmann::json id; // the subscription's id in every notification
+    bool tools = false, prompts = false, resources = false;
+    std::vector<std::string> uris; // resourceSubscriptions
+  };
+  std::optional<listen_request> listen;
+};
+
+/// The HTTP headers of a 2026-07-28 request that mirror its body
+/// (MCP-Protocol-Version, Mcp-Method, Mcp-Name), as sent. Over stdio there
+/// are none to check (`http` false).
+struct modern_headers {
+  bool http = true;
+  std::optional<std::string> protocol;
+  std::optional<std::string> method;
+  std::optional<std::string> name;
 };
 
 class gateway_session {
@@ -92,6 +137,18 @@ public:
   /// One message of the client (already parsed within bounds).
   gateway_effects on_message(const nlohmann::json& msg, const gateway_catalog& catalog);
 
+  /// One 2026-07-28 message, stateless: validated against its headers and
+  /// `_meta`, whose client capabilities and identity this session takes.
+  /// A session serves one such request (and the retries of it).
+  gateway_effects on_modern_message(const nlohmann::json& msg, const modern_headers& headers,
+                                    const gateway_catalog& catalog);
+
+  /// The 2026-07-28 result to send for `result` (an upstream server's, or
+  /// the catalog's): `resultType` set, and for the cacheable methods
+  /// `ttlMs` and `cacheScope` (always "private": what the gateway shows is
+  /// its owner's workspace).
+  static nlohmann::json modern_result(const std::string& method, nlohmann::json result);
+
   /// A request to the client (sampling/createMessage, elicitation/create,
   /// roots/list) under a fresh id: the id and the message to send. Its
   /// answer comes back in gateway_effects::answers.
@@ -101,6 +158,8 @@ public:
   void forget_request(std::uint64_t id) { outbound_.erase(id); }
 
   bool initialized() const { return initialized_; }
+  /// The session speaks 2026-07-28 (on_modern_message).
+  bool modern() const { return modern_; }
   const std::string& protocol() const { return protocol_; }
   /// `clientInfo` of initialize: name and version, cut to 256 bytes each.
   const std::string& client_name() const { return client_name_; }
@@ -125,8 +184,12 @@ private:
   void initialize(const nlohmann::json& id, const nlohmann::json& params, const gateway_catalog& catalog,
                   gateway_effects& fx);
 
+  void take_client_capabilities(const nlohmann::json& caps);
+  void take_client_info(const nlohmann::json& info);
+
   options opts_;
   bool initialized_ = false;
+  bool modern_ = false;
   std::string protocol_;
   std::string client_name_;
   std::string client_version_;

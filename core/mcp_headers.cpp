@@ -1,6 +1,7 @@
 #include "core/mcp_headers.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/ascii.hpp"
 #include "core/oauth.hpp"
@@ -23,6 +24,45 @@ std::string mcp_header_value(std::string_view value) {
   bool sentinel = value.size() >= 11 && value.substr(0, 9) == "=?base64?" && value.substr(value.size() - 2) == "?=";
   if (plain && !sentinel) return std::string(value);
   return "=?base64?" + oauth::base64(value) + "?=";
+}
+
+std::optional<std::string> decode_mcp_header_value(std::string_view value) {
+  for (char c : value) {
+    auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u > 0x7e) return std::nullopt;
+  }
+  bool sentinel = value.size() >= 11 && value.substr(0, 9) == "=?base64?" && value.substr(value.size() - 2) == "?=";
+  if (!sentinel) return std::string(value);
+  auto b64 = value.substr(9, value.size() - 11);
+  if (b64.size() % 4 != 0) return std::nullopt;
+  auto digit = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  out.reserve(b64.size() / 4 * 3);
+  for (std::size_t i = 0; i < b64.size(); i += 4) {
+    int d[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = b64[i + k];
+      if (c == '=' && i + 4 == b64.size() && k >= 2) {
+        d[k] = 0;
+        ++pad;
+      } else if (pad > 0 || (d[k] = digit(c)) < 0) {
+        return std::nullopt;
+      }
+    }
+    std::uint32_t n = (std::uint32_t(d[0]) << 18) | (std::uint32_t(d[1]) << 12) | (std::uint32_t(d[2]) << 6) | d[3];
+    out.push_back(static_cast<char>(n >> 16));
+    if (pad < 2) out.push_back(static_cast<char>((n >> 8) & 0xff));
+    if (pad < 1) out.push_back(static_cast<char>(n & 0xff));
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> mcp_request_headers(const json& msg) {

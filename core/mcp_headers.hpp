@@ -23,6 +23,11 @@ bool is_modern_protocol(std::string_view version);
 /// else `=?base64?<base64 of the UTF-8>?=`.
 std::string mcp_header_value(std::string_view value);
 
+/// What a header value sent by mcp_header_value's rules stands for: the
+/// value itself, or the decoded `=?base64?...?=`; nullopt when the value
+/// has characters a header cannot carry or its base64 is broken.
+std::optional<std::string> decode_mcp_header_value(std::string_view value);
+
 /// `Mcp-Method` for every request, and `Mcp-Name` (params.name, or
 /// params.uri) for tools/call, prompts/get and resources/read. Nothing for
 /// a message that is not a request object.

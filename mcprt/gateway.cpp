@@ -73,6 +73,39 @@ json tool_error_result(const std::string& text) {
   return json{{"content", json::array({json{{"type", "text"}, {"text", text}}})}, {"isError", true}};
 }
 
+/// The answer of a 2026-07-28 request: under the id of the request that is
+/// waiting now (a retry may use another than the request it continues),
+/// with `resultType` and caching hints.
+class modern_reply final : public mcprt::gateway_channel {
+public:
+  modern_reply(std::shared_ptr<mcprt::gateway_channel> inner, json id, std::string method)
+    : inner_(std::move(inner)), id_(std::move(id)), method_(std::move(method)) {}
+
+  void send(const json& msg, bool last) override {
+    if (!last || !msg.is_object() || !msg.contains("id")) {
+      inner_->send(msg, last);
+      return;
+    }
+    json out = msg;
+    out["id"] = id_;
+    if (auto r = out.find("result"); r != out.end())
+      *r = mcprt::gateway_session::modern_result(method_, std::move(*r));
+    inner_->send(out, last);
+  }
+  void send_error(const json& msg, int status) override {
+    json out = msg;
+    out["id"] = id_;
+    inner_->send_error(out, status);
+  }
+  bool open() const override { return inner_->open(); }
+  void close() override { inner_->close(); }
+
+private:
+  std::shared_ptr<mcprt::gateway_channel> inner_;
+  json id_;
+  std::string method_;
+};
+
 } // namespace
 
 // -- state ------------------------------------------------------------------------
@@ -88,6 +121,8 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
     std::string server;
     std::string method;
     std::string uri; // resources/subscribe and unsubscribe
+    json id;          // the client's
+    std::string name; // 2026-07-28: what a retry must name again (params.name or uri)
   };
 
   struct session {
@@ -101,7 +136,13 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
     struct outbound {
       host_responder responder;
       std::string request_id; // the runtime's server_request id
+      std::string method;     // 2026-07-28: asked for in an InputRequiredResult
+      json params;
     };
+    bool modern = false; // 2026-07-28: one request (and its retries), no client session
+    // 2026-07-28 subscriptions/listen: what its stream carries.
+    std::optional<gateway_effects::listen_request> listen;
+    std::string request_state; // 2026-07-28: the InputRequiredResult it waits on a retry of
     std::map<std::uint64_t, outbound> outbound;
     std::set<std::pair<std::string, std::string>> subscriptions; // (server, uri)
     clock_type::time_point last_active = clock_type::now();
@@ -153,10 +194,24 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   // Under mtx: the session `id`, when it belongs to `set`.
   std::shared_ptr<session> find_in(const std::string& id, const std::string& set) const {
     auto s = find(id);
-    return s && s->set == set ? s : nullptr;
+    // A 2026-07-28 request's state is no session a client can name.
+    return s && s->set == set && !s->modern ? s : nullptr;
   }
   uint64_t next_call = 1;
   bool stopping = false;
+  // 2026-07-28 requests waiting on a retry: requestState -> session.
+  std::map<std::string, std::string> parked;
+  // Under mtx: a 2026-07-28 session with nothing left in flight is gone.
+  void drop_if_done(const session& s) {
+    if (!s.modern || s.listen || !s.requests.empty()) return;
+    if (!s.request_state.empty()) parked.erase(s.request_state);
+    sessions.erase(s.id);
+  }
+  void ask_for_input(session& s);
+  post_result listen_modern(const std::shared_ptr<session>& s, gateway_effects::listen_request l,
+                            std::shared_ptr<gateway_channel> stream);
+  post_result resume(const gateway_effects::input_retry& retry, std::shared_ptr<gateway_channel> reply,
+                     const std::string& set);
 
   // Servers whose prompt and resource lists may have changed since they
   // were fetched (an update of their connection, a list_changed).
@@ -181,6 +236,22 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
 
   // Under mtx: a message not tied to a request.
   void send_unrelated(session& s, json msg) {
+    if (s.modern) {
+      // Only a listen stream takes them, and only what its filter names.
+      if (!s.listen || !(s.stream && s.stream->open())) return;
+      auto& l = *s.listen;
+      const auto& m = msg.value("method", std::string{});
+      bool wanted = (m == "notifications/tools/list_changed" && l.tools) ||
+                    (m == "notifications/prompts/list_changed" && l.prompts) ||
+                    (m == "notifications/resources/list_changed" && l.resources) ||
+                    (m == "notifications/resources/updated" && msg.contains("params") &&
+                     std::find(l.uris.begin(), l.uris.end(), msg["params"].value("uri", std::string{})) != l.uris.end());
+      if (!wanted) return;
+      if (!msg["params"].is_object()) msg["params"] = json::object();
+      msg["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] = l.id;
+      s.stream->send(msg, false);
+      return;
+    }
     if (s.stream && s.stream->open()) {
       s.stream->send(msg, false);
       return;
@@ -210,6 +281,13 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
       if (!r->second.call_id.empty()) calls.erase(r->second.call_id);
       if (!r->second.wire.empty()) wire_ended(r->second.wire, sid);
       s->requests.erase(r);
+      if (s->modern) {
+        // Inputs still asked for are of a call that needs them no more.
+        for (auto& [id, out] : s->outbound)
+          out.responder.fail(gateway_error::internal, "the call ended");
+        s->outbound.clear();
+        drop_if_done(*s);
+      }
     }
     if (reply) reply->send(answer, true);
   }
@@ -391,16 +469,23 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     // Only when every call in flight to that server is a gateway call of
     // one session: a call from elsewhere (the HTTP API, another host
     // session) may have caused it, and then nobody gets it.
+    //
+    // A 2026-07-28 call whose input the gateway has asked for and not yet
+    // had is waiting on that answer, not asking again: it is left out.
+    auto waiting = [](const impl::session& x) { return x.modern && !x.outbound.empty() && !x.request_state.empty(); };
     std::string only;
     for (auto& id : req.in_flight_calls) {
       auto c = p.calls.find(id);
-      if (c == p.calls.end() || (!only.empty() && only != c->second.first)) return false;
+      if (c == p.calls.end()) return false;
+      auto cs = p.find(c->second.first);
+      if (cs && waiting(*cs)) continue;
+      if (!only.empty() && only != c->second.first) return false;
       only = c->second.first;
     }
     std::uint64_t oldest = 0;
     for (auto& [sid, sess] : p.sessions)
       for (auto& [key, r] : sess->requests)
-        if (!r.call_id.empty() && r.server == req.server) {
+        if (!r.call_id.empty() && r.server == req.server && !waiting(*sess)) {
           if (owner && owner->first != sid) return false; // several sessions: whose it is cannot be told
           if (owner && r.call_number > oldest) continue;
           owner = std::make_pair(sid, key);
@@ -412,6 +497,20 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   if (!s) return false;
   auto& e = s->engine;
   bool sampling = req.method == "sampling/createMessage";
+  if (sampling && s->modern && !e.client_can("sampling") && !s->requests.empty()) {
+    // 2026-07-28: the request needs a capability its client did not
+    // declare; the client learns which, and the call upstream ends.
+    auto& r = s->requests.begin()->second;
+    if (auto reply = std::move(r.reply))
+      reply->send_error(gateway_session::error(r.id, gateway_error::missing_capability,
+                                               "the server asked this request's client for sampling, which it did "
+                                               "not declare in io.modelcontextprotocol/clientCapabilities",
+                                               json{{"requiredCapabilities", {{"sampling", json::object()}}}}),
+                        400);
+    if (!r.call_id.empty()) p.rt.cancel_call(r.call_id);
+    responder.fail(-1, "the client of this call does not support sampling");
+    return true;
+  }
   if (sampling && !e.client_can("sampling")) {
     responder.fail(-1, "the client of this call does not support sampling");
     return true;
@@ -427,7 +526,15 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     }
   }
   auto [id, msg] = e.request(req.method, req.params);
-  s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id});
+  if (s->modern) {
+    // A 2026-07-28 client is not listening for requests: the call's
+    // answer so far is an InputRequiredResult, and its retry brings this.
+    e.forget_request(id);
+    s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id, req.method, req.params});
+    p.ask_for_input(*s);
+    return true;
+  }
+  s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id, {}, nullptr});
   p.send_related(*s, owner->second, std::move(msg));
   return true;
 }
@@ -445,6 +552,127 @@ void gateway::withdraw(const std::string& request_id) {
                                                            {{"requestId", id}, {"reason", "withdrawn by the server"}}));
         return;
       }
+}
+
+// Under mtx: the inputs the session's request waits for, as its answer
+// (an InputRequiredResult) when a client is waiting for one.
+void gateway::impl::ask_for_input(session& s) {
+  if (s.requests.empty() || s.outbound.empty()) return;
+  auto& r = s.requests.begin()->second;
+  if (!r.reply) return; // asked already: the retry brings the answers
+  json requests = json::object();
+  for (auto& [id, out] : s.outbound) {
+    json q{{"method", out.method}};
+    q["params"] = out.params.is_object() ? out.params : json::object();
+    requests["input-" + std::to_string(id)] = std::move(q);
+  }
+  // A fresh state each round: an old one cannot be replayed.
+  if (!s.request_state.empty()) parked.erase(s.request_state);
+  s.request_state = random_session_id() + random_session_id();
+  parked[s.request_state] = s.id;
+  s.last_active = clock_type::now();
+  auto reply = std::move(r.reply);
+  reply->send(gateway_session::result(r.id, json{{"resultType", "input_required"},
+                                                 {"inputRequests", std::move(requests)},
+                                                 {"requestState", s.request_state}}),
+              true);
+}
+
+namespace {
+
+// Whether `answer` has the shape of a result of the client's `method`: one
+// that has not is asked for again.
+bool answers_input(const std::string& method, const json& answer) {
+  if (!answer.is_object()) return false;
+  if (method == "elicitation/create") {
+    auto a = answer.find("action");
+    return a != answer.end() && (*a == "accept" || *a == "decline" || *a == "cancel");
+  }
+  if (method == "sampling/createMessage") return answer.contains("content") && answer.contains("role");
+  if (method == "roots/list") return answer.contains("roots") && answer["roots"].is_array();
+  return true;
+}
+
+} // namespace
+
+gateway::post_result gateway::impl::resume(const gateway_effects::input_retry& retry,
+                                           std::shared_ptr<gateway_channel> reply, const std::string& set) {
+  auto refuse = [&](int code, const std::string& why) {
+    post_result r;
+    r.status = 400;
+    r.answer = gateway_session::error(retry.id, code, why);
+    return r;
+  };
+  std::lock_guard<std::mutex> guard{mtx};
+  auto it = parked.find(retry.request_state);
+  std::shared_ptr<session> s = it == parked.end() ? nullptr : find(it->second);
+  if (!s || s->set != set || s->requests.empty() || s->requests.begin()->second.reply)
+    return refuse(gateway_error::invalid_params,
+                  "requestState is not one this gateway gave out, or its request has ended or was retried "
+                  "already (each is good for one retry)");
+  auto& r = s->requests.begin()->second;
+  if (r.method != retry.method || r.name != retry.name)
+    return refuse(gateway_error::invalid_params,
+                  "this requestState belongs to another request: retry the same method and name");
+  parked.erase(it);
+  s->request_state.clear();
+  for (auto o = s->outbound.begin(); o != s->outbound.end();) {
+    auto a = retry.input_responses.find("input-" + std::to_string(o->first));
+    if (a != retry.input_responses.end() && answers_input(o->second.method, *a)) {
+      o->second.responder.answer(*a);
+      o = s->outbound.erase(o);
+    } else {
+      ++o;
+    }
+  }
+  r.reply = std::make_shared<modern_reply>(std::move(reply), retry.id, retry.method);
+  s->last_active = clock_type::now();
+  ask_for_input(*s); // what is still missing, at once
+  return {};
+}
+
+gateway::post_result gateway::impl::listen_modern(const std::shared_ptr<session>& s,
+                                                  gateway_effects::listen_request l,
+                                                  std::shared_ptr<gateway_channel> stream) {
+  std::vector<std::pair<std::string, std::string>> subscribe; // upstream, first of their kind
+  json agreed = json::object();
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (sessions.size() >= opts.max_sessions) return {503, "", "too many requests in flight"};
+    auto& c = catalog_of(*s);
+    std::vector<std::string> uris;
+    auto servers = c.servers_with("resources.subscribe");
+    for (auto& uri : l.uris) {
+      // Only resources a server of the catalog serves and lets subscribe.
+      auto server = c.resource_server(uri);
+      if (!server) continue;
+      if (std::find(servers.begin(), servers.end(), *server) == servers.end()) continue;
+      std::pair<std::string, std::string> sub{*server, uri};
+      auto& who = subscribers[sub];
+      if (who.empty()) subscribe.push_back(sub);
+      who.insert(s->id);
+      s->subscriptions.insert(sub);
+      uris.push_back(uri);
+    }
+    l.uris = std::move(uris);
+    if (l.tools) agreed["toolsListChanged"] = true;
+    if (l.prompts) agreed["promptsListChanged"] = true;
+    if (l.resources) agreed["resourcesListChanged"] = true;
+    if (!l.uris.empty()) agreed["resourceSubscriptions"] = l.uris;
+    s->stream = std::make_shared<modern_reply>(stream, l.id, "subscriptions/listen");
+    s->listen = std::move(l);
+    sessions[s->id] = s;
+    // First on the stream, before anything the filter lets through.
+    s->stream->send(gateway_session::notification(
+                      "notifications/subscriptions/acknowledged",
+                      json{{"_meta", {{"io.modelcontextprotocol/subscriptionId", s->listen->id}}},
+                           {"notifications", agreed}}),
+                    false);
+  }
+  for (auto& [server, uri] : subscribe)
+    rt.mcp_request_async(s->runtime_session, server, "resources/subscribe", json{{"uri", uri}},
+                         [](caf::expected<json>) {});
+  return {};
 }
 
 // Under mtx.
@@ -587,6 +815,54 @@ gateway::post_result gateway::post(const std::string& sid, json msg, std::shared
   return {is_request ? 200 : 202, "", ""};
 }
 
+gateway::post_result gateway::post_modern(json msg, const modern_headers& headers,
+                                          std::shared_ptr<gateway_channel> reply, const std::string& set) {
+  auto& p = *impl_;
+  auto s = std::make_shared<impl::session>(gateway_session::options{"mcprt", p.opts.version, {}});
+  s->id = "m" + random_session_id();
+  s->set = set;
+  s->modern = true;
+  // Stateless requests share the daemon's own runtime session: there is
+  // no client session for one of their own to follow.
+  s->runtime_session = p.opts.catalog_session;
+  gateway_effects fx;
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    if (p.stopping) return {503, "", "the gateway is stopping", std::nullopt};
+    if (!set.empty() && !p.tool_sets.count(set))
+      return {404, "",
+              "no tool set '" + escape_for_display(set.substr(0, 64))
+                + "' in the settings (mcp.toolSets; mcprt status --json lists gateway.sets)",
+              std::nullopt};
+    fx = s->engine.on_modern_message(msg, headers, p.catalog_of(*s));
+  }
+  if (fx.retry) return p.resume(*fx.retry, std::move(reply), set);
+  if (fx.listen && reply) return p.listen_modern(s, std::move(*fx.listen), std::move(reply));
+  if (fx.dispatch.empty() || !reply) {
+    post_result r;
+    r.status = fx.status;
+    if (!fx.send.empty()) r.answer = std::move(fx.send.front());
+    return r;
+  }
+  auto d = std::move(fx.dispatch.front());
+  {
+    std::lock_guard<std::mutex> guard{p.mtx};
+    if (p.sessions.size() >= p.opts.max_sessions) return {503, "", "too many requests in flight", std::nullopt};
+    impl::pending_request pr;
+    pr.reply = std::make_shared<modern_reply>(reply, d.id, d.method);
+    pr.server = d.server;
+    pr.method = d.method;
+    pr.id = d.id;
+    auto& params = msg["params"];
+    auto name = params.find(d.method == "resources/read" ? "uri" : "name");
+    if (name != params.end() && name->is_string()) pr.name = name->get<std::string>();
+    s->requests[key_of(d.id)] = std::move(pr);
+    p.sessions[s->id] = s;
+  }
+  p.dispatch(s, s->runtime_session, std::move(d));
+  return {};
+}
+
 bool gateway::listen(const std::string& sid, std::shared_ptr<gateway_channel> stream, const std::string& set) {
   auto& p = *impl_;
   std::shared_ptr<gateway_channel> previous;
@@ -615,6 +891,7 @@ void gateway::impl::close_session(const std::string& sid) {
     if (it == sessions.end()) return;
     s = it->second;
     sessions.erase(it);
+    if (!s->request_state.empty()) parked.erase(s->request_state);
     for (auto& [key, r] : s->requests) {
       if (!r.call_id.empty()) {
         cancels.push_back(r.call_id);
@@ -639,10 +916,19 @@ void gateway::impl::close_session(const std::string& sid) {
     rt.cancel_call(c);
   for (auto& [key, r] : s->requests)
     if (r.reply) r.reply->close();
+  if (s->listen && s->stream && s->stream->open()) {
+    // A listen stream the gateway ends gets its request's answer first.
+    s->stream->send(gateway_session::result(
+                      s->listen->id,
+                      json{{"resultType", "complete"},
+                           {"_meta", {{"io.modelcontextprotocol/subscriptionId", s->listen->id}}}}),
+                    true);
+  }
   if (s->stream) s->stream->close();
   auto rs = s->runtime_session;
   for (auto& [server, uri] : unsubscribe)
     if (!rs.empty()) rt.mcp_request_async(rs, server, "resources/unsubscribe", json{{"uri", uri}}, [](caf::expected<json>) {});
+  if (s->modern) return; // its runtime session is the daemon's
   if (!rs.empty()) rt.close_session_async(rs, [] {});
   spdlog::info("gateway: session {} closed", sid.substr(0, 8));
 }
@@ -715,6 +1001,7 @@ bool gateway::impl::on_event(const event& ev) {
       if (!owner) return false;
       auto want = owner->engine.log_level();
       if (want && level_rank(l.level) < level_rank(*want)) return false;
+      if (owner->modern && !want) return false; // 2026-07-28: only when its _meta asks
       send_related(*owner, related, note);
       return false;
     }
@@ -970,7 +1257,10 @@ void gateway::impl::close_idle_sessions() {
     std::lock_guard<std::mutex> guard{mtx};
     auto now = clock_type::now();
     for (auto& [sid, s] : sessions)
-      if (s->requests.empty() && !(s->stream && s->stream->open()) && now - s->last_active >= opts.idle_timeout)
+      if (s->modern && s->listen ? !(s->stream && s->stream->open())
+          : s->modern            ? !s->request_state.empty() && now - s->last_active >= opts.input_wait
+                    : s->requests.empty() && !(s->stream && s->stream->open())
+                        && now - s->last_active >= opts.idle_timeout)
         idle.push_back(sid);
   }
   for (auto& sid : idle) {

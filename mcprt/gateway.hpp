@@ -20,7 +20,9 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -28,6 +30,7 @@
 
 #include "mcprt/version.hpp"
 #include "core/gateway_catalog.hpp"
+#include "core/gateway_session.hpp"
 
 namespace mcprt {
 
@@ -48,6 +51,9 @@ struct gateway_options {
   std::chrono::milliseconds wait_connecting = std::chrono::seconds(10);
   /// Changes arriving within this window make one catalog rebuild.
   std::chrono::milliseconds coalesce = std::chrono::milliseconds(20);
+  /// A 2026-07-28 request answered with an InputRequiredResult waits this
+  /// long for its retry; then its call upstream is cancelled.
+  std::chrono::milliseconds input_wait = std::chrono::minutes(5);
   /// Messages kept for a session with no stream open (oldest dropped).
   std::size_t backlog = 64;
   std::string version = MCPRT_VERSION;
@@ -59,6 +65,9 @@ public:
   virtual ~gateway_channel() = default;
   /// One message; `last`: a request's answer, nothing more comes here.
   virtual void send(const nlohmann::json& msg, bool last) = 0;
+  /// A request's answer that is an error with an HTTP status of its own
+  /// (2026-07-28), where nothing has been sent yet.
+  virtual void send_error(const nlohmann::json& msg, int /*status*/) { send(msg, true); }
   /// The client has gone (a closed stream): messages go elsewhere.
   virtual bool open() const { return true; }
   /// The session closed: end the stream.
@@ -79,6 +88,9 @@ public:
   void stop();
 
   struct post_result {
+    post_result() = default;
+    post_result(int st, std::string sess, std::string err, std::optional<nlohmann::json> ans = std::nullopt)
+      : status(st), session(std::move(sess)), error(std::move(err)), answer(std::move(ans)) {}
     /// 200: a request; its answer comes on the channel. 202: a notification
     /// or response, taken. 400: bad (see error). 404: no such session.
     /// 503: too many sessions, or stopping.
@@ -86,6 +98,9 @@ public:
     /// A new session's id (initialize).
     std::string session;
     std::string error;
+    /// The whole answer, with `status`, when it is known at once (a
+    /// 2026-07-28 request refused or answered from the catalog).
+    std::optional<nlohmann::json> answer;
   };
 
   /// One message of a client. No `session`: it must be an initialize
@@ -95,6 +110,14 @@ public:
   /// another (404).
   post_result post(const std::string& session, nlohmann::json msg, std::shared_ptr<gateway_channel> reply,
                    const std::string& set = {});
+  /// One 2026-07-28 message: stateless, no session id. Its answer comes on
+  /// `reply`, or in the result (`answer`) when known at once. A server's
+  /// request for input during it (elicitation, sampling) ends the request
+  /// with an InputRequiredResult; the retry that carries its
+  /// `requestState` and `inputResponses` answers the server and takes the
+  /// rest of the call.
+  post_result post_modern(nlohmann::json msg, const modern_headers& headers, std::shared_ptr<gateway_channel> reply,
+                          const std::string& set = {});
   /// The stream of the session's messages not tied to a request (list
   /// changes, resource updates, server logs, requests to the client). A
   /// second stream replaces the first. False: no such session (in `set`).

@@ -3,7 +3,9 @@
 // the downstream client over streamable HTTP at /mcp.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "tests/cli/daemon_test_util.hpp"
 
@@ -643,27 +645,225 @@ TEST_F(GatewayHttp, AToolSetServesOnlyItsToolsAtItsOwnPath) {
 // A 2026-07-28 client learns from the refusal which revisions the gateway
 // speaks (UnsupportedProtocolVersionError, under its own request id), and
 // mcprt as such a client falls back to initialize on it.
-TEST_F(GatewayHttp, ARevisionItDoesNotSpeakIsRefusedWithTheSupportedOnes) {
+namespace {
+
+/// A 2026-07-28 request as a client sends it: the revision and the
+/// client's capabilities in _meta, mirrored in the headers.
+struct modern_post {
+  httplib::Client& h;
+  json caps = json::object();
+
+  httplib::Result post(int id, const std::string& method, json params, const std::string& name = "",
+                       const std::string& version = "2026-07-28") {
+    params["_meta"] = {{"io.modelcontextprotocol/protocolVersion", version},
+                       {"io.modelcontextprotocol/clientCapabilities", caps}};
+    httplib::Headers hs{{"Accept", "application/json, text/event-stream"},
+                        {"MCP-Protocol-Version", version},
+                        {"Mcp-Method", method}};
+    if (!name.empty()) hs.emplace("Mcp-Name", name);
+    json msg{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+    return h.Post("/mcp", hs, msg.dump(), "application/json");
+  }
+
+  /// The answer to request `id` in a JSON body or an event stream.
+  static json answer(const httplib::Result& r, int id) {
+    if (!r) return nullptr;
+    auto body = json::parse(r->body, nullptr, false);
+    if (!body.is_discarded()) return body;
+    std::size_t at = 0;
+    while ((at = r->body.find("data: ", at)) != std::string::npos) {
+      auto end = r->body.find('\n', at);
+      auto m = json::parse(r->body.substr(at + 6, end - at - 6), nullptr, false);
+      if (m.is_object() && m.value("id", json()) == id) return m;
+      at = end;
+    }
+    return nullptr;
+  }
+};
+
+} // namespace
+
+TEST_F(GatewayHttp, A2026ClientIsServedStatelesslyAndARevisionItDoesNotSpeakIsRefused) {
   write_user({{"echo", test_server_config({})}});
   ASSERT_TRUE(start());
   ASSERT_TRUE(connected("echo"));
   auto h = client();
-  httplib::Headers modern{{"Accept", "application/json, text/event-stream"}, {"MCP-Protocol-Version", "2026-07-28"}};
-  auto r = h.Post("/mcp", modern, R"({"jsonrpc":"2.0","id":5,"method":"server/discover","params":{}})",
-                  "application/json");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 400);
-  auto body = json::parse(r->body, nullptr, false);
-  EXPECT_EQ(body["id"], 5) << r->body;
-  EXPECT_EQ(body["error"]["code"], -32022) << r->body;
-  EXPECT_EQ(body["error"]["data"]["requested"], "2026-07-28") << r->body;
-  EXPECT_TRUE(has(body["error"]["data"]["supported"].get<std::vector<std::string>>(), "2025-11-25")) << r->body;
-  // mcprt itself, as a 2026-07-28 client, reaches the gateway all the same.
+  modern_post m{h};
+  auto discover = m.post(1, "server/discover", json::object());
+  ASSERT_TRUE(discover);
+  EXPECT_EQ(discover->status, 200);
+  auto d = json::parse(discover->body, nullptr, false);
+  EXPECT_EQ(d["result"]["supportedVersions"][0], "2026-07-28") << discover->body;
+  EXPECT_TRUE(d["result"]["capabilities"].contains("tools")) << discover->body;
+  // No session: two requests, each whole.
+  EXPECT_EQ(discover->get_header_value("Mcp-Session-Id"), "");
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = m.post(2, "tools/list", json::object());
+    return listed && listed->body.find("echo__echo") != std::string::npos;
+  }));
+  auto call = m.post(3, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "stateless"}}}}, "echo__echo");
+  auto a = modern_post::answer(call, 3);
+  EXPECT_EQ(a["result"]["resultType"], "complete") << (call ? call->body : "");
+  EXPECT_NE(a.dump().find("stateless"), std::string::npos);
+  // A header that does not mirror the body.
+  auto wrong = m.post(4, "tools/call", {{"name", "echo__echo"}, {"arguments", json::object()}}, "echo__other");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 400);
+  EXPECT_EQ(json::parse(wrong->body, nullptr, false)["error"]["code"], -32020) << wrong->body;
+  // initialize is gone from 2026-07-28.
+  auto init = m.post(5, "initialize", json::object());
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->status, 404);
+  // A revision after 2026-07-28: refused, naming what is spoken.
+  auto later = m.post(6, "server/discover", json::object(), "", "2099-01-01");
+  ASSERT_TRUE(later);
+  EXPECT_EQ(later->status, 400);
+  auto body = json::parse(later->body, nullptr, false);
+  EXPECT_EQ(body["id"], 6) << later->body;
+  EXPECT_EQ(body["error"]["code"], -32022) << later->body;
+  EXPECT_EQ(body["error"]["data"]["requested"], "2099-01-01") << later->body;
+  EXPECT_TRUE(has(body["error"]["data"]["supported"].get<std::vector<std::string>>(), "2025-11-25")) << later->body;
+  // mcprt itself, as a client, speaks 2026-07-28 to its gateway.
   auto inspected = mcprt({"inspect", "--json", "--http", url_ + "/mcp", "--header",
                               "Authorization:Bearer " + token_});
   ASSERT_EQ(inspected.code, 0) << inspected.err;
   auto j = json::parse(inspected.out, nullptr, false);
-  EXPECT_EQ(j.value("protocol", ""), "2025-11-25") << inspected.out;
+  EXPECT_EQ(j.value("protocol", ""), "2026-07-28") << inspected.out;
+  EXPECT_NE(inspected.out.find("echo__echo"), std::string::npos) << inspected.out;
+}
+
+TEST_F(GatewayHttp, A2025ServersElicitationReachesA2026ClientAsInputRequiredAcrossRounds) {
+  write_user({{"conf", test_server_config({"--conformance"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("conf"));
+  auto h = client();
+  modern_post m{h, {{"elicitation", json::object()}}};
+  const std::string tool = "conf__test_input_required_result_multi_round";
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = m.post(1, "tools/list", json::object());
+    return listed && listed->body.find(tool) != std::string::npos;
+  }));
+  json args{{"name", tool}, {"arguments", json::object()}};
+  auto first = modern_post::answer(m.post(2, "tools/call", args, tool), 2);
+  auto& r1 = first["result"];
+  ASSERT_EQ(r1.value("resultType", ""), "input_required") << first.dump();
+  ASSERT_EQ(r1["inputRequests"].size(), 1u) << first.dump();
+  auto key1 = r1["inputRequests"].begin().key();
+  EXPECT_EQ(r1["inputRequests"][key1]["method"], "elicitation/create");
+  EXPECT_NE(r1["inputRequests"][key1]["params"].dump().find("Step 1"), std::string::npos);
+  // A changed state is refused, and the call goes on waiting.
+  auto tampered = args;
+  tampered["requestState"] = r1["requestState"].get<std::string>() + "x";
+  tampered["inputResponses"] = {{key1, {{"action", "accept"}, {"content", {{"name", "Mallory"}}}}}};
+  auto refused = modern_post::answer(m.post(3, "tools/call", tampered, tool), 3);
+  EXPECT_EQ(refused["error"]["code"], -32602) << refused.dump();
+  // The retry answers round 1 under its own id; round 2 asks again.
+  auto retry = args;
+  retry["requestState"] = r1["requestState"];
+  retry["inputResponses"] = {{key1, {{"action", "accept"}, {"content", {{"name", "Alice"}}}}}};
+  auto second = modern_post::answer(m.post(4, "tools/call", retry, tool), 4);
+  auto& r2 = second["result"];
+  ASSERT_EQ(r2.value("resultType", ""), "input_required") << second.dump();
+  EXPECT_NE(r2["requestState"], r1["requestState"]);
+  auto key2 = r2["inputRequests"].begin().key();
+  EXPECT_NE(r2["inputRequests"][key2]["params"].dump().find("Step 2"), std::string::npos);
+  // A used state is spent.
+  auto again = modern_post::answer(m.post(5, "tools/call", retry, tool), 5);
+  EXPECT_EQ(again["error"]["code"], -32602) << again.dump();
+  retry["requestState"] = r2["requestState"];
+  retry["inputResponses"] = {{key2, {{"action", "accept"}, {"content", {{"color", "teal"}}}}}};
+  auto done = modern_post::answer(m.post(6, "tools/call", retry, tool), 6);
+  EXPECT_EQ(done["id"], 6);
+  EXPECT_EQ(done["result"].value("resultType", ""), "complete") << done.dump();
+  EXPECT_NE(done.dump().find("Hello, Alice! Your favorite color is teal."), std::string::npos) << done.dump();
+}
+
+TEST_F(GatewayHttp, SamplingFromA2026ClientThatDidNotDeclareItIsMissingCapability) {
+  write_user({{"conf", test_server_config({"--conformance"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("conf"));
+  auto h = client();
+  modern_post m{h};
+  const std::string tool = "conf__test_missing_capability";
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = m.post(1, "tools/list", json::object());
+    return listed && listed->body.find(tool) != std::string::npos;
+  }));
+  auto r = m.post(2, "tools/call", {{"name", tool}, {"arguments", json::object()}}, tool);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  auto a = json::parse(r->body, nullptr, false);
+  EXPECT_EQ(a["id"], 2) << r->body;
+  EXPECT_EQ(a["error"]["code"], -32021) << r->body;
+  EXPECT_TRUE(a["error"]["data"]["requiredCapabilities"]["sampling"].is_object()) << r->body;
+  // The same call from a client that can sample asks it to.
+  m.caps = {{"sampling", json::object()}};
+  auto asked = modern_post::answer(m.post(3, "tools/call", {{"name", tool}, {"arguments", json::object()}}, tool), 3);
+  auto& req = asked["result"]["inputRequests"];
+  ASSERT_EQ(req.size(), 1u) << asked.dump();
+  EXPECT_EQ(req.begin().value()["method"], "sampling/createMessage");
+}
+
+TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterNames) {
+  write_user({{"conf", test_server_config({"--conformance"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("conf"));
+  auto h = client();
+  modern_post m{h};
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = m.post(1, "tools/list", json::object());
+    return listed && listed->body.find("conf__test_trigger_tool_change") != std::string::npos;
+  }));
+  // Two listeners: one for tools, one for prompts. A tool change reaches the first only.
+  std::string tools_stream, prompts_stream;
+  std::atomic<bool> tools_done{false}, prompts_done{false};
+  auto tools_client = client();
+  auto prompts_client = client();
+  auto listen = [&](bool tools, std::string& out, std::atomic<bool>& done) {
+    auto& c = tools ? tools_client : prompts_client;
+    c.set_read_timeout(std::chrono::seconds(20));
+    json params{{"notifications", tools ? json{{"toolsListChanged", true}} : json{{"promptsListChanged", true}}},
+                {"_meta",
+                 {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+                  {"io.modelcontextprotocol/clientCapabilities", json::object()}}}};
+    json msg{{"jsonrpc", "2.0"}, {"id", tools ? 77 : 78}, {"method", "subscriptions/listen"}, {"params", params}};
+    httplib::Headers hs{{"Accept", "application/json, text/event-stream"},
+                        {"MCP-Protocol-Version", "2026-07-28"},
+                        {"Mcp-Method", "subscriptions/listen"}};
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/mcp";
+    req.headers = hs;
+    req.body = msg.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      out.append(data, n);
+      // Until the acknowledgement and one list change, or the test ends it.
+      return !tools || out.find("tools/list_changed") == std::string::npos;
+    };
+    c.send(req);
+    done = true;
+  };
+  std::thread a([&] { listen(true, tools_stream, tools_done); });
+  std::thread b([&] { listen(false, prompts_stream, prompts_done); });
+  // Both acknowledged before the change is made.
+  ASSERT_TRUE(wait_until([&] { return snapshot()["gateway"]["sessions"].size() >= 2; }));
+  auto changed = m.post(2, "tools/call", {{"name", "conf__test_trigger_tool_change"}, {"arguments", json::object()}},
+                        "conf__test_trigger_tool_change");
+  ASSERT_TRUE(changed);
+  EXPECT_TRUE(wait_until([&] { return tools_done.load(); }, 20s));
+  // The prompts stream saw the same change go by; it is closed from here.
+  prompts_client.stop();
+  a.join();
+  b.join();
+  auto ack = tools_stream.find("notifications/subscriptions/acknowledged");
+  auto change = tools_stream.find("notifications/tools/list_changed");
+  ASSERT_NE(ack, std::string::npos) << tools_stream;
+  ASSERT_NE(change, std::string::npos) << tools_stream;
+  EXPECT_LT(ack, change);
+  EXPECT_NE(tools_stream.find("\"io.modelcontextprotocol/subscriptionId\":77"), std::string::npos) << tools_stream;
+  EXPECT_NE(prompts_stream.find("notifications/subscriptions/acknowledged"), std::string::npos) << prompts_stream;
+  EXPECT_EQ(prompts_stream.find("tools/list_changed"), std::string::npos) << prompts_stream;
 }
 
 TEST_F(GatewayHttp, AnUnknownToolSetOrASessionOfAnotherSetIsNotFound) {

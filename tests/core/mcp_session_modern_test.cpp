@@ -241,6 +241,13 @@ TEST(McpHeaders, StandardHeadersAndTheirEncoding) {
   EXPECT_EQ(mcp_header_value("us-west1"), "us-west1");
   EXPECT_EQ(mcp_header_value("Hello, \xe4\xb8\x96\xe7\x95\x8c"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
   EXPECT_EQ(mcp_header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+  // And back: what a server compares with the body.
+  for (std::string v : {"us-west1", "Hello, \xe4\xb8\x96\xe7\x95\x8c", " padded ", "", "ab", "abc"})
+    EXPECT_EQ(decode_mcp_header_value(mcp_header_value(v)), v);
+  EXPECT_EQ(decode_mcp_header_value("=?base64?YQ?="), std::nullopt);   // not a multiple of 4
+  EXPECT_EQ(decode_mcp_header_value("=?base64?Y!==?="), std::nullopt); // not base64
+  EXPECT_EQ(decode_mcp_header_value("=?base64?YQ=a?="), std::nullopt); // padding inside
+  EXPECT_EQ(decode_mcp_header_value("caf\xc3\xa9"), std::nullopt);     // raw UTF-8 in a header
   EXPECT_EQ(mcp_header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
   EXPECT_EQ(mcp_header_value("=?base64?literal?="), "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=");
   EXPECT_TRUE(is_modern_protocol("2026-07-28"));

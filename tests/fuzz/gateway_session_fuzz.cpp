@@ -50,7 +50,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     auto parsed = mcprt::parse_bounded_json(line, lim);
     if (!parsed.ok()) continue;
-    auto fx = s.on_message(parsed.value, catalog());
+    // A line that names 2026-07-28 in its _meta goes the stateless way,
+    // with headers taken from the body (or, every third byte, none).
+    bool modern = parsed.value.is_object() && parsed.value.contains("params") && parsed.value["params"].is_object() &&
+                  parsed.value["params"].contains("_meta");
+    mcprt::gateway_effects fx;
+    if (modern) {
+      mcprt::modern_headers h;
+      h.http = line.size() % 3 != 0;
+      h.protocol = "2026-07-28";
+      if (parsed.value.contains("method") && parsed.value["method"].is_string())
+        h.method = parsed.value["method"].get<std::string>();
+      mcprt::gateway_session fresh({});
+      fx = fresh.on_modern_message(parsed.value, h, catalog());
+      if (fx.status != 200 && fx.status != 202 && fx.status != 400 && fx.status != 404) __builtin_trap();
+      if (fx.retry && (!fx.dispatch.empty() || !fx.send.empty())) __builtin_trap();
+      if (fx.listen && (!fx.dispatch.empty() || !fx.send.empty())) __builtin_trap();
+    } else {
+      fx = s.on_message(parsed.value, catalog());
+    }
     bool request = parsed.value.is_object() && parsed.value.contains("method") && parsed.value.contains("id");
     if (fx.send.size() + fx.dispatch.size() > 1) __builtin_trap();
     if (!request && !fx.dispatch.empty()) __builtin_trap();

@@ -6,7 +6,7 @@
 // again with the same headers (deterministic).
 //
 // Input: any bytes. As JSON: {"inputSchema": any, "arguments": any,
-// "message": any}.
+// "message": any, "header": any}.
 
 #include <cstddef>
 #include <cstdint>
@@ -58,7 +58,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       require(safe_value(value));
     }
   }
-  for (auto& [name, value] : mcprt::mcp_request_headers(doc.value("message", nlohmann::json())))
+  for (auto& [name, value] : mcprt::mcp_request_headers(doc.value("message", nlohmann::json()))) {
     require((name == "Mcp-Method" || name == "Mcp-Name") && safe_value(value));
+    // What a client sends decodes to what its body says.
+    auto decoded = mcprt::decode_mcp_header_value(value);
+    require(decoded.has_value());
+    require(mcprt::mcp_header_value(*decoded) == value);
+  }
+  // A header value from anyone: decoding never throws, and what decodes
+  // encodes to a value that decodes to it again.
+  if (auto raw = doc.find("header"); raw != doc.end() && raw->is_string())
+    if (auto decoded = mcprt::decode_mcp_header_value(raw->get<std::string>()))
+      require(mcprt::decode_mcp_header_value(mcprt::mcp_header_value(*decoded)) == decoded);
   return 0;
 }

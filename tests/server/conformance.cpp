@@ -68,6 +68,24 @@ json tools() {
           one_string_argument("message", "The message to show the user")),
      tool("test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034"),
      tool("test_elicitation_sep1330_enums", "Tests elicitation with enum schema improvements per SEP-1330"),
+     // 2026-07-28 scenarios (0.2.0-alpha.12), answered the 2025 way: the
+     // inputs a tool needs are requests to the client during the call,
+     // which a gateway in front turns into InputRequiredResults.
+     tool("test_missing_capability", "Asks the client for sampling (a 2026 client that did not declare it: -32021)"),
+     tool("test_streaming_elicitation", "Asks the client for input during the call"),
+     tool("test_logging_tool", "Logs one message during the call"),
+     tool("test_trigger_tool_change", "Adds or removes test_dynamic_tool and sends tools/list_changed"),
+     tool("test_trigger_prompt_change", "Adds or removes test_dynamic_prompt and sends prompts/list_changed"),
+     tool("test_input_required_result_elicitation", "Asks the user's name (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_sampling", "Asks for a completion (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_list_roots", "Asks for the client's roots (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_request_state", "Asks for a confirmation (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_tampered_state", "Asks for a confirmation (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_multi_round", "Asks twice, one question a round (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_multiple_inputs",
+          "Asks for input, a completion and roots at once (SEP-2322 through a gateway)"),
+     tool("test_input_required_result_capabilities",
+          "Asks only for what the client can answer (SEP-2322 through a gateway)"),
      // SEP-1613: the schema goes out exactly as written, $schema, $defs and
      // additionalProperties included.
      tool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
@@ -286,7 +304,11 @@ void handler::send_log(peer& p, const std::string& level, const json& data) {
 
 std::optional<json> handler::conformance_request(const std::shared_ptr<peer>& p, const std::string& method,
                                                  const json& params) {
-  if (method == "tools/list") return json{{"tools", tools()}};
+  if (method == "tools/list") {
+    auto list = tools();
+    if (p->extra_tool) list.push_back(tool("test_dynamic_tool", "Added by test_trigger_tool_change"));
+    return json{{"tools", std::move(list)}};
+  }
   if (method == "tools/call") return conformance_call_tool(p, params);
   if (method == "resources/list") return json{{"resources", resources()}};
   if (method == "resources/templates/list") return json{{"resourceTemplates", resource_templates()}};
@@ -298,7 +320,12 @@ std::optional<json> handler::conformance_request(const std::shared_ptr<peer>& p,
              std::string(subscribe ? "Subscribed to resource: " : "Unsubscribed from resource: ") + uri);
     return json::object();
   }
-  if (method == "prompts/list") return json{{"prompts", prompts()}};
+  if (method == "prompts/list") {
+    auto list = prompts();
+    if (p->extra_prompt)
+      list.push_back({{"name", "test_dynamic_prompt"}, {"description", "Added by test_trigger_prompt_change"}});
+    return json{{"prompts", std::move(list)}};
+  }
   if (method == "prompts/get") {
     auto name = params.find("name");
     if (name == params.end() || !name->is_string()) throw rpc_error{-32602, "prompts/get needs a string name"};
@@ -437,6 +464,79 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
   }
   if (name == "test_elicitation_sep1034_defaults")
     return elicitation_outcome("Elicitation completed: ", sep1034_defaults_request());
+  if (name == "test_logging_tool") {
+    send_log(*p, "info", "test_logging_tool ran");
+    return text_result("logged");
+  }
+  if (name == "test_trigger_tool_change" || name == "test_trigger_prompt_change") {
+    bool tools_changed = name == "test_trigger_tool_change";
+    auto& flag = tools_changed ? p->extra_tool : p->extra_prompt;
+    flag = !flag;
+    p->send({{"jsonrpc", "2.0"},
+             {"method", tools_changed ? "notifications/tools/list_changed" : "notifications/prompts/list_changed"}});
+    return text_result(tools_changed ? "tools changed" : "prompts changed");
+  }
+  // What the client answered an elicitation with: its content's `field`.
+  auto elicited = [&](const std::string& message, const char* field, const char* type,
+                      std::string* out) -> std::optional<json> {
+    auto reply = ask("elicitation", "elicitation/create",
+                     elicitation_request(message, {{field, {{"type", type}}}}, {field}));
+    if (!answered(reply)) return failure("elicitation", reply);
+    const auto& result = reply->at("result");
+    auto content = result.value("content", json::object());
+    auto v = content.is_object() ? content.value(field, json()) : json();
+    *out = v.is_string() ? v.get<std::string>() : v.dump();
+    return std::nullopt;
+  };
+  auto sampled = [&](const std::string& prompt, int max_tokens, std::string* out) -> std::optional<json> {
+    auto reply = ask("sampling", "sampling/createMessage",
+                     {{"messages", json::array({user_message(text_item(prompt))})}, {"maxTokens", max_tokens}});
+    if (!answered(reply)) return failure("sampling", reply);
+    const auto& result = reply->at("result");
+    *out = result.contains("content") && result["content"].is_object() && result["content"].value("text", json()).is_string()
+             ? result["content"]["text"].get<std::string>()
+             : std::string("(no text)");
+    return std::nullopt;
+  };
+  if (name == "test_missing_capability" || name == "test_input_required_result_sampling") {
+    std::string text;
+    if (auto e = sampled("What is the capital of France?", 100, &text)) return *e;
+    return text_result("Sampling response: " + text);
+  }
+  if (name == "test_streaming_elicitation" || name == "test_input_required_result_elicitation") {
+    std::string who;
+    if (auto e = elicited("What is your name?", "name", "string", &who)) return *e;
+    return text_result("Hello, " + who + "!");
+  }
+  if (name == "test_input_required_result_request_state" || name == "test_input_required_result_tampered_state") {
+    std::string ok;
+    if (auto e = elicited("Please confirm", "ok", "boolean", &ok)) return *e;
+    return text_result("state-ok: confirmed=" + ok);
+  }
+  if (name == "test_input_required_result_multi_round") {
+    std::string who, color;
+    if (auto e = elicited("Step 1: What is your name?", "name", "string", &who)) return *e;
+    if (auto e = elicited("Step 2: What is your favorite color?", "color", "string", &color)) return *e;
+    return text_result("Hello, " + who + "! Your favorite color is " + color + ".");
+  }
+  if (name == "test_input_required_result_list_roots" || name == "test_input_required_result_multiple_inputs") {
+    std::string who, greeting;
+    if (name == "test_input_required_result_multiple_inputs") {
+      if (auto e = elicited("What is your name?", "name", "string", &who)) return *e;
+      if (auto e = sampled("Generate a greeting", 50, &greeting)) return *e;
+    }
+    auto reply = ask("roots", "roots/list", json::object());
+    if (!answered(reply)) return failure("roots", reply);
+    return text_result("roots: " + reply->at("result").value("roots", json::array()).dump()
+                       + (who.empty() ? "" : ", name: " + who + ", greeting: " + greeting));
+  }
+  if (name == "test_input_required_result_capabilities") {
+    // Each input only from a client that can give it.
+    std::string text;
+    if (p->client_offers("sampling"))
+      if (auto e = sampled("Summarize: the capabilities check", 50, &text)) return *e;
+    return text_result("capabilities checked: " + text);
+  }
   if (name == "test_elicitation_sep1330_enums")
     return elicitation_outcome("Elicitation completed: ", sep1330_enums_request());
   throw rpc_error{-32602, "Unknown tool: " + name};

@@ -196,6 +196,10 @@ public:
   virtual void send(const json& msg) = 0;
 
   std::atomic<bool> late_tool{false};
+  // --conformance: test_trigger_tool_change / test_trigger_prompt_change
+  // flip these, each adding or removing one entry of its list.
+  std::atomic<bool> extra_tool{false};
+  std::atomic<bool> extra_prompt{false};
   std::atomic<bool> initialized{false};
   // logging/setLevel's level as an index into k_log_levels; 0 (debug) lets
   // every notifications/message through.
