@@ -42,6 +42,7 @@
 #include "core/ascii.hpp"
 #include "core/http_url.hpp"
 #include "core/json_locate.hpp"
+#include "core/mcp_headers.hpp"
 #include "core/tool_sets.hpp"
 #include "core/untrusted_text.hpp"
 #include "io/http_transport.hpp"
@@ -327,6 +328,25 @@ private:
     // A cancelled request may never be answered: no longer waited for.
     if (method == "\"notifications/cancelled\"")
       if (auto id = json_value_text(msg, {"params", "requestId"})) pending_.erase(std::string(trim_space(*id)));
+    // A 2026-07-28 client names its revision in every message's _meta and
+    // has no session: the request goes out with that revision and the
+    // headers its body mirrors. One that falls back to initialize speaks
+    // the older way from there on.
+    if (auto v = json_value_text(msg, {"params", "_meta", "io.modelcontextprotocol/protocolVersion"})) {
+      auto version = json::parse(*v, nullptr, false);
+      if (version.is_string() && is_modern_protocol(version.get_ref<const std::string&>())) {
+        if (modern_version_ != version.get_ref<const std::string&>()) {
+          modern_version_ = version.get<std::string>();
+          transport_->set_protocol_version(modern_version_);
+        }
+        transport_->send(msg, mcp_request_headers(json::parse(msg, nullptr, false)));
+        return;
+      }
+    }
+    if (method == "\"initialize\"" && !modern_version_.empty()) {
+      modern_version_.clear();
+      transport_->set_protocol_version("");
+    }
     transport_->send(msg);
     // The event stream belongs to an initialized session; the transport
     // opens it once this notification was accepted.
@@ -435,6 +455,7 @@ private:
   std::set<std::string> pending_;        // ids of requests without an answer yet
   std::set<std::string> initialize_ids_; // ids of initialize requests among them
   std::deque<std::string> held_;         // lines that came while initialize was pending
+  std::string modern_version_;           // the 2026-07-28-or-later revision its lines name
 
   std::mutex closed_mu_;
   std::condition_variable closed_cv_;

