@@ -348,7 +348,12 @@ void forward_host_requests(connection_self self, const session_effects& fx) {
     fwd.connection_id = st.id;
     fwd.method = req.method;
     fwd.params = json_value{req.params};
-    if (st.call_tools.size() == 1) fwd.tool = st.call_tools.begin()->second;
+    // An input a call's input_required result asks for is that call's.
+    if (req.call) {
+      if (auto c = st.call_tools.find(*req.call); c != st.call_tools.end()) fwd.tool = c->second;
+    } else if (st.call_tools.size() == 1) {
+      fwd.tool = st.call_tools.begin()->second;
+    }
     st.host_pending.insert(req.token);
     // No timeout here: the session answers for the host after its own
     // host_request_timeout and reports the token as withdrawn.

@@ -253,6 +253,9 @@ std::int64_t mcp_session::send_request(session_effects& fx, std::string_view met
   bool modern = probing_ || modern_;
   if (modern)
     add_request_meta(params);
+  if (modern && p.kind == request_kind::call && !p.retry &&
+      (method == "tools/call" || method == "prompts/get" || method == "resources/read"))
+    p.retry = std::make_shared<const retryable>(retryable{std::string(method), params, headers, 0});
   if (!params.is_null())
     msg["params"] = std::move(params);
   pending_.emplace(id, p);
@@ -653,10 +656,14 @@ void mcp_session::ask_host(const json& id, const std::string& method, const json
 
 void mcp_session::end_host_requests(session_effects& fx, const std::string& why) {
   for (auto& [token, h] : host_pending_) {
-    respond_error(fx, h.id, error_connection_closed, why);
+    if (!h.input_of) respond_error(fx, h.id, error_connection_closed, why);
     fx.withdrawn_host_requests.push_back(token);
   }
   host_pending_.clear();
+  for (auto& [call, round] : input_rounds_)
+    fx.completed_calls.push_back(
+      {round.p.token, call_outcome::closed, json(), rpc_error{error_connection_closed, why, json()}});
+  input_rounds_.clear();
 }
 
 std::optional<json> mcp_session::take_host_request(std::uint64_t token) {
@@ -670,6 +677,13 @@ std::optional<json> mcp_session::take_host_request(std::uint64_t token) {
 
 session_effects mcp_session::answer_host_request(std::uint64_t token, json result) {
   session_effects fx;
+  if (auto h = host_pending_.find(token); h != host_pending_.end() && h->second.input_of && live()) {
+    auto call = *h->second.input_of;
+    auto key = h->second.input_key;
+    host_pending_.erase(h);
+    input_answered(call, key, std::move(result), fx);
+    return fx;
+  }
   if (auto id = take_host_request(token))
     respond(fx, *id, std::move(result));
   return fx;
@@ -677,6 +691,17 @@ session_effects mcp_session::answer_host_request(std::uint64_t token, json resul
 
 session_effects mcp_session::fail_host_request(std::uint64_t token, rpc_error error) {
   session_effects fx;
+  if (auto h = host_pending_.find(token); h != host_pending_.end() && h->second.input_of && live()) {
+    auto call = *h->second.input_of;
+    auto key = h->second.input_key;
+    bool elicitation = h->second.method == "elicitation/create";
+    host_pending_.erase(h);
+    // A host that cannot ask the user has declined; one that cannot sample
+    // leaves the call without what it needs.
+    if (elicitation) input_answered(call, key, {{"action", "decline"}}, fx);
+    else input_failed(call, {error.code, "the client's host could not answer: " + replace_invalid_utf8(error.message), json()}, fx);
+    return fx;
+  }
   if (auto id = take_host_request(token))
     respond_error(fx, *id, error.code, replace_invalid_utf8(error.message), std::move(error.data));
   return fx;
@@ -846,16 +871,7 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
         paged_.erase(p.token);
         fx.completed_calls.push_back({p.token, call_outcome::rpc_error, json(), parse_error(*err)});
       } else if (result.is_object() && result.value("resultType", "") == "input_required") {
-        // SEP-2322: the server wants more input before it answers. Until
-        // the host interface answers these, the call ends saying so rather
-        // than passing an interim result off as the answer.
-        paged_.erase(p.token);
-        fx.completed_calls.push_back(
-          {p.token, call_outcome::rpc_error, json(),
-           rpc_error{error_missing_client_capability,
-                     "the server asked for more input (an input-required result); mcprt does not answer those "
-                     "at revision " + std::string(modern_protocol_version) + " yet",
-                     json()}});
+        on_input_required(p, result, fx, now);
       } else if (!continue_paged(p, result, fx)) {
         fx.completed_calls.push_back({p.token, call_outcome::ok, result, std::nullopt});
       }
@@ -865,6 +881,129 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
       fx.pong = true;
       break;
   }
+}
+
+namespace {
+// Rounds of input one call may ask for, and inputs in one round.
+constexpr int max_input_rounds = 16;
+constexpr std::size_t max_input_requests = 16;
+} // namespace
+
+// SEP-2322: the server wants input before it answers. Each input is
+// answered as a server's request of that method would be (roots from the
+// session, elicitation by policy, sampling by the host), and the request
+// goes again with them, under a new id, echoing requestState exactly.
+void mcp_session::on_input_required(const pending_request& p, const json& result, session_effects& fx,
+                                    time_point now) {
+  paged_.erase(p.token);
+  auto fail_call = [&](int code, const std::string& why) {
+    fx.completed_calls.push_back({p.token, call_outcome::rpc_error, json(), rpc_error{code, why, json()}});
+  };
+  if (!p.retry) return fail_call(error_invalid_params, "the server answered with input_required where it may not");
+  if (p.retry->round >= max_input_rounds)
+    return fail_call(error_invalid_params, "the server asked for input " + std::to_string(max_input_rounds) +
+                                             " rounds running; mcprt gave up on the call");
+  auto requests = result.find("inputRequests");
+  if (requests == result.end() || !requests->is_object() || requests->empty() ||
+      requests->size() > max_input_requests)
+    return fail_call(error_invalid_params, "input_required without inputRequests (an object of at most " +
+                                             std::to_string(max_input_requests) + ")");
+  input_round round;
+  round.p = p;
+  if (auto st = result.find("requestState"); st != result.end()) {
+    if (!st->is_string()) return fail_call(error_invalid_params, "requestState must be a string");
+    round.request_state = *st;
+  }
+  const auto& f = opts_.features;
+  std::vector<host_request> asks;
+  for (auto& [key, req] : requests->items()) {
+    auto m = req.is_object() ? req.find("method") : req.end();
+    if (m == req.end() || !m->is_string() || key.size() > 256)
+      return fail_call(error_invalid_params, "an inputRequest needs a method (and a key of at most 256 bytes)");
+    const auto& method = m->get_ref<const std::string&>();
+    json params = req.contains("params") && req["params"].is_object() ? req["params"] : json::object();
+    if (method == "roots/list") {
+      if (!f.roots) return fail_call(error_missing_client_capability, "the server asked for roots, not offered");
+      json roots = json::array();
+      for (const auto& r : *f.roots) {
+        json one = {{"uri", r.uri}};
+        if (!r.name.empty()) one["name"] = r.name;
+        roots.push_back(std::move(one));
+      }
+      round.responses[key] = {{"roots", std::move(roots)}};
+    } else if (method == "elicitation/create") {
+      if (f.elicitation == elicitation_policy::decline || !host_can_show_elicitation(params))
+        round.responses[key] = {{"action", "decline"}};
+      else if (f.elicitation == elicitation_policy::accept_defaults)
+        round.responses[key] = accept_defaults_answer(params);
+      else
+        asks.push_back({0, method, std::move(params), p.token, key});
+    } else if (method == "sampling/createMessage") {
+      if (!f.sampling)
+        return fail_call(error_missing_client_capability, "the server asked for sampling, not offered");
+      asks.push_back({0, method, std::move(params), p.token, key});
+    } else {
+      return fail_call(error_method_not_found, "the server asked for input by " + quote_server_text(method, 80) +
+                                                 ", which mcprt does not answer");
+    }
+  }
+  if (host_pending_.size() + asks.size() > opts_.max_pending_host_requests)
+    return fail_call(-32603, "too many requests waiting for the client's host (" +
+                               std::to_string(opts_.max_pending_host_requests) + ")");
+  round.outstanding = asks.size();
+  input_rounds_[p.token] = std::move(round);
+  for (auto& a : asks) {
+    a.token = next_host_token_++;
+    host_pending h{nullptr, a.method, std::nullopt, p.token, a.input_key};
+    if (opts_.host_request_timeout) h.deadline = now + *opts_.host_request_timeout;
+    host_pending_.emplace(a.token, std::move(h));
+    fx.host_requests.push_back(std::move(a));
+  }
+  if (asks.empty()) retry_with_inputs(p.token, fx);
+}
+
+void mcp_session::input_answered(std::uint64_t call, const std::string& key, json answer, session_effects& fx) {
+  auto it = input_rounds_.find(call);
+  if (it == input_rounds_.end()) return;
+  it->second.responses[key] = std::move(answer);
+  if (--it->second.outstanding == 0) retry_with_inputs(call, fx);
+}
+
+void mcp_session::input_failed(std::uint64_t call, const rpc_error& error, session_effects& fx) {
+  auto it = input_rounds_.find(call);
+  if (it == input_rounds_.end()) return;
+  auto token = it->second.p.token;
+  input_rounds_.erase(it);
+  // The round's other inputs are of a call that has ended.
+  for (auto h = host_pending_.begin(); h != host_pending_.end();) {
+    if (h->second.input_of == call) {
+      fx.withdrawn_host_requests.push_back(h->first);
+      h = host_pending_.erase(h);
+    } else {
+      ++h;
+    }
+  }
+  fx.completed_calls.push_back({token, call_outcome::rpc_error, json(), error});
+}
+
+void mcp_session::retry_with_inputs(std::uint64_t call, session_effects& fx) {
+  auto it = input_rounds_.find(call);
+  if (it == input_rounds_.end()) return;
+  auto round = std::move(it->second);
+  input_rounds_.erase(it);
+  if (!live()) return;
+  auto next = std::make_shared<retryable>(*round.p.retry);
+  ++next->round;
+  json params = next->params;
+  params["inputResponses"] = std::move(round.responses);
+  if (round.request_state) params["requestState"] = *round.request_state;
+  else params.erase("requestState");
+  auto p = round.p;
+  p.retry = next;
+  p.last_progress.reset();
+  if (p.wants_progress) params["_meta"]["progressToken"] = next_id_;
+  auto headers = next->headers;
+  send_request(fx, next->method, std::move(params), p, std::move(headers));
 }
 
 void mcp_session::on_initialize_result(const json& result, session_effects& fx, time_point now) {
@@ -1110,12 +1249,19 @@ session_effects mcp_session::on_tick(time_point now) {
       continue;
     }
     auto why = "the client's host did not answer within " + ms_string(*opts_.host_request_timeout);
-    if (it->second.method == "elicitation/create")
-      respond(fx, it->second.id, {{"action", "decline"}});
-    else
-      respond_error(fx, it->second.id, error_request_timeout, why);
+    auto h = std::move(it->second);
     fx.withdrawn_host_requests.push_back(it->first);
     it = host_pending_.erase(it);
+    if (h.input_of) {
+      if (h.method == "elicitation/create") input_answered(*h.input_of, h.input_key, {{"action", "decline"}}, fx);
+      else input_failed(*h.input_of, {error_request_timeout, why, json()}, fx);
+      it = host_pending_.begin(); // input_failed may have taken others
+      continue;
+    }
+    if (h.method == "elicitation/create")
+      respond(fx, h.id, {{"action", "decline"}});
+    else
+      respond_error(fx, h.id, error_request_timeout, why);
   }
   return fx;
 }
@@ -1171,8 +1317,14 @@ session_effects mcp_session::cancel_call(std::uint64_t token, std::string reason
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& e) {
     return e.second.kind == request_kind::call && e.second.token == token;
   });
-  if (it == pending_.end())
+  if (it == pending_.end()) {
+    // A call waiting on its host for input has nothing at the server to
+    // cancel (a 2026-07-28 server keeps no state between rounds).
+    if (input_rounds_.count(token))
+      input_failed(token, {error_request_cancelled, replace_invalid_utf8(reason), json()}, fx);
+    if (!fx.completed_calls.empty()) fx.completed_calls.back().outcome = call_outcome::cancelled;
     return fx;
+  }
   auto id = it->first;
   pending_.erase(it);
   paged_.erase(token);
@@ -1249,7 +1401,7 @@ std::vector<mcp_tool> mcp_session::visible_tools() const {
 std::size_t mcp_session::in_flight_calls() const {
   return static_cast<std::size_t>(std::count_if(pending_.begin(), pending_.end(), [](const auto& e) {
     return e.second.kind == request_kind::call;
-  }));
+  })) + input_rounds_.size();
 }
 
 // -- resources, prompts and completion -------------------------------

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -116,6 +117,10 @@ struct host_request {
   std::uint64_t token = 0;
   std::string method;    // "elicitation/create" or "sampling/createMessage"
   nlohmann::json params; // the server's params, as sent (an object)
+  /// 2026-07-28: the call whose input_required result asks for it (its
+  /// token), and the server's key for it; a server request has neither.
+  std::optional<std::uint64_t> call = std::nullopt;
+  std::string input_key = {};
 };
 
 /// A notifications/progress for a call that asked for progress.
@@ -356,6 +361,7 @@ public:
 private:
   enum class request_kind { initialize, list_tools, list_prompts, call, ping, discover };
 
+  struct retryable;
   struct pending_request {
     request_kind kind;
     std::uint64_t token = 0;
@@ -363,7 +369,30 @@ private:
     std::chrono::milliseconds timeout{0};
     bool wants_progress = false;        // calls: _meta.progressToken is the request id
     std::optional<double> last_progress{}; // the last progress passed on
+    /// 2026-07-28 tools/call, prompts/get, resources/read: the request as
+    /// sent, to retry it with the inputs an input_required result asks for.
+    std::shared_ptr<const retryable> retry = nullptr;
   };
+  struct retryable {
+    std::string method;
+    nlohmann::json params;
+    std::vector<std::pair<std::string, std::string>> headers;
+    int round = 0; // input rounds answered so far
+  };
+  // A call whose server asked for input (SEP-2322), while the host answers:
+  // by the call's token.
+  struct input_round {
+    pending_request p;
+    std::optional<nlohmann::json> request_state; // echoed exactly, only when sent
+    nlohmann::json responses = nlohmann::json::object();
+    std::size_t outstanding = 0; // host requests not yet answered
+  };
+  std::map<std::uint64_t, input_round> input_rounds_;
+  void on_input_required(const pending_request& p, const nlohmann::json& result, session_effects& fx,
+                         time_point now);
+  void input_answered(std::uint64_t call, const std::string& key, nlohmann::json answer, session_effects& fx);
+  void input_failed(std::uint64_t call, const rpc_error& error, session_effects& fx);
+  void retry_with_inputs(std::uint64_t call, session_effects& fx);
 
   // One paginated listing (tools or prompts). A list_changed during a run
   // only sets `rerun`, so a burst of notifications costs one more run.
@@ -455,6 +484,10 @@ private:
     nlohmann::json id; // the server's request id
     std::string method;
     std::optional<time_point> deadline;
+    /// An input a call's input_required result asked for: the call's token
+    /// and the input's key (no server request to answer).
+    std::optional<std::uint64_t> input_of = std::nullopt;
+    std::string input_key = {};
   };
   std::map<std::uint64_t, host_pending> host_pending_;
   std::uint64_t next_host_token_ = 1;

@@ -3,8 +3,8 @@
 # scenario server's URL and sets MCP_CONFORMANCE_SCENARIO. Each scenario maps
 # to one mcprt one-shot command (a few to one per tool the scenario wants
 # called); mcprt comes from $MCPRT_BIN. Both suites (0.1.16 and 0.2.0-alpha.12,
-# suite.sh) use it; mcprt speaks 2025-11-25 whatever
-# MCP_CONFORMANCE_PROTOCOL_VERSION asks for.
+# suite.sh) use it; mcprt chooses its revision itself (server/discover
+# first, then initialize), whatever MCP_CONFORMANCE_PROTOCOL_VERSION asks for.
 set -u
 url=${!#}
 mcprt=${MCPRT_BIN:?MCPRT_BIN must name the mcprt binary}

@@ -171,15 +171,114 @@ TEST_F(ModernSession, ADiscoveryListingOnlyUnknownRevisionsFails) {
   EXPECT_TRUE(fx.send.empty());
 }
 
-TEST_F(ModernSession, AnInputRequiredResultEndsTheCallWithAnErrorNotAsItsAnswer) {
-  auto s = ready(json::array({{{"name", "confirm"}}}));
-  auto call = sent_of(s->call_tool(1, "confirm", json::object(), now));
-  auto fx = s->on_line(result_line(call[0]["id"], {{"resultType", "input_required"},
-                                                   {"inputRequests", {{"c", {{"method", "elicitation/create"}}}}}}),
+TEST_F(ModernSession, InputRequiredIsAnsweredThroughTheHostAndTheCallRetriedWithTheState) {
+  mcp_session::options o;
+  o.probe_modern = true;
+  o.features.elicitation = elicitation_policy::ask;
+  o.features.sampling = true;
+  o.features.roots = std::vector<mcp_root>{{"file:///ws", "ws"}};
+  o.client_name = "mcprt-test";
+  auto s = std::make_unique<mcp_session>(o);
+  auto first = sent_of(s->start(now));
+  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
+  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "book"}}})}}), now).ready);
+
+  auto call = sent_of(s->call_tool(5, "book", {{"city", "Oslo"}}, now));
+  ASSERT_EQ(call.size(), 1u);
+  auto fx = s->on_line(result_line(call[0]["id"],
+                                   {{"resultType", "input_required"},
+                                    {"inputRequests",
+                                     {{"who", {{"method", "elicitation/create"}, {"params", {{"message", "name?"}}}}},
+                                      {"llm", {{"method", "sampling/createMessage"}, {"params", {{"maxTokens", 5}}}}},
+                                      {"where", {{"method", "roots/list"}}}}},
+                                    {"requestState", "opaque-\u00e9-1"}}),
                        now);
+  EXPECT_TRUE(fx.completed_calls.empty()) << "the call waits for its inputs";
+  EXPECT_TRUE(fx.send.empty()) << "nothing goes to the server until every input is in";
+  ASSERT_EQ(fx.host_requests.size(), 2u);
+  EXPECT_EQ(s->in_flight_calls(), 1u);
+  std::map<std::string, std::uint64_t> token_of;
+  for (auto& h : fx.host_requests) {
+    EXPECT_EQ(h.call, std::optional<std::uint64_t>(5));
+    token_of[h.input_key] = h.token;
+  }
+  ASSERT_TRUE(token_of.count("who") && token_of.count("llm"));
+  EXPECT_TRUE(s->answer_host_request(token_of["who"], {{"action", "accept"}, {"content", {{"n", "Ada"}}}}).send.empty());
+  auto retry = sent_of(s->answer_host_request(token_of["llm"], {{"role", "assistant"}, {"content", {{"type", "text"}}}}));
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_NE(retry[0]["id"], call[0]["id"]) << "a retry is a new request";
+  EXPECT_EQ(retry[0]["method"], "tools/call");
+  EXPECT_EQ(retry[0]["params"]["name"], "book");
+  EXPECT_EQ(retry[0]["params"]["arguments"], (json{{"city", "Oslo"}}));
+  EXPECT_EQ(retry[0]["params"]["requestState"], "opaque-\u00e9-1") << "echoed exactly";
+  auto& in = retry[0]["params"]["inputResponses"];
+  EXPECT_EQ(in["who"]["content"]["n"], "Ada");
+  EXPECT_EQ(in["llm"]["role"], "assistant");
+  EXPECT_EQ(in["where"]["roots"][0]["uri"], "file:///ws") << "roots come from the session";
+  expect_modern_meta(retry[0]);
+  auto done = s->on_line(result_line(retry[0]["id"], {{"content", json::array()}}), now);
+  ASSERT_EQ(done.completed_calls.size(), 1u);
+  EXPECT_EQ(done.completed_calls[0].token, 5u);
+  EXPECT_EQ(done.completed_calls[0].outcome, call_outcome::ok);
+}
+
+TEST_F(ModernSession, InputRequiredWithoutStateRetriesWithoutOneAndWhatCannotBeGivenEndsTheCall) {
+  auto s = ready(json::array({{{"name", "confirm"}}}));
+  // Elicitation is declined by default policy: answered at once, no host.
+  auto call = sent_of(s->call_tool(1, "confirm", json::object(), now));
+  auto retry = sent_of(s->on_line(
+    result_line(call[0]["id"], {{"resultType", "input_required"},
+                                {"inputRequests", {{"c", {{"method", "elicitation/create"}, {"params", json::object()}}}}}}),
+    now));
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_FALSE(retry[0]["params"].contains("requestState"));
+  EXPECT_EQ(retry[0]["params"]["inputResponses"]["c"]["action"], "decline");
+  // Sampling the session does not offer: the call ends, saying so.
+  auto fx = s->on_line(
+    result_line(retry[0]["id"], {{"resultType", "input_required"},
+                                 {"inputRequests", {{"s", {{"method", "sampling/createMessage"}}}}}}),
+    now);
   ASSERT_EQ(fx.completed_calls.size(), 1u);
   EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rpc_error);
-  EXPECT_NE(fx.completed_calls[0].error->message.find("input-required"), std::string::npos);
+  EXPECT_EQ(fx.completed_calls[0].error->code, error_missing_client_capability);
+  EXPECT_EQ(s->in_flight_calls(), 0u);
+}
+
+TEST_F(ModernSession, ARoundWaitingOnTheHostCanBeCancelledAndEndsWithTheConnection) {
+  mcp_session::options o;
+  o.probe_modern = true;
+  o.features.sampling = true;
+  auto s = std::make_unique<mcp_session>(o);
+  auto first = sent_of(s->start(now));
+  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
+  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "t"}}})}}), now).ready);
+  auto ask = [&](std::uint64_t token) {
+    auto call = sent_of(s->call_tool(token, "t", json::object(), now));
+    return s->on_line(result_line(call[0]["id"], {{"resultType", "input_required"},
+                                                  {"inputRequests", {{"s", {{"method", "sampling/createMessage"}}}}}}),
+                      now);
+  };
+  auto fx = ask(1);
+  ASSERT_EQ(fx.host_requests.size(), 1u);
+  auto cancelled = s->cancel_call(1, "user");
+  ASSERT_EQ(cancelled.completed_calls.size(), 1u);
+  EXPECT_EQ(cancelled.completed_calls[0].outcome, call_outcome::cancelled);
+  EXPECT_EQ(cancelled.withdrawn_host_requests, std::vector<std::uint64_t>{fx.host_requests[0].token});
+  EXPECT_TRUE(cancelled.send.empty()) << "nothing at the server to cancel between rounds";
+  // A late answer finds nothing.
+  EXPECT_TRUE(s->answer_host_request(fx.host_requests[0].token, {{"role", "assistant"}}).send.empty());
+  // The host failing a sampling input ends the call.
+  fx = ask(2);
+  auto failed = s->fail_host_request(fx.host_requests[0].token, {-1, "no model", json()});
+  ASSERT_EQ(failed.completed_calls.size(), 1u);
+  EXPECT_EQ(failed.completed_calls[0].token, 2u);
+  // The connection ending ends a round that waits.
+  fx = ask(3);
+  auto closed = s->on_transport_closed("the server exited");
+  bool ended = false;
+  for (auto& c : closed.completed_calls)
+    ended = ended || (c.token == 3 && c.outcome == call_outcome::closed);
+  EXPECT_TRUE(ended);
 }
 
 TEST_F(ModernSession, ToolParametersMirroredIntoHeadersAndBadAnnotationsLeaveTheToolOut) {
