@@ -215,10 +215,9 @@ mcp_session::mcp_session(options opts) : opts_(std::move(opts)), reader_(opts_.l
   opts_.max_list_pages = std::max<std::size_t>(opts_.max_list_pages, 1);
   request_meta_ = {{"io.modelcontextprotocol/protocolVersion", modern_protocol_version},
                    {"io.modelcontextprotocol/clientInfo", {{"name", opts_.client_name}, {"version", opts_.client_version}}},
-                   // What the server may ask of us mid-request comes back as an
-                   // input-required result at this revision, which is not
-                   // answered yet: nothing is offered that would invite one.
-                   {"io.modelcontextprotocol/clientCapabilities", json::object()}};
+                   // What the server may ask of us mid-request (as input_required
+                   // results at this revision): the same as initialize offers.
+                   {"io.modelcontextprotocol/clientCapabilities", client_capabilities()}};
 }
 
 bool mcp_session::live() const {

@@ -864,6 +864,34 @@ TEST_F(GatewayHttp, A2026AndA2025SdkClientShareOneServerThroughTheGateway) {
     c->run("close");
 }
 
+// The other way round: a 2026-07-28 server's input_required result reaches
+// a 2025 client as an elicitation request on its call, and a 2026 client
+// as the gateway's own input_required; each answer gets the call retried.
+TEST_F(GatewayHttp, A2026ServersInputRequestReachesClientsOfBothEras) {
+  if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
+  write_user({{"modern", {{"command", node22.string()}, {"args", {(peers / "modern_server.mjs").string()}}}}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("modern"));
+  sdk_client old_client(home_);
+  ASSERT_EQ(connect(old_client, {{"elicitation", true}, {"elicitationContent", {{"name", "Grace"}}}}).value("ok", ""),
+            "connect");
+  sdk_client next_client(home_, true);
+  ASSERT_EQ(connect(next_client, {{"elicitation", true}, {"elicitationContent", {{"name", "Ada"}}}}).value("ok", ""),
+            "connect");
+  for (auto* c : {&old_client, &next_client})
+    ASSERT_TRUE(wait_until([&] { return has(tool_names(c->run("listTools")), "modern__greet"); }));
+  auto old_answer = old_client.run("callTool", {{"name", "modern__greet"}});
+  EXPECT_NE(text_of(old_answer).find("Hello, Grace!"), std::string::npos) << old_answer.dump();
+  auto asked = old_client.event("elicitation", 5s);
+  ASSERT_TRUE(asked);
+  EXPECT_EQ((*asked)["params"]["message"], "What is your name?");
+  auto next_answer = next_client.run("callTool", {{"name", "modern__greet"}});
+  EXPECT_NE(text_of(next_answer).find("Hello, Ada!"), std::string::npos) << next_answer.dump();
+  EXPECT_TRUE(next_client.event("elicitation", 5s));
+  for (auto* c : {&old_client, &next_client})
+    c->run("close");
+}
+
 TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterNames) {
   write_user({{"conf", test_server_config({"--conformance"})}});
   ASSERT_TRUE(start());

@@ -103,13 +103,20 @@ TEST_F(inspect_test, AnSdkV2ServerIsSpokenToAt2026_07_28OverStdio) {
     ASSERT_EQ(r.code, 0) << mode << ": " << describe(r);
     EXPECT_EQ(r.j["protocol"], "2026-07-28") << mode;
     EXPECT_EQ(r.j["server"]["name"], "modern-peer") << "serverInfo from the discovery result's _meta";
-    ASSERT_EQ(r.j["tools"].size(), 1u) << r.out;
+    ASSERT_EQ(r.j["tools"].size(), 2u) << r.out;
     std::vector<std::string> call = {"call", "--json", "echo", R"({"text": "modern"})", "--"};
     call.insert(call.end(), server.begin(), server.end());
     auto c = run_mcprt(call, home_);
     ASSERT_EQ(c.code, 0) << mode << ": " << describe(c);
     EXPECT_EQ(c.j["content"][0]["text"], "echo: modern") << c.out;
     EXPECT_EQ(c.j["resultType"], "complete") << c.out;
+    // Its input_required answer is fulfilled by the elicitation policy
+    // (accept-defaults: accepted, no name) and the call retried.
+    std::vector<std::string> greet = {"call", "--json", "--on-elicitation", "accept-defaults", "greet", "{}", "--"};
+    greet.insert(greet.end(), server.begin(), server.end());
+    auto g = run_mcprt(greet, home_);
+    ASSERT_EQ(g.code, 0) << mode << ": " << describe(g);
+    EXPECT_EQ(g.j["content"][0]["text"], "Hello, stranger!") << g.out;
   }
 }
 
