@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <limits>
 #include <mutex>
@@ -292,6 +293,7 @@ private:
   void on_message(std::string message) {
     {
       std::lock_guard<std::mutex> lock(pending_mu_);
+      if (!modern_version_.empty() && message.find("x-mcp-header") != std::string::npos) learn_param_headers(message);
       for (const auto& id : io::detail::response_ids(message)) {
         pending_.erase(id);
         if (initialize_ids_.erase(id) == 0) continue;
@@ -306,6 +308,18 @@ private:
       }
     }
     write_line(message);
+  }
+
+  // From a tools/list answer: the tools whose parameters go in headers.
+  void learn_param_headers(const std::string& message) {
+    auto j = json::parse(message, nullptr, false);
+    if (!j.is_object() || !j["result"].is_object() || !j["result"]["tools"].is_array()) return;
+    for (auto& t : j["result"]["tools"]) {
+      if (!t.is_object() || !t["name"].is_string() || !t.contains("inputSchema")) continue;
+      auto wanted = tool_param_headers(t["inputSchema"], nullptr);
+      if (wanted && !wanted->empty() && param_headers_.size() < 4096)
+        param_headers_[t["name"].get<std::string>()] = std::move(*wanted);
+    }
   }
 
   // What a client wrote before its initialize was answered goes out now,
@@ -339,7 +353,18 @@ private:
           modern_version_ = version.get<std::string>();
           transport_->set_protocol_version(modern_version_);
         }
-        transport_->send(msg, mcp_request_headers(json::parse(msg, nullptr, false)));
+        auto j = json::parse(msg, nullptr, false);
+        auto headers = mcp_request_headers(j);
+        // A tool's x-mcp-header parameters, as the tools/list this bridge
+        // relayed described them: the gateway checks them against the body.
+        if (method == "\"tools/call\"" && j.is_object() && j["params"].is_object()) {
+          auto& p = j["params"];
+          auto name = p.value("name", std::string{});
+          if (auto t = param_headers_.find(name); t != param_headers_.end() && p["arguments"].is_object())
+            for (auto& f : param_header_fields(t->second, p["arguments"]))
+              headers.push_back(std::move(f));
+        }
+        transport_->send(msg, std::move(headers));
         return;
       }
     }
@@ -456,6 +481,7 @@ private:
   std::set<std::string> initialize_ids_; // ids of initialize requests among them
   std::deque<std::string> held_;         // lines that came while initialize was pending
   std::string modern_version_;           // the 2026-07-28-or-later revision its lines name
+  std::map<std::string, std::vector<param_header>> param_headers_; // by tool, from tools/list
 
   std::mutex closed_mu_;
   std::condition_variable closed_cv_;

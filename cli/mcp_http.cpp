@@ -411,6 +411,9 @@ void mcp_http::post_modern(const std::shared_ptr<http_exchange>& ex, json msg, c
   h.protocol = one("mcp-protocol-version");
   h.method = one("mcp-method");
   h.name = one("mcp-name");
+  for (auto& hd : req.headers) // names come lower-cased
+    if (hd.name.size() > 10 && hd.name.compare(0, 10, "mcp-param-") == 0 && h.params.size() < 64)
+      h.params.emplace_back(hd.name.substr(10), hd.value);
   bool request = msg.is_object() && msg.contains("method") && msg.contains("id");
   std::shared_ptr<gateway_channel> channel;
   bool listen = request && msg["method"] == "subscriptions/listen";

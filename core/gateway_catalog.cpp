@@ -409,6 +409,15 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
   return c;
 }
 
+const nlohmann::json* gateway_catalog::tool_object(std::string_view exposed) const {
+  // tools_ is in name order (tools/list's order).
+  auto it = std::lower_bound(tools_.begin(), tools_.end(), exposed, [](const nlohmann::json& t, std::string_view n) {
+    return t.value("name", std::string{}) < n;
+  });
+  if (it == tools_.end() || it->value("name", std::string{}) != exposed) return nullptr;
+  return &*it;
+}
+
 nlohmann::json gateway_catalog::tools_list() const {
   return {{"tools", tools_}};
 }

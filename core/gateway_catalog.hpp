@@ -148,6 +148,9 @@ public:
   nlohmann::json resource_templates_list() const; // {"resourceTemplates": [...]}
 
   std::optional<gateway_route> tool(std::string_view exposed) const;
+  /// The tool as tools/list shows it (its inputSchema among the rest), or
+  /// null when the catalog has no such tool.
+  const nlohmann::json* tool_object(std::string_view exposed) const;
   std::optional<gateway_route> prompt(std::string_view exposed) const;
   /// resources/read, subscribe, unsubscribe: the server that listed `uri`,
   /// else the first server (by name, then in its order) with a template

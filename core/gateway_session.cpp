@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/ascii.hpp"
 #include "core/mcp_headers.hpp"
 #include "core/untrusted_text.hpp"
 
@@ -210,6 +211,30 @@ bool removed_in_modern(const std::string& m) {
   return false;
 }
 
+// The tool's x-mcp-header parameters present in the arguments must come
+// as Mcp-Param-* headers saying the same (decoded); "" when they do.
+std::string param_header_mismatch(const json& params, const modern_headers& headers, const gateway_catalog& catalog) {
+  auto name = string_member(params, "name");
+  if (!name) return {};
+  auto tool = catalog.tool_object(name->get_ref<const std::string&>());
+  if (!tool || !tool->contains("inputSchema")) return {};
+  auto wanted = tool_param_headers((*tool)["inputSchema"], nullptr);
+  if (!wanted) return {};
+  auto args = params.find("arguments");
+  if (args == params.end() || !args->is_object()) return {};
+  for (auto& [field, value] : param_header_fields(*wanted, *args)) {
+    auto param = field.substr(std::string_view("Mcp-Param-").size());
+    const std::string* sent = nullptr;
+    for (auto& [n, v] : headers.params)
+      if (ascii_lower(n) == ascii_lower(param)) sent = &v;
+    if (!sent) return field + " is missing; the arguments carry its value";
+    auto got = decode_mcp_header_value(*sent);
+    if (!got) return field + " is not a valid header value (bad characters or base64)";
+    if (*got != decode_mcp_header_value(value)) return field + " does not match the arguments";
+  }
+  return {};
+}
+
 } // namespace
 
 gateway_effects gateway_session::on_modern_message(const json& msg, const modern_headers& headers,
@@ -280,6 +305,9 @@ gateway_effects gateway_session::on_modern_message(const json& msg, const modern
                       std::string("Header mismatch: Mcp-Name must be present and equal params.") + key);
     }
   }
+  if (headers.http && m == "tools/call")
+    if (auto why = param_header_mismatch(params, headers, catalog); !why.empty())
+      return refuse(rid, 400, gateway_error::header_mismatch, "Header mismatch: " + why);
   modern_ = true;
   initialized_ = true;
   protocol_ = std::string(gateway_modern_protocol);

@@ -122,6 +122,8 @@ struct modern_headers {
   std::optional<std::string> protocol;
   std::optional<std::string> method;
   std::optional<std::string> name;
+  /// Mcp-Param-<name> headers: name (as sent, after the prefix) and value.
+  std::vector<std::pair<std::string, std::string>> params;
 };
 
 class gateway_session {

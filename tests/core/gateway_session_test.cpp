@@ -441,3 +441,33 @@ TEST(GatewaySessionModern, LogsOnlyWhenTheRequestAsksAndCapabilitiesArePerReques
   EXPECT_FALSE(s.client_can("sampling"));
   EXPECT_EQ(s.log_level(), std::optional<std::string>("warning"));
 }
+
+TEST(GatewaySessionModern, AToolsHeaderParametersMustComeAsHeadersSayingTheSame) {
+  gateway_server_view geo;
+  geo.name = "geo";
+  geo.prefix = "";
+  geo.available = true;
+  geo.capabilities = {{"tools", json::object()}};
+  json region{{"type", "string"}, {"x-mcp-header", "Region"}};
+  json schema{{"type", "object"}, {"properties", {{"region", region}}}};
+  geo.tools.push_back({{"name", "where"}, {"inputSchema", schema}});
+  auto cat = gateway_catalog::build({geo});
+  gateway_session s({});
+  auto call = [&](json args) { return modern(20, "tools/call", {{"name", "where"}, {"arguments", std::move(args)}}); };
+  auto h = headers_for("tools/call", "where");
+  // Missing while the body has the value.
+  EXPECT_EQ(error_code(s.on_modern_message(call({{"region", "eu"}}), h, cat)), gateway_error::header_mismatch);
+  // Present and equal, in either form, and any case of the name.
+  h.params = {{"region", "eu"}};
+  EXPECT_EQ(s.on_modern_message(call({{"region", "eu"}}), h, cat).dispatch.size(), 1u);
+  h.params = {{"REGION", "=?base64?ZXU=?="}};
+  EXPECT_EQ(s.on_modern_message(call({{"region", "eu"}}), h, cat).dispatch.size(), 1u);
+  // Different, or broken base64.
+  h.params = {{"Region", "us"}};
+  EXPECT_EQ(error_code(s.on_modern_message(call({{"region", "eu"}}), h, cat)), gateway_error::header_mismatch);
+  h.params = {{"Region", "=?base64?ZX!=?="}};
+  EXPECT_EQ(error_code(s.on_modern_message(call({{"region", "eu"}}), h, cat)), gateway_error::header_mismatch);
+  // No value in the body: no header is expected.
+  h.params.clear();
+  EXPECT_EQ(s.on_modern_message(call(json::object()), h, cat).dispatch.size(), 1u);
+}

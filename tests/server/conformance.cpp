@@ -86,17 +86,28 @@ json tools() {
           "Asks for input, a completion and roots at once (SEP-2322 through a gateway)"),
      tool("test_input_required_result_capabilities",
           "Asks only for what the client can answer (SEP-2322 through a gateway)"),
-     // SEP-1613: the schema goes out exactly as written, $schema, $defs and
-     // additionalProperties included.
+     // SEP-2243: a parameter mirrored into an Mcp-Param-Region header.
+     tool("test_header_param", "Echoes its region, which a 2026-07-28 client also sends as Mcp-Param-Region",
+          {{"type", "object"},
+           {"properties", {{"region", {{"type", "string"}, {"x-mcp-header", "Region"}}}}},
+           {"required", json::array({"region"})}}),
+     // SEP-1613 and SEP-2106 (0.2.0's scenario, a superset of 0.1.16's):
+     // the schema goes out exactly as written.
      tool("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
-          {{"$schema", "https://json-schema.org/draft/2020-12/schema"},
-           {"type", "object"},
-           {"$defs",
-            {{"address",
-              {{"type", "object"},
-               {"properties", {{"street", {{"type", "string"}}}, {"city", {{"type", "string"}}}}}}}}},
-           {"properties", {{"name", {{"type", "string"}}}, {"address", {{"$ref", "#/$defs/address"}}}}},
-           {"additionalProperties", false}})});
+          json::parse(R"({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                                  "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+                           "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                           "phone": {"type": "string"}, "email": {"type": "string"}},
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false
+          })"))});
 }
 
 json elicitation_request(const std::string& message, json properties, json required = json::array()) {
@@ -464,6 +475,7 @@ json handler::conformance_call_tool(const std::shared_ptr<peer>& p, const json& 
   }
   if (name == "test_elicitation_sep1034_defaults")
     return elicitation_outcome("Elicitation completed: ", sep1034_defaults_request());
+  if (name == "test_header_param") return text_result("region: " + args.value("region", std::string("?")));
   if (name == "test_logging_tool") {
     send_log(*p, "info", "test_logging_tool ran");
     return text_result("logged");

@@ -908,7 +908,7 @@ TEST(conformance, offers_exactly_the_suites_tools_resources_and_prompts) {
               "test_input_required_result_sampling", "test_input_required_result_list_roots",
               "test_input_required_result_request_state", "test_input_required_result_tampered_state",
               "test_input_required_result_multi_round", "test_input_required_result_multiple_inputs",
-              "test_input_required_result_capabilities"}));
+              "test_input_required_result_capabilities", "test_header_param"}));
   for (auto& tool : tools) {
     EXPECT_TRUE(tool["description"].is_string()) << tool.dump();
     EXPECT_EQ(tool["inputSchema"]["type"], "object") << tool.dump();
