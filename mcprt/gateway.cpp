@@ -199,12 +199,18 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   }
   uint64_t next_call = 1;
   bool stopping = false;
+  // 2026-07-28 requests in flight, waiting on a retry or listening: they
+  // share the daemon's runtime session, so --max-gateway-sessions (which
+  // bounds the runtime sessions clients open) does not count them.
+  std::size_t modern_sessions = 0;
+  static constexpr std::size_t max_modern_sessions = 4096;
   // 2026-07-28 requests waiting on a retry: requestState -> session.
   std::map<std::string, std::string> parked;
   // Under mtx: a 2026-07-28 session with nothing left in flight is gone.
   void drop_if_done(const session& s) {
     if (!s.modern || s.listen || !s.requests.empty()) return;
     if (!s.request_state.empty()) parked.erase(s.request_state);
+    --modern_sessions;
     sessions.erase(s.id);
   }
   void ask_for_input(session& s);
@@ -454,7 +460,7 @@ void gateway::impl::stale_call(const std::string& sid, const std::string& key, c
 
 bool gateway::forward(const server_request& req, const host_responder& responder) {
   auto& p = *impl_;
-  std::lock_guard<std::mutex> guard{p.mtx};
+  std::unique_lock<std::mutex> guard{p.mtx};
   // The runtime names the call when it can tell (one call of that tool in
   // flight); otherwise the gateway's tool calls in flight on that server
   // tell it when they all belong to one session: the request goes out on
@@ -507,8 +513,10 @@ bool gateway::forward(const server_request& req, const host_responder& responder
                                                "not declare in io.modelcontextprotocol/clientCapabilities",
                                                json{{"requiredCapabilities", {{"sampling", json::object()}}}}),
                         400);
-    if (!r.call_id.empty()) p.rt.cancel_call(r.call_id);
+    auto call_id = r.call_id;
     responder.fail(-1, "the client of this call does not support sampling");
+    guard.unlock(); // the runtime is not called into under the gateway's lock
+    if (!call_id.empty()) p.rt.cancel_call(call_id);
     return true;
   }
   if (sampling && !e.client_can("sampling")) {
@@ -638,7 +646,7 @@ gateway::post_result gateway::impl::listen_modern(const std::shared_ptr<session>
   json agreed = json::object();
   {
     std::lock_guard<std::mutex> guard{mtx};
-    if (sessions.size() >= opts.max_sessions) return {503, "", "too many requests in flight"};
+    if (modern_sessions >= max_modern_sessions) return {503, "", "too many 2026-07-28 requests in flight"};
     auto& c = catalog_of(*s);
     std::vector<std::string> uris;
     auto servers = c.servers_with("resources.subscribe");
@@ -662,6 +670,7 @@ gateway::post_result gateway::impl::listen_modern(const std::shared_ptr<session>
     s->stream = std::make_shared<modern_reply>(stream, l.id, "subscriptions/listen");
     s->listen = std::move(l);
     sessions[s->id] = s;
+    ++modern_sessions;
     // First on the stream, before anything the filter lets through.
     s->stream->send(gateway_session::notification(
                       "notifications/subscriptions/acknowledged",
@@ -847,7 +856,8 @@ gateway::post_result gateway::post_modern(json msg, const modern_headers& header
   auto d = std::move(fx.dispatch.front());
   {
     std::lock_guard<std::mutex> guard{p.mtx};
-    if (p.sessions.size() >= p.opts.max_sessions) return {503, "", "too many requests in flight", std::nullopt};
+    if (p.modern_sessions >= impl::max_modern_sessions)
+      return {503, "", "too many 2026-07-28 requests in flight", std::nullopt};
     impl::pending_request pr;
     pr.reply = std::make_shared<modern_reply>(reply, d.id, d.method);
     pr.server = d.server;
@@ -858,6 +868,7 @@ gateway::post_result gateway::post_modern(json msg, const modern_headers& header
     if (name != params.end() && name->is_string()) pr.name = name->get<std::string>();
     s->requests[key_of(d.id)] = std::move(pr);
     p.sessions[s->id] = s;
+    ++p.modern_sessions;
   }
   p.dispatch(s, s->runtime_session, std::move(d));
   return {};
@@ -891,6 +902,7 @@ void gateway::impl::close_session(const std::string& sid) {
     if (it == sessions.end()) return;
     s = it->second;
     sessions.erase(it);
+    if (s->modern) --modern_sessions;
     if (!s->request_state.empty()) parked.erase(s->request_state);
     for (auto& [key, r] : s->requests) {
       if (!r.call_id.empty()) {
