@@ -13,7 +13,7 @@
 //   {"op": "callTools", "calls": [{name, arguments}, ...]}  at once; results in order
 //   {"op": "readResource", "uri": U} {"op": "getPrompt", "name": N, "arguments": {}}
 //   {"op": "close"}                                     ends the session, exits
-import readline from 'node:readline';
+import { print, serveCommands } from './command_loop.mjs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -27,7 +27,6 @@ import {
   LoggingMessageNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-const print = (x) => process.stdout.write(JSON.stringify(x) + '\n');
 let client;
 let transport;
 
@@ -102,16 +101,4 @@ async function run(cmd) {
   }
 }
 
-const rl = readline.createInterface({ input: process.stdin });
-for await (const line of rl) {
-  if (!line.trim()) continue;
-  let cmd;
-  try {
-    cmd = JSON.parse(line);
-    print({ ok: cmd.op, ...(await run(cmd)) });
-  } catch (e) {
-    print({ error: cmd?.op ?? 'parse', message: String(e?.message ?? e) });
-  }
-  if (cmd?.op === 'close') process.exit(0);
-}
-process.exit(0);
+await serveCommands(run);

@@ -14,11 +14,10 @@
 //   {"op": "callTool", "name": N, "arguments": {...}}   input_required rounds
 //       are answered inside the call, through the handlers above
 //   {"op": "close"}
-import readline from 'node:readline';
+import { print, serveCommands } from './command_loop.mjs';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
-const print = (x) => process.stdout.write(JSON.stringify(x) + '\n');
 let client;
 
 async function connect(cmd) {
@@ -63,21 +62,4 @@ async function run(cmd) {
   }
 }
 
-const rl = readline.createInterface({ input: process.stdin });
-for await (const line of rl) {
-  if (!line.trim()) continue;
-  let cmd;
-  try {
-    cmd = JSON.parse(line);
-  } catch {
-    print({ error: 'parse', message: line });
-    continue;
-  }
-  try {
-    print({ ok: cmd.op, ...(await run(cmd)) });
-  } catch (e) {
-    print({ error: cmd.op, message: String(e?.message ?? e), code: e?.code ?? null });
-  }
-  if (cmd.op === 'close') break;
-}
-process.exit(0);
+await serveCommands(run);

@@ -1,0 +1,22 @@
+// The stdin/stdout protocol of the gateway test clients: one JSON command
+// per line in ({"op": OP, ...}), one JSON answer per line out ({"ok": OP,
+// ...result} or {"error": OP, "message": ...}); "close" ends the process.
+import readline from 'node:readline';
+
+export const print = (x) => process.stdout.write(JSON.stringify(x) + '\n');
+
+export async function serveCommands(run) {
+  const rl = readline.createInterface({ input: process.stdin });
+  for await (const line of rl) {
+    if (!line.trim()) continue;
+    let cmd;
+    try {
+      cmd = JSON.parse(line);
+      print({ ok: cmd.op, ...(await run(cmd)) });
+    } catch (e) {
+      print({ error: cmd?.op ?? 'parse', message: String(e?.message ?? e) });
+    }
+    if (cmd?.op === 'close') process.exit(0);
+  }
+  process.exit(0);
+}
