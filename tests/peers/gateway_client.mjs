@@ -13,7 +13,7 @@
 //   {"op": "callTools", "calls": [{name, arguments}, ...]}  at once; results in order
 //   {"op": "readResource", "uri": U} {"op": "getPrompt", "name": N, "arguments": {}}
 //   {"op": "close"}                                     ends the session, exits
-import { print, serveCommands } from './command_loop.mjs';
+import { commandTransport, print, serveCommands } from './command_loop.mjs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -65,12 +65,7 @@ async function connect(cmd) {
       return { action: 'accept', content: cmd.elicitationContent ?? {} };
     });
   if (cmd.roots) client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: cmd.roots }));
-  if (cmd.url) {
-    const headers = cmd.token ? { Authorization: `Bearer ${cmd.token}` } : {};
-    transport = new StreamableHTTPClientTransport(new URL(cmd.url), { requestInit: { headers } });
-  } else {
-    transport = new StdioClientTransport({ command: cmd.command, args: cmd.args ?? [], stderr: 'inherit' });
-  }
+  transport = commandTransport(cmd, { StreamableHTTPClientTransport, StdioClientTransport });
   await client.connect(transport);
   return { session: transport.sessionId ?? null, server: client.getServerVersion(), caps: client.getServerCapabilities() };
 }

@@ -14,7 +14,7 @@
 //   {"op": "callTool", "name": N, "arguments": {...}}   input_required rounds
 //       are answered inside the call, through the handlers above
 //   {"op": "close"}
-import { print, serveCommands } from './command_loop.mjs';
+import { commandTransport, print, serveCommands } from './command_loop.mjs';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
@@ -38,13 +38,7 @@ async function connect(cmd) {
       print({ event: 'sampling', params: req.params });
       return { role: 'assistant', content: { type: 'text', text: 'sampled by the sdk v2 client' }, model: 'test-model' };
     });
-  let transport;
-  if (cmd.url) {
-    const headers = cmd.token ? { Authorization: `Bearer ${cmd.token}` } : {};
-    transport = new StreamableHTTPClientTransport(new URL(cmd.url), { requestInit: { headers } });
-  } else {
-    transport = new StdioClientTransport({ command: cmd.command, args: cmd.args ?? [], stderr: 'inherit' });
-  }
+  const transport = commandTransport(cmd, { StreamableHTTPClientTransport, StdioClientTransport });
   await client.connect(transport);
   return { protocol: client.getNegotiatedProtocolVersion() ?? null, server: client.getServerVersion() ?? null };
 }
