@@ -404,6 +404,7 @@ void start(connection_self self) {
   // transport predates it.
   o.probe_modern = kind != transport_kind::sse;
   o.http_headers = kind == transport_kind::http;
+  o.listen_modern = kind == transport_kind::stdio;
   if (auto v = server.spec.find("protocolVersion"); v != server.spec.end() && v->is_string()
                                                     && !is_modern_protocol(v->get<std::string>()))
     o.probe_modern = false;

@@ -16,6 +16,12 @@ namespace mcprt {
 using nlohmann::json;
 
 namespace {
+// A server that refused subscriptions/listen is asked again after this.
+constexpr std::chrono::milliseconds listen_retry_after_refusal{30000};
+bool feature_present(const nlohmann::json& caps, const char* capability, const char* feature);
+} // namespace
+
+namespace {
 
 // LSP's RequestCancelled; JSON-RPC and MCP define no code for a call the
 // client itself abandoned, and this one is widely recognised.
@@ -509,6 +515,10 @@ bool mcp_session::refuse_answer(std::string_view line, const std::string& why, s
     case request_kind::ping:
       fx.pong = true; // an answer all the same: the server is alive
       break;
+    case request_kind::listen:
+      listen_id_.reset();
+      listen_due_ = now + listen_retry_after_refusal;
+      break;
   }
   return true;
 }
@@ -879,6 +889,12 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
       // Even an error answer proves the server is alive and reading.
       fx.pong = true;
       break;
+    case request_kind::listen:
+      // The server ended the stream (an answer) or refused it: listen again,
+      // soon after an end, later after a refusal.
+      listen_id_.reset();
+      listen_due_ = now + (is_error ? listen_retry_after_refusal : std::chrono::milliseconds(1000));
+      break;
   }
 }
 
@@ -1185,6 +1201,36 @@ void mcp_session::maybe_ready(session_effects& fx) {
   state_ = session_state::ready;
   discovery_deadline_.reset();
   fx.ready = true;
+  if (modern_ && opts_.listen_modern)
+    begin_listen(fx);
+}
+
+// 2026-07-28 has no GET stream and no resources/subscribe: what changes
+// comes on one long-lived subscriptions/listen, whose filter names what the
+// server offers and the resources subscribed to.
+void mcp_session::begin_listen(session_effects& fx) {
+  if (!live() || listen_id_)
+    return;
+  json filter = json::object();
+  if (feature_present(server_caps_, "tools", "listChanged")) filter["toolsListChanged"] = true;
+  if (feature_present(server_caps_, "prompts", "listChanged")) filter["promptsListChanged"] = true;
+  if (feature_present(server_caps_, "resources", "listChanged")) filter["resourcesListChanged"] = true;
+  if (feature_present(server_caps_, "resources", "subscribe") && !subscriptions_.empty())
+    filter["resourceSubscriptions"] = json(std::vector<std::string>(subscriptions_.begin(), subscriptions_.end()));
+  if (filter.empty())
+    return;
+  listen_id_ = send_request(fx, "subscriptions/listen", {{"notifications", std::move(filter)}},
+                            {request_kind::listen, 0, std::nullopt, {}});
+}
+
+void mcp_session::end_listen(session_effects& fx, const std::string& why) {
+  if (!listen_id_)
+    return;
+  pending_.erase(*listen_id_);
+  send_json(fx, {{"jsonrpc", "2.0"},
+                 {"method", "notifications/cancelled"},
+                 {"params", {{"requestId", *listen_id_}, {"reason", why}}}});
+  listen_id_.reset();
 }
 
 session_effects mcp_session::on_tick(time_point now) {
@@ -1237,10 +1283,15 @@ session_effects mcp_session::on_tick(time_point now) {
         return fx;
       case request_kind::initialize:
       case request_kind::discover:
+      case request_kind::listen:
         break;
     }
     if (!live())
       return fx;
+  }
+  if (listen_due_ && now >= *listen_due_ && state_ == session_state::ready) {
+    listen_due_.reset();
+    begin_listen(fx);
   }
   for (auto it = host_pending_.begin(); it != host_pending_.end();) {
     if (!it->second.deadline || now < *it->second.deadline) {
@@ -1387,6 +1438,8 @@ std::optional<mcp_session::time_point> mcp_session::next_deadline() const {
   for (const auto& [token, h] : host_pending_)
     if (h.deadline && (!best || *h.deadline < *best))
       best = h.deadline;
+  if (listen_due_ && (!best || *listen_due_ < *best))
+    best = listen_due_;
   for (const auto* j : {&tools_job_, &prompts_job_})
     if (j->due_at && (!best || *j->due_at < *best))
       best = j->due_at;
@@ -1528,6 +1581,11 @@ session_effects mcp_session::request(std::uint64_t token, std::string method, js
   auto bad = check_params(method, params);
   if (!bad.empty())
     return reject(error_invalid_params, method + ": " + bad);
+  bool listen_instead = modern_ && (method == "resources/subscribe" || method == "resources/unsubscribe");
+  if (listen_instead && !opts_.listen_modern)
+    return reject(error_method_not_found,
+                  method + " is not part of 2026-07-28, whose subscriptions/listen mcprt keeps open only for "
+                           "stdio servers");
   if (method == "resources/subscribe") {
     auto uri = params.at("uri").get<std::string>();
     if (!subscriptions_.count(uri) && subscriptions_.size() >= opts_.max_resource_subscriptions)
@@ -1539,6 +1597,15 @@ session_effects mcp_session::request(std::uint64_t token, std::string method, js
     subscriptions_.insert(std::move(uri));
   } else if (method == "resources/unsubscribe") {
     subscriptions_.erase(params.at("uri").get<std::string>());
+  }
+  if (listen_instead) {
+    // The listen request carries the subscriptions: it is opened again
+    // with the new list, and the subscribe is done here.
+    end_listen(fx, "the resource subscriptions changed");
+    listen_due_.reset();
+    begin_listen(fx);
+    fx.completed_calls.push_back({token, call_outcome::ok, json::object(), std::nullopt});
+    return fx;
   }
   pending_request p{request_kind::call, token, std::nullopt,
                     opts_.call_timeout.value_or(std::chrono::milliseconds{0})};

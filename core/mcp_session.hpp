@@ -255,6 +255,11 @@ public:
     /// send_headers), and a tool whose annotations break the rules is left
     /// out of the list, as the revision requires.
     bool http_headers = false;
+    /// At the modern revision, follow the server's list changes and the
+    /// updates of subscribed resources on a `subscriptions/listen` request
+    /// kept open, opened again when the server ends it. For stdio: over
+    /// HTTP it would be a POST open for as long as the connection.
+    bool listen_modern = false;
   };
 
   explicit mcp_session(options opts);
@@ -359,7 +364,7 @@ public:
   const line_reader& reader() const { return reader_; }
 
 private:
-  enum class request_kind { initialize, list_tools, list_prompts, call, ping, discover };
+  enum class request_kind { initialize, list_tools, list_prompts, call, ping, discover, listen };
 
   struct retryable;
   struct pending_request {
@@ -388,6 +393,12 @@ private:
     std::size_t outstanding = 0; // host requests not yet answered
   };
   std::map<std::uint64_t, input_round> input_rounds_;
+  // The subscriptions/listen request open (its id), and when to open one
+  // again after the server ended or refused it.
+  std::optional<std::int64_t> listen_id_;
+  std::optional<time_point> listen_due_;
+  void begin_listen(session_effects& fx);
+  void end_listen(session_effects& fx, const std::string& why);
   void on_input_required(const pending_request& p, const nlohmann::json& result, session_effects& fx,
                          time_point now);
   void input_answered(std::uint64_t call, const std::string& key, nlohmann::json answer, session_effects& fx);

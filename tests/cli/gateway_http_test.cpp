@@ -892,6 +892,25 @@ TEST_F(GatewayHttp, A2026ServersInputRequestReachesClientsOfBothEras) {
     c->run("close");
 }
 
+// A 2026-07-28 server has no GET stream: mcprt keeps a subscriptions/listen
+// open to it, so a tool it adds later reaches the gateway's clients.
+TEST_F(GatewayHttp, A2026ServersListChangeReachesTheGatewaysClients) {
+  if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
+  write_user({{"modern", {{"command", node22.string()}, {"args", {(peers / "modern_server.mjs").string()}}}}});
+  ASSERT_TRUE(start());
+  ASSERT_TRUE(connected("modern"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__add_tool"); }));
+  EXPECT_FALSE(has(tool_names(c.run("listTools")), "modern__added"));
+  auto added = c.run("callTool", {{"name", "modern__add_tool"}});
+  ASSERT_EQ(added.value("ok", ""), "callTool") << added.dump();
+  EXPECT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__added"); }));
+  auto called = c.run("callTool", {{"name", "modern__added"}});
+  EXPECT_EQ(text_of(called), "added") << called.dump();
+  c.run("close");
+}
+
 TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterNames) {
   write_user({{"conf", test_server_config({"--conformance"})}});
   ASSERT_TRUE(start());

@@ -103,7 +103,7 @@ TEST_F(inspect_test, AnSdkV2ServerIsSpokenToAt2026_07_28OverStdio) {
     ASSERT_EQ(r.code, 0) << mode << ": " << describe(r);
     EXPECT_EQ(r.j["protocol"], "2026-07-28") << mode;
     EXPECT_EQ(r.j["server"]["name"], "modern-peer") << "serverInfo from the discovery result's _meta";
-    ASSERT_EQ(r.j["tools"].size(), 2u) << r.out;
+    ASSERT_EQ(r.j["tools"].size(), 3u) << r.out;
     std::vector<std::string> call = {"call", "--json", "echo", R"({"text": "modern"})", "--"};
     call.insert(call.end(), server.begin(), server.end());
     auto c = run_mcprt(call, home_);

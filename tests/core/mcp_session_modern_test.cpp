@@ -353,3 +353,63 @@ TEST(McpHeaders, StandardHeadersAndTheirEncoding) {
   EXPECT_FALSE(is_modern_protocol("2025-11-25"));
   EXPECT_FALSE(is_modern_protocol(""));
 }
+
+TEST_F(ModernSession, ListChangesComeOnAListenRequestKeptOpenAndOpenedAgain) {
+  mcp_session::options o;
+  o.probe_modern = true;
+  o.listen_modern = true;
+  o.client_name = "mcprt-test";
+  auto s = std::make_unique<mcp_session>(o);
+  auto first = sent_of(s->start(now));
+  auto discover = modern_discover_result({"2026-07-28"});
+  discover["capabilities"] = {{"tools", {{"listChanged", true}}}, {"resources", {{"subscribe", true}}}};
+  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), discover), now));
+  ASSERT_EQ(next.size(), 1u);
+  auto ready = s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "a"}}})}}), now);
+  ASSERT_TRUE(ready.ready);
+  auto listen = sent_of(ready);
+  ASSERT_EQ(listen.size(), 1u);
+  EXPECT_EQ(listen[0]["method"], "subscriptions/listen");
+  EXPECT_EQ(listen[0]["params"]["notifications"], (json{{"toolsListChanged", true}}));
+  expect_modern_meta(listen[0]);
+  EXPECT_EQ(s->in_flight_calls(), 0u) << "a listen is no call";
+  EXPECT_FALSE(s->next_deadline()) << "and has no deadline";
+  // The acknowledgement needs nothing; a list change re-lists.
+  EXPECT_TRUE(s->on_line(R"({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}})", now)
+                .send.empty());
+  auto relist = sent_of(s->on_line(R"({"jsonrpc":"2.0","method":"notifications/tools/list_changed",)"
+                                   R"("params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}})",
+                                   now));
+  ASSERT_EQ(relist.size(), 1u);
+  EXPECT_EQ(relist[0]["method"], "tools/list");
+  // Subscribing to a resource opens the listen again with it, and is done here.
+  auto sub = s->request(9, "resources/subscribe", {{"uri", "file:///a"}}, now);
+  ASSERT_EQ(sub.completed_calls.size(), 1u);
+  EXPECT_EQ(sub.completed_calls[0].outcome, call_outcome::ok);
+  auto sent = sent_of(sub);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0]["method"], "notifications/cancelled");
+  EXPECT_EQ(sent[0]["params"]["requestId"], listen[0]["id"]);
+  EXPECT_EQ(sent[1]["method"], "subscriptions/listen");
+  EXPECT_EQ(sent[1]["params"]["notifications"]["resourceSubscriptions"], (json{"file:///a"}));
+  // The server ends the stream: it is opened again a moment later.
+  auto ended = s->on_line(result_line(sent[1]["id"], {{"resultType", "complete"}}), now);
+  EXPECT_TRUE(sent_of(ended).empty());
+  ASSERT_TRUE(s->next_deadline());
+  auto again = sent_of(s->on_tick(*s->next_deadline()));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0]["method"], "subscriptions/listen");
+}
+
+TEST_F(ModernSession, WithoutListenAModernResourceSubscribeIsRefusedSayingWhy) {
+  auto s = make(true); // streamable HTTP: no listen kept open
+  auto first = sent_of(s->start(now));
+  auto caps = json{{"resources", {{"subscribe", true}}}};
+  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"}, caps)), now));
+  EXPECT_TRUE(next.empty());
+  auto fx = s->request(3, "resources/subscribe", {{"uri", "file:///a"}}, now);
+  ASSERT_EQ(fx.completed_calls.size(), 1u);
+  EXPECT_EQ(fx.completed_calls[0].outcome, call_outcome::rejected);
+  EXPECT_NE(fx.completed_calls[0].error->message.find("subscriptions/listen"), std::string::npos);
+  EXPECT_TRUE(sent_of(fx).empty());
+}

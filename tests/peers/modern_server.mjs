@@ -1,5 +1,7 @@
 // An MCP 2026-07-28 server over stdio, built with the official TypeScript
-// SDK v2 (@modelcontextprotocol/server), with two tools: `echo {text}`, and
+// SDK v2 (@modelcontextprotocol/server), with `add_tool` (registers `added`:
+// a list change, which a 2026 client hears on subscriptions/listen),
+// `echo {text}`, and
 // `greet`, which asks the client for a name the 2026 way (an input_required
 // result whose retry brings it; SEP-2322) and answers "Hello, NAME!"
 // ("Hello, stranger!" when the client declined or gave none).
@@ -11,6 +13,7 @@ import { serveStdio } from '@modelcontextprotocol/server/stdio';
 
 const factory = () => {
   const server = new McpServer({ name: 'modern-peer', version: '1.0.0' });
+  let added = false;
   server.registerTool(
     'echo',
     {
@@ -18,6 +21,19 @@ const factory = () => {
       inputSchema: fromJsonSchema({ type: 'object', properties: { text: { type: 'string' } }, required: ['text'] }),
     },
     async ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }),
+  );
+  server.registerTool(
+    'add_tool',
+    { description: 'Registers the tool `added` (a list change)', inputSchema: fromJsonSchema({ type: 'object', properties: {} }) },
+    async () => {
+      if (!added) {
+        added = true;
+        server.registerTool('added', { description: 'Added at run time' }, async () => ({
+          content: [{ type: 'text', text: 'added' }],
+        }));
+      }
+      return { content: [{ type: 'text', text: 'ok' }] };
+    },
   );
   server.registerTool(
     'greet',
