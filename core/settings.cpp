@@ -124,33 +124,15 @@ bool read_list(const json& mcp, const char* key, std::optional<std::vector<std::
                std::string& err, std::vector<std::string>& err_path) {
   auto i = mcp.find(key);
   if (i == mcp.end() || i->is_null()) return true;
-  if (!i->is_array()) {
-    err = std::string("mcp.") + key + ": expected an array of strings";
-    err_path = {"mcp", key};
+  auto read = read_pattern_list(*i, std::string("mcp.") + key, {"mcp", key});
+  if (!read.error.empty()) {
+    err = std::move(read.error);
+    err_path = std::move(read.error_path);
     return false;
   }
-  if (i->size() > max_list_entries) {
-    err = std::string("mcp.") + key + ": more than " + std::to_string(max_list_entries) + " entries";
-    err_path = {"mcp", key};
-    return false;
-  }
-  std::vector<std::string> xs;
-  for (std::size_t n = 0; n < i->size(); ++n) {
-    auto& v = (*i)[n];
-    if (!v.is_string()) {
-      err = std::string("mcp.") + key + "[" + std::to_string(n) + "]: expected a string";
-      err_path = {"mcp", key, std::to_string(n)};
-      return false;
-    }
-    if (v.get_ref<const std::string&>().size() > max_pattern_bytes) {
-      err = std::string("mcp.") + key + "[" + std::to_string(n) + "]: longer than "
-            + std::to_string(max_pattern_bytes) + " bytes";
-      err_path = {"mcp", key, std::to_string(n)};
-      return false;
-    }
-    // Empty entries would match nothing and only confuse the lists.
-    if (!v.get<std::string>().empty()) xs.push_back(v.get<std::string>());
-  }
+  // Empty entries would match nothing and only confuse the lists.
+  auto& xs = read.patterns;
+  xs.erase(std::remove(xs.begin(), xs.end(), std::string()), xs.end());
   out = std::move(xs);
   return true;
 }
@@ -466,6 +448,31 @@ assembled_settings assemble(const std::vector<const settings_document*>& layers,
     }
   }
   return out;
+}
+
+pattern_list_read read_pattern_list(const json& list, const std::string& where,
+                                    const std::vector<std::string>& path) {
+  pattern_list_read r;
+  auto fail = [&](std::string msg, std::vector<std::string> at) {
+    r.patterns.clear();
+    r.error = std::move(msg);
+    r.error_path = std::move(at);
+    return r;
+  };
+  if (!list.is_array()) return fail(where + ": expected an array of strings", path);
+  if (list.size() > max_list_entries)
+    return fail(where + ": more than " + std::to_string(max_list_entries) + " entries", path);
+  for (std::size_t n = 0; n < list.size(); ++n) {
+    auto& v = list[n];
+    auto at = path;
+    at.push_back(std::to_string(n));
+    auto name = where + "[" + std::to_string(n) + "]";
+    if (!v.is_string()) return fail(name + ": expected a string", std::move(at));
+    if (v.get_ref<const std::string&>().size() > max_pattern_bytes)
+      return fail(name + ": longer than " + std::to_string(max_pattern_bytes) + " bytes", std::move(at));
+    r.patterns.push_back(v.get<std::string>());
+  }
+  return r;
 }
 
 } // namespace mcprt

@@ -157,6 +157,18 @@ inline constexpr std::size_t max_servers_per_file = 2000;
 inline constexpr std::size_t max_list_entries = 100;
 inline constexpr std::size_t max_pattern_bytes = 256;
 
+/// A list of name patterns in settings (`mcp.allowed`, a tool set's
+/// `tools`): an array of at most max_list_entries strings, each at most
+/// max_pattern_bytes. `where` names it in the error ("mcp.allowed"), `path`
+/// is its place in the file. Empty strings are kept: the caller decides.
+struct pattern_list_read {
+  std::vector<std::string> patterns;
+  std::string error; // empty: read
+  std::vector<std::string> error_path;
+};
+pattern_list_read read_pattern_list(const nlohmann::json& list, const std::string& where,
+                                    const std::vector<std::string>& path);
+
 /// What reading a settings file found.
 struct settings_read {
   enum class outcome { read, missing, failed };

@@ -21,26 +21,23 @@ bool read_globs(const json& entry, const char* key, const std::string& where, st
                 tool_sets_parse& r, const std::string& set_name) {
   auto i = entry.find(key);
   if (i == entry.end() || i->is_null()) return true;
-  auto fail = [&](std::string msg, std::vector<std::string> path) {
-    r.error = std::move(msg);
-    r.error_path = std::move(path);
-    return false;
-  };
-  if (!i->is_array()) return fail(where + "." + key + ": expected an array of strings", {"mcp", "toolSets", set_name, key});
-  if (i->size() > max_list_entries)
-    return fail(where + "." + key + ": more than " + std::to_string(max_list_entries) + " entries",
-                {"mcp", "toolSets", set_name, key});
-  for (std::size_t n = 0; n < i->size(); ++n) {
-    auto& v = (*i)[n];
-    auto at = where + "." + key + "[" + std::to_string(n) + "]";
-    if (!v.is_string()) return fail(at + ": expected a string", {"mcp", "toolSets", set_name, key, std::to_string(n)});
-    auto& s = v.get_ref<const std::string&>();
-    if (s.size() > max_pattern_bytes)
-      return fail(at + ": longer than " + std::to_string(max_pattern_bytes) + " bytes",
-                  {"mcp", "toolSets", set_name, key, std::to_string(n)});
-    if (s.empty()) return fail(at + ": empty", {"mcp", "toolSets", set_name, key, std::to_string(n)});
-    out.push_back(s);
+  auto read = read_pattern_list(*i, where + "." + key, {"mcp", "toolSets", set_name, key});
+  if (read.error.empty()) {
+    // An empty pattern in a set is a mistake to name, not to drop: it
+    // would silently change what the set shows.
+    for (std::size_t n = 0; n < read.patterns.size(); ++n)
+      if (read.patterns[n].empty()) {
+        read.error = where + "." + key + "[" + std::to_string(n) + "]: empty";
+        read.error_path = {"mcp", "toolSets", set_name, key, std::to_string(n)};
+        break;
+      }
   }
+  if (!read.error.empty()) {
+    r.error = std::move(read.error);
+    r.error_path = std::move(read.error_path);
+    return false;
+  }
+  out = std::move(read.patterns);
   return true;
 }
 
