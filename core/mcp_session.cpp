@@ -574,14 +574,7 @@ void mcp_session::handle_request(const json& msg, session_effects& fx, time_poin
     return;
   }
   if (method == "roots/list" && f.roots) {
-    json roots = json::array();
-    for (const auto& r : *f.roots) {
-      json one = {{"uri", r.uri}};
-      if (!r.name.empty())
-        one["name"] = r.name;
-      roots.push_back(std::move(one));
-    }
-    respond(fx, id, {{"roots", std::move(roots)}});
+    respond(fx, id, roots_answer());
     return;
   }
   if (method == "elicitation/create") {
@@ -621,26 +614,39 @@ bool host_can_show_elicitation(const json& params) {
 
 } // namespace
 
-void mcp_session::answer_elicitation(const json& id, const json& params, session_effects& fx,
-                                     time_point now) {
+json mcp_session::roots_answer() const {
+  json roots = json::array();
+  for (const auto& r : opts_.features.roots.value_or(std::vector<mcp_root>{})) {
+    json one = {{"uri", r.uri}};
+    if (!r.name.empty())
+      one["name"] = r.name;
+    roots.push_back(std::move(one));
+  }
+  return {{"roots", std::move(roots)}};
+}
+
+std::optional<json> mcp_session::elicitation_without_host(const json& params) const {
   switch (opts_.features.elicitation) {
     case elicitation_policy::decline:
       // Declining is an answer the server understands (and may work
       // around), unlike -32601 to a request the spec lets it make.
-      respond(fx, id, {{"action", "decline"}});
-      return;
+      return json{{"action", "decline"}};
     case elicitation_policy::accept_defaults:
-      respond(fx, id, accept_defaults_answer(params));
-      return;
-    case elicitation_policy::ask: {
-      if (!params.is_object() || !host_can_show_elicitation(params)) {
-        respond(fx, id, {{"action", "decline"}});
-        return;
-      }
-      ask_host(id, "elicitation/create", params, fx, now);
-      return;
-    }
+      return accept_defaults_answer(params);
+    case elicitation_policy::ask:
+      if (!params.is_object() || !host_can_show_elicitation(params))
+        return json{{"action", "decline"}};
+      return std::nullopt;
   }
+  return json{{"action", "decline"}};
+}
+
+void mcp_session::answer_elicitation(const json& id, const json& params, session_effects& fx,
+                                     time_point now) {
+  if (auto answer = elicitation_without_host(params))
+    respond(fx, id, std::move(*answer));
+  else
+    ask_host(id, "elicitation/create", params, fx, now);
 }
 
 void mcp_session::ask_host(const json& id, const std::string& method, const json& params,
@@ -939,18 +945,10 @@ void mcp_session::on_input_required(const pending_request& p, const json& result
     json params = req.contains("params") && req["params"].is_object() ? req["params"] : json::object();
     if (method == "roots/list") {
       if (!f.roots) return fail_call(error_missing_client_capability, "the server asked for roots, not offered");
-      json roots = json::array();
-      for (const auto& r : *f.roots) {
-        json one = {{"uri", r.uri}};
-        if (!r.name.empty()) one["name"] = r.name;
-        roots.push_back(std::move(one));
-      }
-      round.responses[key] = {{"roots", std::move(roots)}};
+      round.responses[key] = roots_answer();
     } else if (method == "elicitation/create") {
-      if (f.elicitation == elicitation_policy::decline || !host_can_show_elicitation(params))
-        round.responses[key] = {{"action", "decline"}};
-      else if (f.elicitation == elicitation_policy::accept_defaults)
-        round.responses[key] = accept_defaults_answer(params);
+      if (auto answer = elicitation_without_host(params))
+        round.responses[key] = std::move(*answer);
       else
         asks.push_back({0, method, std::move(params), p.token, key});
     } else if (method == "sampling/createMessage") {

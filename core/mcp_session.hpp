@@ -399,6 +399,10 @@ private:
   std::optional<time_point> listen_due_;
   void begin_listen(session_effects& fx);
   void end_listen(session_effects& fx, const std::string& why);
+  /// roots/list's answer: the session's roots.
+  nlohmann::json roots_answer() const;
+  /// What the elicitation policy answers by itself; nullopt: the host asks.
+  std::optional<nlohmann::json> elicitation_without_host(const nlohmann::json& params) const;
   void on_input_required(const pending_request& p, const nlohmann::json& result, session_effects& fx,
                          time_point now);
   void input_answered(std::uint64_t call, const std::string& key, nlohmann::json answer, session_effects& fx);
