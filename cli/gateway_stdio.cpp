@@ -353,17 +353,25 @@ private:
           modern_version_ = version.get<std::string>();
           transport_->set_protocol_version(modern_version_);
         }
-        auto j = json::parse(msg, nullptr, false);
-        auto headers = mcp_request_headers(j);
+        // The mirrored fields are scanned out of the line, as the rest of the
+        // bridge does, not parsed from all of it.
+        auto part = [&](const std::vector<std::string>& path) {
+          auto t = json_value_text(msg, path);
+          return t ? json::parse(*t, nullptr, false) : json(json::value_t::discarded);
+        };
+        json head = json::object();
+        if (json_value_text(msg, {"id"})) head["id"] = 0; // a request: notifications mirror nothing
+        head["method"] = part({"method"});
+        for (const char* key : {"name", "uri"})
+          if (auto v = part({"params", key}); v.is_string()) head["params"][key] = std::move(v);
+        auto headers = mcp_request_headers(head);
         // A tool's x-mcp-header parameters, as the tools/list this bridge
         // relayed described them: the gateway checks them against the body.
-        if (method == "\"tools/call\"" && j.is_object() && j["params"].is_object()) {
-          auto& p = j["params"];
-          auto name = p.value("name", std::string{});
-          if (auto t = param_headers_.find(name); t != param_headers_.end() && p["arguments"].is_object())
-            for (auto& f : param_header_fields(t->second, p["arguments"]))
-              headers.push_back(std::move(f));
-        }
+        if (method == "\"tools/call\"" && head["params"].is_object())
+          if (auto t = param_headers_.find(head["params"].value("name", std::string{})); t != param_headers_.end())
+            if (auto args = part({"params", "arguments"}); args.is_object())
+              for (auto& f : param_header_fields(t->second, args))
+                headers.push_back(std::move(f));
         transport_->send(msg, std::move(headers));
         return;
       }
