@@ -149,6 +149,13 @@ protected:
 
   void write_user(json servers) { write_file(user_settings(), json{{"mcpServers", std::move(servers)}}.dump(2)); }
 
+  /// The daemon with one server, "modern": the SDK v2 server of
+  /// tests/peers/modern_server.mjs (MCP 2026-07-28 over stdio), connected.
+  bool start_with_modern_server() {
+    write_user({{"modern", {{"command", node22.string()}, {"args", {(peers / "modern_server.mjs").string()}}}}});
+    return start() && connected("modern");
+  }
+
   /// The tools the client lists, until `pred` holds on them (each try after
   /// a list_changed or at most every 2 s).
   bool tools_until(sdk_client& c, const std::function<bool(const std::vector<std::string>&)>& pred,
@@ -859,6 +866,10 @@ TEST_F(GatewayHttp, A2026AndA2025SdkClientShareOneServerThroughTheGateway) {
     EXPECT_TRUE(c->event("elicitation", 5s));
     EXPECT_TRUE(c->event("elicitation", 5s));
   }
+  // A tool with an x-mcp-header parameter: the stdio bridge adds the
+  // Mcp-Param-Region header the gateway checks, from the listing it relayed.
+  auto region = next_stdio.run("callTool", {{"name", "conf__test_header_param"}, {"arguments", {{"region", "eu"}}}});
+  EXPECT_EQ(text_of(region), "region: eu") << region.dump();
   EXPECT_EQ(server("conf").value("pid", 0), pid);
   for (auto* c : {&old_client, &next_http, &next_stdio})
     c->run("close");
@@ -869,9 +880,7 @@ TEST_F(GatewayHttp, A2026AndA2025SdkClientShareOneServerThroughTheGateway) {
 // as the gateway's own input_required; each answer gets the call retried.
 TEST_F(GatewayHttp, A2026ServersInputRequestReachesClientsOfBothEras) {
   if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
-  write_user({{"modern", {{"command", node22.string()}, {"args", {(peers / "modern_server.mjs").string()}}}}});
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(connected("modern"));
+  ASSERT_TRUE(start_with_modern_server());
   sdk_client old_client(home_);
   ASSERT_EQ(connect(old_client, {{"elicitation", true}, {"elicitationContent", {{"name", "Grace"}}}}).value("ok", ""),
             "connect");
@@ -896,9 +905,7 @@ TEST_F(GatewayHttp, A2026ServersInputRequestReachesClientsOfBothEras) {
 // open to it, so a tool it adds later reaches the gateway's clients.
 TEST_F(GatewayHttp, A2026ServersListChangeReachesTheGatewaysClients) {
   if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
-  write_user({{"modern", {{"command", node22.string()}, {"args", {(peers / "modern_server.mjs").string()}}}}});
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(connected("modern"));
+  ASSERT_TRUE(start_with_modern_server());
   sdk_client c(home_);
   ASSERT_EQ(connect(c).value("ok", ""), "connect");
   ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__add_tool"); }));
