@@ -149,6 +149,13 @@ protected:
 
   void write_user(json servers) { write_file(user_settings(), json{{"mcpServers", std::move(servers)}}.dump(2)); }
 
+  /// The daemon with one server, "conf": mcprt-test-server --conformance
+  /// (the suite's tools, 2025-11-25 over stdio), connected.
+  bool start_with_conformance_server() {
+    write_user({{"conf", test_server_config({"--conformance"})}});
+    return start() && connected("conf");
+  }
+
   /// The daemon with one server, "modern": the SDK v2 server of
   /// tests/peers/modern_server.mjs (MCP 2026-07-28 over stdio), connected.
   bool start_with_modern_server() {
@@ -750,9 +757,7 @@ TEST_F(GatewayHttp, A2026ClientIsServedStatelesslyAndARevisionItDoesNotSpeakIsRe
 }
 
 TEST_F(GatewayHttp, A2025ServersElicitationReachesA2026ClientAsInputRequiredAcrossRounds) {
-  write_user({{"conf", test_server_config({"--conformance"})}});
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(connected("conf"));
+  ASSERT_TRUE(start_with_conformance_server());
   auto h = client();
   modern_post m{h, {{"elicitation", json::object()}}};
   const std::string tool = "conf__test_input_required_result_multi_round";
@@ -796,9 +801,7 @@ TEST_F(GatewayHttp, A2025ServersElicitationReachesA2026ClientAsInputRequiredAcro
 }
 
 TEST_F(GatewayHttp, SamplingFromA2026ClientThatDidNotDeclareItIsMissingCapability) {
-  write_user({{"conf", test_server_config({"--conformance"})}});
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(connected("conf"));
+  ASSERT_TRUE(start_with_conformance_server());
   auto h = client();
   modern_post m{h};
   const std::string tool = "conf__test_missing_capability";
@@ -827,9 +830,7 @@ TEST_F(GatewayHttp, SamplingFromA2026ClientThatDidNotDeclareItIsMissingCapabilit
 // and over stdio, and the server is the same process throughout.
 TEST_F(GatewayHttp, A2026AndA2025SdkClientShareOneServerThroughTheGateway) {
   if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 client or Node 22 not installed (scripts/setup.sh)";
-  write_user({{"conf", test_server_config({"--conformance"})}});
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(connected("conf"));
+  ASSERT_TRUE(start_with_conformance_server());
   auto pid = server("conf").value("pid", 0);
   ASSERT_GT(pid, 0);
   const std::string tool = "conf__test_input_required_result_multi_round";
@@ -919,9 +920,7 @@ TEST_F(GatewayHttp, A2026ServersListChangeReachesTheGatewaysClients) {
 }
 
 TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterNames) {
-  write_user({{"conf", test_server_config({"--conformance"})}});
-  ASSERT_TRUE(start());
-  ASSERT_TRUE(connected("conf"));
+  ASSERT_TRUE(start_with_conformance_server());
   auto h = client();
   modern_post m{h};
   ASSERT_TRUE(wait_until([&] {
