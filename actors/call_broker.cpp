@@ -162,7 +162,7 @@ void broker_send(broker_self self, const std::string& key, uint64_t serial, conn
     self->request(conn, caf::infinite, atom::call_v, slot->tool, call.arguments, key, broker_sink(self, call))
       .then(broker_answered(self, key, serial), broker_refused(self, key, serial));
   else
-    self->request(conn, caf::infinite, atom::mcp_request_v, slot->method, call.arguments)
+    self->request(conn, caf::infinite, atom::mcp_request_v, slot->method, call.arguments, key)
       .then(broker_answered(self, key, serial), broker_refused(self, key, serial));
 }
 
@@ -322,6 +322,18 @@ call_broker_actor::behavior_type call_broker(broker_self self, std::size_t max_p
     },
     [self](atom::lookup, const std::string& server, const std::string& tool) {
       return broker_attribution(self, server, tool);
+    },
+    [self](atom::lookup, const std::string& key) {
+      auto& st = self->state;
+      call_attribution_reply out;
+      if (auto* slot = st.table.find(key)) {
+        out.found = true;
+        out.session = slot->session;
+        out.server = slot->server;
+        out.tool = slot->tool;
+        out.call_id = slot->key;
+      }
+      return out;
     },
     [self](const call_progress_update& u) { broker_on_progress(self, u); },
     [self](atom::drain, caf::error& why) {

@@ -351,6 +351,9 @@ void forward_host_requests(connection_self self, const session_effects& fx) {
     // An input a call's input_required result asks for is that call's.
     if (req.call) {
       if (auto c = st.call_tools.find(*req.call); c != st.call_tools.end()) fwd.tool = c->second;
+      if (auto c = st.call_handles.find(*req.call); c != st.call_handles.end()) fwd.call_key = c->second.call_id;
+      fwd.input_key = req.input_key;
+      fwd.round_size = req.round_size;
     } else if (st.call_tools.size() == 1) {
       fwd.tool = st.call_tools.begin()->second;
     }
@@ -405,6 +408,8 @@ void start(connection_self self) {
   o.probe_modern = kind != transport_kind::sse;
   o.http_headers = kind == transport_kind::http;
   o.listen_modern = kind == transport_kind::stdio;
+  // The host (a gateway client, say) may know the roots of the request.
+  o.host_answers_input_roots = true;
   if (auto v = server.spec.find("protocolVersion"); v != server.spec.end() && v->is_string()
                                                     && !is_modern_protocol(v->get<std::string>()))
     o.probe_modern = false;
@@ -527,6 +532,17 @@ connection_actor::behavior_type connection(connection_self self, connection_conf
       auto token = st.next_token++;
       st.calls.emplace(token, rp);
       st.request_tokens.insert(token);
+      apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
+      return rp;
+    },
+    [=](atom::mcp_request, std::string method, json_value params, std::string key) -> caf::result<json_value> {
+      auto& st = self->state;
+      if (auto why = not_usable(st)) return std::move(*why);
+      auto rp = self->make_response_promise<json_value>();
+      auto token = st.next_token++;
+      st.calls.emplace(token, rp);
+      st.request_tokens.insert(token);
+      if (!key.empty()) st.call_handles.emplace(token, connection_state::call_handle{std::move(key), {}});
       apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
       return rp;
     },

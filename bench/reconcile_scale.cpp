@@ -75,6 +75,9 @@ connection_actor::behavior_type cheap_connection(connection_actor::pointer self,
     [=](atom::filter, const tool_filter_spec&) {},
     [=](atom::ping) { return int64_t{0}; },
     [=](atom::mcp_request, const std::string&, const json_value&) { return json_value{json::object()}; },
+    [=](atom::mcp_request, const std::string&, const json_value&, const std::string&) {
+      return json_value{json::object()};
+    },
     [=](atom::stop) {
       {
         std::lock_guard<std::mutex> guard{log->mtx};

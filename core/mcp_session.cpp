@@ -709,11 +709,13 @@ session_effects mcp_session::fail_host_request(std::uint64_t token, rpc_error er
   if (auto h = host_pending_.find(token); h != host_pending_.end() && h->second.input_of && live()) {
     auto call = *h->second.input_of;
     auto key = h->second.input_key;
-    bool elicitation = h->second.method == "elicitation/create";
+    auto method = h->second.method;
     host_pending_.erase(h);
-    // A host that cannot ask the user has declined; one that cannot sample
+    // A host that cannot ask the user has declined; one that does not know
+    // the request's roots leaves the session's; one that cannot sample
     // leaves the call without what it needs.
-    if (elicitation) input_answered(call, key, {{"action", "decline"}}, fx);
+    if (method == "elicitation/create") input_answered(call, key, {{"action", "decline"}}, fx);
+    else if (method == "roots/list") input_answered(call, key, roots_answer(), fx);
     else input_failed(call, {error.code, "the client's host could not answer: " + replace_invalid_utf8(error.message), json()}, fx);
     return fx;
   }
@@ -945,7 +947,8 @@ void mcp_session::on_input_required(const pending_request& p, const json& result
     json params = req.contains("params") && req["params"].is_object() ? req["params"] : json::object();
     if (method == "roots/list") {
       if (!f.roots) return fail_call(error_missing_client_capability, "the server asked for roots, not offered");
-      round.responses[key] = roots_answer();
+      if (opts_.host_answers_input_roots) asks.push_back({0, method, std::move(params), p.token, key});
+      else round.responses[key] = roots_answer();
     } else if (method == "elicitation/create") {
       if (auto answer = elicitation_without_host(params))
         round.responses[key] = std::move(*answer);
@@ -967,6 +970,7 @@ void mcp_session::on_input_required(const pending_request& p, const json& result
   input_rounds_[p.token] = std::move(round);
   for (auto& a : asks) {
     a.token = next_host_token_++;
+    a.round_size = asks.size();
     host_pending h{nullptr, a.method, std::nullopt, p.token, a.input_key};
     if (opts_.host_request_timeout) h.deadline = now + *opts_.host_request_timeout;
     host_pending_.emplace(a.token, std::move(h));
@@ -1302,6 +1306,7 @@ session_effects mcp_session::on_tick(time_point now) {
     it = host_pending_.erase(it);
     if (h.input_of) {
       if (h.method == "elicitation/create") input_answered(*h.input_of, h.input_key, {{"action", "decline"}}, fx);
+      else if (h.method == "roots/list") input_answered(*h.input_of, h.input_key, roots_answer(), fx);
       else input_failed(*h.input_of, {error_request_timeout, why, json()}, fx);
       it = host_pending_.begin(); // input_failed may have taken others
       continue;

@@ -115,12 +115,15 @@ struct call_result {
 /// fail_host_request with the same token.
 struct host_request {
   std::uint64_t token = 0;
-  std::string method;    // "elicitation/create" or "sampling/createMessage"
+  std::string method;    // "elicitation/create", "sampling/createMessage", or (an input only) "roots/list"
   nlohmann::json params; // the server's params, as sent (an object)
   /// 2026-07-28: the call whose input_required result asks for it (its
   /// token), and the server's key for it; a server request has neither.
   std::optional<std::uint64_t> call = std::nullopt;
   std::string input_key = {};
+  /// 2026-07-28: how many host requests that input_required result made at
+  /// once (this one among them), so that a host can ask for them together.
+  std::size_t round_size = 0;
 };
 
 /// A notifications/progress for a call that asked for progress.
@@ -260,6 +263,10 @@ public:
     /// kept open, opened again when the server ends it. For stdio: over
     /// HTTP it would be a POST open for as long as the connection.
     bool listen_modern = false;
+    /// At the modern revision a roots/list input is the one request's, not
+    /// the session's: offered to the host first (a host_request), and
+    /// answered with `features.roots` when the host does not answer it.
+    bool host_answers_input_roots = false;
   };
 
   explicit mcp_session(options opts);

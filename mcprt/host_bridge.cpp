@@ -213,6 +213,7 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       bool answered = false;
       if (req.method == "sampling/createMessage") handler = h.sampling, answered = h.answers_sampling();
       else if (req.method == "elicitation/create") handler = h.elicitation, answered = h.answers_elicitation();
+      else if (req.method == "roots/list") handler = h.roots, answered = !h.actor && h.roots;
       if (!answered) return error_reply(-32601, "no host handler for " + req.method);
       // Taken before make_response_promise, which moves the sender out.
       auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -227,13 +228,20 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       out.server = req.server;
       out.method = req.method;
       out.params = std::move(req.params.value);
+      out.input_key = std::move(req.input_key);
+      out.input_round = req.round_size;
       if (!st.shared->calls) {
         hand_over(self, std::move(handler), std::move(out));
         return rp;
       }
       auto server = out.server;
       auto shared_out = std::make_shared<server_request>(std::move(out));
-      self->request(st.shared->calls, std::chrono::seconds(5), atom::lookup_v, server, req.tool)
+      // A connection that names the request's call is told exactly whose
+      // it is; otherwise the broker guesses from the calls in flight.
+      auto lookup = req.call_key.empty()
+                      ? self->request(st.shared->calls, std::chrono::seconds(5), atom::lookup_v, server, req.tool)
+                      : self->request(st.shared->calls, std::chrono::seconds(5), atom::lookup_v, req.call_key);
+      lookup
         .then(
           [self, handler, shared_out](call_attribution_reply& a) mutable {
             shared_out->in_flight_calls = std::move(a.in_flight);

@@ -238,7 +238,9 @@ std::string runtime::impl::start_call(const std::string& session, const std::str
   r.tool = tool;
   r.method = method;
   r.arguments = json_value{std::move(arguments)};
-  r.call_id = tool_call ? call_id : std::string{};
+  // Another request keeps the caller's id, when it chose one, for cancel
+  // and for the inputs a 2026-07-28 server asks for during it.
+  r.call_id = call_id;
   r.timeout = opts.timeout;
   r.wait_connecting = opts.wait_connecting;
   r.progress_events = tool_call && opts.progress_events;

@@ -87,6 +87,14 @@ struct server_request {
   /// The ids of every call of the runtime in flight to that server when
   /// the request came: whom it may concern, when `call` cannot say.
   std::vector<std::string> in_flight_calls;
+  /// 2026-07-28: the request is an input the server asked for in an
+  /// input_required result of `call` (a tool call, prompts/get or
+  /// resources/read; always named). The server's key for it (not empty),
+  /// and how many inputs of that round come to the host (this one among
+  /// them), so that a host can ask for them together. A 2025 server's
+  /// request has neither (empty, 0).
+  std::string input_key;
+  std::size_t input_round = 0;
 };
 
 /// Answers one server_request, exactly once: the first `answer` or `fail`
@@ -125,6 +133,10 @@ struct host_handlers {
   /// URL the server chose, and answer accept when the user agreed to open it).
   /// Unset: `ask` behaves as `decline`.
   std::function<void(server_request, host_responder)> elicitation;
+  /// Set: a 2026-07-28 server's `roots/list` input (one request's, not the
+  /// connection's) comes here first; answer `{"roots": [...]}`, or fail to
+  /// have it answered with the runtime's roots, as it is when unset.
+  std::function<void(server_request, host_responder)> roots;
   /// The request with this id no longer wants an answer: the server
   /// cancelled it, the session answered it for the host after its timeout
   /// (10 minutes), or the connection ended. Drop its prompt.
@@ -254,7 +266,9 @@ struct call_options {
   /// The call's id for `runtime::cancel_call` and in progress: empty, the
   /// runtime makes one ("call-N"). A chosen one must pass is_valid_call_id
   /// and be unused by the calls in flight, else the call fails at once with
-  /// errc::bad_request.
+  /// errc::bad_request. mcp_request takes one too, but only to name the
+  /// request in server_request::call (a 2026-07-28 server's inputs during
+  /// it); it makes none, and cancel_call does not reach it.
   std::string call_id;
   /// Set: the server is asked for progress and each step comes here.
   progress_callback progress;

@@ -91,6 +91,8 @@ using call_broker_actor = caf::typed_actor<
   caf::replies_to<atom::cancel, std::string, std::string>::with<bool>,
   // lookup(server, tool): the calls a server's request may belong to.
   caf::replies_to<atom::lookup, std::string, std::string>::with<call_attribution_reply>,
+  // The call of that key, exactly (a connection named it): found or not.
+  caf::replies_to<atom::lookup, std::string>::with<call_attribution_reply>,
   // A step of a call's progress, from its connection (call id: the key).
   caf::reacts_to<call_progress_update>,
   // drain(error): every call in flight fails with it, and so does every

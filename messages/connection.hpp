@@ -103,12 +103,19 @@ struct forwarded_host_request {
   /// The tool of the one call in flight on this connection when exactly one
   /// is (the call the request most likely belongs to); empty otherwise.
   std::string tool;
+  /// 2026-07-28: an input a request's input_required result asked for. The
+  /// request's key in the call broker (empty: a call made without one), the
+  /// server's key for the input, and how many inputs the round asked the
+  /// host for at once.
+  std::string call_key;
+  std::string input_key;
+  std::uint64_t round_size = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, forwarded_host_request& x) {
   return f(caf::meta::type_name("mcprt.forwarded_host_request"), x.server, x.connection_id, x.method, x.params,
-           x.tool);
+           x.tool, x.call_key, x.input_key, x.round_size);
 }
 
 // -- actor interfaces ------------------------------------------------------------
@@ -142,6 +149,9 @@ using connection_actor = caf::typed_actor<
   // A client request other than tools/call (resources/*, prompts/get,
   // completion/complete: mcp_session::request): method, params -> result.
   caf::replies_to<atom::mcp_request, std::string, json_value>::with<json_value>,
+  // The same under the call broker's key for it: the inputs a 2026-07-28
+  // server asks for during it name the request they belong to.
+  caf::replies_to<atom::mcp_request, std::string, json_value, std::string>::with<json_value>,
   // Shuts the server down cleanly (stdin, SIGTERM, SIGKILL), then quits.
   caf::replies_to<atom::stop>::with<bool>,
   // INTERNAL: stdout bytes, a stderr line, the process ended (its

@@ -152,6 +152,9 @@ inline connection_actor::behavior_type fake_connection(fake_ptr self, connection
     [=](atom::filter, const tool_filter_spec&) {},
     [=](atom::ping) { return int64_t{1}; },
     [=](atom::mcp_request, const std::string&, const json_value&) { return json_value{nlohmann::json::object()}; },
+    [=](atom::mcp_request, const std::string&, const json_value&, const std::string&) {
+      return json_value{nlohmann::json::object()};
+    },
     [=](atom::stop) -> caf::result<bool> {
       auto& st = self->state;
       auto rp = self->make_response_promise<bool>();

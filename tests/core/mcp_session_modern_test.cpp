@@ -222,6 +222,50 @@ TEST_F(ModernSession, InputRequiredIsAnsweredThroughTheHostAndTheCallRetriedWith
   EXPECT_EQ(done.completed_calls[0].outcome, call_outcome::ok);
 }
 
+// Roots asked for in a round are the one request's: the host may know
+// them (a gateway's client); a host that does not leaves the session's.
+TEST_F(ModernSession, RootsOfARoundGoToTheHostWhenItAnswersThemAndTheSessionsOtherwise) {
+  mcp_session::options o;
+  o.probe_modern = true;
+  o.features.elicitation = elicitation_policy::ask;
+  o.features.roots = std::vector<mcp_root>{{"file:///ws", "ws"}};
+  o.host_answers_input_roots = true;
+  auto s = std::make_unique<mcp_session>(o);
+  auto first = sent_of(s->start(now));
+  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
+  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "t"}}})}}), now).ready);
+  auto ask = [&](std::uint64_t token) {
+    auto call = sent_of(s->call_tool(token, "t", json::object(), now));
+    return s->on_line(result_line(call[0]["id"], {{"resultType", "input_required"},
+                                                  {"inputRequests",
+                                                   {{"who", {{"method", "elicitation/create"}}},
+                                                    {"where", {{"method", "roots/list"}}}}}}),
+                      now);
+  };
+  auto fx = ask(1);
+  ASSERT_EQ(fx.host_requests.size(), 2u);
+  std::map<std::string, host_request> by_key;
+  for (auto& h : fx.host_requests) {
+    EXPECT_EQ(h.round_size, 2u) << "the host hears how many of the round come to it";
+    by_key[h.input_key] = h;
+  }
+  ASSERT_EQ(by_key.count("where"), 1u);
+  EXPECT_EQ(by_key["where"].method, "roots/list");
+  s->answer_host_request(by_key["who"].token, {{"action", "decline"}});
+  auto retry = sent_of(s->answer_host_request(by_key["where"].token, {{"roots", {{{"uri", "file:///theirs"}}}}}));
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0]["params"]["inputResponses"]["where"]["roots"][0]["uri"], "file:///theirs");
+
+  fx = ask(2);
+  ASSERT_EQ(fx.host_requests.size(), 2u);
+  for (auto& h : fx.host_requests)
+    by_key[h.input_key] = h;
+  s->answer_host_request(by_key["who"].token, {{"action", "decline"}});
+  retry = sent_of(s->fail_host_request(by_key["where"].token, {-32601, "no roots here", json()}));
+  ASSERT_EQ(retry.size(), 1u) << "a host without the request's roots does not end the call";
+  EXPECT_EQ(retry[0]["params"]["inputResponses"]["where"]["roots"][0]["uri"], "file:///ws");
+}
+
 TEST_F(ModernSession, InputRequiredWithoutStateRetriesWithoutOneAndWhatCannotBeGivenEndsTheCall) {
   auto s = ready(json::array({{{"name", "confirm"}}}));
   // Elicitation is declined by default policy: answered at once, no host.
