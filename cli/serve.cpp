@@ -242,6 +242,12 @@ struct host_router {
       if (self->fallback.elicitation) return self->fallback.elicitation(std::move(req), std::move(r));
       r.answer(nlohmann::json{{"action", "decline"}});
     };
+    // A gateway client's request may bring its own roots; anyone else's
+    // has the daemon's (the runtime answers when this fails).
+    h.roots = [self](server_request req, host_responder r) {
+      if (auto* g = self->gw.load(); g && g->forward(req, r)) return;
+      r.fail(-32601, "the workspace's roots");
+    };
     h.withdrawn = [self](const std::string& id) {
       if (auto* g = self->gw.load()) g->withdraw(id);
       if (self->fallback.withdrawn) self->fallback.withdrawn(id);

@@ -115,8 +115,8 @@ struct gateway_rebuild;
 struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
   struct pending_request {
     std::shared_ptr<gateway_channel> reply;
-    std::string call_id; // tools/call: ours, for cancel and the server's requests
-    std::uint64_t call_number = 0; // tools/call: the order the gateway sent it in
+    std::string call_id; // tools/call, prompts/get, resources/read: ours, for cancel and the server's requests
+    std::uint64_t call_number = 0; // the order the gateway sent those in
     std::string wire;    // tools/call: the connection's, for the server's logs
     std::string server;
     std::string method;
@@ -138,11 +138,14 @@ struct gateway::impl : std::enable_shared_from_this<gateway::impl> {
       std::string request_id; // the runtime's server_request id
       std::string method;     // 2026-07-28: asked for in an InputRequiredResult
       json params;
+      std::string input_key;  // a 2026-07-28 server's name for it, if it has one
+      std::string asked_as;   // its key in the InputRequiredResult that asked for it
     };
     bool modern = false; // 2026-07-28: one request (and its retries), no client session
     // 2026-07-28 subscriptions/listen: what its stream carries.
     std::optional<gateway_effects::listen_request> listen;
     std::string request_state; // 2026-07-28: the InputRequiredResult it waits on a retry of
+    std::size_t round_seen = 0; // inputs of a 2026-07-28 server's round come so far
     std::map<std::uint64_t, outbound> outbound;
     std::set<std::pair<std::string, std::string>> subscriptions; // (server, uri)
     clock_type::time_point last_active = clock_type::now();
@@ -330,6 +333,19 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
   }
   call_options o;
   o.wait_connecting = opts.wait_connecting;
+  // Requests a 2026-07-28 server may answer with input_required: the
+  // inputs it asks for name the request, and so the session.
+  if (d.method == "prompts/get" || d.method == "resources/read") {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto number = next_call++;
+    o.call_id = "gw-" + sid.substr(0, 8) + "-" + std::to_string(number);
+    auto r = s->requests.find(key);
+    if (r != s->requests.end()) {
+      r->second.call_id = o.call_id;
+      r->second.call_number = number;
+    }
+    calls[o.call_id] = {sid, key};
+  }
   if (d.method == "tools/call") {
     o.timeout = opts.call_timeout;
     {
@@ -503,6 +519,21 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   if (!s) return false;
   auto& e = s->engine;
   bool sampling = req.method == "sampling/createMessage";
+  bool roots = req.method == "roots/list";
+  // A 2026-07-28 server's inputs of one round come one by one; its client
+  // is asked for them together, once the last has come.
+  auto round_complete = [&] {
+    if (!s->modern || req.input_round == 0) return true;
+    if (++s->round_seen < req.input_round) return false;
+    s->round_seen = 0;
+    return true;
+  };
+  if (roots && !e.client_can("roots")) {
+    // The runtime answers with the workspace's roots.
+    responder.fail(-32601, "the client of this request did not declare roots");
+    if (round_complete()) p.ask_for_input(*s);
+    return true;
+  }
   if (sampling && s->modern && !e.client_can("sampling") && !s->requests.empty()) {
     // 2026-07-28: the request needs a capability its client did not
     // declare; the client learns which, and the call upstream ends.
@@ -514,6 +545,7 @@ bool gateway::forward(const server_request& req, const host_responder& responder
                                                json{{"requiredCapabilities", {{"sampling", json::object()}}}}),
                         400);
     auto call_id = r.call_id;
+    s->round_seen = 0;
     responder.fail(-1, "the client of this call does not support sampling");
     guard.unlock(); // the runtime is not called into under the gateway's lock
     if (!call_id.empty()) p.rt.cancel_call(call_id);
@@ -521,15 +553,17 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   }
   if (sampling && !e.client_can("sampling")) {
     responder.fail(-1, "the client of this call does not support sampling");
+    if (round_complete()) p.ask_for_input(*s);
     return true;
   }
-  if (!sampling) {
+  if (!sampling && !roots) {
     // The server's params: a mode that is not a string is the default.
     std::string mode = "form";
     if (req.params.is_object())
       if (auto m = req.params.find("mode"); m != req.params.end() && m->is_string()) mode = m->get<std::string>();
     if (!e.client_elicits(mode)) {
       responder.answer(json{{"action", "decline"}});
+      if (round_complete()) p.ask_for_input(*s);
       return true;
     }
   }
@@ -538,11 +572,12 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     // A 2026-07-28 client is not listening for requests: the call's
     // answer so far is an InputRequiredResult, and its retry brings this.
     e.forget_request(id);
-    s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id, req.method, req.params});
-    p.ask_for_input(*s);
+    s->outbound.insert_or_assign(
+      id, decltype(s->outbound)::mapped_type{responder, req.id, req.method, req.params, req.input_key, {}});
+    if (round_complete()) p.ask_for_input(*s);
     return true;
   }
-  s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id, {}, nullptr});
+  s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id, req.method, nullptr, {}, {}});
   p.send_related(*s, owner->second, std::move(msg));
   return true;
 }
@@ -572,7 +607,11 @@ void gateway::impl::ask_for_input(session& s) {
   for (auto& [id, out] : s.outbound) {
     json q{{"method", out.method}};
     q["params"] = out.params.is_object() ? out.params : json::object();
-    requests["input-" + std::to_string(id)] = std::move(q);
+    // A 2026-07-28 server's own name, which its client may know it by; a
+    // 2025 server's request has none.
+    out.asked_as = out.input_key;
+    if (out.asked_as.empty() || requests.contains(out.asked_as)) out.asked_as = "input-" + std::to_string(id);
+    requests[out.asked_as] = std::move(q);
   }
   // A fresh state each round: an old one cannot be replayed.
   if (!s.request_state.empty()) parked.erase(s.request_state);
@@ -625,7 +664,7 @@ gateway::post_result gateway::impl::resume(const gateway_effects::input_retry& r
   parked.erase(it);
   s->request_state.clear();
   for (auto o = s->outbound.begin(); o != s->outbound.end();) {
-    auto a = retry.input_responses.find("input-" + std::to_string(o->first));
+    auto a = retry.input_responses.find(o->second.asked_as);
     if (a != retry.input_responses.end() && answers_input(o->second.method, *a)) {
       o->second.responder.answer(*a);
       o = s->outbound.erase(o);
@@ -692,7 +731,10 @@ void gateway::impl::answered(session& s, std::uint64_t id, const json& msg) {
   s.outbound.erase(it);
   auto result = msg.find("result");
   if (result != msg.end() && result->is_object()) {
-    out.responder.answer(*result);
+    // Roots that are not a list are no answer: the workspace's stand.
+    if (out.method == "roots/list" && !answers_input(out.method, *result))
+      out.responder.fail(gateway_error::invalid_params, "not a ListRootsResult");
+    else out.responder.answer(*result);
     return;
   }
   auto err = msg.find("error");

@@ -902,6 +902,73 @@ TEST_F(GatewayHttp, A2026ServersInputRequestReachesClientsOfBothEras) {
     c->run("close");
 }
 
+// A 2026-07-28 server's round reaches a 2026 client whole: every input it
+// asks for at once in one InputRequiredResult, under the server's own keys;
+// roots are the client's own for its request (a client that declared none
+// leaves the workspace's); a prompts/get's rounds reach its client as a
+// tool call's do.
+TEST_F(GatewayHttp, A2026ServersRoundReachesItsClientWholeUnderTheServersKeys) {
+  if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
+  write_user({{"rounds", {{"command", node22.string()}, {"args", {(peers / "input_rounds_server.mjs").string()}}}}});
+  ASSERT_TRUE(start() && connected("rounds"));
+  auto h = client();
+  modern_post m{h, {{"elicitation", json::object()}, {"sampling", json::object()}, {"roots", json::object()}}};
+  const std::string tool = "rounds__test_input_required_result_multiple_inputs";
+  ASSERT_TRUE(wait_until([&] {
+    auto listed = m.post(1, "tools/list", json::object());
+    return listed && listed->body.find(tool) != std::string::npos;
+  }));
+  json args{{"name", tool}, {"arguments", json::object()}};
+  auto first = modern_post::answer(m.post(2, "tools/call", args, tool), 2);
+  auto& r1 = first["result"];
+  ASSERT_EQ(r1.value("resultType", ""), "input_required") << first.dump();
+  ASSERT_EQ(r1["inputRequests"].size(), 3u) << first.dump();
+  EXPECT_EQ(r1["inputRequests"]["user_name"]["method"], "elicitation/create") << first.dump();
+  EXPECT_EQ(r1["inputRequests"]["greeting"]["method"], "sampling/createMessage") << first.dump();
+  EXPECT_EQ(r1["inputRequests"]["client_roots"]["method"], "roots/list") << first.dump();
+  auto retry = args;
+  retry["requestState"] = r1["requestState"];
+  retry["inputResponses"] = {
+    {"user_name", {{"action", "accept"}, {"content", {{"name", "Alice"}}}}},
+    {"greeting",
+     {{"role", "assistant"}, {"content", {{"type", "text"}, {"text", "Hi"}}}, {"model", "m"}, {"stopReason", "endTurn"}}},
+    {"client_roots", {{"roots", {{{"uri", "file:///client/root"}, {"name", "mine"}}}}}}};
+  auto done = modern_post::answer(m.post(3, "tools/call", retry, tool), 3);
+  EXPECT_EQ(done["result"].value("resultType", ""), "complete") << done.dump();
+  EXPECT_EQ(text_of(done), "all three answered") << done.dump();
+
+  // The client's roots, not the workspace's, reach the server.
+  const std::string roots_tool = "rounds__test_input_required_result_list_roots";
+  json roots_args{{"name", roots_tool}, {"arguments", json::object()}};
+  auto asked = modern_post::answer(m.post(4, "tools/call", roots_args, roots_tool), 4);
+  ASSERT_EQ(asked["result"]["inputRequests"].size(), 1u) << asked.dump();
+  ASSERT_TRUE(asked["result"]["inputRequests"].contains("client_roots")) << asked.dump();
+  roots_args["requestState"] = asked["result"]["requestState"];
+  roots_args["inputResponses"] = {{"client_roots", {{"roots", {{{"uri", "file:///client/root"}}}}}}};
+  auto listed = modern_post::answer(m.post(5, "tools/call", roots_args, roots_tool), 5);
+  EXPECT_EQ(text_of(listed), "roots: file:///client/root") << listed.dump();
+  // A client without roots: the workspace's answer, and no round at all.
+  modern_post bare{h, {{"elicitation", json::object()}}};
+  auto workspace = modern_post::answer(bare.post(6, "tools/call", {{"name", roots_tool}, {"arguments", json::object()}},
+                                                 roots_tool),
+                                       6);
+  EXPECT_EQ(workspace["result"].value("resultType", ""), "complete") << workspace.dump();
+  EXPECT_NE(text_of(workspace).find("file://"), std::string::npos) << workspace.dump();
+  EXPECT_EQ(text_of(workspace).find("client/root"), std::string::npos) << workspace.dump();
+
+  // prompts/get: its round is its client's too.
+  const std::string prompt = "rounds__test_input_required_result_prompt";
+  auto p1 = modern_post::answer(m.post(7, "prompts/get", {{"name", prompt}}, prompt), 7);
+  ASSERT_EQ(p1["result"].value("resultType", ""), "input_required") << p1.dump();
+  ASSERT_TRUE(p1["result"]["inputRequests"].contains("user_context")) << p1.dump();
+  json p_retry{{"name", prompt},
+               {"requestState", p1["result"]["requestState"]},
+               {"inputResponses", {{"user_context", {{"action", "accept"}, {"content", {{"context", "tests"}}}}}}}};
+  auto p2 = modern_post::answer(m.post(8, "prompts/get", p_retry, prompt), 8);
+  ASSERT_TRUE(p2["result"]["messages"].is_array()) << p2.dump();
+  EXPECT_NE(p2.dump().find("Use this context: tests"), std::string::npos) << p2.dump();
+}
+
 // A 2026-07-28 server has no GET stream: mcprt keeps a subscriptions/listen
 // open to it, so a tool it adds later reaches the gateway's clients.
 TEST_F(GatewayHttp, A2026ServersListChangeReachesTheGatewaysClients) {

