@@ -407,7 +407,7 @@ void start(connection_self self) {
   // transport predates it.
   o.probe_modern = kind != transport_kind::sse;
   o.http_headers = kind == transport_kind::http;
-  o.listen_modern = kind == transport_kind::stdio;
+  o.listen_modern = kind == transport_kind::stdio || kind == transport_kind::http;
   // The host (a gateway client, say) may know the roots of the request.
   o.host_answers_input_roots = true;
   if (auto v = server.spec.find("protocolVersion"); v != server.spec.end() && v->is_string()

@@ -740,6 +740,10 @@ session_effects mcp_session::set_roots(std::vector<mcp_root> roots) {
 
 void mcp_session::handle_notification(const json& msg, session_effects& fx, time_point now) {
   const auto& method = msg.at("method").get_ref<const std::string&>();
+  if (method == "notifications/subscriptions/acknowledged") {
+    if (listen_id_) listen_acknowledged_ = true;
+    return;
+  }
   if (method == "notifications/cancelled") {
     // The server withdrew a request of its own: if the host still has it,
     // tell the host, and send no answer (the spec says not to).
@@ -899,9 +903,12 @@ void mcp_session::handle_response(const json& msg, session_effects& fx, time_poi
       break;
     case request_kind::listen:
       // The server ended the stream (an answer) or refused it: listen again,
-      // soon after an end, later after a refusal.
+      // soon after an end (an error too, once the stream had been
+      // acknowledged: it broke, or went silent too long), later after a
+      // refusal.
       listen_id_.reset();
-      listen_due_ = now + (is_error ? listen_retry_after_refusal : std::chrono::milliseconds(1000));
+      listen_due_ = now + (is_error && !listen_acknowledged_ ? listen_retry_after_refusal
+                                                             : std::chrono::milliseconds(1000));
       break;
   }
 }
@@ -1221,6 +1228,7 @@ void mcp_session::begin_listen(session_effects& fx) {
     filter["resourceSubscriptions"] = json(std::vector<std::string>(subscriptions_.begin(), subscriptions_.end()));
   if (filter.empty())
     return;
+  listen_acknowledged_ = false;
   listen_id_ = send_request(fx, "subscriptions/listen", {{"notifications", std::move(filter)}},
                             {request_kind::listen, 0, std::nullopt, {}});
 }
@@ -1587,8 +1595,8 @@ session_effects mcp_session::request(std::uint64_t token, std::string method, js
   bool listen_instead = modern_ && (method == "resources/subscribe" || method == "resources/unsubscribe");
   if (listen_instead && !opts_.listen_modern)
     return reject(error_method_not_found,
-                  method + " is not part of 2026-07-28, whose subscriptions/listen mcprt keeps open only for "
-                           "stdio servers");
+                  method + " is not part of 2026-07-28, and mcprt keeps no subscriptions/listen open to this "
+                           "server");
   if (method == "resources/subscribe") {
     auto uri = params.at("uri").get<std::string>();
     if (!subscriptions_.count(uri) && subscriptions_.size() >= opts_.max_resource_subscriptions)

@@ -260,8 +260,8 @@ public:
     bool http_headers = false;
     /// At the modern revision, follow the server's list changes and the
     /// updates of subscribed resources on a `subscriptions/listen` request
-    /// kept open, opened again when the server ends it. For stdio: over
-    /// HTTP it would be a POST open for as long as the connection.
+    /// kept open, opened again when the server ends it (over HTTP: a POST
+    /// whose event stream the transport holds open; io/http_transport).
     bool listen_modern = false;
     /// At the modern revision a roots/list input is the one request's, not
     /// the session's: offered to the host first (a host_request), and
@@ -404,6 +404,8 @@ private:
   // again after the server ended or refused it.
   std::optional<std::int64_t> listen_id_;
   std::optional<time_point> listen_due_;
+  bool listen_acknowledged_ = false; // the open listen's stream has begun
+
   void begin_listen(session_effects& fx);
   void end_listen(session_effects& fx, const std::string& why);
   /// roots/list's answer: the session's roots.

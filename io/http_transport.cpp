@@ -356,6 +356,10 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     bool is_request = false;
     bool barrier_released = false;
     bool modern = false; // sent at a 2026-07-28-or-later revision
+    // A subscriptions/listen: its response is a stream the server holds
+    // open for as long as it likes. Silence is waited out as the GET
+    // stream's is, and its end, however it ends, answers only the request.
+    bool held_open = false;
     int attempt = 0;
     // The requests of this POST still waiting for their responses: an SSE
     // stream that ends before they came is resumed (SEP-1699).
@@ -417,6 +421,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     ctx->modern = is_modern_protocol(header_value(headers, k_version_header));
     for (auto& h : ctx->q.extra_headers)
       headers.push_back(h);
+    ctx->held_open = ctx->modern && header_value(headers, "Mcp-Method") == "subscriptions/listen";
     ctx->sent_authorization = authorization.value_or("");
     ctx->had_session = has_header(headers, k_session_header);
     ctx->sent_session = header_value(headers, k_session_header);
@@ -425,7 +430,8 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
     ctx->too_big = false;
     ctx->body.clear();
     ctx->parser.emplace(opts.max_message_bytes);
-    auto req = make_request("POST", std::move(headers), opts.request_timeout);
+    auto req = make_request("POST", std::move(headers),
+                            ctx->held_open ? opts.event_stream_idle_timeout : opts.request_timeout);
     req.body = ctx->q.msg;
 
     auto self = shared_from_this();
@@ -520,9 +526,9 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       return;
     }
     if (ctx->too_big) {
-      post_failed(ctx->pending, "POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
+      post_failed(*ctx, "POST " + display + ": response exceeds " + std::to_string(opts.max_message_bytes) + " bytes");
     } else if (!o.ok()) {
-      post_failed(ctx->pending, "POST " + display + ": " + o.reason);
+      post_failed(*ctx, "POST " + display + ": " + o.reason);
     } else {
       handle_post_response(*ctx);
     }
@@ -542,8 +548,12 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
 
   // A POST failed: on_error, and with answer_failed_requests an error
   // response for each request of it still waiting for one.
-  void post_failed(const std::vector<std::string>& pending, const std::string& reason) {
-    if (opts.answer_failed_requests && !pending.empty()) fail_requests(pending, reason);
+  void post_failed(const post_ctx& ctx, const std::string& reason) {
+    if (ctx.held_open) {
+      if (!ctx.pending.empty()) fail_requests(ctx.pending, reason);
+      return;
+    }
+    if (opts.answer_failed_requests && !ctx.pending.empty()) fail_requests(ctx.pending, reason);
     error(reason);
   }
 
@@ -563,7 +573,7 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         messages_from_body(body);
         return;
       }
-      post_failed(ctx.pending, "POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
+      post_failed(ctx, "POST " + display + ": HTTP " + std::to_string(status) + " with unexpected Content-Type '"
                                    + excerpt(type, 60) + "'");
       return;
     }
@@ -607,14 +617,14 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
         auto r = redact(reason);
         emit([&] { events.on_auth_required(r); });
       } else {
-        post_failed(ctx.pending, reason);
+        post_failed(ctx, reason);
       }
       return;
     }
     std::string reason = "POST " + display + ": HTTP " + std::to_string(status);
     if (!head.reason.empty()) reason += " " + excerpt(head.reason, 60);
     if (!trim_space(body).empty()) reason += ": " + excerpt(trim_space(body));
-    post_failed(ctx.pending, reason);
+    post_failed(ctx, reason);
   }
 
   // ---- resuming a POST response stream (SEP-1699) -----------------------
@@ -718,7 +728,9 @@ struct http_transport::state : std::enable_shared_from_this<http_transport::stat
       self->active.erase(*id);
       self->resume_done(r, o);
     };
-    *id = start(make_request("GET", std::move(headers), opts.request_timeout), std::move(h));
+    *id = start(make_request("GET", std::move(headers),
+                             r->ctx->held_open ? opts.event_stream_idle_timeout : opts.request_timeout),
+                std::move(h));
   }
 
   void resume_done(const std::shared_ptr<resumption>& r, const http_outcome& o) {

@@ -986,6 +986,30 @@ TEST_F(GatewayHttp, A2026ServersListChangeReachesTheGatewaysClients) {
   c.run("close");
 }
 
+// The same over streamable HTTP: the listen is a POST whose stream mcprt
+// holds open, and a change on it reaches the gateway's clients.
+TEST_F(GatewayHttp, A2026HttpServersListChangeReachesTheGatewaysClients) {
+  if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
+  spawned upstream({(peers / "modern_server.mjs").string(), "--http", "0"}, home_, {}, node22.string());
+  auto first = upstream.line(30s);
+  ASSERT_TRUE(first && first->rfind("listening on ", 0) == 0) << first.value_or("<none>") << upstream.err();
+  write_user({{"modern", {{"httpUrl", first->substr(std::string("listening on ").size())}}}});
+  ASSERT_TRUE(start() && connected("modern"));
+  sdk_client c(home_);
+  ASSERT_EQ(connect(c).value("ok", ""), "connect");
+  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__add_tool"); }));
+  EXPECT_FALSE(has(tool_names(c.run("listTools")), "modern__added"));
+  auto added = c.run("callTool", {{"name", "modern__add_tool"}});
+  ASSERT_EQ(added.value("ok", ""), "callTool") << added.dump();
+  EXPECT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__added"); }));
+  auto called = c.run("callTool", {{"name", "modern__added"}});
+  EXPECT_EQ(text_of(called), "added") << called.dump();
+  c.run("close");
+  stop();
+  upstream.signal(SIGTERM);
+  upstream.wait_exit(20s);
+}
+
 TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterNames) {
   ASSERT_TRUE(start_with_conformance_server());
   auto h = client();

@@ -443,6 +443,25 @@ TEST_F(ModernSession, ListChangesComeOnAListenRequestKeptOpenAndOpenedAgain) {
   auto again = sent_of(s->on_tick(*s->next_deadline()));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0]["method"], "subscriptions/listen");
+  // A stream that breaks once it was acknowledged is opened again soon; one
+  // refused before its acknowledgement, only after a while.
+  auto later = now + std::chrono::seconds(5);
+  s->on_line(R"({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}})", later);
+  auto broken = json{{"jsonrpc", "2.0"}, {"id", again[0]["id"]}, {"error", {{"code", -32000}, {"message", "cut"}}}};
+  s->on_line(broken.dump(), later);
+  ASSERT_TRUE(s->next_deadline());
+  EXPECT_LE(*s->next_deadline() - later, std::chrono::milliseconds(1000));
+  auto reopened = sent_of(s->on_tick(*s->next_deadline()));
+  ASSERT_EQ(reopened.size(), 1u);
+  EXPECT_EQ(reopened[0]["method"], "subscriptions/listen");
+  auto at = later + std::chrono::seconds(10);
+  auto refused = json{{"jsonrpc", "2.0"}, {"id", reopened[0]["id"]}, {"error", {{"code", -32601}, {"message", "no"}}}};
+  s->on_line(refused.dump(), at);
+  auto is_listen = [](const json& m) { return m.value("method", "") == "subscriptions/listen"; };
+  auto early = sent_of(s->on_tick(at + std::chrono::seconds(29)));
+  EXPECT_TRUE(std::none_of(early.begin(), early.end(), is_listen));
+  auto late = sent_of(s->on_tick(at + std::chrono::seconds(30)));
+  EXPECT_TRUE(std::any_of(late.begin(), late.end(), is_listen));
 }
 
 TEST_F(ModernSession, WithoutListenAModernResourceSubscribeIsRefusedSayingWhy) {

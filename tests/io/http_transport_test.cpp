@@ -721,6 +721,60 @@ TEST(HttpTransport, PostStreamClosedEarlyWithoutEventIdFailsTheRequest) {
   EXPECT_TRUE(r.error_list().empty()) << "one request failing does not fail the transport";
 }
 
+// A 2026-07-28 subscriptions/listen is a POST whose stream the server holds
+// open: silence past the request timeout is waited out as the GET stream's
+// is, and when it ends (here: silent past the stream timeout) only the
+// listen is answered, with an error, while the transport goes on.
+TEST(HttpTransport, AListenStreamOutlivesTheRequestTimeoutAndItsEndAnswersOnlyTheListen) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  local_server ls;
+  ls.svr().Post("/mcp", [&](const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Mcp-Method") != "subscriptions/listen") {
+      res.set_content(R"({"jsonrpc":"2.0","id":8,"result":{"resultType":"complete"}})", "application/json");
+      return;
+    }
+    res.set_chunked_content_provider("text/event-stream", [&](std::size_t offset, httplib::DataSink& sink) {
+      if (offset == 0) {
+        static const std::string ack =
+          "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\"}\n\n";
+        sink.write(ack.data(), ack.size());
+        return true;
+      }
+      // Then silence, until the client gives up on it or the test ends.
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, 20s, [&] { return finished; });
+      sink.done();
+      return true;
+    });
+  });
+  http_client pool;
+  recorder r;
+  http_transport_options o;
+  o.request_timeout = 300ms;
+  o.event_stream_idle_timeout = 1500ms;
+  http_transport t(ls.url("/mcp"), {}, r.events(), pool, o);
+  t.set_protocol_version("2026-07-28");
+  auto sent_at = std::chrono::steady_clock::now();
+  t.send(request(7, "subscriptions/listen", R"({"notifications":{"toolsListChanged":true}})"),
+         {{"Mcp-Method", "subscriptions/listen"}});
+  ASSERT_TRUE(r.message_with("acknowledged", 10s));
+  t.send(request(8, "tools/list"), {{"Mcp-Method", "tools/list"}});
+  ASSERT_TRUE(r.message_with(id_tag(8), 10s)) << "other requests go on beside the listen";
+  auto ended = r.message_with(id_tag(7), 20s);
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sent_at);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    finished = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(ended) << "the listen was left waiting";
+  EXPECT_TRUE(contains(*ended, "\"error\"")) << *ended;
+  EXPECT_GE(waited.count(), 1400) << "the listen was given up before the stream timeout";
+  EXPECT_TRUE(r.error_list().empty()) << "the end of a listen is not the transport's failure";
+}
+
 // The resumed stream may end early too: it is resumed again from the newest
 // event id, until the response comes.
 TEST(HttpTransport, ResumedStreamThatEndsEarlyIsResumedAgain) {

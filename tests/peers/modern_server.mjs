@@ -8,12 +8,27 @@
 //   --modern-only  refuse a 2025-era opening (initialize) with the
 //                  unsupported-protocol-version error, so only a client
 //                  that speaks 2026-07-28 gets anywhere
-import { McpServer, acceptedContent, fromJsonSchema, inputRequired } from '@modelcontextprotocol/server';
+//   --http PORT    serve streamable HTTP on 127.0.0.1:PORT (0: any) at /mcp
+//                  instead (the SDK's createMcpHandler; list changes go to
+//                  the subscriptions/listen streams open then), and print
+//                  "listening on http://127.0.0.1:N/mcp"
+import { createServer } from 'node:http';
+import { McpServer, acceptedContent, createMcpHandler, fromJsonSchema, inputRequired } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
+
+const httpAt = process.argv.indexOf('--http');
+const legacy = process.argv.includes('--modern-only') ? 'reject' : 'serve';
+// Over HTTP a server instance serves one request: what was added lives here.
+let added = false;
+let handler;
+const registerAdded = (server) =>
+  server.registerTool('added', { description: 'Added at run time' }, async () => ({
+    content: [{ type: 'text', text: 'added' }],
+  }));
 
 const factory = () => {
   const server = new McpServer({ name: 'modern-peer', version: '1.0.0' });
-  let added = false;
+  if (added && handler) registerAdded(server);
   server.registerTool(
     'echo',
     {
@@ -28,9 +43,8 @@ const factory = () => {
     async () => {
       if (!added) {
         added = true;
-        server.registerTool('added', { description: 'Added at run time' }, async () => ({
-          content: [{ type: 'text', text: 'added' }],
-        }));
+        if (handler) handler.notify.toolsChanged();
+        else registerAdded(server);
       }
       return { content: [{ type: 'text', text: 'ok' }] };
     },
@@ -59,4 +73,35 @@ const factory = () => {
   return server;
 };
 
-serveStdio(factory, { legacy: process.argv.includes('--modern-only') ? 'reject' : 'serve' });
+if (httpAt < 0) {
+  serveStdio(factory, { legacy });
+} else {
+  handler = createMcpHandler(factory, { legacy });
+  const http = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = chunks.length ? Buffer.concat(chunks) : undefined;
+    const abort = new AbortController();
+    res.on('close', () => abort.abort());
+    try {
+      const response = await handler.fetch(
+        new Request(`http://${req.headers.host}${req.url}`, {
+          method: req.method,
+          headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
+          body: req.method === 'GET' || req.method === 'HEAD' ? undefined : body,
+          signal: abort.signal,
+        }),
+      );
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      if (!response.body) return res.end();
+      for await (const chunk of response.body) res.write(chunk);
+      res.end();
+    } catch (e) {
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    }
+  });
+  http.listen(Number(process.argv[httpAt + 1] ?? 0), '127.0.0.1', () => {
+    console.log(`listening on http://127.0.0.1:${http.address().port}/mcp`);
+  });
+}
