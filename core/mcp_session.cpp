@@ -593,18 +593,22 @@ void mcp_session::handle_request(const json& msg, session_effects& fx, time_poin
 namespace {
 
 // What a host is shown: form mode (the default when `mode` is absent), or
-// URL mode with an http(s) URL of bounded length and an elicitation id. The
-// URL is the server's choice and the host opens it for the user, so nothing
-// else (no `javascript:`, `file:`, custom scheme) gets that far.
-bool host_can_show_elicitation(const json& params) {
+// URL mode with an http(s) URL of bounded length and, as a server's request
+// (2025-11-25), an elicitation id; 2026-07-28's input has none, its retry
+// says the user is done. The URL is the server's choice and the host opens
+// it for the user, so nothing else (no `javascript:`, `file:`, custom
+// scheme) gets that far.
+bool host_can_show_elicitation(const json& params, bool needs_id) {
   auto mode = params.find("mode");
   if (mode == params.end() || (mode->is_string() && *mode == "form")) return true;
   if (!(mode->is_string() && *mode == "url")) return false;
   auto url = params.find("url");
   auto eid = params.find("elicitationId");
-  if (url == params.end() || !url->is_string() || eid == params.end() || !eid->is_string()) return false;
+  if (url == params.end() || !url->is_string()) return false;
+  if (eid == params.end() ? needs_id : !eid->is_string() || eid->get_ref<const std::string&>().size() > 256)
+    return false;
   const auto& u = url->get_ref<const std::string&>();
-  if (u.size() > max_elicitation_url_bytes || eid->get_ref<const std::string&>().size() > 256) return false;
+  if (u.size() > max_elicitation_url_bytes) return false;
   auto scheme = ascii_lower(std::string_view(u).substr(0, u.find(':')));
   if (scheme != "https" && scheme != "http") return false;
   for (unsigned char c : u)
@@ -625,7 +629,7 @@ json mcp_session::roots_answer() const {
   return {{"roots", std::move(roots)}};
 }
 
-std::optional<json> mcp_session::elicitation_without_host(const json& params) const {
+std::optional<json> mcp_session::elicitation_without_host(const json& params, bool input) const {
   switch (opts_.features.elicitation) {
     case elicitation_policy::decline:
       // Declining is an answer the server understands (and may work
@@ -634,7 +638,7 @@ std::optional<json> mcp_session::elicitation_without_host(const json& params) co
     case elicitation_policy::accept_defaults:
       return accept_defaults_answer(params);
     case elicitation_policy::ask:
-      if (!params.is_object() || !host_can_show_elicitation(params))
+      if (!params.is_object() || !host_can_show_elicitation(params, !input))
         return json{{"action", "decline"}};
       return std::nullopt;
   }
@@ -957,7 +961,7 @@ void mcp_session::on_input_required(const pending_request& p, const json& result
       if (opts_.host_answers_input_roots) asks.push_back({0, method, std::move(params), p.token, key});
       else round.responses[key] = roots_answer();
     } else if (method == "elicitation/create") {
-      if (auto answer = elicitation_without_host(params))
+      if (auto answer = elicitation_without_host(params, true))
         round.responses[key] = std::move(*answer);
       else
         asks.push_back({0, method, std::move(params), p.token, key});

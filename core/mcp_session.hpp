@@ -411,7 +411,9 @@ private:
   /// roots/list's answer: the session's roots.
   nlohmann::json roots_answer() const;
   /// What the elicitation policy answers by itself; nullopt: the host asks.
-  std::optional<nlohmann::json> elicitation_without_host(const nlohmann::json& params) const;
+  /// `input`: asked for in an input_required round (2026-07-28), whose URL
+  /// mode carries no elicitationId.
+  std::optional<nlohmann::json> elicitation_without_host(const nlohmann::json& params, bool input = false) const;
   void on_input_required(const pending_request& p, const nlohmann::json& result, session_effects& fx,
                          time_point now);
   void input_answered(std::uint64_t call, const std::string& key, nlohmann::json answer, session_effects& fx);

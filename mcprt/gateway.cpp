@@ -556,18 +556,24 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     if (round_complete()) p.ask_for_input(*s);
     return true;
   }
+  // The server's params: a mode that is not a string is the default.
+  std::string mode = "form";
+  if (req.params.is_object())
+    if (auto m = req.params.find("mode"); m != req.params.end() && m->is_string()) mode = m->get<std::string>();
   if (!sampling && !roots) {
-    // The server's params: a mode that is not a string is the default.
-    std::string mode = "form";
-    if (req.params.is_object())
-      if (auto m = req.params.find("mode"); m != req.params.end() && m->is_string()) mode = m->get<std::string>();
     if (!e.client_elicits(mode)) {
       responder.answer(json{{"action", "decline"}});
       if (round_complete()) p.ask_for_input(*s);
       return true;
     }
   }
-  auto [id, msg] = e.request(req.method, req.params);
+  json params = req.params;
+  // A 2026 server's URL-mode input carries no elicitationId, which a 2025
+  // client's URL mode requires: one of the gateway's, never completed (the
+  // server's retry, not a notification, ends it).
+  if (!s->modern && !sampling && !roots && mode == "url" && params.is_object() && !params.contains("elicitationId"))
+    params["elicitationId"] = "mcprt-" + random_session_id();
+  auto [id, msg] = e.request(req.method, std::move(params));
   if (s->modern) {
     // A 2026-07-28 client is not listening for requests: the call's
     // answer so far is an InputRequiredResult, and its retry brings this.

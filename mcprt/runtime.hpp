@@ -135,7 +135,8 @@ struct host_handlers {
   std::function<void(server_request, host_responder)> elicitation;
   /// Set: a 2026-07-28 server's `roots/list` input (one request's, not the
   /// connection's) comes here first; answer `{"roots": [...]}`, or fail to
-  /// have it answered with the runtime's roots, as it is when unset.
+  /// have it answered with the runtime's roots, as it is when unset (and
+  /// with the actor form, which is not offered roots).
   std::function<void(server_request, host_responder)> roots;
   /// The request with this id no longer wants an answer: the server
   /// cancelled it, the session answered it for the host after its timeout

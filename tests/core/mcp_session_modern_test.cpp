@@ -266,6 +266,34 @@ TEST_F(ModernSession, RootsOfARoundGoToTheHostWhenItAnswersThemAndTheSessionsOth
   EXPECT_EQ(retry[0]["params"]["inputResponses"]["where"]["roots"][0]["uri"], "file:///ws");
 }
 
+// 2026-07-28's URL mode has no elicitationId (the retry ends it): such an
+// input reaches the host; a URL that is not http(s) is still declined.
+TEST_F(ModernSession, AUrlModeInputWithoutAnElicitationIdReachesTheHost) {
+  mcp_session::options o;
+  o.probe_modern = true;
+  o.features.elicitation = elicitation_policy::ask;
+  auto s = std::make_unique<mcp_session>(o);
+  auto first = sent_of(s->start(now));
+  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
+  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "t"}}})}}), now).ready);
+  auto call = sent_of(s->call_tool(1, "t", json::object(), now));
+  auto url_input = [](const std::string& url) {
+    return json{{"method", "elicitation/create"},
+                {"params", {{"mode", "url"}, {"message", "sign in"}, {"url", url}}}};
+  };
+  auto fx = s->on_line(result_line(call[0]["id"], {{"resultType", "input_required"},
+                                                   {"inputRequests",
+                                                    {{"open", url_input("https://example.com/pay")},
+                                                     {"bad", url_input("javascript:alert(1)")}}}}),
+                       now);
+  ASSERT_EQ(fx.host_requests.size(), 1u);
+  EXPECT_EQ(fx.host_requests[0].input_key, "open");
+  auto retry = sent_of(s->answer_host_request(fx.host_requests[0].token, {{"action", "accept"}}));
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0]["params"]["inputResponses"]["open"]["action"], "accept");
+  EXPECT_EQ(retry[0]["params"]["inputResponses"]["bad"]["action"], "decline");
+}
+
 TEST_F(ModernSession, InputRequiredWithoutStateRetriesWithoutOneAndWhatCannotBeGivenEndsTheCall) {
   auto s = ready(json::array({{{"name", "confirm"}}}));
   // Elicitation is declined by default policy: answered at once, no host.
