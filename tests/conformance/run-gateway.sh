@@ -93,8 +93,9 @@ fi
 # Until the server is connected and the gateway lists its tools.
 listed=
 for _ in $(seq 300); do
+  # (No match yet is a count of 0, not a failure of the pipeline.)
   connected=$(curl -s -H "Authorization: Bearer $(head -1 "$work/home/.mcprt/token")" "$url/workspace/mcp" \
-    | grep -o '"tools":[1-9]' | wc -l)
+    | { grep -o '"tools":[1-9]' || true; } | wc -l)
   if [[ $connected -ge $servers ]]; then
     listed=yes
     break
