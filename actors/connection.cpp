@@ -507,6 +507,21 @@ connection_info info_of(const connection_state& st) {
   return info;
 }
 
+/// A client request other than tools/call; `key`, when not empty, is the
+/// call broker's for it, which the inputs its server asks for name.
+caf::result<json_value> start_client_request(connection_self self, std::string method, json_value params,
+                                             std::string key) {
+  auto& st = self->state;
+  if (auto why = not_usable(st)) return std::move(*why);
+  auto rp = self->make_response_promise<json_value>();
+  auto token = st.next_token++;
+  st.calls.emplace(token, rp);
+  st.request_tokens.insert(token);
+  if (!key.empty()) st.call_handles.emplace(token, connection_state::call_handle{std::move(key), {}});
+  apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
+  return rp;
+}
+
 connection_actor::behavior_type connection(connection_self self, connection_config cfg, connection_io io) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -526,25 +541,10 @@ connection_actor::behavior_type connection(connection_self self, connection_conf
       return rp;
     },
     [=](atom::mcp_request, std::string method, json_value params) -> caf::result<json_value> {
-      auto& st = self->state;
-      if (auto why = not_usable(st)) return std::move(*why);
-      auto rp = self->make_response_promise<json_value>();
-      auto token = st.next_token++;
-      st.calls.emplace(token, rp);
-      st.request_tokens.insert(token);
-      apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
-      return rp;
+      return start_client_request(self, std::move(method), std::move(params), {});
     },
     [=](atom::mcp_request, std::string method, json_value params, std::string key) -> caf::result<json_value> {
-      auto& st = self->state;
-      if (auto why = not_usable(st)) return std::move(*why);
-      auto rp = self->make_response_promise<json_value>();
-      auto token = st.next_token++;
-      st.calls.emplace(token, rp);
-      st.request_tokens.insert(token);
-      if (!key.empty()) st.call_handles.emplace(token, connection_state::call_handle{std::move(key), {}});
-      apply(self, st.session->request(token, std::move(method), std::move(params.value), clock::now()));
-      return rp;
+      return start_client_request(self, std::move(method), std::move(params), std::move(key));
     },
     [=](atom::call, std::string tool, json_value args, std::string call_id,
         progress_sink_actor progress) -> caf::result<json_value> {

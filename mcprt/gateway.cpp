@@ -333,9 +333,11 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
   }
   call_options o;
   o.wait_connecting = opts.wait_connecting;
-  // Requests a 2026-07-28 server may answer with input_required: the
-  // inputs it asks for name the request, and so the session.
-  if (d.method == "prompts/get" || d.method == "resources/read") {
+  // A tool call, and the other requests a 2026-07-28 server may answer
+  // with input_required, get an id of ours: cancel, and the requests and
+  // inputs the server sends during them, name the request and so the
+  // session.
+  if (d.method == "tools/call" || d.method == "prompts/get" || d.method == "resources/read") {
     std::lock_guard<std::mutex> guard{mtx};
     auto number = next_call++;
     o.call_id = "gw-" + sid.substr(0, 8) + "-" + std::to_string(number);
@@ -348,17 +350,6 @@ void gateway::impl::dispatch(const std::shared_ptr<session>& s, const std::strin
   }
   if (d.method == "tools/call") {
     o.timeout = opts.call_timeout;
-    {
-      std::lock_guard<std::mutex> guard{mtx};
-      auto number = next_call++;
-      o.call_id = "gw-" + sid.substr(0, 8) + "-" + std::to_string(number);
-      auto r = s->requests.find(key);
-      if (r != s->requests.end()) {
-        r->second.call_id = o.call_id;
-        r->second.call_number = number;
-      }
-      calls[o.call_id] = {sid, key};
-    }
     if (d.progress_token) {
       auto token = *d.progress_token;
       o.progress = [weak, sid, key, token](const tool_call_progress& p) {

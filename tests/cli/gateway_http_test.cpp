@@ -689,6 +689,12 @@ struct modern_post {
     return h.Post("/mcp", hs, msg.dump(), "application/json");
   }
 
+  /// Whether tools/list (as request 1) names `tool`.
+  bool lists(const std::string& tool) {
+    auto listed = post(1, "tools/list", json::object());
+    return listed && listed->body.find(tool) != std::string::npos;
+  }
+
   /// The answer to request `id` in a JSON body or an event stream.
   static json answer(const httplib::Result& r, int id) {
     if (!r) return nullptr;
@@ -761,10 +767,7 @@ TEST_F(GatewayHttp, A2025ServersElicitationReachesA2026ClientAsInputRequiredAcro
   auto h = client();
   modern_post m{h, {{"elicitation", json::object()}}};
   const std::string tool = "conf__test_input_required_result_multi_round";
-  ASSERT_TRUE(wait_until([&] {
-    auto listed = m.post(1, "tools/list", json::object());
-    return listed && listed->body.find(tool) != std::string::npos;
-  }));
+  ASSERT_TRUE(wait_until([&] { return m.lists(tool); }));
   json args{{"name", tool}, {"arguments", json::object()}};
   auto first = modern_post::answer(m.post(2, "tools/call", args, tool), 2);
   auto& r1 = first["result"];
@@ -805,10 +808,7 @@ TEST_F(GatewayHttp, SamplingFromA2026ClientThatDidNotDeclareItIsMissingCapabilit
   auto h = client();
   modern_post m{h};
   const std::string tool = "conf__test_missing_capability";
-  ASSERT_TRUE(wait_until([&] {
-    auto listed = m.post(1, "tools/list", json::object());
-    return listed && listed->body.find(tool) != std::string::npos;
-  }));
+  ASSERT_TRUE(wait_until([&] { return m.lists(tool); }));
   auto r = m.post(2, "tools/call", {{"name", tool}, {"arguments", json::object()}}, tool);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
@@ -914,10 +914,7 @@ TEST_F(GatewayHttp, A2026ServersRoundReachesItsClientWholeUnderTheServersKeys) {
   auto h = client();
   modern_post m{h, {{"elicitation", json::object()}, {"sampling", json::object()}, {"roots", json::object()}}};
   const std::string tool = "rounds__test_input_required_result_multiple_inputs";
-  ASSERT_TRUE(wait_until([&] {
-    auto listed = m.post(1, "tools/list", json::object());
-    return listed && listed->body.find(tool) != std::string::npos;
-  }));
+  ASSERT_TRUE(wait_until([&] { return m.lists(tool); }));
   json args{{"name", tool}, {"arguments", json::object()}};
   auto first = modern_post::answer(m.post(2, "tools/call", args, tool), 2);
   auto& r1 = first["result"];
@@ -1014,10 +1011,7 @@ TEST_F(GatewayHttp, AListenStreamIsAcknowledgedFirstAndCarriesOnlyWhatItsFilterN
   ASSERT_TRUE(start_with_conformance_server());
   auto h = client();
   modern_post m{h};
-  ASSERT_TRUE(wait_until([&] {
-    auto listed = m.post(1, "tools/list", json::object());
-    return listed && listed->body.find("conf__test_trigger_tool_change") != std::string::npos;
-  }));
+  ASSERT_TRUE(wait_until([&] { return m.lists("conf__test_trigger_tool_change"); }));
   // Two listeners: one for tools, one for prompts. A tool change reaches the first only.
   std::string tools_stream, prompts_stream;
   std::atomic<bool> tools_done{false}, prompts_done{false};

@@ -55,7 +55,16 @@ protected:
   /// Starts, answers server/discover with the modern revision, lists
   /// `tools`: the session is ready.
   std::unique_ptr<mcp_session> ready(json tools, bool http_headers = false) {
-    auto s = make(http_headers);
+    return ready(make(http_headers), std::move(tools));
+  }
+
+  /// A session of `o` at 2026-07-28 (discovered), with one tool `t`.
+  std::unique_ptr<mcp_session> ready_with(mcp_session::options o) {
+    o.probe_modern = true;
+    return ready(std::make_unique<mcp_session>(o), json::array({{{"name", "t"}}}));
+  }
+
+  std::unique_ptr<mcp_session> ready(std::unique_ptr<mcp_session> s, json tools) {
     auto first = sent_of(s->start(now));
     EXPECT_EQ(first.at(0).at("method"), "server/discover");
     auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
@@ -230,10 +239,7 @@ TEST_F(ModernSession, RootsOfARoundGoToTheHostWhenItAnswersThemAndTheSessionsOth
   o.features.elicitation = elicitation_policy::ask;
   o.features.roots = std::vector<mcp_root>{{"file:///ws", "ws"}};
   o.host_answers_input_roots = true;
-  auto s = std::make_unique<mcp_session>(o);
-  auto first = sent_of(s->start(now));
-  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
-  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "t"}}})}}), now).ready);
+  auto s = ready_with(o);
   auto ask = [&](std::uint64_t token) {
     auto call = sent_of(s->call_tool(token, "t", json::object(), now));
     return s->on_line(result_line(call[0]["id"], {{"resultType", "input_required"},
@@ -272,10 +278,7 @@ TEST_F(ModernSession, AUrlModeInputWithoutAnElicitationIdReachesTheHost) {
   mcp_session::options o;
   o.probe_modern = true;
   o.features.elicitation = elicitation_policy::ask;
-  auto s = std::make_unique<mcp_session>(o);
-  auto first = sent_of(s->start(now));
-  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
-  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "t"}}})}}), now).ready);
+  auto s = ready_with(o);
   auto call = sent_of(s->call_tool(1, "t", json::object(), now));
   auto url_input = [](const std::string& url) {
     return json{{"method", "elicitation/create"},
@@ -320,10 +323,7 @@ TEST_F(ModernSession, ARoundWaitingOnTheHostCanBeCancelledAndEndsWithTheConnecti
   mcp_session::options o;
   o.probe_modern = true;
   o.features.sampling = true;
-  auto s = std::make_unique<mcp_session>(o);
-  auto first = sent_of(s->start(now));
-  auto next = sent_of(s->on_line(result_line(first.at(0).at("id"), modern_discover_result({"2026-07-28"})), now));
-  ASSERT_TRUE(s->on_line(result_line(next.at(0).at("id"), {{"tools", json::array({{{"name", "t"}}})}}), now).ready);
+  auto s = ready_with(o);
   auto ask = [&](std::uint64_t token) {
     auto call = sent_of(s->call_tool(token, "t", json::object(), now));
     return s->on_line(result_line(call[0]["id"], {{"resultType", "input_required"},
