@@ -163,6 +163,21 @@ protected:
     return start() && connected("modern");
   }
 
+  /// modern_server.mjs behind the gateway as "modern": the tool its
+  /// add_tool adds reaches a gateway client (list_changed) and answers.
+  void expect_a_tool_added_later_reaches_a_client() {
+    sdk_client c(home_);
+    ASSERT_EQ(connect(c).value("ok", ""), "connect");
+    ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__add_tool"); }));
+    EXPECT_FALSE(has(tool_names(c.run("listTools")), "modern__added"));
+    auto added = c.run("callTool", {{"name", "modern__add_tool"}});
+    ASSERT_EQ(added.value("ok", ""), "callTool") << added.dump();
+    EXPECT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__added"); }));
+    auto called = c.run("callTool", {{"name", "modern__added"}});
+    EXPECT_EQ(text_of(called), "added") << called.dump();
+    c.run("close");
+  }
+
   /// The tools the client lists, until `pred` holds on them (each try after
   /// a list_changed or at most every 2 s).
   bool tools_until(sdk_client& c, const std::function<bool(const std::vector<std::string>&)>& pred,
@@ -971,16 +986,7 @@ TEST_F(GatewayHttp, A2026ServersRoundReachesItsClientWholeUnderTheServersKeys) {
 TEST_F(GatewayHttp, A2026ServersListChangeReachesTheGatewaysClients) {
   if (!sdk_next_installed()) GTEST_SKIP() << "SDK v2 or Node 22 not installed (scripts/setup.sh)";
   ASSERT_TRUE(start_with_modern_server());
-  sdk_client c(home_);
-  ASSERT_EQ(connect(c).value("ok", ""), "connect");
-  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__add_tool"); }));
-  EXPECT_FALSE(has(tool_names(c.run("listTools")), "modern__added"));
-  auto added = c.run("callTool", {{"name", "modern__add_tool"}});
-  ASSERT_EQ(added.value("ok", ""), "callTool") << added.dump();
-  EXPECT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__added"); }));
-  auto called = c.run("callTool", {{"name", "modern__added"}});
-  EXPECT_EQ(text_of(called), "added") << called.dump();
-  c.run("close");
+  expect_a_tool_added_later_reaches_a_client();
 }
 
 // The same over streamable HTTP: the listen is a POST whose stream mcprt
@@ -992,16 +998,7 @@ TEST_F(GatewayHttp, A2026HttpServersListChangeReachesTheGatewaysClients) {
   ASSERT_TRUE(first && first->rfind("listening on ", 0) == 0) << first.value_or("<none>") << upstream.err();
   write_user({{"modern", {{"httpUrl", first->substr(std::string("listening on ").size())}}}});
   ASSERT_TRUE(start() && connected("modern"));
-  sdk_client c(home_);
-  ASSERT_EQ(connect(c).value("ok", ""), "connect");
-  ASSERT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__add_tool"); }));
-  EXPECT_FALSE(has(tool_names(c.run("listTools")), "modern__added"));
-  auto added = c.run("callTool", {{"name", "modern__add_tool"}});
-  ASSERT_EQ(added.value("ok", ""), "callTool") << added.dump();
-  EXPECT_TRUE(tools_until(c, [](auto& names) { return has(names, "modern__added"); }));
-  auto called = c.run("callTool", {{"name", "modern__added"}});
-  EXPECT_EQ(text_of(called), "added") << called.dump();
-  c.run("close");
+  expect_a_tool_added_later_reaches_a_client();
   stop();
   upstream.signal(SIGTERM);
   upstream.wait_exit(20s);
