@@ -32,7 +32,15 @@ struct fleet_link_state {
   std::set<std::string> held;
   fleet_info info;
   bool informed = false;
-  bool renewing = false;
+  /// Renewals sent and not yet answered on the current connection. A slow
+  /// answer does not hold the next renewal back (a renewal is a level, so
+  /// two in flight say the same), or a few slow round trips would let the
+  /// lease run out while the node is alive; a budget server that does not
+  /// answer at all gets no more than `max_renewals_in_flight`.
+  int renewals_in_flight = 0;
+  /// Counts connections, so that an answer from before a reconnect is
+  /// told apart from one of the current connection.
+  uint64_t epoch = 0;
   std::vector<fleet_listener_actor> listeners;
   /// Reserves made before the first connection was up: they wait for it
   /// rather than fail while the node starts.
@@ -60,7 +68,8 @@ void lost(fleet_link_self self, std::string why) {
   st.server = nullptr;
   st.state = "unreachable";
   st.error = std::move(why);
-  st.renewing = false;
+  st.renewals_in_flight = 0;
+  ++st.epoch;
 }
 
 void ask_server(fleet_link_self self, const std::string& name, caf::typed_response_promise<fleet_grant> rp) {
@@ -78,20 +87,23 @@ void ask_server(fleet_link_self self, const std::string& name, caf::typed_respon
       });
 }
 
+constexpr int max_renewals_in_flight = 3;
+
 void renew(fleet_link_self self) {
   auto& st = self->state;
-  if (!st.server || st.renewing) return;
-  st.renewing = true;
+  if (!st.server || st.renewals_in_flight >= max_renewals_in_flight) return;
+  ++st.renewals_in_flight;
   std::vector<std::string> held(st.held.begin(), st.held.end());
   auto server = st.server;
+  auto epoch = st.epoch;
   self
     ->request(server, st.opts.timeout, atom::renew_v, st.opts.node, std::move(held),
               caf::actor_cast<fleet_listener_actor>(self))
     .then(
-      [self, server](fleet_info& info) {
+      [self, epoch](fleet_info& info) {
         auto& st = self->state;
-        if (st.server != server) return;
-        st.renewing = false;
+        if (st.epoch != epoch) return;
+        --st.renewals_in_flight;
         st.info = std::move(info);
         st.informed = true;
         if (st.state != "connected") {
@@ -105,8 +117,8 @@ void renew(fleet_link_self self) {
           tell_listeners(self);
         }
       },
-      [self, server](caf::error& err) {
-        if (self->state.server == server) lost(self, "renewal failed: " + self->system().render(err));
+      [self, epoch](caf::error& err) {
+        if (self->state.epoch == epoch) lost(self, "renewal failed: " + self->system().render(err));
       });
 }
 

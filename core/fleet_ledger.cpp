@@ -76,6 +76,14 @@ std::vector<std::string> fleet_ledger::expire(int64_t now_ms) {
   return gone;
 }
 
+std::vector<std::string> fleet_ledger::expire_due(int64_t due_ms, int64_t now_ms) {
+  if (!pardons(due_ms, now_ms)) return expire(now_ms);
+  last_pardon_ms_ = now_ms;
+  for (auto& [id, n] : nodes_)
+    n.lease_end_ms += now_ms - due_ms;
+  return {};
+}
+
 std::optional<int64_t> fleet_ledger::next_expiry() const {
   std::optional<int64_t> first;
   for (auto& [id, n] : nodes_)

@@ -49,6 +49,19 @@ public:
   /// Drops every node whose lease ran out by `now_ms`; returns their ids.
   std::vector<std::string> expire(int64_t now_ms);
 
+  /// The expiry check that was due at `due_ms` runs at `now_ms`. When it
+  /// runs more than a quarter lease late, the budget server itself was not
+  /// running (descheduled, suspended, swapped): the renewals nodes sent
+  /// meanwhile are still unread, so every lease is moved on by the delay
+  /// and nothing expires now. At most once per lease, so that a server
+  /// that is always late still expires leases. Otherwise the same as
+  /// `expire(now_ms)`.
+  std::vector<std::string> expire_due(int64_t due_ms, int64_t now_ms);
+  /// Whether a check due at `due_ms` and run at `now_ms` moves the leases on.
+  bool pardons(int64_t due_ms, int64_t now_ms) const {
+    return now_ms - due_ms > lease_.count() / 4 && now_ms >= last_pardon_ms_ + lease_.count();
+  }
+
   /// Whether the start-up grace still holds new reserves back.
   bool recovering(int64_t now_ms) const { return now_ms < grace_end_ms_; }
   int64_t grace_end_ms() const { return grace_end_ms_; }
@@ -78,6 +91,7 @@ private:
   budget_ledger slots_;
   std::chrono::milliseconds lease_;
   int64_t grace_end_ms_;
+  int64_t last_pardon_ms_ = INT64_MIN / 2;
   std::map<std::string, node_state> nodes_;
 };
 

@@ -169,7 +169,7 @@ std::vector<std::size_t> refusal_batches(const fleet_node& node) {
 } // namespace
 
 TEST_F(fleet_test, three_nodes_share_a_budget_of_five_and_a_killed_node_gives_its_slots_back) {
-  ASSERT_TRUE(start_budget_server(5));
+  ASSERT_TRUE(start_budget_server(5, 0, 3000));
   // One after the other, so that who gets what is known: 4, then 1 of 4,
   // then none of 4.
   auto& a = add_node("a", 4);
@@ -215,14 +215,44 @@ TEST_F(fleet_test, three_nodes_share_a_budget_of_five_and_a_killed_node_gives_it
             std::string::npos)
     << status.out;
 
-  // SIGKILL a: its 4 slots return when its lease (2 s) runs out, and the
+  // SIGKILL a: its 4 slots return when its lease (3 s) runs out, and the
   // servers refused on b and c connect by themselves.
   a.daemon->signal(SIGKILL);
   ASSERT_TRUE(a.daemon->wait_exit(10s));
   a.daemon.reset();
   ASSERT_TRUE(wait_until(c, [&] { return connected_in_fleet() == 5; }, 20s))
-    << b.snapshot().dump(2) << c.snapshot().dump(2);
+    << b.snapshot().dump(2) << c.snapshot().dump(2) << budget_server_->err();
   EXPECT_EQ(b.connected() + c.connected(), 5);
+}
+
+TEST_F(fleet_test, a_budget_server_that_was_not_running_for_longer_than_a_lease_takes_no_live_nodes_slots) {
+  ASSERT_TRUE(start_budget_server(2, 0, 2000, 0));
+  auto& a = add_node("a", 2);
+  ASSERT_TRUE(wait_until(a, [&] { return a.connected() == 2; })) << a.snapshot().dump(2) << a.daemon->err();
+  auto& b = add_node("b", 1);
+  ASSERT_TRUE(wait_until(b, [&] {
+    auto s = b.snapshot();
+    return s.is_object() && s["budgets"].size() == 1 && s["budgets"][0]["refused"].size() == 1;
+  })) << b.snapshot().dump(2) << b.daemon->err();
+
+  // The budget server is stopped for one and a half leases (the stimulus,
+  // not a wait): a's renewals sent meanwhile sit unread. When it runs
+  // again, its overdue lease check must not take a's slots, or b's server
+  // would get one and the fleet would run 3 once a's renewal is read.
+  budget_server_->signal(SIGSTOP);
+  ::poll(nullptr, 0, 3000);
+  budget_server_->signal(SIGCONT);
+  ASSERT_TRUE(budget_server_->err_contains("ms late; every lease is moved on", 10s)) << budget_server_->err();
+  bool overshoot = false;
+  ASSERT_TRUE(wait_until(a, [&] {
+    if (connected_in_fleet() > 2) overshoot = true;
+    auto f = a.fleet();
+    return overshoot || (f.value("state", "") == "connected" && f.value("reserved_count", 0) == 2 &&
+                         f.value("nodes", 0) >= 1 && a.connected() == 2);
+  })) << a.fleet().dump() << budget_server_->err();
+  EXPECT_FALSE(overshoot);
+  EXPECT_EQ(budget_server_->err().find("did not renew its lease"), std::string::npos) << budget_server_->err();
+  EXPECT_EQ(b.connected(), 0);
 }
 
 TEST_F(fleet_test, nodes_keep_their_servers_while_the_budget_server_is_down_and_it_recovers_without_overshoot) {

@@ -75,6 +75,33 @@ TEST(FleetLedger, ANodeThatStopsRenewingLosesItsSlotsWhenTheLeaseEnds) {
   EXPECT_EQ(l.reserved_count(), 1u);
 }
 
+TEST(FleetLedger, ALateCheckMeansTheServerStalledSoLeasesMoveOnOncePerLease) {
+  auto l = enforce(2); // lease 10 s
+  events out;
+  l.reserve("a", "fs", 1000, out);
+  l.reserve("b", "fs", 5000, out);
+  // Due at 11000, run at 14000: the server was not running for 3 s (more
+  // than a quarter lease), and the renewals sent meanwhile are still
+  // unread. Nobody expires; every lease moves on by 3 s.
+  EXPECT_TRUE(l.pardons(11000, 14000));
+  EXPECT_TRUE(l.expire_due(11000, 14000).empty());
+  EXPECT_EQ(l.reserved_count(), 2u);
+  EXPECT_EQ(l.next_expiry(), 14000);
+  EXPECT_EQ(l.nodes().at("b").lease_end_ms, 18000);
+  // Late again within the same lease: no second pardon, a expires.
+  EXPECT_FALSE(l.pardons(14001, 17100));
+  EXPECT_EQ(l.expire_due(14001, 17100), std::vector<std::string>{"a"});
+  EXPECT_EQ(l.reserved_count(), 1u);
+  // On time (a quarter lease late or less): the usual expiry.
+  EXPECT_FALSE(l.pardons(18001, 20501));
+  EXPECT_EQ(l.expire_due(18001, 20501), std::vector<std::string>{"b"});
+  // A lease after the last pardon, a late check is pardoned again.
+  l.reserve("c", "fs", 25000, out);
+  EXPECT_TRUE(l.pardons(35001, 38100));
+  EXPECT_TRUE(l.expire_due(35001, 38100).empty());
+  EXPECT_EQ(l.nodes().at("c").lease_end_ms, 38099);
+}
+
 TEST(FleetLedger, ARenewalStatesTheWholeHolding) {
   auto l = enforce(3);
   events out;
