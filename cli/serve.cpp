@@ -246,7 +246,7 @@ struct host_router {
     // has the daemon's (the runtime answers when this fails).
     h.roots = [self](server_request req, host_responder r) {
       if (auto* g = self->gw.load(); g && g->forward(req, r)) return;
-      r.fail(-32601, "the workspace's roots");
+      r.fail(-32601, "no gateway client's roots for this request (the workspace's roots answer it)");
     };
     h.withdrawn = [self](const std::string& id) {
       if (auto* g = self->gw.load()) g->withdraw(id);

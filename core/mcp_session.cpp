@@ -19,9 +19,6 @@ namespace {
 // A server that refused subscriptions/listen is asked again after this.
 constexpr std::chrono::milliseconds listen_retry_after_refusal{30000};
 bool feature_present(const nlohmann::json& caps, const char* capability, const char* feature);
-} // namespace
-
-namespace {
 
 // LSP's RequestCancelled; JSON-RPC and MCP define no code for a call the
 // client itself abandoned, and this one is widely recognised.

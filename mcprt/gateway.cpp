@@ -512,18 +512,20 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   bool sampling = req.method == "sampling/createMessage";
   bool roots = req.method == "roots/list";
   // A 2026-07-28 server's inputs of one round come one by one; its client
-  // is asked for them together, once the last has come.
-  auto round_complete = [&] {
-    if (!s->modern || req.input_round == 0) return true;
-    if (++s->round_seen < req.input_round) return false;
-    s->round_seen = 0;
+  // is asked for them together, once the last has come. Each exit below
+  // settles this input (forwarded, or answered here) and counts it.
+  auto settled = [&] {
+    if (s->modern && req.input_round > 0) {
+      if (++s->round_seen < req.input_round) return true;
+      s->round_seen = 0;
+    }
+    p.ask_for_input(*s);
     return true;
   };
   if (roots && !e.client_can("roots")) {
     // The runtime answers with the workspace's roots.
     responder.fail(-32601, "the client of this request did not declare roots");
-    if (round_complete()) p.ask_for_input(*s);
-    return true;
+    return settled();
   }
   if (sampling && s->modern && !e.client_can("sampling") && !s->requests.empty()) {
     // 2026-07-28: the request needs a capability its client did not
@@ -544,8 +546,7 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   }
   if (sampling && !e.client_can("sampling")) {
     responder.fail(-1, "the client of this call does not support sampling");
-    if (round_complete()) p.ask_for_input(*s);
-    return true;
+    return settled();
   }
   // The server's params: a mode that is not a string is the default.
   std::string mode = "form";
@@ -554,8 +555,7 @@ bool gateway::forward(const server_request& req, const host_responder& responder
   if (!sampling && !roots) {
     if (!e.client_elicits(mode)) {
       responder.answer(json{{"action", "decline"}});
-      if (round_complete()) p.ask_for_input(*s);
-      return true;
+      return settled();
     }
   }
   json params = req.params;
@@ -571,8 +571,7 @@ bool gateway::forward(const server_request& req, const host_responder& responder
     e.forget_request(id);
     s->outbound.insert_or_assign(
       id, decltype(s->outbound)::mapped_type{responder, req.id, req.method, req.params, req.input_key, {}});
-    if (round_complete()) p.ask_for_input(*s);
-    return true;
+    return settled();
   }
   s->outbound.insert_or_assign(id, decltype(s->outbound)::mapped_type{responder, req.id, req.method, nullptr, {}, {}});
   p.send_related(*s, owner->second, std::move(msg));
