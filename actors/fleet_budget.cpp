@@ -142,15 +142,21 @@ fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, f
       if (node.empty() || !acceptable(node, name)) return;
       slots_went_back(self, self->state.ledger->release(node, name) ? 1 : 0);
     },
-    [self](atom::renew, const std::string& label, const std::vector<std::string>& held, fleet_listener_actor link) {
+    [self](atom::renew, const std::string& label, const std::vector<std::string>& held,
+           const std::vector<std::string>& asking, fleet_listener_actor link) {
       auto& st = self->state;
       auto node = admitted_key(self, label);
       std::vector<budget_event> out;
-      std::vector<std::string> kept;
-      if (held.size() <= max_held_per_node)
-        for (auto& name : held)
-          if (acceptable(node, name)) kept.push_back(name);
-      auto freed = acceptable(node, "-") ? st.ledger->renew(node, kept, now_ms(), out) : 0;
+      auto acceptable_names = [&](const std::vector<std::string>& names) {
+        std::vector<std::string> kept;
+        if (names.size() <= max_held_per_node)
+          for (auto& name : names)
+            if (acceptable(node, name)) kept.push_back(name);
+        return kept;
+      };
+      auto freed = acceptable(node, "-")
+                     ? st.ledger->renew(node, acceptable_names(held), acceptable_names(asking), now_ms(), out)
+                     : 0;
       remember_label(self, node, label);
       log_events(out);
       if (link && acceptable(node, "-")) st.links[node] = std::move(link);

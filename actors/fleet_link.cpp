@@ -1,6 +1,7 @@
 #include "actors/fleet_link.hpp"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <utility>
@@ -30,6 +31,11 @@ struct fleet_link_state {
   std::string state = "connecting";
   std::string error;
   std::set<std::string> held;
+  /// Names whose reserve is at the budget server, unanswered. A renewal
+  /// sent meanwhile names them apart from `held`: the server answers the
+  /// reserve before it reads the renewal, so the renewal must neither give
+  /// such a slot back nor claim it.
+  std::map<std::string, int> asking;
   fleet_info info;
   bool informed = false;
   /// Renewals sent and not yet answered on the current connection. A slow
@@ -75,13 +81,20 @@ void lost(fleet_link_self self, std::string why) {
 void ask_server(fleet_link_self self, const std::string& name, caf::typed_response_promise<fleet_grant> rp) {
   auto& st = self->state;
   auto server = st.server;
+  ++st.asking[name];
+  auto answered = [self, name] {
+    auto& asking = self->state.asking;
+    if (auto i = asking.find(name); i != asking.end() && --i->second <= 0) asking.erase(i);
+  };
   self->request(server, st.opts.timeout, atom::reserve_v, st.opts.node, name)
     .then(
-      [self, rp, name](fleet_grant g) mutable {
+      [self, rp, name, answered](fleet_grant g) mutable {
+        answered();
         if (g == fleet_grant::reserved || g == fleet_grant::already_held) self->state.held.insert(name);
         rp.deliver(g);
       },
-      [self, rp, server](caf::error& err) mutable {
+      [self, rp, server, answered](caf::error& err) mutable {
+        answered();
         if (self->state.server == server) lost(self, "reserve failed: " + self->system().render(err));
         rp.deliver(fleet_grant::unreachable);
       });
@@ -94,10 +107,13 @@ void renew(fleet_link_self self) {
   if (!st.server || st.renewals_in_flight >= max_renewals_in_flight) return;
   ++st.renewals_in_flight;
   std::vector<std::string> held(st.held.begin(), st.held.end());
+  std::vector<std::string> asking;
+  for (auto& [name, n] : st.asking)
+    asking.push_back(name);
   auto server = st.server;
   auto epoch = st.epoch;
   self
-    ->request(server, st.opts.timeout, atom::renew_v, st.opts.node, std::move(held),
+    ->request(server, st.opts.timeout, atom::renew_v, st.opts.node, std::move(held), std::move(asking),
               caf::actor_cast<fleet_listener_actor>(self))
     .then(
       [self, epoch](fleet_info& info) {
@@ -196,7 +212,7 @@ fleet_link_impl::behavior_type fleet_link_behavior(fleet_link_self self, fleet_l
       auto rp = self->make_response_promise<bool>();
       self
         ->request(st.server, st.opts.timeout, atom::renew_v, st.opts.node, std::vector<std::string>{},
-                  caf::actor_cast<fleet_listener_actor>(self))
+                  std::vector<std::string>{}, caf::actor_cast<fleet_listener_actor>(self))
         .then([rp](const fleet_info&) mutable { rp.deliver(true); },
               [rp](const caf::error&) mutable { rp.deliver(false); });
       return rp;

@@ -32,7 +32,8 @@ std::string make_fleet_node_id();
 /// middleman (the actor system must have loaded caf::io::middleman). It
 /// connects at once and keeps trying every `retry` while the server is
 /// away; it renews its lease (sending every name it holds, so that a
-/// restarted server re-learns them) every third of the lease.
+/// restarted server re-learns them, and the names whose reserves are still
+/// unanswered) every third of the lease.
 ///
 /// Reserves made while the first connection is still being set up wait
 /// for it (a node that just started asks for its servers at once). After

@@ -138,7 +138,7 @@ double recovery_ms(std::chrono::milliseconds lease) {
   for (;;) {
     fleet_grant g = fleet_grant::refused;
     self->request(*remote, std::chrono::seconds(5), atom::renew_v, std::string{"b"}, std::vector<std::string>{},
-                  listener)
+                  std::vector<std::string>{}, listener)
       .receive([](const fleet_info&) {}, [](caf::error&) {});
     self->request(*remote, std::chrono::seconds(5), atom::reserve_v, std::string{"b"}, std::string{"s"})
       .receive([&](fleet_grant x) { g = x; }, [](caf::error&) {});

@@ -41,14 +41,16 @@ bool fleet_ledger::release(const std::string& node, const std::string& name) {
   return true;
 }
 
-std::size_t fleet_ledger::renew(const std::string& node, const std::vector<std::string>& held, int64_t now_ms,
+std::size_t fleet_ledger::renew(const std::string& node, const std::vector<std::string>& held,
+                                const std::vector<std::string>& asking, int64_t now_ms,
                                 std::vector<budget_event>& out) {
   auto& n = nodes_[node];
   n.lease_end_ms = now_ms + lease_.count();
   std::set<std::string> listed(held.begin(), held.end());
+  std::set<std::string> undecided(asking.begin(), asking.end());
   std::size_t freed = 0;
   for (auto i = n.held.begin(); i != n.held.end();) {
-    if (listed.count(*i) != 0) {
+    if (listed.count(*i) != 0 || undecided.count(*i) != 0) {
       ++i;
       continue;
     }
@@ -57,7 +59,7 @@ std::size_t fleet_ledger::renew(const std::string& node, const std::vector<std::
     ++freed;
   }
   for (auto& name : listed)
-    if (n.held.insert(name).second) slots_.adopt(slot_key(node, name), out);
+    if (undecided.count(name) == 0 && n.held.insert(name).second) slots_.adopt(slot_key(node, name), out);
   return freed;
 }
 

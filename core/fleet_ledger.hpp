@@ -41,10 +41,13 @@ public:
   bool release(const std::string& node, const std::string& name);
 
   /// The node holds exactly `held`: names it no longer lists are released,
-  /// new ones adopted; its lease runs `lease` from now. Returns how many
-  /// slots went back.
-  std::size_t renew(const std::string& node, const std::vector<std::string>& held, int64_t now_ms,
-                    std::vector<budget_event>& out);
+  /// new ones adopted; its lease runs `lease` from now. Names in `asking`
+  /// are the node's reserves still unanswered when it sent the renewal:
+  /// they are neither released nor adopted, since the reserve, sent before
+  /// the renewal, was answered here before it and decided them. Returns
+  /// how many slots went back.
+  std::size_t renew(const std::string& node, const std::vector<std::string>& held,
+                    const std::vector<std::string>& asking, int64_t now_ms, std::vector<budget_event>& out);
 
   /// Drops every node whose lease ran out by `now_ms`; returns their ids.
   std::vector<std::string> expire(int64_t now_ms);

@@ -81,10 +81,12 @@ using fleet_budget_actor = caf::typed_actor<
   caf::replies_to<atom::reserve, std::string, std::string>::with<fleet_grant>,
   // release(node, server name)
   caf::reacts_to<atom::release, std::string, std::string>,
-  // renew(node, every name the node holds, its link): the lease is renewed
-  // and the node's holding becomes exactly these names (claims adopted even
-  // over the budget: they already run).
-  caf::replies_to<atom::renew, std::string, std::vector<std::string>, fleet_listener_actor>::with<fleet_info>,
+  // renew(node, every name the node holds, the names it is still asking
+  // for, its link): the lease is renewed and the node's holding becomes
+  // exactly the held names (claims adopted even over the budget: they
+  // already run); names still asked for are left as their reserves made them.
+  caf::replies_to<atom::renew, std::string, std::vector<std::string>, std::vector<std::string>,
+                  fleet_listener_actor>::with<fleet_info>,
   // The ledger as JSON text: budget, mode, nodes and what each holds.
   caf::replies_to<atom::snapshot>::with<std::string>>;
 

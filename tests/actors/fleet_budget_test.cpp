@@ -58,6 +58,7 @@ protected:
   }
 
   std::map<std::string, std::unique_ptr<caf::scoped_actor>> nodes;
+  const std::vector<std::string> no_names;
 };
 
 } // namespace
@@ -65,7 +66,7 @@ protected:
 TEST_F(FleetBudget, GrantsUpToTheBudgetAcrossNodesAndTellsTheLinksWhenASlotGoesBack) {
   auto b = spawn(2);
   auto me = caf::actor_cast<fleet_listener_actor>(self);
-  auto info = ask_as<fleet_info>(node("c"), b, atom::renew_v, std::string{"c"}, std::vector<std::string>{}, me);
+  auto info = ask_as<fleet_info>(node("c"), b, atom::renew_v, std::string{"c"}, std::vector<std::string>{}, no_names, me);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->budget, 2u);
   EXPECT_EQ(info->mode, "enforce");
@@ -83,6 +84,32 @@ TEST_F(FleetBudget, GrantsUpToTheBudgetAcrossNodesAndTellsTheLinksWhenASlotGoesB
   EXPECT_EQ(snap["nodes"]["c"]["held"], json::array({"fs"}));
 }
 
+TEST_F(FleetBudget, ARenewalSentBeforeAReservesAnswerNeitherGivesThatSlotBackNorClaimsIt) {
+  auto b = spawn(1);
+  auto me = caf::actor_cast<fleet_listener_actor>(self);
+  auto& a = node("a");
+  // A node's link sends reserve(x), then its timed renewal before x's
+  // answer: the renewal cannot list x as held, and names it as asked.
+  auto grant = a->request(b, caf::infinite, atom::reserve_v, std::string{"a"}, std::string{"x"});
+  auto renewal = a->request(b, caf::infinite, atom::renew_v, std::string{"a"}, no_names,
+                            std::vector<std::string>{"x"}, me);
+  sched.run();
+  fleet_grant g = fleet_grant::unreachable;
+  std::move(grant).receive([&](fleet_grant x) { g = x; }, [](caf::error&) {});
+  std::move(renewal).receive([](fleet_info&) {}, [](caf::error&) {});
+  EXPECT_EQ(g, fleet_grant::reserved);
+  auto snap = json::parse(ask<std::string>(b, atom::snapshot_v).value_or("{}"));
+  EXPECT_EQ(snap["reserved_count"], 1) << "x still runs on a: its slot stays counted";
+  EXPECT_TRUE(drain<atom::fleet_free>().empty()) << "no slot went back, so nobody is told of one";
+  EXPECT_EQ(reserve(b, "b", "x"), fleet_grant::refused) << "the budget is full: no second x anywhere";
+  // Refused while asked: a renewal naming y as asked does not claim it.
+  EXPECT_EQ(reserve(b, "a", "y"), fleet_grant::refused);
+  ask_as<fleet_info>(a, b, atom::renew_v, std::string{"a"}, std::vector<std::string>{"x"},
+                     std::vector<std::string>{"y"}, me);
+  snap = json::parse(ask<std::string>(b, atom::snapshot_v).value_or("{}"));
+  EXPECT_EQ(snap["reserved_count"], 1) << snap.dump();
+}
+
 TEST_F(FleetBudget, RefusesWhatAPeerCouldUseToGrowTheBooksOrTakeAnotherNodesSlot) {
   auto b = spawn(5);
   EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::reserved);
@@ -95,7 +122,8 @@ TEST_F(FleetBudget, RefusesWhatAPeerCouldUseToGrowTheBooksOrTakeAnotherNodesSlot
   EXPECT_EQ(reserve(b, std::string(513, 'n'), "fs"), fleet_grant::refused);
   auto me = caf::actor_cast<fleet_listener_actor>(self);
   auto info =
-    ask_as<fleet_info>(node("z"), b, atom::renew_v, std::string{"z"}, std::vector<std::string>(100001, "s"), me);
+    ask_as<fleet_info>(node("z"), b, atom::renew_v, std::string{"z"}, std::vector<std::string>(100001, "s"), no_names,
+                       me);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->reserved_count, 1u) << "an oversized holding is not adopted";
   // Invalid UTF-8 in a name still gives a JSON snapshot.
@@ -112,7 +140,7 @@ TEST_F(FleetBudget, ANodeIsWhoSendsNotTheNameItGivesSoNoNodeActsForAnother) {
   node("m")->send(b, atom::release_v, std::string{"a"}, std::string{"fs"});
   sched.run();
   auto me = caf::actor_cast<fleet_listener_actor>(self);
-  ask_as<fleet_info>(node("m"), b, atom::renew_v, std::string{"a"}, std::vector<std::string>{}, me);
+  ask_as<fleet_info>(node("m"), b, atom::renew_v, std::string{"a"}, std::vector<std::string>{}, no_names, me);
   EXPECT_EQ(reserve(b, "m", "fs", "a"), fleet_grant::refused) << "a's slot is still a's, and the budget is full";
   EXPECT_EQ(reserve(b, "a", "fs"), fleet_grant::already_held);
   auto snap = json::parse(ask<std::string>(b, atom::snapshot_v).value_or("{}"));

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -66,7 +67,7 @@ TEST(FleetLedger, ANodeThatStopsRenewingLosesItsSlotsWhenTheLeaseEnds) {
   l.reserve("b", "fs", 1000, out);
   EXPECT_EQ(l.reserve("c", "fs", 1000, out), result::refused);
   EXPECT_EQ(l.next_expiry(), 11000);
-  l.renew("a", {"fs"}, 6000, out); // a renews, b does not
+  l.renew("a", {"fs"}, {}, 6000, out); // a renews, b does not
   EXPECT_TRUE(l.expire(10999).empty());
   EXPECT_EQ(l.expire(11000), std::vector<std::string>{"b"});
   EXPECT_EQ(l.reserved_count(), 1u);
@@ -102,16 +103,36 @@ TEST(FleetLedger, ALateCheckMeansTheServerStalledSoLeasesMoveOnOncePerLease) {
   EXPECT_EQ(l.nodes().at("c").lease_end_ms, 38099);
 }
 
+TEST(FleetLedger, ARenewalLeavesTheReservesItsNodeStillWaitsForAsTheyAre) {
+  auto l = enforce(1);
+  events out;
+  // The node sent reserve(x), then a renewal before x's answer came: the
+  // reserve is decided here first, and the renewal, which could not list
+  // x yet, names it as asked. x stays held.
+  EXPECT_EQ(l.reserve("a", "x", 100, out), result::reserved);
+  EXPECT_EQ(l.renew("a", {}, {"x"}, 150, out), 0u);
+  EXPECT_EQ(l.reserved_count(), 1u);
+  // y was refused before the renewal: being asked, it is not adopted past
+  // the budget either.
+  EXPECT_EQ(l.reserve("a", "y", 160, out), result::refused);
+  EXPECT_EQ(l.renew("a", {"x"}, {"y"}, 170, out), 0u);
+  EXPECT_EQ(l.reserved_count(), 1u);
+  EXPECT_EQ(l.nodes().at("a").held, std::set<std::string>{"x"});
+  // Listed by no one: x goes back.
+  EXPECT_EQ(l.renew("a", {}, {}, 180, out), 1u);
+  EXPECT_EQ(l.reserved_count(), 0u);
+}
+
 TEST(FleetLedger, ARenewalStatesTheWholeHolding) {
   auto l = enforce(3);
   events out;
   l.reserve("a", "x", 0, out);
   l.reserve("a", "y", 0, out);
   // y went away on the node (its release was lost), z is a claim.
-  EXPECT_EQ(l.renew("a", {"x", "z"}, 100, out), 1u);
+  EXPECT_EQ(l.renew("a", {"x", "z"}, {}, 100, out), 1u);
   ASSERT_EQ(l.nodes().at("a").held, (std::set<std::string>{"x", "z"}));
   EXPECT_EQ(l.reserved_count(), 2u);
-  EXPECT_EQ(l.renew("a", {"x", "z"}, 200, out), 0u);
+  EXPECT_EQ(l.renew("a", {"x", "z"}, {}, 200, out), 0u);
   EXPECT_EQ(l.nodes().at("a").lease_end_ms, 10200);
 }
 
@@ -122,8 +143,8 @@ TEST(FleetLedger, AfterARestartItAdoptsClaimsAndGrantsNothingNewDuringTheGrace) 
   EXPECT_EQ(l.reserve("a", "new", 5000, out), result::recovering);
   EXPECT_EQ(l.node_count(), 0u);
   // Claims are what already runs: adopted even past the budget.
-  l.renew("a", {"x", "y"}, 5100, out);
-  l.renew("b", {"x"}, 5200, out);
+  l.renew("a", {"x", "y"}, {}, 5100, out);
+  l.renew("b", {"x"}, {}, 5200, out);
   EXPECT_EQ(l.reserved_count(), 3u);
   EXPECT_FALSE(l.recovering(6500));
   EXPECT_EQ(l.reserve("b", "y", 6500, out), result::refused);

@@ -103,7 +103,8 @@ TEST_F(fleet_identity_test, a_peer_naming_itself_after_a_node_cannot_release_ren
   // Everything the node's own link would send, under its name.
   peer->send(*budget, mcprt::atom::release_v, victim, std::string{"s0"});
   mcprt::fleet_listener_actor no_link;
-  peer->request(*budget, 10s, mcprt::atom::renew_v, victim, std::vector<std::string>{}, no_link)
+  peer->request(*budget, 10s, mcprt::atom::renew_v, victim, std::vector<std::string>{}, std::vector<std::string>{},
+                no_link)
     .receive([](const mcprt::fleet_info&) {}, [&](const caf::error& e) { ADD_FAILURE() << sys.render(e); });
   mcprt::fleet_grant grant = mcprt::fleet_grant::reserved;
   peer->request(*budget, 10s, mcprt::atom::reserve_v, victim, std::string{"s0"})
