@@ -58,7 +58,7 @@ protected:
   }
 
   std::map<std::string, std::unique_ptr<caf::scoped_actor>> nodes;
-  const std::vector<std::string> no_names;
+  const std::vector<std::string> no_names{};
 };
 
 } // namespace
