@@ -82,7 +82,7 @@ std::vector<std::string> fleet_ledger::expire_due(int64_t due_ms, int64_t now_ms
   if (!pardons(due_ms, now_ms)) return expire(now_ms);
   last_pardon_ms_ = now_ms;
   for (auto& [id, n] : nodes_)
-    n.lease_end_ms += now_ms - due_ms;
+    n.lease_end_ms = std::max(n.lease_end_ms + (now_ms - due_ms), now_ms + lease_.count() / 2);
   return {};
 }
 

@@ -53,16 +53,17 @@ public:
   std::vector<std::string> expire(int64_t now_ms);
 
   /// The expiry check that was due at `due_ms` runs at `now_ms`. When it
-  /// runs more than a quarter lease late, the budget server itself was not
-  /// running (descheduled, suspended, swapped): the renewals nodes sent
-  /// meanwhile are still unread, so every lease is moved on by the delay
-  /// and nothing expires now. At most once per lease, so that a server
+  /// runs more than a tenth of the lease late, the budget server itself
+  /// was not running (descheduled, suspended, swapped): the renewals nodes
+  /// sent meanwhile are still unread. Then nothing expires now; every
+  /// lease is moved on by the delay and runs at least half a lease more,
+  /// time enough to read them. At most once per lease, so that a server
   /// that is always late still expires leases. Otherwise the same as
   /// `expire(now_ms)`.
   std::vector<std::string> expire_due(int64_t due_ms, int64_t now_ms);
   /// Whether a check due at `due_ms` and run at `now_ms` moves the leases on.
   bool pardons(int64_t due_ms, int64_t now_ms) const {
-    return now_ms - due_ms > lease_.count() / 4 && now_ms >= last_pardon_ms_ + lease_.count();
+    return now_ms - due_ms > lease_.count() / 10 && now_ms >= last_pardon_ms_ + lease_.count();
   }
 
   /// Whether the start-up grace still holds new reserves back.

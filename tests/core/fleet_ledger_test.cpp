@@ -81,26 +81,30 @@ TEST(FleetLedger, ALateCheckMeansTheServerStalledSoLeasesMoveOnOncePerLease) {
   events out;
   l.reserve("a", "fs", 1000, out);
   l.reserve("b", "fs", 5000, out);
-  // Due at 11000, run at 14000: the server was not running for 3 s (more
-  // than a quarter lease), and the renewals sent meanwhile are still
-  // unread. Nobody expires; every lease moves on by 3 s.
+  // Due at 11000, run at 14000: the server was not running (more than a
+  // tenth of the lease late), and the renewals sent meanwhile are still
+  // unread. Nobody expires; every lease runs at least half a lease more.
   EXPECT_TRUE(l.pardons(11000, 14000));
   EXPECT_TRUE(l.expire_due(11000, 14000).empty());
   EXPECT_EQ(l.reserved_count(), 2u);
-  EXPECT_EQ(l.next_expiry(), 14000);
-  EXPECT_EQ(l.nodes().at("b").lease_end_ms, 18000);
+  EXPECT_EQ(l.nodes().at("a").lease_end_ms, 19000);
+  EXPECT_EQ(l.nodes().at("b").lease_end_ms, 19000);
+  l.renew("b", {"fs"}, {}, 16000, out); // its renewal, read at last
   // Late again within the same lease: no second pardon, a expires.
-  EXPECT_FALSE(l.pardons(14001, 17100));
-  EXPECT_EQ(l.expire_due(14001, 17100), std::vector<std::string>{"a"});
+  EXPECT_FALSE(l.pardons(19001, 20100));
+  EXPECT_EQ(l.expire_due(19001, 20100), std::vector<std::string>{"a"});
   EXPECT_EQ(l.reserved_count(), 1u);
-  // On time (a quarter lease late or less): the usual expiry.
-  EXPECT_FALSE(l.pardons(18001, 20501));
-  EXPECT_EQ(l.expire_due(18001, 20501), std::vector<std::string>{"b"});
-  // A lease after the last pardon, a late check is pardoned again.
-  l.reserve("c", "fs", 25000, out);
-  EXPECT_TRUE(l.pardons(35001, 38100));
-  EXPECT_TRUE(l.expire_due(35001, 38100).empty());
-  EXPECT_EQ(l.nodes().at("c").lease_end_ms, 38099);
+  // On time (a tenth of the lease late or less): the usual expiry.
+  EXPECT_FALSE(l.pardons(26001, 26900));
+  EXPECT_EQ(l.expire_due(26001, 26900), std::vector<std::string>{"b"});
+  // A lease after the last pardon, a late check is pardoned again; a lease
+  // that would run longer anyway is moved on by the delay.
+  l.reserve("c", "fs", 30000, out);
+  l.reserve("d", "fs", 39000, out);
+  EXPECT_TRUE(l.pardons(40001, 43100));
+  EXPECT_TRUE(l.expire_due(40001, 43100).empty());
+  EXPECT_EQ(l.nodes().at("c").lease_end_ms, 48100);
+  EXPECT_EQ(l.nodes().at("d").lease_end_ms, 52099);
 }
 
 TEST(FleetLedger, ARenewalLeavesTheReservesItsNodeStillWaitsForAsTheyAre) {
