@@ -178,8 +178,7 @@ fleet_budget_impl::behavior_type fleet_budget_behavior(fleet_budget_self self, f
       auto before = st.ledger->reserved_count();
       auto now = now_ms();
       if (st.ledger->pardons(st.tick_due_ms, now))
-        spdlog::info("fleet budget: the lease check ran {} ms late; every lease is moved on, by {} ms at least",
-                     now - st.tick_due_ms, st.ledger->lease().count() / 2);
+        spdlog::info("fleet budget: the lease check ran {} ms late; every lease is moved on", now - st.tick_due_ms);
       for (auto& node : st.ledger->expire_due(st.tick_due_ms, now)) {
         spdlog::warn("fleet budget: node {} did not renew its lease; its slots go back", st.labels[node]);
         st.links.erase(node);
