@@ -41,6 +41,7 @@
 #include "cli/http_api.hpp"
 #include "cli/http_server.hpp"
 #include "core/budget_ledger.hpp"
+#include "core/daemon_identity.hpp"
 #include "core/http_rules.hpp"
 #include "core/settings.hpp"
 #include "core/oauth_endpoints.hpp"
@@ -329,6 +330,10 @@ int run_serve(const serve_flags& f) {
   if (!f.token_file.empty()) {
     auto t = read_token_file(f.token_file);
     if (!t.error.empty()) return fail_usage(t.error);
+    // A guessable token is no lock: the file may be any of the owner's
+    // (an approvals store begins with `{`), named by whoever wrote the flag.
+    if (auto why = weak_token_reason(t.token); !why.empty())
+      return fail_usage("--token-file '" + escape_for_display(f.token_file) + "': " + why);
     token = t.token;
     std::error_code ec;
     token_path = fs::absolute(f.token_file, ec).lexically_normal().string();

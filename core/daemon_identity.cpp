@@ -163,4 +163,35 @@ std::optional<std::string> serve_workspace_arg(const std::vector<std::string>& a
   return ws;
 }
 
+std::string weak_token_reason(std::string_view token) {
+  auto is_hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  auto is_base64 = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '+'
+           || c == '/';
+  };
+  auto body = token;
+  std::size_t padding = 0;
+  while (!body.empty() && body.back() == '=' && padding < 2) {
+    body.remove_suffix(1);
+    ++padding;
+  }
+  // A line of hex digits alone is read as hex (4 bits a digit), even
+  // though every hex digit is a base64 character too.
+  bool hex = padding == 0;
+  bool base64 = body.size() >= 22;
+  bool seen[256] = {};
+  std::size_t distinct = 0;
+  for (char c : body) {
+    hex = hex && is_hex(c);
+    base64 = base64 && is_base64(c);
+    auto& s = seen[static_cast<unsigned char>(c)];
+    if (!s) ++distinct;
+    s = true;
+  }
+  bool enough = hex ? token.size() >= 32 : base64;
+  if (enough && distinct >= 8) return {};
+  return "its first line is no token: a token holds at least 128 random bits, as 32 or more hex digits or 22 or "
+         "more base64url characters and nothing else (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)";
+}
+
 } // namespace mcprt

@@ -64,4 +64,14 @@ std::vector<std::string> split_cmdline(std::string_view raw);
 /// nullopt when the vector is not a serve command.
 std::optional<std::string> serve_workspace_arg(const std::vector<std::string>& argv);
 
+/// Why `token` (the first line of a token file) is not a bearer token a
+/// daemon may require, or "". A token holds at least 128 random bits in a
+/// recognisable form: 32 or more hex digits (a line of hex digits alone is
+/// read as hex), or 22 or more base64url (or
+/// base64) characters with at most two `=` of padding, and nothing else,
+/// with at least 8 different characters. Any other line (`{`, an INI or
+/// JSON line, a URL with credentials, a word) is some file's first line,
+/// not a secret anyone made for this.
+std::string weak_token_reason(std::string_view token);
+
 } // namespace mcprt

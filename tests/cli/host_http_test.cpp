@@ -173,7 +173,7 @@ TEST_F(host_http_test, sampling_is_announced_and_answered_or_refused_over_http) 
 
 TEST_F(host_http_test, answers_pass_the_same_host_and_token_checks_as_other_posts) {
   auto token_file = home_ / "token";
-  write_file(token_file, "s3cret-token-for-host-answers\n");
+  write_file(token_file, "s3cret-token-8d41c7e09b2a-for-host-answers\n");
   ::chmod(token_file.c_str(), 0600);
   write_file(user_settings(), json{{"mcpServers", {{"asker", test_server_config({"--client-tool"})}}}}.dump(2));
   ASSERT_TRUE(start({"--elicitation", "ask", "--token-file", token_file.string()}));
@@ -181,11 +181,11 @@ TEST_F(host_http_test, answers_pass_the_same_host_and_token_checks_as_other_post
   auto r = post("/workspace/mcp/elicitations/00112233445566778899aabbccddeeff", body);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401) << r->body;
-  r = post("/workspace/mcp/elicitations/00112233445566778899aabbccddeeff", body, "s3cret-token-for-host-answers");
+  r = post("/workspace/mcp/elicitations/00112233445566778899aabbccddeeff", body, "s3cret-token-8d41c7e09b2a-for-host-answers");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404) << r->body;
   auto raw = raw_request(port_, "POST /workspace/mcp/elicitations/00112233445566778899aabbccddeeff HTTP/1.1\r\n"
-                                "Host: evil.example\r\nAuthorization: Bearer s3cret-token-for-host-answers\r\n"
+                                "Host: evil.example\r\nAuthorization: Bearer s3cret-token-8d41c7e09b2a-for-host-answers\r\n"
                                 "Content-Type: application/json\r\nContent-Length: "
                                   + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
   EXPECT_GE(raw.status, 400) << raw.head;

@@ -596,7 +596,7 @@ TEST_F(serve_test, one_daemon_per_workspace_also_while_one_is_starting) {
 // -- tokens and addresses ---------------------------------------------------------------------------
 
 TEST_F(serve_test, a_token_is_required_on_every_request) {
-  write_file(root_ / "token", "s3cret-token\n");
+  write_file(root_ / "token", "s3cret-token-8d41c7e09b2a\n");
   fs::permissions(root_ / "token", fs::perms::owner_read | fs::perms::owner_write);
   start({"--token-file", (root_ / "token").string()});
   for (auto path : {"/healthz", "/workspace/mcp"}) {
@@ -607,7 +607,7 @@ TEST_F(serve_test, a_token_is_required_on_every_request) {
     r = client("wrong").Get(path);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 401) << path;
-    r = client("s3cret-token").Get(path);
+    r = client("s3cret-token-8d41c7e09b2a").Get(path);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << path;
   }
@@ -616,7 +616,7 @@ TEST_F(serve_test, a_token_is_required_on_every_request) {
   EXPECT_EQ(r->status, 401);
   sse_stream s(port_);
   EXPECT_EQ(s.status(), 401);
-  sse_stream s2(port_, {{"Authorization", "Bearer s3cret-token"}});
+  sse_stream s2(port_, {{"Authorization", "Bearer s3cret-token-8d41c7e09b2a"}});
   EXPECT_EQ(s2.status(), 200);
 
   // The owner's commands read the token from the file daemon.json names.
@@ -627,7 +627,7 @@ TEST_F(serve_test, a_token_is_required_on_every_request) {
   EXPECT_NE(st.err.find("401"), std::string::npos) << st.err;
   st = cli({"status", "--url", url_, "--token-file", (root_ / "token").string()});
   EXPECT_EQ(st.code, 0) << describe(st);
-  EXPECT_EQ((daemon_->err() + st.err + st.out).find("s3cret-token"), std::string::npos) << "the token was printed";
+  EXPECT_EQ((daemon_->err() + st.err + st.out).find("s3cret-token-8d41c7e09b2a"), std::string::npos) << "the token was printed";
 }
 
 TEST_F(serve_test, a_non_loopback_address_needs_a_token_file) {
@@ -636,12 +636,12 @@ TEST_F(serve_test, a_non_loopback_address_needs_a_token_file) {
   EXPECT_NE(r.err.find("token"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
   // With a token it listens there.
-  write_file(root_ / "token", "tok\n");
+  write_file(root_ / "token", "tok-6a1f0c9e2d4b8a7c5e3f01\n");
   fs::permissions(root_ / "token", fs::perms::owner_read | fs::perms::owner_write);
   start({"--listen", "0.0.0.0:0", "--token-file", (root_ / "token").string()});
   EXPECT_EQ(url_.rfind("http://0.0.0.0:", 0), 0u) << url_;
   httplib::Client c("127.0.0.1", port_);
-  c.set_bearer_token_auth("tok");
+  c.set_bearer_token_auth("tok-6a1f0c9e2d4b8a7c5e3f01");
   auto h = c.Get("/healthz");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);

@@ -89,3 +89,21 @@ TEST(ServeCommandLine, FindsTheWorkspaceArgument) {
   EXPECT_EQ(serve_workspace_arg(v{"python3", "-m", "http.server"}), std::nullopt);
   EXPECT_EQ(serve_workspace_arg(v{"mcprt"}), std::nullopt);
 }
+
+TEST(TokenStrength, OnlyALineOfRandomHexOrBase64IsAToken) {
+  // What `openssl rand` and mcprt's own ~/.mcprt/token make.
+  EXPECT_EQ(weak_token_reason("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"), "");
+  EXPECT_EQ(weak_token_reason("0123456789abcdefFEDCBA9876543210"), "");
+  EXPECT_EQ(weak_token_reason("q2Zr9_Xw-4LpT0mYb7KcVd"), "");                    // 22 base64url
+  EXPECT_EQ(weak_token_reason("kO3n+7Qz/1WvY8aR5tLbXm2Pc4sE9hJu0dFgHiKjLl4="), ""); // openssl rand -base64 32
+  // The first lines of files an attacker could name, and tokens too short.
+  for (auto weak : {"{", "[section]", "{\"version\":1,\"approvals\":[]}", "https://alice:ghp_0123456789abcdef@github.com",
+                    "tok", "s3cret-token", "0123456789abcdef0123456789abcde", "q2Zr9_Xw-4LpT0mYb7KcV",
+                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "abababababababababababababababab",
+                    "q2Zr9_Xw-4LpT0mYb7KcVd===", "key=0123456789abcdef0123456789abcdef"}) {
+    auto why = weak_token_reason(weak);
+    EXPECT_NE(why, "") << weak;
+    EXPECT_NE(why.find("openssl rand -hex 32"), std::string::npos) << why;
+    if (std::string_view(weak).size() > 8) EXPECT_EQ(why.find(weak), std::string::npos) << "the reason quotes the line";
+  }
+}
