@@ -310,7 +310,7 @@ int run_status(const client_flags& f) {
     std::cerr << "mcprt status: the daemon answered something that is not a JSON object\n";
     return exit_failure;
   }
-  if (f.json) std::cout << j.dump(2) << "\n";
+  if (f.json) std::cout << terminal_json(j, 2) << "\n";
   else status_table(j, std::cout);
   return exit_ok;
 }
@@ -397,7 +397,7 @@ int run_restart(const client_flags& f, const std::string& name) {
   }
   auto j = json::parse(r->body, nullptr, false);
   if (f.json) {
-    std::cout << j.dump(2) << "\n";
+    std::cout << terminal_json(j, 2) << "\n";
     return exit_ok;
   }
   auto results = j.is_object() ? j.value("results", json::array()) : json::array();

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/exit_codes.hpp"
+#include "cli/terminal_output.hpp"
 #include "core/approvals_store.hpp"
 #include "core/input_store.hpp"
 #include "core/settings.hpp"
@@ -235,7 +236,7 @@ struct input_command::state {
     if (flags.json) {
       nlohmann::ordered_json doc = {{"workspace", t->workspace}, {"inputs", ids}};
       // The workspace path need not be UTF-8: replaced, not thrown.
-      std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+      std::cout << terminal_json(doc, 2) << "\n";
       return exit_ok;
     }
     for (auto& i : ids)

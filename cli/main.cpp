@@ -21,6 +21,7 @@
 #include "core/fingerprint_key.hpp"
 #include "core/settings.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/terminal_output.hpp"
 #include "cli/client.hpp"
 #include "cli/gateway_stdio.hpp"
 #include "cli/input_command.hpp"
@@ -144,7 +145,7 @@ int run_explain(const common_flags& f) {
   for (auto& name : cli::servers_needing_auth(f.workspace))
     if (view.oauth.count(name)) view.oauth[name] = "needs_auth";
   // The workspace path and the files' text need not be UTF-8: replaced, not thrown.
-  if (f.json) std::cout << explain_json(view, opts->trusted, explain_key(*opts)).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  if (f.json) std::cout << cli::terminal_json(explain_json(view, opts->trusted, explain_key(*opts)), 2) << "\n";
   else write_explain_table(view, opts->trusted, std::cout);
   return view.errors.empty() ? exit_ok : exit_usage;
 }

@@ -270,7 +270,7 @@ int run_inspect(const inspect_options& opts) {
     self->request(conn, caf::infinite, atom::info_v)
       .receive(
         [&](connection_info& info) {
-          if (opts.json) std::cout << to_json(info).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+          if (opts.json) std::cout << terminal_json(to_json(info), 2) << "\n";
           else print_human(info, std::cout);
           rc = exit_ok;
         },

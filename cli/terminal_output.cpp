@@ -40,15 +40,16 @@ std::string escaped_if_needed(const std::string& s, Escape escape) {
 
 bool acts_on_terminal(uint32_t cp) {
   return cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f
-         || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+         || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x2028 || cp == 0x2029;
 }
+
+} // namespace
 
 // nlohmann escapes C0 controls in strings but passes DEL, C1 controls and
 // bidirectional overrides through. Written as \uXXXX instead, the output is
-// the same JSON and safe on a terminal. dump_json's text is valid UTF-8, and
+// the same JSON and safe on a terminal. A dump's text is valid UTF-8, and
 // these characters can only sit inside strings.
-std::string terminal_json(const nlohmann::json& j, int indent) {
-  auto text = dump_json(j, indent);
+std::string terminal_safe_json(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -70,7 +71,11 @@ std::string terminal_json(const nlohmann::json& j, int indent) {
   return out;
 }
 
-} // namespace
+std::string terminal_json(const nlohmann::json& j, int indent) { return terminal_safe_json(dump_json(j, indent)); }
+
+std::string terminal_json(const nlohmann::ordered_json& j, int indent) {
+  return terminal_safe_json(j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+}
 
 std::string terminal_line(std::string s) {
   for (auto& c : s)

@@ -19,6 +19,17 @@ std::string terminal_text(const std::string& s);
 /// escaped already (a connection error quoting stderr) is not escaped twice.
 std::string terminal_line(std::string s);
 
+/// `dumped` (the text of a JSON dump, valid UTF-8) with every character a
+/// terminal acts on that nlohmann leaves raw (DEL, C1 controls, the
+/// bidirectional controls, the line and paragraph separators) written as a
+/// `\uXXXX` escape: the same JSON, safe on a terminal. Every JSON a command
+/// prints goes through it.
+std::string terminal_safe_json(const std::string& dumped);
+
+/// `j` dumped (invalid UTF-8 replaced) and made terminal-safe.
+std::string terminal_json(const nlohmann::json& j, int indent = -1);
+std::string terminal_json(const nlohmann::ordered_json& j, int indent = -1);
+
 /// Prints a tools/call result: each text part as text, any other part as
 /// JSON; the whole result as JSON when `as_json` or when it is not a
 /// result. Returns the exit code: 1 when the tool reported isError, else 0.
