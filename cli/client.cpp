@@ -41,9 +41,18 @@ struct connection {
   std::optional<verified_daemon> daemon; // set when found through daemon.json
 };
 
-/// Where the commands send requests: an explicit --url as given (the
-/// user's own choice), else the daemon of the workspace after the local
-/// checks of check_daemon. Nothing is sent here.
+/// Whether this command line was typed at a terminal: stdin is one and
+/// this process is in its foreground. An MCP client that spawns `mcprt`
+/// from a repository's `.mcp.json` gives it pipes, and its arguments are
+/// the repository's.
+bool typed_at_terminal() {
+  return ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+/// Where the commands send requests: an explicit --url, else the daemon of
+/// the workspace after the local checks of check_daemon. A token goes to
+/// an explicit --url only when it is a daemon of this user on this machine,
+/// or when the owner typed the command. Nothing is sent here.
 connection resolve(const client_flags& f) {
   connection c;
   if (!f.token_file.empty()) {
@@ -59,6 +68,15 @@ connection resolve(const client_flags& f) {
     if (c.url.rfind("http://", 0) != 0 && c.url.rfind("https://", 0) != 0) c.url = "http://" + c.url;
     while (!c.url.empty() && c.url.back() == '/')
       c.url.pop_back();
+    if (!c.token.empty()) {
+      auto why = check_owner_daemon_url(c.url);
+      if (!why.empty() && !typed_at_terminal())
+        c.error = "not sending the token of --token-file to --url " + escape_for_display(c.url)
+                  + ": it is no daemon of yours on this machine (" + why
+                  + "), and the command was not typed at a terminal (arguments from a repository's .mcp.json "
+                    "could name any file and any URL). Drop --url to reach the workspace's daemon through "
+                    "<workspace>/.mcprt/daemon.json, or run the command yourself in a terminal";
+    }
     return c;
   }
   std::error_code ec;

@@ -233,6 +233,49 @@ daemon_check check_daemon(const std::string& workspace, bool check_file) {
   return out;
 }
 
+std::string check_owner_daemon_url(const std::string& url) {
+  auto endpoint = parse_http_url(url);
+  if (!endpoint) return "it is not http://HOST:PORT";
+  auto host = endpoint->host == "localhost" ? std::string("127.0.0.1") : endpoint->host;
+  bool v4_loopback = host.rfind("127.", 0) == 0;
+  if (!v4_loopback && host != "::1") return "it is not a loopback address";
+  std::vector<unsigned long> inodes;
+  for (auto [file, v6] : {std::pair{"/proc/net/tcp", false}, std::pair{"/proc/net/tcp6", true}})
+    if (auto t = read_proc(file, 64 << 20))
+      for (auto& s : parse_proc_net_tcp(*t, v6)) {
+        // A wildcard listener also takes connections to loopback.
+        bool reaches = s.address == host || s.address == (v6 ? "::" : "0.0.0.0")
+                       || (v4_loopback && s.address == "::ffff:" + host);
+        if (s.port == endpoint->port && reaches) inodes.push_back(s.inode);
+      }
+  auto port = "port " + std::to_string(endpoint->port);
+  if (inodes.empty()) return "nothing listens on " + port;
+  auto self = read_link("/proc/self/exe");
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/proc", ec)) {
+    auto name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat pst {};
+    if (::stat(e.path().c_str(), &pst) != 0 || pst.st_uid != ::geteuid()) continue;
+    bool owns = false;
+    std::error_code fd_ec;
+    for (auto& fd : fs::directory_iterator(e.path() / "fd", fd_ec)) {
+      auto link = read_link(fd.path().string());
+      if (!link || link->rfind("socket:[", 0) != 0) continue;
+      auto inode = std::strtoul(link->c_str() + 8, nullptr, 10);
+      owns = owns || std::find(inodes.begin(), inodes.end(), inode) != inodes.end();
+    }
+    if (!owns) continue;
+    auto exe = read_link(e.path().string() + "/exe");
+    auto cmdline = read_proc(e.path().string() + "/cmdline");
+    if (!exe || !self || program_name(*exe) != program_name(*self) || !cmdline
+        || !serve_workspace_arg(split_cmdline(*cmdline)))
+      return "what listens on " + port + " is a process of yours, but not an `mcprt serve`";
+    return {};
+  }
+  return "what listens on " + port + " is no process of yours";
+}
+
 std::string new_instance_id() { return io::random_hex(16); }
 
 owner_token load_owner_token(const std::string& home) {

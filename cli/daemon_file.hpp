@@ -51,6 +51,13 @@ struct daemon_check {
 /// asks whether a daemon of this workspace runs).
 daemon_check check_daemon(const std::string& workspace, bool check_file = true);
 
+/// Whether `url` (`http://HOST:PORT`, HOST a loopback address) is served
+/// by a live `mcprt serve` of this user: a process of this uid, running
+/// this very program as `serve`, owns the socket listening there. The one
+/// case where a token goes to an explicit --url from a command line nobody
+/// typed at a terminal. "" or why not.
+std::string check_owner_daemon_url(const std::string& url);
+
 /// `<home>/.mcprt/token`: the owner's bearer token, which every daemon
 /// started without --token-file requires. Made on first use: 256 random
 /// bits as hex, mode 0600, in a directory of this user that nobody else can

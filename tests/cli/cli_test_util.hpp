@@ -18,6 +18,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -134,6 +135,49 @@ inline run_result run_mcprt(const std::vector<std::string>& args, const fs::path
   if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
   r.j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  return r;
+}
+
+/// Runs `MCPRT_BIN args...` as a command the owner typed: on a terminal of
+/// its own (a pseudo-terminal, the child its foreground process group),
+/// with $HOME set to `home_env`. stdout and stderr both go to the
+/// terminal: `out` holds them together, `err` is empty.
+inline run_result run_mcprt_at_terminal(const std::vector<std::string>& args, const fs::path& home_env) {
+  std::vector<std::string> argv_s{MCPRT_BIN};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "HOME=", 5) != 0) env_s.emplace_back(*e);
+  env_s.push_back("HOME=" + home_env.string());
+  std::vector<char*> envp;
+  for (auto& e : env_s)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) throw std::runtime_error(std::string("forkpty: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  run_result r;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break; // EIO once the child closed its side
+  }
+  ::close(master);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
   return r;
 }
 

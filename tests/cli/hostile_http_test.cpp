@@ -202,7 +202,7 @@ TEST_F(hostile_http, any_bytes_in_the_path_get_a_4xx_and_never_abort_the_daemon)
 }
 
 TEST_F(hostile_http, any_bytes_in_the_request_line_and_headers) {
-  write_file(root_ / "token", "tok-123\n");
+  write_file(root_ / "token", "tok-123-5be0f7a9c1d2e3f4a6\n");
   fs::permissions(root_ / "token", fs::perms::owner_read | fs::perms::owner_write);
   // Incomplete requests are cut off after 2 s.
   start_logging({"--token-file", (root_ / "token").string(), "--request-timeout-ms", "2000"});
@@ -223,7 +223,7 @@ TEST_F(hostile_http, any_bytes_in_the_request_line_and_headers) {
     "GET /healthz HTTP/1.1\r\n" + host + "\r\n folded: continuation\r\n\r\n",
     "\r\n\r\n\r\n",
     "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", // a TLS hello
-    "GET /workspace/mcp/events HTTP/1.1\r\n" + host + "\r\nAuthorization: Bearer tok-123\r\nLast-Event-ID: \xff\x01\r\n\r\n",
+    "GET /workspace/mcp/events HTTP/1.1\r\n" + host + "\r\nAuthorization: Bearer tok-123-5be0f7a9c1d2e3f4a6\r\nLast-Event-ID: \xff\x01\r\n\r\n",
   };
   for (auto& req : requests) {
     auto r = raw_request(port_, req, 20s);
@@ -232,7 +232,7 @@ TEST_F(hostile_http, any_bytes_in_the_request_line_and_headers) {
       << escape_for_display(req) << " -> " << r.head;
   }
   // Control characters and invalid UTF-8 inside a JSON body.
-  auto auth = "Authorization: Bearer tok-123";
+  auto auth = "Authorization: Bearer tok-123-5be0f7a9c1d2e3f4a6";
   for (std::string body : {std::string("{\"server\":\"echo\xff\",\"tool\":\"echo\"}"),
                            std::string("{\"server\":\"echo\",\"tool\":\"e\xc0\xafo\"}"),
                            std::string("{\"server\":\"echo\\u0000\",\"tool\":\"echo\"}"),
@@ -246,8 +246,8 @@ TEST_F(hostile_http, any_bytes_in_the_request_line_and_headers) {
     for (unsigned char c : r.body)
       EXPECT_TRUE(c >= 0x20 || c == '\n') << "a raw control character in the answer " << escape_for_display(r.body);
   }
-  expect_alive_and_log_clean("tok-123");
-  EXPECT_EQ(daemon_->err().find("tok-123"), std::string::npos) << "the token was logged";
+  expect_alive_and_log_clean("tok-123-5be0f7a9c1d2e3f4a6");
+  EXPECT_EQ(daemon_->err().find("tok-123-5be0f7a9c1d2e3f4a6"), std::string::npos) << "the token was logged";
 }
 
 TEST_F(hostile_http, json_logs_stay_one_object_per_line_whatever_the_request) {
@@ -645,7 +645,7 @@ protected:
   void SetUp() override {
     hostile_http::SetUp();
     token_ = root_ / "token";
-    write_file(token_, "user-token-9f3\n");
+    write_file(token_, "user-token-9f3a7c1e5b2d40\n");
     fs::permissions(token_, fs::perms::owner_read | fs::perms::owner_write);
   }
 
@@ -779,13 +779,31 @@ TEST_F(forged_daemon_file, the_daemon_must_prove_the_instance_the_file_names) {
   EXPECT_NE(r.err.find("no instance id"), std::string::npos) << r.err;
 }
 
-TEST_F(forged_daemon_file, an_explicit_url_is_the_users_choice) {
+TEST_F(forged_daemon_file, a_token_goes_to_an_explicit_url_only_from_a_command_the_owner_typed) {
   fake_daemon fake;
   ASSERT_TRUE(fake.ok());
-  auto r = mcprt({"status", "--url", "http://127.0.0.1:" + std::to_string(fake.port()), "--token-file", token_.string()});
-  EXPECT_EQ(r.code, 0) << describe(r);
+  std::vector<std::string> args{"status", "--url", "http://127.0.0.1:" + std::to_string(fake.port()), "--token-file",
+                                token_.string()};
+  // From pipes, as an MCP client runs what a repository's .mcp.json wrote:
+  // the listener is no daemon of the owner's, so it gets nothing at all.
+  auto r = mcprt(args);
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_NE(r.err.find("not sending the token"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not an `mcprt serve`"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("user-token-9f3a7c1e5b2d40"), std::string::npos) << r.err;
+  EXPECT_EQ(fake.connections(), 0);
+  // Typed at a terminal: the owner's own choice of where to send.
+  auto typed = run_mcprt_at_terminal(args, home_);
+  EXPECT_EQ(typed.code, 0) << typed.out;
   EXPECT_EQ(fake.connections(), 1);
-  EXPECT_NE(fake.received().find("Authorization: Bearer user-token-9f3"), std::string::npos) << fake.received();
+  EXPECT_NE(fake.received().find("Authorization: Bearer user-token-9f3a7c1e5b2d40"), std::string::npos) << fake.received();
+}
+
+TEST_F(forged_daemon_file, a_token_goes_to_an_explicit_url_of_the_owners_own_daemon_from_any_command_line) {
+  start();
+  auto url = json::parse(slurp(ws_ / ".mcprt" / "daemon.json"))["url"].get<std::string>();
+  auto r = cli({"status", "--url", url, "--token-file", (home_ / ".mcprt" / "token").string()});
+  EXPECT_EQ(r.code, 0) << describe(r);
 }
 
 TEST_F(forged_daemon_file, serve_replaces_a_stale_or_foreign_daemon_file) {
@@ -821,7 +839,7 @@ TEST_F(forged_daemon_file, serve_replaces_a_stale_or_foreign_daemon_file) {
 
 TEST_F(hostile_http, a_token_file_others_can_read_is_refused) {
   auto token = root_ / "token";
-  write_file(token, "tok\n");
+  write_file(token, "tok-6a1f0c9e2d4b8a7c5e3f01\n");
   for (auto mode : {fs::perms(0644), fs::perms(0640), fs::perms(0604), fs::perms(0660)}) {
     fs::permissions(token, mode);
     auto r = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--token-file", token.string()});
