@@ -1,6 +1,7 @@
 // mcprt: keeps a workspace's MCP servers in step with its settings files.
 // This file holds the command-line front end; the logic lives in core/.
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -439,8 +440,11 @@ int main(int argc, char** argv) {
   serve->add_option("--sndbuf", serve_flags.sndbuf)->group("")->check(CLI::PositiveNumber);
   serve->add_option("--event-history", serve_flags.event_history)->group("")->check(CLI::PositiveNumber);
 
-  // `mcprt gateway`: serve's flags are mirrored from the serve command (so
-  // they cannot drift) and handed to a daemon the gateway starts.
+  // `mcprt gateway`: its arguments are what a repository's .mcp.json wrote.
+  // It takes --workspace, --set and the serve flags of gateway_serve_flags()
+  // (passed on to a daemon it starts); every other serve flag, and --url and
+  // --token-file, is known to it only to be refused by name, before anything
+  // starts, with where the owner decides the same thing.
   cli::gateway_flags gateway_flags;
   auto* gateway = app.add_subcommand(
     "gateway",
@@ -454,29 +458,35 @@ int main(int argc, char** argv) {
     "  per line. stdin EOF or SIGTERM ends the session (DELETE) and exits 0. When the server forgets the\n"
     "  session (HTTP 404: the daemon restarted), the waiting requests get a JSON-RPC error and the gateway\n"
     "  exits 1, so that the client starts it again. Logs go to stderr, never the token.\n"
-    "  The serve flags below only apply to a daemon the gateway starts.");
-  gateway->add_option("--workspace,-w", gateway_flags.workspace, "Workspace whose daemon to use (default: current directory)");
-  gateway->add_option("--url", gateway_flags.url,
-                      "Bridge to this streamable HTTP endpoint instead (e.g. http://127.0.0.1:PORT/mcp); no daemon is started");
-  gateway->add_option("--token-file", gateway_flags.token_file,
-                      "File holding the bearer token to send (and that a daemon the gateway starts requires)");
+    "  Its arguments may come from a repository, so it takes only the flags below; the daemon's other\n"
+    "  settings are yours: start it with `mcprt serve ...` and the gateway uses it.");
+  gateway->add_option("--workspace,-w", gateway_flags.workspace,
+                      "Workspace whose daemon to use: the current directory (the default) or one above it");
   gateway->add_option("--set", gateway_flags.set,
                       "Serve only this tool set of the settings (mcp.toolSets): the daemon's /mcp/<set>");
+  std::list<std::string> gateway_refused_values;
+  std::vector<std::pair<CLI::Option*, std::string>> gateway_serve_opts, gateway_refused_opts;
+  for (auto* name : {"--url", "--token-file"}) {
+    gateway_refused_values.emplace_back();
+    gateway_refused_opts.emplace_back(gateway->add_option(name, gateway_refused_values.back())->group(""), name);
+  }
   std::list<std::vector<std::string>> gateway_values;
-  std::vector<std::pair<CLI::Option*, std::string>> gateway_serve_opts;
+  const auto& passed = cli::gateway_serve_flags();
   for (auto* o : serve->get_options()) {
     if (o == serve->get_help_ptr() || o->get_positional() || o->get_lnames().empty()) continue;
     auto name = "--" + o->get_lnames().front();
     if (name == "--workspace" || name == "--token-file") continue;
+    bool pass = std::find(passed.begin(), passed.end(), name) != passed.end();
     CLI::Option* mirror;
     if (o->get_items_expected_max() == 0) {
-      mirror = gateway->add_flag(name, o->get_description());
+      mirror = gateway->add_flag(name, pass ? o->get_description() : "");
     } else {
       gateway_values.emplace_back();
-      mirror = gateway->add_option(name, gateway_values.back(), o->get_description())->allow_extra_args(false);
+      mirror = gateway->add_option(name, gateway_values.back(), pass ? o->get_description() : "")
+                 ->allow_extra_args(false);
     }
-    mirror->group(o->get_group().empty() ? "" : "Daemon (serve) options");
-    gateway_serve_opts.emplace_back(mirror, name);
+    mirror->group(pass ? "Daemon (serve) options, for a daemon the gateway starts" : "");
+    (pass ? gateway_serve_opts : gateway_refused_opts).emplace_back(mirror, name);
   }
 
   auto add_client_flags = [](CLI::App* cmd, cli::client_flags& f) {
@@ -570,6 +580,11 @@ int main(int argc, char** argv) {
   if (*serve) return cli::run_serve(serve_flags);
   if (*budget_server) return cli::run_budget_server(budget_server_flags);
   if (*gateway) {
+    for (auto& [o, name] : gateway_refused_opts)
+      if (o->count() > 0) {
+        std::cerr << cli::gateway_refusal(name) << "\n";
+        return exit_usage;
+      }
     for (auto& [o, name] : gateway_serve_opts) {
       if (o->count() == 0) continue;
       if (o->get_items_expected_max() == 0) {

@@ -612,7 +612,7 @@ TEST_F(GatewayHttp, ACallIsAnsweredAsJsonUnlessProgressComesFirst) {
 
 TEST_F(GatewayHttp, TheTokenAppliesToMcp) {
   auto token_file = home_ / "token";
-  write_file(token_file, "gateway-secret-token\n");
+  write_file(token_file, "gateway-secret-token-4f9a2c\n");
   ::chmod(token_file.c_str(), 0600);
   ASSERT_TRUE(start({"--token-file", token_file.string()}));
   httplib::Client h(url_);
@@ -621,7 +621,7 @@ TEST_F(GatewayHttp, TheTokenAppliesToMcp) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
   sdk_client c(home_);
-  auto hello = connect(c, {{"token", "gateway-secret-token"}});
+  auto hello = connect(c, {{"token", "gateway-secret-token-4f9a2c"}});
   EXPECT_EQ(hello.value("ok", ""), "connect") << hello.dump();
 }
 
@@ -861,6 +861,7 @@ TEST_F(GatewayHttp, A2026AndA2025SdkClientShareOneServerThroughTheGateway) {
   sdk_client next_stdio(home_, true);
   auto piped = next_stdio.run("connect", {{"command", MCPRT_BIN},
                                           {"args", {"gateway", "--workspace", ws_.string()}},
+                                          {"cwd", ws_.string()},
                                           {"elicitation", true},
                                           {"elicitationContent", {{"name", "Lin"}, {"color", "amber"}}}});
   ASSERT_EQ(piped.value("ok", ""), "connect") << piped.dump();
@@ -1120,7 +1121,8 @@ protected:
   json stdio_connect(sdk_client& c, const std::string& name) {
     return c.run("connect", {{"command", MCPRT_BIN},
                              {"name", name},
-                             {"args", {"gateway", "--workspace", ws_.string(), "--debounce-ms", "50"}}},
+                             {"args", {"gateway", "--workspace", ws_.string()}},
+                             {"cwd", ws_.string()}},
                  90s);
   }
 };
@@ -1156,8 +1158,8 @@ TEST_F(GatewayStdioSdk, GatewaySetServesOneToolSetOverStdio) {
   sdk_client c(home_);
   auto hello = c.run("connect", {{"command", MCPRT_BIN},
                                  {"name", "set-client"},
-                                 {"args", {"gateway", "--workspace", ws_.string(), "--set", "calc-only",
-                                           "--debounce-ms", "50"}}},
+                                 {"args", {"gateway", "--workspace", ws_.string(), "--set", "calc-only"}},
+                                 {"cwd", ws_.string()}},
                      90s);
   ASSERT_EQ(hello.value("ok", ""), "connect") << hello.dump();
   std::vector<std::string> names;

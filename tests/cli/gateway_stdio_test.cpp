@@ -18,12 +18,27 @@ namespace {
 
 // -- a gateway with its stdin and stdout as pipes ------------------------------------------
 
+/// `mcprt gateway ARGS...`.
+std::vector<std::string> gateway_command(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{MCPRT_BIN, "gateway"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+/// The gateway's stdio bridge alone, in front of `url` (the gateway itself
+/// bridges only to a daemon it verified), sending the token in `token_file`.
+std::vector<std::string> bridge_to(const std::string& url, const std::string& token_file = {}) {
+  std::vector<std::string> argv{MCPRT_BRIDGE_BIN, url};
+  if (!token_file.empty()) argv.push_back(token_file);
+  return argv;
+}
+
 class gateway_proc {
 public:
-  gateway_proc(const std::vector<std::string>& args, const fs::path& home) {
-    std::vector<std::string> argv_s{MCPRT_BIN, "gateway"};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
+  /// `argv` run with HOME=`home`, in `cwd` when it is given.
+  gateway_proc(std::vector<std::string> argv_s, const fs::path& home, const fs::path& cwd = {},
+               const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> env_s = extra_env;
     for (char** e = environ; e && *e; ++e) {
       std::string kv = *e;
       auto key = kv.substr(0, kv.find('='));
@@ -43,6 +58,7 @@ public:
       throw std::runtime_error("pipe");
     pid_ = ::fork();
     if (pid_ == 0) {
+      if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
@@ -212,7 +228,7 @@ protected:
 
   /// A gateway on `url`, initialized (initialize answered, initialized sent).
   std::unique_ptr<gateway_proc> initialized_gateway(const std::string& url) {
-    auto gw = std::make_unique<gateway_proc>(std::vector<std::string>{"--url", url}, home_);
+    auto gw = std::make_unique<gateway_proc>(bridge_to(url), home_);
     gw->send(initialize(1));
     auto init = gw->response(1);
     EXPECT_TRUE(init.contains("result")) << init.dump() << "\n" << gw->err();
@@ -250,7 +266,7 @@ TEST_F(GatewayTestServer, BridgesInitializeListAndCallThenExitsOnEof) {
 TEST_F(GatewayTestServer, LinesWrittenBeforeInitializeIsAnsweredWaitForItsSession) {
   auto url = start_server({});
   ASSERT_FALSE(url.empty());
-  gateway_proc gw({"--url", url}, home_);
+  gateway_proc gw(bridge_to(url), home_);
   // All at once, as a script piping its lines would: the later ones need
   // the session id the initialize answer brings.
   gw.send_raw(initialize(1).dump() + "\n" + initialized.dump() + "\n" + request(2, "tools/list").dump() + "\n");
@@ -462,7 +478,7 @@ protected:
 TEST_F(GatewayScripted, SendsTheHeadersAndDeletesTheSessionOnEof) {
   scripted_endpoint ep;
   const std::string token = "gw-token-5d1e9a";
-  gateway_proc gw({"--url", ep.url(), "--token-file", token_file(token).string()}, home_);
+  gateway_proc gw(bridge_to(ep.url(), token_file(token).string()), home_);
   gw.send(initialize(1, "2025-03-26"));
   ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
   gw.send(initialized);
@@ -506,7 +522,7 @@ TEST_F(GatewayScripted, SendsTheHeadersAndDeletesTheSessionOnEof) {
 // next line goes through.
 TEST_F(GatewayScripted, AnOversizedLineIsAnsweredByItsIdAndTheNextOneGoesThrough) {
   scripted_endpoint ep;
-  gateway_proc gw({"--url", ep.url()}, home_);
+  gateway_proc gw(bridge_to(ep.url()), home_);
   gw.send(initialize(1, "2025-03-26"));
   ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
   gw.send(initialized);
@@ -531,7 +547,7 @@ TEST_F(GatewayScripted, TheEventStreamIsResumedWithLastEventId) {
                     "text/event-stream");
     return true;
   });
-  gateway_proc gw({"--url", ep.url()}, home_);
+  gateway_proc gw(bridge_to(ep.url()), home_);
   gw.send(initialize(1));
   ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
   gw.send(initialized);
@@ -556,7 +572,7 @@ TEST_F(GatewayScripted, TheEventStreamIsResumedWithLastEventId) {
 
 TEST_F(GatewayScripted, SigtermDeletesTheSessionAndExitsZero) {
   scripted_endpoint ep;
-  gateway_proc gw({"--url", ep.url()}, home_);
+  gateway_proc gw(bridge_to(ep.url()), home_);
   gw.send(initialize(1));
   ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
   ::kill(gw.pid(), SIGTERM);
@@ -576,7 +592,7 @@ TEST_F(GatewayScripted, AFailedPostAnswersItsRequestAndKeepsTheTokenOutOfStderr)
     res.set_content("internal error for " + req.get_header_value("Authorization") + " and " + token, "text/plain");
     return true;
   });
-  gateway_proc gw({"--url", ep.url(), "--token-file", token_file(token).string()}, home_);
+  gateway_proc gw(bridge_to(ep.url(), token_file(token).string()), home_);
   gw.send(initialize(1));
   ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
   gw.send(initialized);
@@ -603,7 +619,7 @@ TEST_F(GatewayScripted, AForgottenSessionFailsThePendingRequestAndExits) {
                     "application/json");
     return true;
   });
-  gateway_proc gw({"--url", ep.url()}, home_);
+  gateway_proc gw(bridge_to(ep.url()), home_);
   gw.send(initialize(1));
   ASSERT_TRUE(gw.response(1).contains("result")) << gw.err();
   gw.send(initialized);
@@ -632,7 +648,7 @@ TEST_F(GatewayScripted, AnUnreachableEndpointAnswersEachRequest) {
     port = ntohs(a.sin_port);
     ::close(fd);
   }
-  gateway_proc gw({"--url", "http://127.0.0.1:" + std::to_string(port) + "/mcp"}, home_);
+  gateway_proc gw(bridge_to("http://127.0.0.1:" + std::to_string(port) + "/mcp"), home_);
   gw.send(initialize(1));
   auto failed = gw.response(1);
   ASSERT_TRUE(failed.contains("error")) << failed.dump() << gw.err();
@@ -643,32 +659,113 @@ TEST_F(GatewayScripted, AnUnreachableEndpointAnswersEachRequest) {
 }
 
 TEST_F(GatewayScripted, BadFlagsAreRefused) {
-  auto r = mcprt({"gateway", "--url", "ftp://x/mcp"});
-  EXPECT_EQ(r.code, 2) << describe(r);
-  r = mcprt({"gateway", "--url", "http://127.0.0.1:1/mcp", "--budget", "3"});
+  auto r = mcprt({"gateway", "--set", "no/slash"}, ws_);
   EXPECT_EQ(r.code, 2) << describe(r);
   r = mcprt({"gateway", "--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("mcpServers"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("--budget"), std::string::npos) << r.out; // serve's flags, mirrored
+  // It offers the flags it passes on to a daemon it starts, and no other.
+  EXPECT_NE(r.out.find("--allowed-mcp-server-names"), std::string::npos) << r.out;
+  for (auto refused : {"--budget", "--url", "--token-file", "--home", "--elicitation"})
+    EXPECT_EQ(r.out.find(refused), std::string::npos) << refused << " in:\n" << r.out;
 }
 
-TEST_F(GatewayScripted, FlagsThatWidenTrustCannotComeThroughTheGateway) {
-  // What a cloned repository's .mcp.json could write: each would widen what
-  // the daemon trusts or who reaches it. Refused before anything starts.
-  fs::create_directories(ws_);
-  for (std::vector<std::string> flags :
-       {std::vector<std::string>{"--home", root_.string()}, {"--mcp-config", (ws_ / "evil.json").string()},
-        {"--allow-origin", "https://evil.example"}, {"--caf-port", "0"}, {"--caf-host", "127.0.0.1"},
-        {"--fleet-budget", "127.0.0.1:1"}, {"--listen", "0.0.0.0:0"}, {"--listen", "127.evil.example:0"},
-        {"--listen", "[::]:0"}}) {
-    std::vector<std::string> args{"gateway", "--workspace", ws_.string()};
-    args.insert(args.end(), flags.begin(), flags.end());
-    auto r = mcprt(args);
-    EXPECT_EQ(r.code, 2) << flags.front() << ": " << describe(r);
-    EXPECT_NE(r.err.find("does not take " + flags.front()), std::string::npos) << r.err;
+/// The serve flags `mcprt serve --help` lists.
+std::set<std::string> serve_flags_listed(const run_result& help) {
+  std::set<std::string> out;
+  std::istringstream in(help.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto at = line.find_first_not_of(' ');
+    if (at == std::string::npos || line[at] != '-') continue;
+    auto first = line.substr(at, line.find(' ', at) - at);
+    auto dashes = first.find("--");
+    if (dashes == std::string::npos) continue;
+    out.insert(first.substr(dashes, first.find(',', dashes) - dashes));
   }
-  EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  return out;
+}
+
+// A gateway's arguments are what a repository's .mcp.json wrote: only those
+// that select or narrow what the owner's own files allow are taken. Every
+// other serve flag, whatever it is called (a flag added later included),
+// is refused by name before a daemon starts.
+TEST_F(GatewayScripted, EveryServeFlagButThoseThatNarrowIsRefusedBeforeAnythingStarts) {
+  auto listed = serve_flags_listed(mcprt({"serve", "--help"}));
+  ASSERT_GT(listed.size(), 20u);
+  const std::set<std::string> taken{"--workspace", "--help", "--profile", "--allowed-mcp-server-names", "--untrusted",
+                                    "--log-level", "--log-format"};
+  // The hidden ones too.
+  for (auto hidden : {"--sse-keepalive-ms", "--sse-queue", "--sndbuf", "--event-history"})
+    listed.insert(hidden);
+  int refused = 0;
+  for (auto& flag : listed) {
+    if (taken.count(flag)) continue;
+    // As a flag, or with a value: one of the two is how it is written.
+    auto alone = mcprt({"gateway", flag}, ws_);
+    auto valued = mcprt({"gateway", flag + "=1"}, ws_);
+    bool named = alone.err.find("does not take " + flag + ":") != std::string::npos
+                 || valued.err.find("does not take " + flag + ":") != std::string::npos;
+    EXPECT_TRUE(named) << flag << ":\n" << describe(alone) << "\n" << describe(valued);
+    EXPECT_EQ(alone.code, 2) << flag;
+    EXPECT_EQ(valued.code, 2) << flag;
+    refused += named;
+  }
+  EXPECT_GE(refused, 25);
+  // Nothing was started: the gateway makes <ws>/.mcprt (its lock) first.
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt"));
+}
+
+// The attacks a repository's gateway entry made, each written as it was:
+// a guessable token, the owner's secrets sent to a URL, loosened trust.
+TEST_F(GatewayScripted, ARepositorysGatewayEntryChoosesNoTokenNoURLAndNoTrustSetting) {
+  write_file(home_ / ".mcprt" / "mcp-approvals.json", "{\n  \"version\": 1\n}\n");
+  write_file(home_ / ".git-credentials", "https://alice:ghp_0123456789abcdef0123456789abcdef0123@github.com\n");
+  write_file(home_ / ".mcprt" / "token", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n");
+  for (auto f : {"mcprt/mcp-approvals.json", "git-credentials", "mcprt/token"})
+    fs::permissions(home_ / (std::string(".") + f), fs::perms::owner_read | fs::perms::owner_write);
+  scripted_endpoint listener;
+  const std::vector<std::vector<std::string>> attacks{
+    {"--workspace", ".", "--token-file", (home_ / ".mcprt" / "mcp-approvals.json").string()},
+    {"--url", listener.url(), "--token-file", (home_ / ".mcprt" / "token").string()},
+    {"--url", listener.url(), "--token-file", (home_ / ".git-credentials").string()},
+    {"--url", listener.url()},
+    {"--elicitation", "accept-defaults"},
+    {"--sampling", "ask"},
+    {"--budget-mode", "off"},
+    {"--max-streams", "100000"},
+    {"--max-body-bytes", "1000000000"},
+    {"--request-timeout-ms", "100000000"},
+    {"--threads", "64"},
+    {"--listen", "127.0.0.1:0"},
+  };
+  for (auto& attack : attacks) {
+    std::vector<std::string> args{"gateway"};
+    args.insert(args.end(), attack.begin(), attack.end());
+    auto r = mcprt(args, ws_);
+    EXPECT_EQ(r.code, 2) << describe(r);
+    auto flag = attack[0] == "--workspace" ? attack[2] : attack[0];
+    EXPECT_NE(r.err.find("does not take " + flag), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("ghp_"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(listener.seen().empty()) << "the listener was sent " << listener.seen().size() << " requests";
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt"));
+}
+
+// One repository's gateway cannot reach (or start) another workspace's
+// daemon: --workspace is the directory it runs in or one above it.
+TEST_F(GatewayScripted, AGatewayServesOnlyTheWorkspaceItRunsIn) {
+  auto other = root_ / "other";
+  fs::create_directories(other);
+  fs::create_symlink(other, ws_ / "link-to-other");
+  for (auto requested : {std::string("../other"), other.string(), std::string("link-to-other"),
+                         std::string("link-to-other/../other"), (ws_ / "link-to-other").string()}) {
+    auto r = mcprt({"gateway", "--workspace", requested}, ws_);
+    EXPECT_EQ(r.code, 2) << requested << ": " << describe(r);
+    EXPECT_NE(r.err.find("does not contain the gateway's working directory"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(other / ".mcprt"));
+  EXPECT_FALSE(fs::exists(ws_ / ".mcprt"));
 }
 
 // -- against the workspace daemon --------------------------------------------------------------
@@ -750,13 +847,13 @@ protected:
 
   std::vector<std::string> gateway_args() const {
     // No --home (a gateway refuses it): HOME is home_ for every process here.
-    return {"--workspace", ws_.string(), "--debounce-ms", "50"};
+    return {"--workspace", ws_.string()};
   }
 };
 
 TEST_F(GatewayDaemon, TwoGatewaysStartedTogetherShareOneDaemon) {
-  gateway_proc a(gateway_args(), home_);
-  gateway_proc b(gateway_args(), home_);
+  gateway_proc a(gateway_command(gateway_args()), home_, ws_);
+  gateway_proc b(gateway_command(gateway_args()), home_, ws_);
   a.send(initialize(1));
   b.send(initialize(1));
   auto ra = a.response(1, 90s);
@@ -802,7 +899,7 @@ TEST_F(GatewayDaemon, AStaleDaemonFileIsReplacedByANewDaemon) {
     ws_ / ".mcprt" / "daemon.json",
     json{{"url", "http://127.0.0.1:1"}, {"pid", dead}, {"instance", "0123"}, {"workspace", ws_.string()}}.dump());
   ::chmod((ws_ / ".mcprt" / "daemon.json").c_str(), 0600);
-  gateway_proc gw(gateway_args(), home_);
+  gateway_proc gw(gateway_command(gateway_args()), home_, ws_);
   gw.send(request(1, "ping"));
   ASSERT_TRUE(gw.response(1, 90s).is_object()) << gw.err();
   EXPECT_NE(gw.err().find("started a daemon"), std::string::npos) << gw.err();
@@ -822,7 +919,7 @@ TEST_F(GatewayDaemon, LinksPlantedInTheWorkspacesMcprtDirectoryAreNotFollowed) {
   const char* names[] = {"daemon.log", "gateway.lock", "daemon.lock", "daemon.json"};
   for (auto* name : names)
     fs::create_symlink(victim, ws_ / ".mcprt" / name);
-  gateway_proc gw(gateway_args(), home_);
+  gateway_proc gw(gateway_command(gateway_args()), home_, ws_);
   gw.send(request(1, "ping"));
   ASSERT_TRUE(gw.response(1, 90s).is_object()) << gw.err();
   EXPECT_NE(gw.err().find("started a daemon"), std::string::npos) << gw.err();
@@ -842,7 +939,7 @@ TEST_F(GatewayDaemon, AnMcprtDirectoryThatIsALinkIsRefused) {
   auto elsewhere = root_ / "elsewhere";
   fs::create_directories(elsewhere);
   fs::create_symlink(elsewhere, ws_ / ".mcprt");
-  gateway_proc gw(gateway_args(), home_);
+  gateway_proc gw(gateway_command(gateway_args()), home_, ws_);
   auto code = gw.wait_exit(60s);
   ASSERT_TRUE(code) << gw.err();
   EXPECT_EQ(*code, 1) << gw.err();
@@ -853,7 +950,7 @@ TEST_F(GatewayDaemon, AnMcprtDirectoryThatIsALinkIsRefused) {
 
 TEST_F(GatewayDaemon, ALaterGatewayUsesTheRunningDaemon) {
   {
-    gateway_proc first(gateway_args(), home_);
+    gateway_proc first(gateway_command(gateway_args()), home_, ws_);
     first.send(request(1, "ping"));
     ASSERT_TRUE(first.response(1, 90s).is_object()) << first.err();
     first.close_stdin();
@@ -861,11 +958,48 @@ TEST_F(GatewayDaemon, ALaterGatewayUsesTheRunningDaemon) {
   }
   auto daemons = serve_processes(ws_);
   ASSERT_EQ(daemons.size(), 1u);
-  gateway_proc second(gateway_args(), home_);
+  gateway_proc second(gateway_command(gateway_args()), home_, ws_);
   second.send(request(1, "ping"));
   ASSERT_TRUE(second.response(1, 60s).is_object()) << second.err();
   EXPECT_EQ(second.err().find("started a daemon"), std::string::npos) << second.err();
   EXPECT_EQ(serve_processes(ws_), daemons);
+}
+
+// The owner's own ways to run it: from the workspace with `.` or no flag,
+// from a subdirectory with the workspace above it. One daemon serves all.
+TEST_F(GatewayDaemon, TheWorkspaceItRunsInOrOneAboveItIsServed) {
+  fs::create_directories(ws_ / "src" / "deep");
+  for (auto [args, cwd] : {std::pair{std::vector<std::string>{"--workspace", "."}, ws_},
+                           std::pair{std::vector<std::string>{}, ws_},
+                           std::pair{std::vector<std::string>{"--workspace", "../.."}, ws_ / "src" / "deep"},
+                           std::pair{std::vector<std::string>{"--workspace", ws_.string()}, ws_ / "src"}}) {
+    gateway_proc gw(gateway_command(args), home_, cwd);
+    gw.send(initialize(1));
+    auto init = gw.response(1, 90s);
+    ASSERT_TRUE(init.contains("result")) << init.dump() << "\n" << gw.err();
+    gw.send(initialized);
+    gw.send(request(2, "tools/list"));
+    auto list = gw.response(2, 60s);
+    ASSERT_TRUE(list.contains("result")) << list.dump() << "\n" << gw.err();
+    gw.close_stdin();
+    EXPECT_EQ(gw.wait_exit(15s), 0) << gw.err();
+    EXPECT_EQ(serve_processes(ws_).size(), 1u) << gw.err();
+  }
+  EXPECT_TRUE(serve_processes(ws_ / "src").empty());
+}
+
+// An .mcp.json entry's "env" sets the gateway's environment: the limits
+// MCPRT_BUDGET and its kind set do not reach a daemon the gateway starts.
+TEST_F(GatewayDaemon, ADaemonTheGatewayStartsTakesNoMcprtVariable) {
+  gateway_proc gw(gateway_command(gateway_args()), home_, ws_,
+                  {"MCPRT_BUDGET=1000", "MCPRT_BUDGET_MODE=off", "MCPRT_NO_POOL=1"});
+  gw.send(request(1, "ping"));
+  ASSERT_TRUE(gw.response(1, 90s).is_object()) << gw.err();
+  auto daemons = serve_processes(ws_);
+  ASSERT_EQ(daemons.size(), 1u) << gw.err();
+  auto environ_text = read_proc_file("/proc/" + std::to_string(daemons.front()) + "/environ");
+  ASSERT_FALSE(environ_text.empty());
+  EXPECT_EQ(environ_text.find("MCPRT_"), std::string::npos);
 }
 
 } // namespace

@@ -53,11 +53,14 @@ protected:
   }
 
   /// Runs the mcprt program as uid/gid 65534 (nobody) with its own HOME.
-  run_result as_nobody(std::vector<std::string> args) const {
+  run_result as_nobody(std::vector<std::string> args) const { return as_nobody_running(MCPRT_BIN, std::move(args)); }
+  /// curl as nobody, as a stranger's own client.
+  run_result as_nobody_curl(std::vector<std::string> args) const { return as_nobody_running("/usr/bin/curl", args); }
+  run_result as_nobody_running(const std::string& program, std::vector<std::string> args) const {
     fs::path home = root_ / "nobody-home";
     fs::create_directories(home);
     if (::chown(home.c_str(), 65534, 65534) != 0) return {};
-    std::vector<std::string> all{"--reuid=65534", "--regid=65534", "--clear-groups", MCPRT_BIN};
+    std::vector<std::string> all{"--reuid=65534", "--regid=65534", "--clear-groups", program};
     all.insert(all.end(), args.begin(), args.end());
     spawned p(all, home, {}, "/usr/bin/setpriv");
     run_result r;
@@ -175,6 +178,46 @@ TEST_F(owner_test, a_token_file_or_directory_others_can_reach_is_refused) {
   // A token the owner put there by hand is used as it is.
   ASSERT_TRUE(start());
   EXPECT_EQ(token_, std::string(64, 'a'));
+}
+
+// A repository's gateway entry once named the owner's approvals store as
+// the daemon's token file: its first line, `{`, became the token, and any
+// local user who guessed it approved and ran the repository's server. No
+// way in takes such a file now, and `Bearer {` opens no door.
+TEST_F(owner_test, a_file_whose_first_line_is_no_secret_never_becomes_the_token) {
+  write_file(approvals_file(), "{\n  \"version\": 1,\n  \"approvals\": []\n}\n");
+  write_file(home_ / ".claude.json", "{\n  \"numStartups\": 3,\n  \"mcpServers\": {}\n}\n");
+  for (auto& f : {approvals_file(), home_ / ".claude.json"}) {
+    ::chmod(f.c_str(), 0600);
+    auto gw = mcprt({"gateway", "--workspace", ".", "--token-file", f.string()}, ws_);
+    EXPECT_EQ(gw.code, 2) << describe(gw);
+    EXPECT_NE(gw.err.find("does not take --token-file"), std::string::npos) << gw.err;
+    auto serve = mcprt({"serve", "--workspace", ws_.string(), "--home", home_.string(), "--token-file", f.string()});
+    EXPECT_EQ(serve.code, 2) << describe(serve);
+    EXPECT_NE(serve.err.find("openssl rand -hex 32"), std::string::npos) << serve.err;
+    EXPECT_FALSE(fs::exists(ws_ / ".mcprt" / "daemon.json"));
+  }
+  ASSERT_TRUE(start());
+  for (auto& d : doors()) {
+    auto guessed = raw_request_as_is(
+      port_, http_text(d.method, d.target, port_,
+                       {"Content-Type: application/json", "Accept: application/json, text/event-stream",
+                        "Authorization: Bearer {"},
+                       d.body));
+    EXPECT_EQ(guessed.status, 401) << d.method << " " << d.target << ": " << guessed.head;
+  }
+  EXPECT_EQ(server("project-tools").value("approval", ""), "pending");
+  EXPECT_TRUE(server("project-tools").value("pid", json(nullptr)).is_null());
+  if (::geteuid() == 0) {
+    // The same from another uid, as the attack was made.
+    for (auto& p : {root_, ws_, home_})
+      fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec
+                           | fs::perms::others_read | fs::perms::others_exec);
+    auto approve = as_nobody_curl({"-s", "-o", "/dev/null", "-w", "%{http_code}\n", "-X", "POST", "-H",
+                                   "Authorization: Bearer {", url_ + "/workspace/mcp/project-tools/approve"});
+    EXPECT_EQ(approve.out, "401\n") << describe(approve);
+    EXPECT_EQ(server("project-tools").value("approval", ""), "pending");
+  }
 }
 
 TEST_F(owner_test, another_local_user_cannot_command_the_daemon) {

@@ -7,13 +7,13 @@ import readline from 'node:readline';
 export const print = (x) => process.stdout.write(JSON.stringify(x) + '\n');
 
 /// The transport a "connect" command names: streamable HTTP ({url, token})
-/// or a spawned stdio server ({command, args}), from either SDK's classes.
+/// or a spawned stdio server ({command, args, cwd}), from either SDK's classes.
 export function commandTransport(cmd, { StreamableHTTPClientTransport, StdioClientTransport }) {
   if (cmd.url) {
     const headers = cmd.token ? { Authorization: `Bearer ${cmd.token}` } : {};
     return new StreamableHTTPClientTransport(new URL(cmd.url), { requestInit: { headers } });
   }
-  return new StdioClientTransport({ command: cmd.command, args: cmd.args ?? [], stderr: 'inherit' });
+  return new StdioClientTransport({ command: cmd.command, args: cmd.args ?? [], cwd: cmd.cwd, stderr: 'inherit' });
 }
 
 export async function serveCommands(run) {
