@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -69,25 +70,51 @@ inline const bool sigpipe_ignored = [] {
 
 /// Runs `MCPRT_BIN args...` in `cwd` (when given) with $HOME set to `home_env`
 /// (so that a forgotten --home can never touch the real home directory).
+/// An argument vector and an environment with the arrays execve takes,
+/// built before fork(): the child only calls exec().
+struct exec_image {
+  exec_image(std::vector<std::string> argv_strings, std::vector<std::string> env_strings)
+      : argv_s(std::move(argv_strings)), env_s(std::move(env_strings)) {
+    for (auto& a : argv_s)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+  exec_image(const exec_image&) = delete;
+  exec_image& operator=(const exec_image&) = delete;
+  [[noreturn]] void exec() {
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  std::vector<std::string> argv_s, env_s;
+  std::vector<char*> argv, envp;
+};
+
+/// This process's environment without the variables `drop` says to drop.
+template <class Drop>
+std::vector<std::string> environment_without(Drop drop) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    if (!drop(kv.substr(0, kv.find('=')))) out.push_back(std::move(kv));
+  }
+  return out;
+}
+
+/// `MCPRT_BIN args...` with HOME set to `home_env`.
+inline std::unique_ptr<exec_image> mcprt_exec(const std::vector<std::string>& args, const fs::path& home_env) {
+  std::vector<std::string> argv{MCPRT_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto env = environment_without([](const std::string& key) { return key == "HOME"; });
+  env.push_back("HOME=" + home_env.string());
+  return std::make_unique<exec_image>(std::move(argv), std::move(env));
+}
+
 inline run_result run_mcprt(const std::vector<std::string>& args, const fs::path& home_env,
                             const fs::path& cwd = {}) {
-  // Everything the child needs is built before fork().
-  std::vector<std::string> argv_s;
-  argv_s.emplace_back(MCPRT_BIN);
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  std::vector<std::string> env_s;
-  for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "HOME=", 5) != 0) env_s.emplace_back(*e);
-  env_s.push_back("HOME=" + home_env.string());
-  std::vector<char*> envp;
-  for (auto& e : env_s)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
+  auto command = mcprt_exec(args, home_env);
   std::string cwd_s = cwd.string();
 
   int out_pipe[2], err_pipe[2];
@@ -101,8 +128,7 @@ inline run_result run_mcprt(const std::vector<std::string>& args, const fs::path
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
     if (!cwd_s.empty() && ::chdir(cwd_s.c_str()) != 0) ::_exit(126);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
+    command->exec();
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -143,27 +169,11 @@ inline run_result run_mcprt(const std::vector<std::string>& args, const fs::path
 /// with $HOME set to `home_env`. stdout and stderr both go to the
 /// terminal: `out` holds them together, `err` is empty.
 inline run_result run_mcprt_at_terminal(const std::vector<std::string>& args, const fs::path& home_env) {
-  std::vector<std::string> argv_s{MCPRT_BIN};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "HOME=", 5) != 0) env_s.emplace_back(*e);
-  env_s.push_back("HOME=" + home_env.string());
-  std::vector<char*> envp;
-  for (auto& e : env_s)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
+  auto command = mcprt_exec(args, home_env);
   int master = -1;
   pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
   if (pid < 0) throw std::runtime_error(std::string("forkpty: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
+  if (pid == 0) command->exec();
   run_result r;
   char buf[4096];
   for (;;) {

@@ -63,23 +63,12 @@ public:
           bool pipe_stdin = false) {
     std::vector<std::string> argv_s{program};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv = *e;
-      auto key = kv.substr(0, kv.find('='));
-      if (key == "HOME" || key.rfind("MCPRT_", 0) == 0 || env.count(key)) continue;
-      env_s.push_back(kv);
-    }
+    auto env_s = environment_without(
+      [&](const std::string& key) { return key == "HOME" || key.rfind("MCPRT_", 0) == 0 || env.count(key); });
     env_s.push_back("HOME=" + home.string());
     for (auto& [k, v] : env)
       env_s.push_back(k + "=" + v);
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_s)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
+    exec_image image(std::move(argv_s), std::move(env_s));
     int out[2], err[2], in[2] = {-1, -1};
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     if (pipe_stdin && ::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
@@ -89,8 +78,7 @@ public:
       ::dup2(err[1], 2);
       int devnull = pipe_stdin ? in[0] : ::open("/dev/null", O_RDONLY);
       if (devnull >= 0) ::dup2(devnull, 0);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
+      image.exec();
     }
     ::close(out[1]);
     ::close(err[1]);
