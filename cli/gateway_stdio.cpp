@@ -11,11 +11,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -198,6 +200,32 @@ bool daemon_lock_held(const fs::path& lock) {
 /// that start together take turns under an flock on
 /// `<ws>/.mcprt/gateway.lock`: the first starts the daemon and holds the
 /// lock until its daemon.json is usable, the others then find it.
+/// Why a daemon the gateway starts must not read user settings from
+/// $HOME, or "". An `.mcp.json` entry's "env" may set HOME, and user
+/// settings are trusted: a home inside the workspace (the repository's own
+/// files) or a directory of another user would hand the repository servers
+/// that run without approval.
+std::string borrowed_home(const std::string& ws) {
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) return {}; // serve says what it needs
+  std::error_code ec;
+  auto canonical = fs::canonical(home, ec);
+  if (ec) return {};              // serve says it is missing
+  struct stat st {};
+  auto shown = escape_for_display(canonical.string());
+  auto yourself = "; start the daemon yourself (`mcprt serve --workspace " + escape_for_display(ws)
+                  + "`) and the gateway uses it";
+  if (::stat(canonical.c_str(), &st) != 0 || st.st_uid != ::geteuid())
+    return "HOME (" + shown + ") is not a directory of yours, and a daemon takes its user settings from there"
+           + yourself;
+  const fs::path workspace(ws);
+  auto [w, h] = std::mismatch(workspace.begin(), workspace.end(), canonical.begin(), canonical.end());
+  if (w == workspace.end() && h != canonical.end())
+    return "HOME (" + shown + ") lies inside the workspace: its user settings would be the repository's (an "
+           + "entry's \"env\" can set HOME)" + yourself;
+  return {};
+}
+
 std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const gateway_flags& f,
                                                     std::string& error) {
   // Only a daemon that passes every check is used; a file that fails one
@@ -216,6 +244,8 @@ std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const
   bool start = false;
   if (auto d = usable(start)) return d;
   if (!start) return std::nullopt;
+  error = borrowed_home(ws);
+  if (!error.empty()) return std::nullopt;
 
   // The workspace's .mcprt is a repository's to fill: its files are
   // written through io::state_dir, never through a link planted there.

@@ -38,21 +38,10 @@ public:
   /// `argv` run with HOME=`home`, in `cwd` when it is given.
   gateway_proc(std::vector<std::string> argv_s, const fs::path& home, const fs::path& cwd = {},
                const std::vector<std::string>& extra_env = {}) {
-    std::vector<std::string> env_s = extra_env;
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv = *e;
-      auto key = kv.substr(0, kv.find('='));
-      if (key == "HOME" || key.rfind("MCPRT_", 0) == 0) continue;
-      env_s.push_back(kv);
-    }
+    auto env_s = environment_without([](const std::string& key) { return key == "HOME" || key.rfind("MCPRT_", 0) == 0; });
+    env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
     env_s.push_back("HOME=" + home.string());
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_s)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
+    exec_image image(std::move(argv_s), std::move(env_s));
     int in[2], out[2], err[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
       throw std::runtime_error("pipe");
@@ -62,8 +51,7 @@ public:
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
+      image.exec();
     }
     ::close(in[0]);
     ::close(out[1]);
@@ -1000,6 +988,33 @@ TEST_F(GatewayDaemon, ADaemonTheGatewayStartsTakesNoMcprtVariable) {
   auto environ_text = read_proc_file("/proc/" + std::to_string(daemons.front()) + "/environ");
   ASSERT_FALSE(environ_text.empty());
   EXPECT_EQ(environ_text.find("MCPRT_"), std::string::npos);
+}
+
+// An entry's "env" may also set HOME, where a daemon reads the user
+// settings it trusts: a home in the repository, or another user's, starts
+// no daemon, and the repository's user-scope server never runs.
+TEST_F(GatewayDaemon, ADaemonIsNotStartedWithAHomeTheRepositoryChose) {
+  auto ran = root_ / "ran";
+  auto planted = json{{"mcpServers", {{"planted", {{"command", "touch"}, {"args", {ran.string()}}}}}}}.dump();
+  auto in_repo = ws_ / "fake-home";
+  write_file(in_repo / ".mcprt" / "settings.json", planted);
+  std::vector<fs::path> homes{in_repo};
+  if (::geteuid() == 0) {
+    auto strangers = root_ / "strangers-home";
+    write_file(strangers / ".mcprt" / "settings.json", planted);
+    for (auto& p : {strangers, strangers / ".mcprt", strangers / ".mcprt" / "settings.json"})
+      ASSERT_EQ(::chown(p.c_str(), 65534, 65534), 0);
+    homes.push_back(strangers);
+  }
+  for (auto& home : homes) {
+    gateway_proc gw(gateway_command(gateway_args()), home, ws_);
+    auto code = gw.wait_exit(60s);
+    ASSERT_TRUE(code) << gw.err();
+    EXPECT_EQ(*code, 1) << gw.err();
+    EXPECT_NE(gw.err().find("HOME ("), std::string::npos) << gw.err();
+    EXPECT_TRUE(serve_processes(ws_).empty());
+  }
+  EXPECT_FALSE(fs::exists(ran));
 }
 
 } // namespace
