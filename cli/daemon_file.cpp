@@ -70,6 +70,35 @@ std::string same_path_key(const fs::path& p) {
   return (ec ? p.lexically_normal() : c).string();
 }
 
+/// The sockets listening on `port`, IPv4 and IPv6.
+std::vector<listening_socket> listening_on(int port) {
+  std::vector<listening_socket> out;
+  for (auto [file, v6] : {std::pair{"/proc/net/tcp", false}, std::pair{"/proc/net/tcp6", true}})
+    if (auto t = read_proc(file, 64 << 20))
+      for (auto& s : parse_proc_net_tcp(*t, v6))
+        if (s.port == port) out.push_back(s);
+  return out;
+}
+
+/// The inodes of the sockets among `/proc/<pid>/fd` (`proc` is
+/// `/proc/<pid>`); `ec` set when the descriptors cannot be listed.
+std::vector<unsigned long> socket_inodes(const std::string& proc, std::error_code& ec) {
+  std::vector<unsigned long> out;
+  for (auto& e : fs::directory_iterator(proc + "/fd", ec)) {
+    auto link = read_link(e.path().string());
+    if (!link || link->rfind("socket:[", 0) != 0) continue;
+    out.push_back(std::strtoul(link->c_str() + 8, nullptr, 10));
+  }
+  return out;
+}
+
+/// Whether `/proc/<pid>` (`proc`) runs this very program.
+bool runs_this_program(const std::string& proc) {
+  auto exe = read_link(proc + "/exe");
+  auto self = read_link("/proc/self/exe");
+  return exe && self && program_name(*exe) == program_name(*self);
+}
+
 } // namespace
 
 token_file read_token_file(const std::string& path, const std::string& flag) {
@@ -174,10 +203,10 @@ daemon_check check_daemon(const std::string& workspace, bool check_file) {
     return out;
   }
   if (pst.st_uid != ::geteuid()) return fail(pid_text + " belongs to uid " + std::to_string(pst.st_uid) + ", not to you");
-  auto exe = read_link(proc + "/exe");
-  auto self = read_link("/proc/self/exe");
-  if (!exe || !self || program_name(*exe) != program_name(*self))
+  if (!runs_this_program(proc)) {
+    auto exe = read_link(proc + "/exe");
     return fail(pid_text + " is not mcprt (it runs " + escape_for_display(exe ? program_name(*exe) : "?") + ")");
+  }
   auto cmdline = read_proc(proc + "/cmdline");
   auto ws_arg = cmdline ? serve_workspace_arg(split_cmdline(*cmdline)) : std::nullopt;
   if (!ws_arg) return fail(pid_text + " is not an `mcprt serve`");
@@ -193,18 +222,9 @@ daemon_check check_daemon(const std::string& workspace, bool check_file) {
   // The URL: a socket listening at its port must be one of the process's.
   auto endpoint = parse_http_url(rec.url);
   if (!endpoint) return fail("its url is not http://HOST:PORT");
-  std::vector<listening_socket> sockets;
-  for (auto [file, v6] : {std::pair{"/proc/net/tcp", false}, std::pair{"/proc/net/tcp6", true}})
-    if (auto t = read_proc(file, 64 << 20))
-      for (auto& s : parse_proc_net_tcp(*t, v6))
-        if (s.port == endpoint->port) sockets.push_back(s);
-  std::vector<unsigned long> owned;
+  auto sockets = listening_on(endpoint->port);
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(proc + "/fd", ec)) {
-    auto link = read_link(e.path().string());
-    if (!link || link->rfind("socket:[", 0) != 0) continue;
-    owned.push_back(std::strtoul(link->c_str() + 8, nullptr, 10));
-  }
+  auto owned = socket_inodes(proc, ec);
   if (ec) return fail("cannot look at the descriptors of " + pid_text + ": " + ec.message());
   const listening_socket* chosen = nullptr;
   for (auto& s : sockets) {
@@ -240,36 +260,26 @@ std::string check_owner_daemon_url(const std::string& url) {
   bool v4_loopback = host.rfind("127.", 0) == 0;
   if (!v4_loopback && host != "::1") return "it is not a loopback address";
   std::vector<unsigned long> inodes;
-  for (auto [file, v6] : {std::pair{"/proc/net/tcp", false}, std::pair{"/proc/net/tcp6", true}})
-    if (auto t = read_proc(file, 64 << 20))
-      for (auto& s : parse_proc_net_tcp(*t, v6)) {
-        // A wildcard listener also takes connections to loopback.
-        bool reaches = s.address == host || s.address == (v6 ? "::" : "0.0.0.0")
-                       || (v4_loopback && s.address == "::ffff:" + host);
-        if (s.port == endpoint->port && reaches) inodes.push_back(s.inode);
-      }
+  for (auto& s : listening_on(endpoint->port)) {
+    // A wildcard listener also takes connections to loopback.
+    bool reaches = s.address == host || s.address == "0.0.0.0" || s.address == "::"
+                   || (v4_loopback && s.address == "::ffff:" + host);
+    if (reaches) inodes.push_back(s.inode);
+  }
   auto port = "port " + std::to_string(endpoint->port);
   if (inodes.empty()) return "nothing listens on " + port;
-  auto self = read_link("/proc/self/exe");
   std::error_code ec;
   for (auto& e : fs::directory_iterator("/proc", ec)) {
     auto name = e.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto proc = e.path().string();
     struct stat pst {};
-    if (::stat(e.path().c_str(), &pst) != 0 || pst.st_uid != ::geteuid()) continue;
-    bool owns = false;
+    if (::stat(proc.c_str(), &pst) != 0 || pst.st_uid != ::geteuid()) continue;
     std::error_code fd_ec;
-    for (auto& fd : fs::directory_iterator(e.path() / "fd", fd_ec)) {
-      auto link = read_link(fd.path().string());
-      if (!link || link->rfind("socket:[", 0) != 0) continue;
-      auto inode = std::strtoul(link->c_str() + 8, nullptr, 10);
-      owns = owns || std::find(inodes.begin(), inodes.end(), inode) != inodes.end();
-    }
-    if (!owns) continue;
-    auto exe = read_link(e.path().string() + "/exe");
-    auto cmdline = read_proc(e.path().string() + "/cmdline");
-    if (!exe || !self || program_name(*exe) != program_name(*self) || !cmdline
-        || !serve_workspace_arg(split_cmdline(*cmdline)))
+    auto owned = socket_inodes(proc, fd_ec);
+    if (std::find_first_of(owned.begin(), owned.end(), inodes.begin(), inodes.end()) == owned.end()) continue;
+    auto cmdline = read_proc(proc + "/cmdline");
+    if (!runs_this_program(proc) || !cmdline || !serve_workspace_arg(split_cmdline(*cmdline)))
       return "what listens on " + port + " is a process of yours, but not an `mcprt serve`";
     return {};
   }
