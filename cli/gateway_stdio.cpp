@@ -50,6 +50,12 @@ void log_gateway_error(const std::string& text) {
   std::cerr << "mcprt gateway: " << text << std::endl;
 }
 
+/// Whether `path` is `dir` or lies below it, compared by components (both
+/// canonical: every link resolved).
+bool is_within(const fs::path& dir, const fs::path& path) {
+  return std::mismatch(dir.begin(), dir.end(), path.begin(), path.end()).first == dir.end();
+}
+
 // --------------------------------------------------------------------------
 // The daemon: found, or started detached
 // --------------------------------------------------------------------------
@@ -196,10 +202,6 @@ bool daemon_lock_held(const fs::path& lock) {
   return held;
 }
 
-/// The daemon of `ws`, started when none runs. Gateways of one workspace
-/// that start together take turns under an flock on
-/// `<ws>/.mcprt/gateway.lock`: the first starts the daemon and holds the
-/// lock until its daemon.json is usable, the others then find it.
 /// Why a daemon the gateway starts must not read user settings from
 /// $HOME, or "". An `.mcp.json` entry's "env" may set HOME, and user
 /// settings are trusted: a home inside the workspace (the repository's own
@@ -218,14 +220,16 @@ std::string borrowed_home(const std::string& ws) {
   if (::stat(canonical.c_str(), &st) != 0 || st.st_uid != ::geteuid())
     return "HOME (" + shown + ") is not a directory of yours, and a daemon takes its user settings from there"
            + yourself;
-  const fs::path workspace(ws);
-  auto [w, h] = std::mismatch(workspace.begin(), workspace.end(), canonical.begin(), canonical.end());
-  if (w == workspace.end() && h != canonical.end())
+  if (canonical != fs::path(ws) && is_within(ws, canonical))
     return "HOME (" + shown + ") lies inside the workspace: its user settings would be the repository's (an "
            + "entry's \"env\" can set HOME)" + yourself;
   return {};
 }
 
+/// The daemon of `ws`, started when none runs. Gateways of one workspace
+/// that start together take turns under an flock on
+/// `<ws>/.mcprt/gateway.lock`: the first starts the daemon and holds the
+/// lock until its daemon.json is usable, the others then find it.
 std::optional<verified_daemon> find_or_start_daemon(const std::string& ws, const gateway_flags& f,
                                                     std::string& error) {
   // Only a daemon that passes every check is used; a file that fails one
@@ -383,10 +387,8 @@ std::optional<std::string> gateway_workspace(const std::string& requested, std::
     error = "workspace '" + escape_for_display(requested) + "' is not a directory";
     return std::nullopt;
   }
-  // The working directory itself or one of its ancestors, compared by
-  // path components after every link is resolved.
-  auto [w, c] = std::mismatch(ws.begin(), ws.end(), cwd.begin(), cwd.end());
-  if (w != ws.end()) {
+  // The working directory itself or one of its ancestors.
+  if (!is_within(ws, cwd)) {
     error = "--workspace '" + escape_for_display(requested) + "' is " + escape_for_display(ws.string())
             + ", which does not contain the gateway's working directory " + escape_for_display(cwd.string())
             + ": a gateway serves the workspace it runs in (its directory or one above it), so that one "
