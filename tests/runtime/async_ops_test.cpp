@@ -69,7 +69,15 @@ protected:
 
 TEST_F(AsyncOps, TheSnapshotAnswersWhatTheBlockingOneDoes) {
   start_with({{"echo", server()}, {"gated", {{"command", "/bin/false"}, {"trust", false}}}});
-  auto blocking = rt->snapshot();
+  // Two reads agree only while nothing moves: echo connects before gated's
+  // first start has failed, and a pool entry that is still spawning in one
+  // read may be gone in the next.
+  auto blocking = wait_snapshot([](const json& snap) {
+    if (snap["reconcile"].value("in_progress", true)) return false;
+    for (auto& e : snap["pool"]["entries"])
+      if (e.value("status", "") == "spawning") return false;
+    return true;
+  });
   one_answer<json> a;
   rt->snapshot_async(a.callback());
   auto async = a.wait();
