@@ -240,6 +240,9 @@ server_parse_result parse_server_config(const std::string& name, const json& val
         });
         if (!ok) check.refuse(field("prefix"), "expected at most 64 ASCII letters, digits, '_', '-' or '.'");
       }
+    } else if (key == "pinDefinitions") {
+      bool b = false;
+      if (check.boolean(v, field("pinDefinitions"), b)) c.pin_definitions = b;
     } else if (key == "protocolVersion") {
       // A revision before 2026-07-28 here skips the server/discover probe.
       auto is_revision = [](const std::string& r) {

@@ -65,6 +65,10 @@ struct server_config {
   /// names; unset, `<name>__`. At most 64 bytes of ASCII letters, digits,
   /// `_`, `-` and `.` (the characters MCP allows in tool names); may be "".
   std::optional<std::string> prefix;
+  /// `"pinDefinitions"`: whether the definitions of this server's tools,
+  /// prompts and resources are pinned at approval (core/definition_pins:
+  /// a gated server's `false` is not honoured).
+  std::optional<bool> pin_definitions;
 
   transport_kind transport() const;
 

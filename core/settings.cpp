@@ -114,6 +114,7 @@ settings_document failed_document(settings_document doc, settings_error err) {
   doc.allowed.reset();
   doc.excluded.reset();
   doc.tool_sets.clear();
+  doc.pin_definitions.reset();
   doc.error = std::move(err);
   return doc;
 }
@@ -243,6 +244,11 @@ settings_document fill_document(settings_document doc, json parsed, earlier_pars
       auto sets = parse_tool_sets(*mcp, doc.path, to_string(scope));
       if (!sets.error.empty()) return fail(sets.error_path, sets.error);
       doc.tool_sets = std::move(sets.sets);
+      if (auto pin = mcp->find("pinDefinitions"); pin != mcp->end() && !pin->is_null()) {
+        auto mode = pin->is_string() ? parse_pin_mode(pin->get<std::string>()) : std::nullopt;
+        if (!mode) return fail({"mcp", "pinDefinitions"}, "mcp.pinDefinitions: expected \"project\", \"all\" or \"off\"");
+        doc.pin_definitions = mode;
+      }
     }
   }
   if (doc.format == settings_format::claude_user) {

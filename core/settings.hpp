@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/definition_pins.hpp"
 #include "core/server_config.hpp"
 #include "core/tool_sets.hpp"
 
@@ -108,6 +109,7 @@ struct settings_document {
   std::optional<std::vector<std::string>> allowed; // mcp.allowed
   std::optional<std::vector<std::string>> excluded; // mcp.excluded
   tool_set_map tool_sets; // mcp.toolSets
+  std::optional<pin_mode> pin_definitions; // mcp.pinDefinitions
   std::optional<settings_error> error;
 
   bool ok() const { return !error.has_value(); }

@@ -48,6 +48,8 @@ const settings_schema& settings_schema::standard() {
     {"mcp.toolIdleTimeoutMs", false},
     // The gateway's tool sets follow every edit, as its catalog does.
     {"mcp.toolSets", false},
+    // Which servers' definitions are pinned: applied to every session at once.
+    {"mcp.pinDefinitions", false},
     // Free-form map: `env.FOO` resolves here. Spawned servers have already
     // inherited the old environment, so a change needs a restart.
     {"env", true},
