@@ -21,12 +21,19 @@ bool egress_name_char(char c) {
 // trailing dot excepted, dropped here). Lower case, or empty when invalid.
 std::string egress_plain_name(std::string_view s) {
   if (!s.empty() && s.back() == '.') s.remove_suffix(1);
-  if (s.empty() || s.size() > egress_max_name || s.front() == '.') return {};
+  if (s.empty() || s.size() > egress_max_name || s.front() == '.' || s.back() == '.') return {};
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (!egress_name_char(s[i])) return {};
     if (s[i] == '.' && i + 1 < s.size() && s[i + 1] == '.') return {};
   }
   return ascii_lower(s);
+}
+
+// `127.0.0.1.` is the address, as `example.com.` is the name: one final
+// dot is dropped before deciding which a host is.
+std::string_view egress_without_final_dot(std::string_view s) {
+  if (!s.empty() && s.back() == '.') s.remove_suffix(1);
+  return s;
 }
 
 // The canonical text of an IP literal (no brackets), or empty.
@@ -151,9 +158,9 @@ std::optional<allow_entry> parse_allow_entry(std::string_view text, std::string*
     e.ip_literal = true;
     return e;
   }
-  if (oauth::parse_ip_literal(hp->host)) {
+  if (auto bare = egress_without_final_dot(hp->host); oauth::parse_ip_literal(bare)) {
     if (e.subdomains) return bad("an IP address takes no wildcard");
-    e.host = egress_ip_text(hp->host);
+    e.host = egress_ip_text(bare);
     e.ip_literal = true;
     return e;
   }
@@ -187,7 +194,7 @@ std::string normalized_host(std::string_view host) {
     return egress_ip_text(inner);
   }
   if (host.find(':') != std::string_view::npos) return egress_ip_text(host);
-  if (oauth::parse_ip_literal(host)) return egress_ip_text(host);
+  if (auto bare = egress_without_final_dot(host); oauth::parse_ip_literal(bare)) return egress_ip_text(bare);
   return egress_plain_name(host);
 }
 

@@ -54,6 +54,10 @@ TEST(EgressAllowList, EntriesAreHostsWithAnOptionalPort) {
   e = entry_of("127.0.0.1:3000");
   EXPECT_EQ(e.host, "127.0.0.1");
   EXPECT_TRUE(e.ip_literal);
+  e = entry_of("127.0.0.1.");
+  EXPECT_EQ(e.host, "127.0.0.1");
+  EXPECT_TRUE(e.ip_literal) << "a final dot does not make an address a name";
+  EXPECT_EQ(normalized_host("127.0.0.1."), "127.0.0.1");
   e = entry_of("example.com.");
   EXPECT_EQ(e.host, "example.com") << "one trailing dot is the same name";
 }
@@ -74,6 +78,7 @@ TEST(EgressAllowList, BadEntriesSayWhyAndAreLeftOut) {
                                                          "a.*.example.com",
                                                          "*.127.0.0.1",
                                                          "api..github.com",
+                                                         "example.com..",
                                                          ".github.com",
                                                          "http://api.github.com",
                                                          "api.github.com/path",
