@@ -49,6 +49,7 @@ struct connection_state {
   bool transport_ended = false;
   bool stopping = false;
   std::deque<std::string> stderr_tail;
+  std::string sandbox; // connection_info::sandbox
   std::map<uint64_t, caf::typed_response_promise<json_value>> calls;
   // Calls that are client requests (atom::mcp_request), not tools/call:
   // their refusals mean other things.
@@ -385,6 +386,24 @@ void send_to(const caf::weak_actor_ptr& weak, Ts&&... xs) {
     caf::anon_send(caf::actor_cast<connection_actor>(strong), std::forward<Ts>(xs)...);
 }
 
+// What the server runs under, for info (the snapshot, explain) and, when
+// a protection is missing, a warning event naming it.
+void sandbox_started(connection_self self, const sandbox_launch& launch) {
+  auto& st = self->state;
+  auto j = launch.to_json();
+  j["policy"] = st.cfg.server.effective_sandbox.to_json();
+  if (st.cfg.sandbox) {
+    j["hidden"] = st.cfg.sandbox->hide.size();
+    j["writable"] = st.cfg.sandbox->write;
+  }
+  st.sandbox = j.dump();
+  bool degraded = std::any_of(launch.missing.begin(), launch.missing.end(), [](const std::string& m) {
+    return m.rfind(protection::memory, 0) != 0;
+  });
+  if (degraded)
+    publish(self, st.cfg.bus, events::sandbox_degraded{st.cfg.server.name, launch.in_force, launch.missing});
+}
+
 void start(connection_self self) {
   auto& st = self->state;
   auto& server = st.cfg.server;
@@ -418,6 +437,10 @@ void start(connection_self self) {
   switch (kind) {
     case transport_kind::stdio: {
       io::spawn_options spawn{*server.command, server.args, server.env, server.cwd};
+      spawn.inherit_all_env = server.effective_sandbox.inherit_all_env;
+      spawn.inherit_env = server.effective_sandbox.inherit_env;
+      spawn.sandbox = st.cfg.sandbox;
+      spawn.name = server.name;
       io::process_events ev;
       ev.on_stdout = [weak](std::string_view bytes) { send_to(weak, atom::io_out_v, std::string(bytes)); };
       ev.on_stderr_line = [weak](std::string line) { send_to(weak, atom::io_err_v, std::move(line)); };
@@ -432,6 +455,7 @@ void start(connection_self self) {
         auto spawned = st.io.reactor->spawn(spawn, std::move(ev));
         st.process = spawned.id;
         st.pid = static_cast<int32_t>(spawned.pid);
+        if (spawned.sandbox) sandbox_started(self, *spawned.sandbox);
       } catch (const std::exception& e) {
         st.transport_ended = true;
         fail(self, std::string("spawn failed: ") + e.what());
@@ -492,6 +516,7 @@ connection_info info_of(const connection_state& st) {
   info.generation = st.cfg.generation;
   info.status = st.status;
   info.pid = st.pid;
+  info.sandbox = st.sandbox;
   info.last_error = st.last_error;
   info.stderr_tail.assign(st.stderr_tail.begin(), st.stderr_tail.end());
   if (st.session) {

@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "core/backoff.hpp"
+#include "core/definition_pins.hpp"
 #include "core/fingerprint.hpp"
 #include "core/reconcile_plan.hpp"
 #include "core/tool_filter.hpp"
@@ -119,6 +120,10 @@ struct reconciler_state {
   std::mt19937_64 rng{std::random_device{}()};
   std::string last_error;
   std::optional<std::vector<std::string>> told_promptable;
+  /// Whether each server's definitions are pinned, and its pins (gating's),
+  /// and the digest of the listing last reported to gating, by server.
+  std::map<std::string, definition_pin_state> pins;
+  std::map<std::string, std::string> offered_told;
   // Timing of the current pass, reported in reconcile_finished.
   std::chrono::steady_clock::time_point pass_start, applied_from;
   double plan_ms = 0;
@@ -131,6 +136,66 @@ std::vector<tool_info> filter_tools_info(const std::vector<tool_info>& tools, co
   std::vector<tool_info> out;
   for (auto& t : tools)
     if (passes(t.name, cfg.include_tools, cfg.exclude_tools)) out.push_back(t);
+  return out;
+}
+
+// -- definitions pinned at approval ---------------------------------------------------
+
+/// The tools as their server listed them: what the pins are over.
+std::vector<json> tool_definitions(const std::vector<tool_info>& tools) {
+  std::vector<json> out;
+  out.reserve(tools.size());
+  for (auto& t : tools) {
+    if (t.raw.value.is_object() && !t.raw.value.empty()) {
+      out.push_back(t.raw.value);
+      continue;
+    }
+    json def{{"name", t.name}, {"inputSchema", t.input_schema.value}};
+    if (!t.description.empty()) def["description"] = t.description;
+    out.push_back(std::move(def));
+  }
+  return out;
+}
+
+bool tools_pinned(const reconciler_state& st, const std::string& server) {
+  auto p = st.pins.find(server);
+  return p != st.pins.end() && p->second.on && p->second.pins.count(pins_key(definition_kind::tool));
+}
+
+struct pinned_tools {
+  std::vector<tool_info> shown;
+  /// Offered, but new or changed since the approval.
+  std::map<std::string, bool> held; // name → added (else changed)
+};
+
+/// What callers of the session may see of the tools `server` offers: with
+/// its definitions pinned, only those as they were pinned. A listing not
+/// reported yet goes to gating, which pins the first one after an approval
+/// and reports a different one.
+pinned_tools apply_pins(reconciler_self self, const std::string& server, std::vector<tool_info> tools) {
+  auto& st = self->state;
+  pinned_tools out;
+  auto p = st.pins.find(server);
+  if (p == st.pins.end() || !p->second.on) {
+    out.shown = std::move(tools);
+    return out;
+  }
+  auto defs = tool_definitions(tools);
+  auto key = pins_key(definition_kind::tool);
+  auto pinned = p->second.pins.find(key);
+  definitions_check check;
+  if (pinned != p->second.pins.end()) check = check_definitions(definition_kind::tool, pinned->second, defs);
+  auto listing = pin_listing(definition_kind::tool, defs);
+  auto digest = listing_digest(listing);
+  if (auto& told = st.offered_told[server]; told != digest && st.opts.gating) {
+    told = digest;
+    self->send(st.opts.gating, definitions_offered{server, p->second.hash, key, std::move(listing), digest,
+                                                   describe_changes(check.changes)});
+  }
+  for (auto& c : check.changes)
+    if (c.change != definition_change::what::removed) out.held[c.name] = c.change == definition_change::what::added;
+  for (auto& t : tools)
+    if (!out.held.count(t.name)) out.shown.push_back(std::move(t));
   return out;
 }
 
@@ -198,6 +263,27 @@ void resolve_route(reconciler_self self, const live_server& s, const std::string
                           cfg.name + ": tool " + tool + " is hidden by this server's includeTools / excludeTools"));
     return;
   }
+  if (!tool.empty() && tools_pinned(self->state, cfg.name)) {
+    // What the server offers now decides: a call of a tool it changed
+    // since the approval does not reach it.
+    auto name = cfg.name;
+    with_connection(
+      self, s,
+      [self, rp, name, tool](connection_actor conn) mutable {
+        self->request(conn, std::chrono::seconds(10), atom::info_v)
+          .then(
+            [self, rp, name, tool, conn](connection_info& ci) mutable {
+              auto view = apply_pins(self, name, std::move(ci.tools));
+              if (auto h = view.held.find(tool); h != view.held.end())
+                rp.deliver(make_error(errc::definitions_changed, held_back_call_message(name, tool, h->second)));
+              else
+                rp.deliver(std::move(conn));
+            },
+            [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      },
+      [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+    return;
+  }
   with_connection(
     self, s, [rp](connection_actor conn) mutable { rp.deliver(std::move(conn)); },
     [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
@@ -210,7 +296,8 @@ caf::result<connection_actor> lookup_route(reconciler_self self, const std::stri
   auto i = st.live.find(server);
   if (i != st.live.end()) {
     auto& s = i->second;
-    if (has_current_connection(s) && (tool.empty() || passes(tool, s.cfg.include_tools, s.cfg.exclude_tools)))
+    if (has_current_connection(s) && (tool.empty() || (passes(tool, s.cfg.include_tools, s.cfg.exclude_tools)
+                                                        && !tools_pinned(st, server))))
       return s.conn;
     auto rp = self->make_response_promise<connection_actor>();
     resolve_route(self, s, tool, rp);
@@ -302,6 +389,34 @@ void let_go(reconciler_self self, const std::string& name, const std::string& wh
   publish(self, st.opts.bus, events::client_update::disconnected(st.opts.session, name, s.id, why));
 }
 
+/// Asks `name`'s connection for its tools again, so that a listing of a
+/// pinned server reaches gating without waiting for a caller (the first
+/// after an approval is the one pinned); with `tell`, the session's view
+/// of its tools is published (`client_update` refiltered), so that the
+/// gateway lists them again.
+void relist(reconciler_self self, const std::string& name, bool tell) {
+  auto i = self->state.live.find(name);
+  if (i == self->state.live.end()) return;
+  with_connection(
+    self, i->second,
+    [self, name, tell](connection_actor conn) {
+      self->request(conn, std::chrono::seconds(10), atom::info_v)
+        .then(
+          [self, name, tell](connection_info& ci) {
+            auto& st = self->state;
+            auto j = st.live.find(name);
+            if (j == st.live.end()) return;
+            auto shown = filter_tools_info(apply_pins(self, name, std::move(ci.tools)).shown, j->second.cfg);
+            if (tell)
+              publish(self, st.opts.bus,
+                      events::client_update::refiltered_tools(st.opts.session, name, j->second.id, ci.status,
+                                                              static_cast<uint32_t>(shown.size())));
+          },
+          [](caf::error&) {});
+    },
+    [](caf::error&) {});
+}
+
 /// Acquires `cfg`; `replaced` is the live connection of a changed config it
 /// replaces make-before-break: the old one stays live (calls go to it, its
 /// tools stay listed) until the new one is up, then is let go. When the new
@@ -340,6 +455,7 @@ void connect_server(reconciler_self self, const server_config& cfg, std::optiona
         if (auto r = st.retries.find(cfg.name); r != st.retries.end()) r->second.connected_at = self->clock().now();
         note_connected(st.report, cfg.name);
         acquire_settled(self, cfg.name);
+        if (auto p = st.pins.find(cfg.name); p != st.pins.end() && p->second.on) relist(self, cfg.name, false);
         step_done(self);
       },
       [self, name, release_replaced, old_still_live](caf::error& e) {
@@ -385,7 +501,7 @@ void refilter(reconciler_self self, const server_config& cfg) {
             auto& st = self->state;
             auto j = st.live.find(name);
             if (j != st.live.end()) {
-              auto shown = filter_tools_info(ci.tools, j->second.cfg);
+              auto shown = filter_tools_info(apply_pins(self, name, std::move(ci.tools)).shown, j->second.cfg);
               publish(self, st.opts.bus,
                       events::client_update::refiltered_tools(st.opts.session, name, j->second.id, ci.status,
                                                               static_cast<uint32_t>(shown.size())));
@@ -510,12 +626,14 @@ caf::result<session_snapshot> snapshot(reconciler_self self) {
       [self, job, base, cfg, fallback](connection_actor conn) mutable {
         self->request(conn, std::chrono::seconds(5), atom::info_v)
           .then(
-            [job, base, cfg](connection_info& ci) mutable {
+            [self, job, base, cfg](connection_info& ci) mutable {
               base.status = ci.status;
               base.pid = ci.pid;
-              base.tools = static_cast<uint32_t>(filter_tools_info(ci.tools, cfg).size());
+              auto shown = apply_pins(self, base.name, std::move(ci.tools)).shown;
+              base.tools = static_cast<uint32_t>(filter_tools_info(shown, cfg).size());
               base.prompts = static_cast<uint32_t>(ci.prompts.size());
               base.last_error = ci.last_error;
+              base.sandbox = ci.sandbox;
               job->result.servers.push_back(std::move(base));
               job->done();
             },
@@ -631,8 +749,11 @@ reconciler_actor::behavior_type reconciler(reconciler_self self, reconciler_opti
         self, i->second,
         [self, rp, cfg](connection_actor conn) mutable {
           self->request(conn, std::chrono::seconds(10), atom::info_v)
-            .then([rp, cfg](connection_info& ci) mutable { rp.deliver(filter_tools_info(ci.tools, cfg)); },
-                  [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+            .then(
+              [self, rp, cfg](connection_info& ci) mutable {
+                rp.deliver(filter_tools_info(apply_pins(self, cfg.name, std::move(ci.tools)).shown, cfg));
+              },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
         },
         [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
       return rp;
@@ -648,8 +769,11 @@ reconciler_actor::behavior_type reconciler(reconciler_self self, reconciler_opti
         [self, rp, cfg](connection_actor conn) mutable {
           self->request(conn, std::chrono::seconds(10), atom::info_v)
             .then(
-              [rp, cfg](connection_info& ci) mutable {
-                ci.tools = filter_tools_info(ci.tools, cfg);
+              [self, rp, cfg](connection_info& ci) mutable {
+                auto view = apply_pins(self, cfg.name, std::move(ci.tools));
+                ci.tools = filter_tools_info(view.shown, cfg);
+                for (auto& [tool, added] : view.held)
+                  if (passes(tool, cfg.include_tools, cfg.exclude_tools)) ci.held_tools.push_back(tool);
                 rp.deliver(std::move(ci));
               },
               [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });

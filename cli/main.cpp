@@ -14,7 +14,9 @@
 
 #include <future>
 
+#include "io/reaper.hpp"
 #include "core/approvals_store.hpp"
+#include "core/definition_pin_store.hpp"
 #include "core/oauth_token_store.hpp"
 #include "mcprt/oauth_broker.hpp"
 #include "mcprt/version.hpp"
@@ -142,6 +144,23 @@ int run_explain(const common_flags& f) {
   auto approvals = open_approvals(*opts);
   auto view = read_workspace(*opts, approvals);
   read_oauth_state(view, *opts);
+  {
+    definition_pin_store pins(definition_pin_store::default_path(opts->home, opts->settings_profile.dir_name));
+    read_definition_pins(view, pins);
+    for (auto& w : pins.take_warnings())
+      std::cerr << "mcprt: warning: " << escape_for_display(w) << "\n";
+  }
+  // What a sandbox would have here: the reaper image's own probe.
+  {
+    auto line = io::reaper::probe_sandbox();
+    if (line.empty()) {
+      sandbox_support none;
+      none.why_none = "the sandbox's image could not run here";
+      view.sandbox = none;
+    } else {
+      view.sandbox = parse_sandbox_probe(line);
+    }
+  }
   // Only a running daemon knows that a server refused it; ask it, if any.
   for (auto& name : cli::servers_needing_auth(f.workspace))
     if (view.oauth.count(name)) view.oauth[name] = "needs_auth";

@@ -105,6 +105,9 @@ std::string canonical_transport(const server_config& c) {
   // The way to the server: a new proxy or CA needs a new connection.
   if (s.contains("proxy")) o["proxy"] = or_null(s, "proxy");
   if (s.contains("caFile")) o["caFile"] = or_null(s, "caFile");
+  // What the process may do and what it inherits: a new policy is a new
+  // process. Only when there is one, as for elicitation.
+  if (auto key = c.effective_sandbox.key(); !key.empty()) o["sandbox"] = key;
   return dump_text(o);
 }
 

@@ -255,6 +255,17 @@ server_parse_result parse_server_config(const std::string& name, const json& val
         check.fail(field("protocolVersion"), "a string", v);
       else if (!is_revision(v.get_ref<const std::string&>()))
         check.refuse(field("protocolVersion"), "expected a revision date such as \"2025-11-25\"");
+    } else if (key == "sandbox" || key == "inheritEnv") {
+      sandbox_spec_read r;
+      if (key == "sandbox") {
+        r = parse_sandbox_spec(v, field("sandbox"));
+        if (r.spec) c.sandbox = std::move(r.spec);
+      } else {
+        inherit_env_spec e;
+        r = parse_inherit_env(v, field("inheritEnv"), e);
+        if (!r.error) c.inherit_env = std::move(e);
+      }
+      if (r.error) check.refuse(r.error_path, key + ": " + *r.error, r.index_last);
     } else if (key == "includeTools") {
       std::vector<std::string> xs;
       if (check.string_list(v, field("includeTools"), xs)) c.include_tools = std::move(xs);
@@ -314,7 +325,9 @@ std::string config_error::path_string() const {
 }
 
 bool servers_equal(const server_config& a, const server_config& b) {
-  return a.scope == b.scope && a.spec == b.spec;
+  // The sandbox comes from settings around the entry: the owner widening
+  // one server changes it without touching the entry.
+  return a.scope == b.scope && a.spec == b.spec && a.effective_sandbox.key() == b.effective_sandbox.key();
 }
 
 bool servers_equal(const server_map& a, const server_map& b) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/client_features.hpp"
+#include "core/sandbox_policy.hpp"
 
 namespace mcprt {
 
@@ -69,6 +70,15 @@ struct server_config {
   /// prompts and resources are pinned at approval (core/definition_pins:
   /// a gated server's `false` is not honoured).
   std::optional<bool> pin_definitions;
+
+  /// `"sandbox"` as written (core/sandbox_policy); unset, the default for
+  /// its scope.
+  std::optional<sandbox_spec> sandbox;
+  /// `"inheritEnv"`: more of the runtime's environment (user scope only).
+  std::optional<inherit_env_spec> inherit_env;
+  /// What the server runs under, once the settings are assembled
+  /// (effective_sandbox); part of its connection id.
+  sandbox_setting effective_sandbox;
 
   transport_kind transport() const;
 

@@ -244,6 +244,24 @@ settings_document fill_document(settings_document doc, json parsed, earlier_pars
       auto sets = parse_tool_sets(*mcp, doc.path, to_string(scope));
       if (!sets.error.empty()) return fail(sets.error_path, sets.error);
       doc.tool_sets = std::move(sets.sets);
+      if (auto sb = mcp->find("sandbox"); sb != mcp->end() && !sb->is_null()) {
+        auto mode = sb->is_string() ? parse_sandbox_default(sb->get<std::string>()) : std::nullopt;
+        if (!mode) return fail({"mcp", "sandbox"}, "mcp.sandbox: expected \"project\", \"all\" or \"off\"");
+        doc.default_sandbox = mode;
+      }
+      if (auto sf = mcp->find("sandboxFor"); sf != mcp->end() && !sf->is_null()) {
+        if (!sf->is_object()) return fail({"mcp", "sandboxFor"}, "mcp.sandboxFor: expected an object of server names");
+        if (sf->size() > max_servers_per_file)
+          return fail({"mcp", "sandboxFor"}, "mcp.sandboxFor: more than " + std::to_string(max_servers_per_file) + " entries");
+        for (auto& [name, v] : sf->items()) {
+          auto r = parse_sandbox_spec(v, {"mcp", "sandboxFor", name});
+          if (r.error) {
+            config_error e{r.error_path, *r.error, r.index_last};
+            return fail(r.error_path, e.path_string() + ": " + *r.error);
+          }
+          doc.sandbox_for.emplace(name, std::move(*r.spec));
+        }
+      }
       if (auto pin = mcp->find("pinDefinitions"); pin != mcp->end() && !pin->is_null()) {
         auto mode = pin->is_string() ? parse_pin_mode(pin->get<std::string>()) : std::nullopt;
         if (!mode) return fail({"mcp", "pinDefinitions"}, "mcp.pinDefinitions: expected \"project\", \"all\" or \"off\"");
@@ -425,6 +443,30 @@ void append_unique(std::vector<std::string>& into, const std::vector<std::string
 
 } // namespace
 
+sandbox_settings sandbox_settings_of(const std::vector<const settings_document*>& layers) {
+  // The owner's user settings may widen the sandbox; workspace settings
+  // arrive with the repository and may only narrow it.
+  sandbox_settings sandbox;
+  for (auto* doc : layers) {
+    if (!doc) continue;
+    if (doc->scope == config_scope::user) {
+      if (doc->default_sandbox) sandbox.user_default = doc->default_sandbox;
+      for (auto& [name, spec] : doc->sandbox_for)
+        sandbox.owner_for.insert_or_assign(name, spec);
+    } else if (doc->scope == config_scope::workspace && doc->default_sandbox) {
+      sandbox.workspace_default = doc->default_sandbox;
+    }
+  }
+  return sandbox;
+}
+
+void apply_sandbox(server_config& cfg, const sandbox_settings& s) {
+  if (cfg.transport() != transport_kind::stdio) return;
+  cfg.effective_sandbox = effective_sandbox(cfg, s);
+  // Entries come from their parse, whose id has no sandbox in it.
+  if (!cfg.effective_sandbox.key().empty()) cfg.connection_id_cache = compute_connection_id(cfg);
+}
+
 assembled_settings assemble(const std::vector<const settings_document*>& layers,
                             const server_map& overlay) {
   assembled_settings out;
@@ -440,6 +482,9 @@ assembled_settings assemble(const std::vector<const settings_document*>& layers,
   }
   for (auto& [name, cfg] : overlay)
     out.servers.insert_or_assign(name, cfg);
+  auto sandbox = sandbox_settings_of(layers);
+  for (auto& [name, cfg] : out.servers)
+    apply_sandbox(cfg, sandbox);
   // Every scope that sets an allow-list narrows admission; none widens it,
   // so a workspace file cannot admit a server the user's own list keeps out.
   std::vector<std::string> names;

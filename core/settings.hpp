@@ -109,6 +109,8 @@ struct settings_document {
   std::optional<std::vector<std::string>> allowed; // mcp.allowed
   std::optional<std::vector<std::string>> excluded; // mcp.excluded
   tool_set_map tool_sets; // mcp.toolSets
+  std::optional<mcprt::sandbox_default> default_sandbox; // mcp.sandbox
+  std::map<std::string, sandbox_spec> sandbox_for; // mcp.sandboxFor (honoured from user settings)
   std::optional<pin_mode> pin_definitions; // mcp.pinDefinitions
   std::optional<settings_error> error;
 
@@ -215,5 +217,11 @@ struct assembled_settings {
 /// wins over every document.
 assembled_settings assemble(const std::vector<const settings_document*>& layers,
                             const server_map& overlay = {});
+
+/// The sandbox keys of `layers` (`mcp.sandbox`, `mcp.sandboxFor`), and
+/// what they make of one stdio server (its effective_sandbox and, with it,
+/// its connection id). assemble applies them to every server.
+sandbox_settings sandbox_settings_of(const std::vector<const settings_document*>& layers);
+void apply_sandbox(server_config& cfg, const sandbox_settings& s);
 
 } // namespace mcprt

@@ -50,6 +50,10 @@ const settings_schema& settings_schema::standard() {
     {"mcp.toolSets", false},
     // Which servers' definitions are pinned: applied to every session at once.
     {"mcp.pinDefinitions", false},
+    // A new sandbox policy is a new connection id: the pool restarts the
+    // server under it.
+    {"mcp.sandbox", false},
+    {"mcp.sandboxFor", false},
     // Free-form map: `env.FOO` resolves here. Spawned servers have already
     // inherited the old environment, so a change needs a restart.
     {"env", true},

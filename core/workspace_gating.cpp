@@ -2,10 +2,24 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "core/fingerprint.hpp"
 
 namespace mcprt {
+
+namespace {
+
+bool same_sandbox_for(const std::map<std::string, sandbox_spec>& a, const std::map<std::string, sandbox_spec>& b) {
+  if (a.size() != b.size()) return false;
+  for (auto i = a.begin(), k = b.begin(); i != a.end(); ++i, ++k)
+    if (i->first != k->first || i->second.mode != k->second.mode || i->second.read != k->second.read
+        || i->second.write != k->second.write || i->second.network != k->second.network)
+      return false;
+  return true;
+}
+
+} // namespace
 
 workspace_gating::workspace_gating(workspace_options opts, approvals_store& approvals, input_store* inputs)
   : opts_(std::move(opts)), approvals_(&approvals), inputs_(inputs) {
@@ -70,7 +84,9 @@ bool workspace_gating::set_contents(std::vector<settings_content> files) {
     if (f.content.is_null()) f.content = nlohmann::json::object();
     auto doc = take_settings_value(std::move(f.path), f.scope, std::move(f.content), *previous, touched, f.format);
     same_layers = same_layers && doc.ok() && previous->ok() && doc.format == previous->format
-                  && doc.allowed == previous->allowed && doc.excluded == previous->excluded;
+                  && doc.allowed == previous->allowed && doc.excluded == previous->excluded
+                  && doc.default_sandbox == previous->default_sandbox
+                  && same_sandbox_for(doc.sandbox_for, previous->sandbox_for);
     // What was not taken over was edited or removed.
     for (auto& [name, cfg] : previous->servers)
       touched.push_back(name);
@@ -102,10 +118,22 @@ std::optional<bool> workspace_gating::recompute_touched(std::vector<std::string>
       if (auto s = d->servers.find(name); s != d->servers.end()) return &s->second;
     return nullptr;
   };
+  std::vector<const settings_document*> layers;
+  for (auto& d : docs_)
+    layers.push_back(&d);
+  auto sandbox = sandbox_settings_of(layers);
+  // A layer's own entry, with what the settings around it make of its
+  // sandbox: what assemble would have merged.
+  std::vector<std::unique_ptr<server_config>> effective;
   std::vector<std::pair<std::string, const server_config*>> moved;
   bool names_change = false;
   for (auto& name : touched) {
     auto* now = winner(name);
+    if (now) {
+      effective.push_back(std::make_unique<server_config>(*now));
+      apply_sandbox(*effective.back(), sandbox);
+      now = effective.back().get();
+    }
     auto before = merged_.servers.find(name);
     bool was = before != merged_.servers.end();
     if (!now && !was) continue;

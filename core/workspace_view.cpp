@@ -146,6 +146,48 @@ std::string shown_list(const std::vector<std::string>& xs) {
 
 } // namespace
 
+void read_definition_pins(workspace_view& v, definition_pin_store& store) {
+  std::optional<pin_mode> user_mode, workspace_mode;
+  for (auto& d : v.documents) {
+    if (!d.pin_definitions) continue;
+    if (d.scope == config_scope::user) user_mode = d.pin_definitions;
+    else if (is_gated(d.scope)) workspace_mode = d.pin_definitions;
+  }
+  for (auto& [name, cfg] : v.merged.servers) {
+    workspace_view::pin_view p;
+    p.policy = pinning_for(cfg.scope, cfg.pin_definitions, user_mode, workspace_mode);
+    if (p.policy.on)
+      if (auto r = store.get(v.workspace, name); r && r->hash == approval_hash(cfg)) {
+        if (auto t = r->pins.find(pins_key(definition_kind::tool)); t != r->pins.end()) {
+          p.state = r->held_digest.empty() ? "pinned" : "held_back";
+          p.tools = t->second.size();
+          p.held_changes = r->held_changes;
+        }
+      }
+    v.pins[name] = std::move(p);
+  }
+}
+
+namespace {
+
+// A stdio server's sandbox for explain: the policy as settings made it
+// and, when the machine is known, what would be in force and what missing.
+ordered_json sandbox_explained(const server_config& cfg, const std::optional<sandbox_support>& machine) {
+  if (cfg.transport() != transport_kind::stdio) return nullptr;
+  auto& sb = cfg.effective_sandbox;
+  auto j = ordered_json::parse(sb.to_json().dump());
+  if (sb.enabled && machine) {
+    sandbox_plan p;
+    p.network = sb.network;
+    auto l = plan_launch(p, *machine);
+    j["inForce"] = l.in_force;
+    j["missing"] = l.missing;
+  }
+  return j;
+}
+
+} // namespace
+
 ordered_json explain_json(const workspace_view& v, bool trusted, const std::optional<fingerprint_key>& key) {
   ordered_json out = ordered_json::object();
   out["workspace"] = v.workspace;
@@ -177,6 +219,17 @@ ordered_json explain_json(const workspace_view& v, bool trusted, const std::opti
       known && adm->second.approval ? ordered_json(to_string(*adm->second.approval)) : ordered_json(nullptr);
     auto oauth = v.oauth.find(name);
     s["oauth"] = oauth != v.oauth.end() ? ordered_json(oauth->second) : ordered_json(nullptr);
+    if (auto p = v.pins.find(name); p != v.pins.end()) {
+      ordered_json d = ordered_json::object();
+      d["pinned"] = p->second.policy.on;
+      d["why"] = p->second.policy.why;
+      d["warning"] = p->second.policy.warning.empty() ? ordered_json(nullptr) : ordered_json(p->second.policy.warning);
+      d["state"] = p->second.state;
+      d["tools"] = p->second.tools;
+      d["held_back"] = p->second.held_changes.empty() ? ordered_json(nullptr) : ordered_json(p->second.held_changes);
+      s["definitions"] = std::move(d);
+    }
+    s["sandbox"] = sandbox_explained(cfg, v.sandbox);
     out["servers"].push_back(std::move(s));
   }
   ordered_json g = ordered_json::object();
@@ -251,6 +304,36 @@ void write_explain_table(const workspace_view& v, bool trusted, std::ostream& os
         why += std::string(why.empty() ? "" : "; ") + "OAuth tokens stored";
       else if (oauth != v.oauth.end() && oauth->second == "needs_auth")
         why += std::string(why.empty() ? "" : "; ") + "needs_auth: run `mcprt auth " + escape_for_display(name) + "`";
+      if (auto p = v.pins.find(name); p != v.pins.end()) {
+        auto& pin = p->second;
+        auto add = [&why](const std::string& x) { why += (why.empty() ? "" : "; ") + x; };
+        if (pin.state == "held_back")
+          add("definitions changed since the approval, held back: " + escape_for_display(pin.held_changes)
+              + " (run `mcprt approve " + escape_for_display(name) + "`)");
+        else if (pin.state == "pinned")
+          add("definitions pinned (" + std::to_string(pin.tools) + " tools)");
+        else if (pin.policy.on && admitted)
+          add("definitions pinned at the first listing");
+        if (!pin.policy.warning.empty()) add(escape_for_display(pin.policy.warning));
+      }
+      if (config.transport() == transport_kind::stdio) {
+        auto add = [&why](const std::string& x) { why += (why.empty() ? "" : "; ") + x; };
+        auto sb = sandbox_explained(config, v.sandbox);
+        if (!sb.value("enabled", false)) {
+          add("no sandbox");
+        } else {
+          std::string line = sb.value("required", false) ? "sandbox required" : "sandboxed";
+          if (sb.contains("missing") && !sb["missing"].empty()) {
+            line += ", missing:";
+            for (auto& m : sb["missing"])
+              line += " " + escape_for_display(m.get<std::string>()) + ";";
+            line.pop_back();
+          }
+          add(line);
+        }
+        for (auto& n : sb["notes"])
+          add(escape_for_display(n.get<std::string>()));
+      }
       os << pad(*shown_name++, w) << pad(to_string(config.scope), 11) << pad(to_string(config.transport()), 11)
          << pad(*shown_source++, fw) << pad(admitted ? "admitted" : "blocked", 10) << why << "\n";
     }

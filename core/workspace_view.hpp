@@ -50,6 +50,20 @@ struct workspace_view {
   /// holds tokens for it, else "none" (filled by the caller; a server that
   /// needs no OAuth is "none" too).
   std::map<std::string, std::string> oauth;
+  /// Definitions pinned at approval, by server (filled by read_definition_pins).
+  struct pin_view {
+    pin_policy policy;
+    /// "unpinned" (pinning off, or nothing listed since the approval),
+    /// "pinned", or "held_back": the server offers other definitions.
+    std::string state = "unpinned";
+    std::size_t tools = 0;
+    /// What differs, as the daemon described it (escaped, bounded).
+    std::string held_changes;
+  };
+  std::map<std::string, pin_view> pins;
+  /// What this machine offers a sandbox (the CLI probes it); unset, explain
+  /// shows the policy without what would be in force.
+  std::optional<sandbox_support> sandbox;
 };
 
 /// Reads every settings file and computes gating. Files with errors are

@@ -7,9 +7,11 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -78,8 +80,7 @@ exec_strings exec_strings_for(const spawn_options& o) {
     auto eq = kv.find('=');
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  for (auto& [k, v] : o.env)
-    env[k] = v;
+  env = server_environment(env, o.env, o.inherit_all_env, o.inherit_env);
   std::string path = env.count("PATH") ? env["PATH"] : "/usr/local/bin:/usr/bin:/bin";
   x.argv.reserve(1 + o.args.size());
   x.argv.push_back(o.command);
@@ -102,6 +103,40 @@ exec_strings exec_strings_for(const spawn_options& o) {
     start = end + 1;
   }
   return x;
+}
+
+std::string resolve_command(const spawn_options& o) {
+  auto x = exec_strings_for(o);
+  int last = ENOENT;
+  for (auto& c : x.candidates) {
+    std::string path = c;
+    if (path.empty() || path[0] != '/') path = o.cwd.value_or(".") + "/" + path;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno != ENOENT || last == ENOENT) last = errno == ENOTDIR ? ENOENT : errno;
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
+      last = EACCES;
+      continue;
+    }
+    return path;
+  }
+  throw spawn_error("cannot run '" + o.command + "': " + std::strerror(last));
+}
+
+void drop_needed(std::vector<std::string>& hide, const std::vector<std::string>& keep) {
+  auto contains = [](const std::string& outer, const std::string& inner) {
+    return inner == outer
+           || (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/');
+  };
+  hide.erase(std::remove_if(hide.begin(), hide.end(),
+                            [&](const std::string& h) {
+                              for (auto& k : keep)
+                                if (contains(h, k)) return true;
+                              return false;
+                            }),
+             hide.end());
 }
 
 std::string exit_status::describe() const {

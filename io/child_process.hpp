@@ -9,13 +9,25 @@
 #include <string>
 #include <vector>
 
+#include "core/sandbox_policy.hpp"
+
 namespace mcprt::io {
 
 struct spawn_options {
   std::string command; // resolved through PATH (of the merged environment)
   std::vector<std::string> args;
-  std::map<std::string, std::string> env; // merged over the runtime's environment
+  /// Merged over the safe part of the runtime's environment
+  /// (core/sandbox_policy's server_environment): no server inherits the
+  /// runtime's secrets unless `inherit_all_env` or `inherit_env` say so.
+  std::map<std::string, std::string> env;
   std::optional<std::string> cwd;
+  bool inherit_all_env = false;
+  std::vector<std::string> inherit_env{};
+  /// Set: the server runs in the sandbox this plan describes (reactor
+  /// spawns only; see io/reactor.hpp).
+  std::optional<sandbox_plan> sandbox{};
+  /// The server's name, for the egress proxy's refusals.
+  std::string name{};
 };
 
 /// What execve gets for a spawn: argv, the environment (the runtime's,
@@ -28,6 +40,16 @@ struct exec_strings {
   std::vector<std::string> candidates;
 };
 exec_strings exec_strings_for(const spawn_options& opts);
+
+/// The file `opts.command` runs: the first candidate (exec_strings_for)
+/// that is an executable file, relative ones taken from `opts.cwd`. Throws
+/// spawn_error as a failed exec would ("cannot run 'x': No such file or
+/// directory").
+std::string resolve_command(const spawn_options& opts);
+
+/// Removes from `hide` every path that is or contains one of `keep`: a
+/// sandbox must not hide what its server runs from.
+void drop_needed(std::vector<std::string>& hide, const std::vector<std::string>& keep);
 
 /// Why a child could not be started: command not found, not executable, bad
 /// cwd, or out of resources; the message names the command and the OS error.

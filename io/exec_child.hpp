@@ -22,6 +22,7 @@ struct exec_setup {
   char* const* candidates = nullptr; // execve paths in order, null-terminated
   const char* cwd = nullptr;         // may be null
   int in_fd = -1, out_fd = -1, err_fd = -1;
+  int extra_fd = -1;   // becomes fd 3 when set (received fds are >= 4)
   pid_t parent = -1;   // the parent's pid: PR_SET_PDEATHSIG is tied to it
   sigset_t child_mask; // the signal mask the server starts with (empty)
   // Where the child reports a failure: in the parent's memory (clone) or in
@@ -55,6 +56,7 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) inline int exec_c
   ::dup2(s->in_fd, 0);
   ::dup2(s->out_fd, 1);
   ::dup2(s->err_fd, 2);
+  if (s->extra_fd >= 0) ::dup2(s->extra_fd, 3);
   if (s->cwd && ::chdir(s->cwd) != 0) {
     *s->error = errno;
     *s->stage = 0;

@@ -205,6 +205,8 @@ struct reactor::impl {
   std::vector<char> buf = std::vector<char>(read_chunk);
   bool stop_requested = false;
   io::reaper reaper;
+  std::optional<sandbox_support> sandbox_probe;
+  std::unique_ptr<egress_proxy> egress;
   struct guest_entry {
     std::shared_ptr<guest_loop> loop;
     int fd = -1;
@@ -302,9 +304,90 @@ struct reactor::impl {
 
   // --- spawning --------------------------------------------------------------
 
+  sandbox_support capabilities() {
+    ensure_reaper(); // throws spawn_error
+    if (reaper.mode() != reaper_start::exec_image) {
+      sandbox_support none;
+      none.why_none = "the reaper runs without its image (no executable memfd here)";
+      return none;
+    }
+    if (!sandbox_probe) {
+      auto line = reaper::probe_sandbox();
+      if (line.empty()) {
+        sandbox_support none;
+        none.why_none = "the sandbox probe did not run";
+        sandbox_probe = none;
+      } else {
+        sandbox_probe = parse_sandbox_probe(line);
+      }
+    }
+    return *sandbox_probe;
+  }
+
+  // The options that start `o` in its sandbox: the reaper's image again
+  // (/proc/self/exe in the reaper's child), told the policy, then the
+  // server. The command is resolved here, so a missing one fails as
+  // without the sandbox.
+  struct sandboxed {
+    spawn_options wrapped;
+    sandbox_launch launch;
+    int control_fd = -1; // the egress proxy's end for the forwarder, or -1
+  };
+  sandboxed sandbox_spawn(const spawn_options& o) {
+    auto support = capabilities();
+    auto plan = *o.sandbox;
+    auto resolved = resolve_command(o);
+    std::vector<std::string> keep{resolved};
+    if (o.cwd) keep.push_back(*o.cwd);
+    drop_needed(plan.hide, keep);
+    sandboxed out;
+    out.launch = plan_launch(plan, support);
+    if (plan.required && !out.launch.complete()) {
+      std::string why;
+      for (auto& m : out.launch.missing)
+        if (m.rfind(protection::memory, 0) != 0) why += (why.empty() ? "" : "; ") + m;
+      throw spawn_error("cannot start '" + o.command + "' sandboxed as required: " + why);
+    }
+    out.wrapped = o;
+    out.wrapped.sandbox.reset();
+    if (!support.image) return out; // nothing to wrap: the environment is all
+    if (out.launch.forward_port) {
+      if (!egress) egress = std::make_unique<egress_proxy>(opts.on_egress_refused);
+      out.control_fd = egress->add_server(o.name.empty() ? o.command : o.name, plan.network);
+      auto proxy = "http://127.0.0.1:" + std::to_string(out.launch.forward_port);
+      for (const char* k : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+        out.wrapped.env[k] = proxy;
+      for (const char* k : {"NO_PROXY", "no_proxy"})
+        out.wrapped.env[k] = "";
+    }
+    out.wrapped.command = "/proc/self/exe";
+    out.wrapped.args = out.launch.args;
+    out.wrapped.args.push_back(resolved);
+    out.wrapped.args.push_back(o.command);
+    for (auto& a : o.args)
+      out.wrapped.args.push_back(a);
+    return out;
+  }
+
   spawned do_spawn(const spawn_options& o, process_events events) {
     if (o.command.empty()) throw spawn_error("cannot start server: no command given");
     ensure_reaper(); // throws spawn_error
+    if (o.sandbox) {
+      auto s = sandbox_spawn(o);
+      struct fd_closer {
+        int fd;
+        ~fd_closer() {
+          if (fd >= 0) ::close(fd);
+        }
+      } control{s.control_fd};
+      auto r = spawn_plain(s.wrapped, std::move(events), s.control_fd);
+      r.sandbox = std::move(s.launch);
+      return r;
+    }
+    return spawn_plain(o, std::move(events), -1);
+  }
+
+  spawned spawn_plain(const spawn_options& o, process_events events, int extra_fd) {
     int in[2], out[2], err[2];
     if (::pipe2(in, O_CLOEXEC) != 0)
       throw spawn_error("cannot start '" + o.command + "': pipe: " + std::strerror(errno));
@@ -323,7 +406,7 @@ struct reactor::impl {
     auto id = next_id++;
     pid_t pid = -1;
     try {
-      pid = reaper.spawn(id, o, in[0], out[1], err[1], opts.reaper_answer_timeout);
+      pid = reaper.spawn(id, o, in[0], out[1], err[1], opts.reaper_answer_timeout, extra_fd);
     } catch (...) {
       for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
         ::close(fd);
@@ -341,7 +424,7 @@ struct reactor::impl {
     add_fd(p->err_fd, EPOLLIN, tag(p->id, k_stderr));
     // Edge-triggered: only interesting after a write hit EAGAIN.
     add_fd(p->in_fd, EPOLLOUT | EPOLLET, tag(p->id, k_stdin));
-    spawned s{p->id, pid};
+    spawned s{p->id, pid, std::nullopt};
     {
       std::lock_guard<std::mutex> guard{p->lane->mtx};
       p->lane->fd = p->in_fd;
@@ -934,6 +1017,30 @@ reactor::spawned reactor::spawn(const spawn_options& opts, process_events events
   auto got = result.get(); // `opts` outlives the command: we wait for it here
   if (got.index() == 1) throw spawn_error(std::get<1>(got));
   return std::get<0>(got);
+}
+
+sandbox_support reactor::sandbox_capabilities() {
+  if (impl_->on_reactor_thread()) return impl_->capabilities();
+  auto done = std::make_shared<std::promise<sandbox_support>>();
+  auto result = done->get_future();
+  auto* self = impl_.get();
+  bool queued = impl_->post([self, done](bool cancelled) {
+    sandbox_support none;
+    none.why_none = "the reactor is stopping";
+    if (cancelled) return done->set_value(none);
+    try {
+      done->set_value(self->capabilities());
+    } catch (const std::exception& e) {
+      none.why_none = e.what();
+      done->set_value(none);
+    }
+  });
+  if (!queued) {
+    sandbox_support none;
+    none.why_none = "the reactor is stopping";
+    return none;
+  }
+  return result.get();
 }
 
 void reactor::write(process_id id, std::string bytes) {

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "io/child_process.hpp"
+#include "io/egress_proxy.hpp"
 #include "io/loop_turn.hpp"
 #include "io/reaper.hpp"
 
@@ -91,6 +92,9 @@ struct reactor_options {
   /// more than the round trip to a quick stdio server; the look costs CPU
   /// only right after work. Zero: sleep at once.
   std::chrono::microseconds poll_before_sleep{50};
+  /// A sandboxed server's egress proxy refused a connection (on the proxy's
+  /// thread; may be empty).
+  std::function<void(const egress_refusal&)> on_egress_refused;
 };
 
 /// A loop that runs on the reactor thread instead of a thread of its own
@@ -156,7 +160,13 @@ public:
   struct spawned {
     process_id id;
     pid_t pid;
+    /// For a sandboxed spawn: what is in force and what is missing.
+    std::optional<sandbox_launch> sandbox;
   };
+
+  /// What the sandbox can use on this machine (probed once, on the
+  /// reactor thread, at the first sandboxed spawn).
+  sandbox_support sandbox_capabilities();
 
   reactor();
   explicit reactor(reactor_options opts);

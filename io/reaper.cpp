@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -226,8 +227,49 @@ void reaper::start() {
   }
 }
 
+std::string reaper::probe_sandbox() {
+  int image = image_fd();
+  if (image < 0) return "";
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return "";
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  // The image is open here close-on-exec: its /proc path is valid until exec.
+  std::string path = "/proc/self/fd/" + std::to_string(image);
+  char name[] = "mcprt-sandbox";
+  char mode[] = "sandbox-probe";
+  char* argv[] = {name, mode, nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = -1;
+  int r = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv, envp);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string line;
+  if (r == 0) {
+    auto deadline = clock::now() + std::chrono::seconds(5);
+    char buf[256];
+    while (line.size() < 1024) {
+      pollfd p{out[0], POLLIN, 0};
+      int n = ::poll(&p, 1, ms_left(deadline));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      ssize_t got = ::read(out[0], buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      line.append(buf, static_cast<std::size_t>(got));
+    }
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ::close(out[0]);
+  if (auto nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
+  return line;
+}
+
 pid_t reaper::spawn(std::uint64_t id, const spawn_options& opts, int in_fd, int out_fd, int err_fd,
-                    std::chrono::milliseconds timeout) {
+                    std::chrono::milliseconds timeout, int extra_fd) {
   auto failed = [&](const std::string& why) { return spawn_error("cannot start '" + opts.command + "': " + why); };
   start();
   auto strings = exec_strings_for(opts);
@@ -245,7 +287,8 @@ pid_t reaper::spawn(std::uint64_t id, const spawn_options& opts, int in_fd, int 
     outgoing o;
     o.bytes = std::move(parts[i]);
     if (i + 1 == parts.size()) {
-      for (int fd : {in_fd, out_fd, err_fd}) {
+      for (int fd : {in_fd, out_fd, err_fd, extra_fd}) {
+        if (fd < 0 && fd == extra_fd) continue;
         int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (copy < 0) {
           for (int c : o.fds)

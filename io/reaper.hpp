@@ -75,8 +75,15 @@ public:
   /// and closes its copies) and waits for the outcome: the pid. Throws
   /// spawn_error (command not found, cwd missing, reaper gone, ...).
   /// `id` names the server in later messages; never 0, never reused.
+  /// `extra_fd`, when given, is the server's fd 3 (a sandbox's way to the
+  /// egress proxy).
   pid_t spawn(std::uint64_t id, const spawn_options& opts, int in_fd, int out_fd, int err_fd,
-              std::chrono::milliseconds timeout = std::chrono::seconds(30));
+              std::chrono::milliseconds timeout = std::chrono::seconds(30), int extra_fd = -1);
+
+  /// What the reaper's image can set up on this machine for a sandbox
+  /// (its `sandbox-probe`): one line, or "" when there is no image or it
+  /// could not run. Runs the image once, briefly, from the calling thread.
+  static std::string probe_sandbox();
 
   /// Sends `sig` to the server's process group, if it has not been reaped
   /// yet (asynchronously; unknown ids are ignored by the reaper).

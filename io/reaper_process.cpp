@@ -290,7 +290,7 @@ void spawn_server(std::uint64_t id, const int* fds, int nfds) {
   auto fail = [&](wire::spawn_stage stage, int err) {
     queue_reply(wire::kind::spawned, id, -1, static_cast<int>(stage), err);
   };
-  if (nfds != 3) return fail(wire::spawn_stage::bad_request, 0);
+  if (nfds != 3 && nfds != 4) return fail(wire::spawn_stage::bad_request, 0);
   if (state.server_count == max_servers) return fail(wire::spawn_stage::too_many, 0);
   wire::spawn_view view;
   auto e = wire::decode_spawn(assembler.data(), assembler.size(), state.slots,
@@ -304,6 +304,7 @@ void spawn_server(std::uint64_t id, const int* fds, int nfds) {
   setup.in_fd = fds[0];
   setup.out_fd = fds[1];
   setup.err_fd = fds[2];
+  setup.extra_fd = nfds == 4 ? fds[3] : -1;
   setup.parent = state.self;
   ::sigemptyset(&setup.child_mask);
   pid_t pid;

@@ -222,6 +222,8 @@ struct runtime::impl {
   // -- both: on a remote node's runtime, bus, gating, watcher and the
   // sessions' reconcilers are local views of its facade (remote_link.hpp) --
   event_bus_actor bus;
+  /// The bus, for the egress proxy's thread (set once, before any server runs).
+  std::shared_ptr<event_bus_actor> egress_bus = std::make_shared<event_bus_actor>();
   std::function<std::string(const std::string&)> show_id;
   gating_actor gating;
   watcher_actor watcher;

@@ -37,6 +37,40 @@ using nlohmann::json;
 
 namespace {
 
+/// Where a sandbox's paths point for this runtime: the owner's homes and
+/// state directories, the workspace, the other users' homes.
+sandbox_context sandbox_context_for(const runtime_options& opts, const profile& prof) {
+  sandbox_context ctx;
+  std::error_code ec;
+  auto canonical = [&](const fs::path& p) {
+    auto c = fs::weakly_canonical(p, ec);
+    return (ec ? p : c).lexically_normal().string();
+  };
+  ctx.home = opts.home.empty() ? "" : canonical(opts.home);
+  if (const char* h = std::getenv("HOME"); h && *h == '/') {
+    auto env_home = canonical(h);
+    if (env_home != ctx.home) ctx.env_home = env_home;
+  }
+  ctx.state_dirs = {prof.dir_name};
+  ctx.workspace = canonical(opts.workspace);
+  if (const char* t = std::getenv("TMPDIR"); t && *t == '/') ctx.tmp_parent = t;
+  // Other users' homes: everything under /home, and /root for everyone
+  // but root. plan_sandbox keeps what holds the workspace or the owner's home.
+  auto owner_homes = std::vector<std::string>{ctx.home, ctx.env_home};
+  auto is_owners = [&](const std::string& d) {
+    for (auto& h : owner_homes)
+      if (!h.empty() && (h == d || h.rfind(d + "/", 0) == 0)) return true;
+    return false;
+  };
+  for (auto it = fs::directory_iterator("/home", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    auto d = it->path().string();
+    if (it->is_directory(ec) && !is_owners(d)) ctx.other_homes.push_back(d);
+    if (ctx.other_homes.size() >= 1000) break;
+  }
+  if (::geteuid() != 0 && !is_owners("/root")) ctx.other_homes.push_back("/root");
+  return ctx;
+}
+
 /// Turns the client_update of every connection into a bus event: the one
 /// place connection status reaches subscribers, whichever session or pool
 /// entry the connection serves. The bus makes the payload safe; a failure
@@ -490,6 +524,13 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
     // block on the reactor (a spawn): the two must never wait on each other.
     ro.turn_hook = make_io_thread_jobs(sys);
     ro.poll_before_sleep = opts.io_poll_before_sleep;
+    // The proxy starts with the first server allowed a host, after the bus
+    // below exists: the cell is filled before any server runs.
+    ro.on_egress_refused = [cell = p->egress_bus](const io::egress_refusal& r) {
+      if (*cell)
+        caf::anon_send(*cell, atom::publish_v,
+                       event_payload{events::egress_refused{r.server, r.host, r.port, r.reason}});
+    };
     p->reactor = std::make_unique<io::reactor>(std::move(ro));
     p->http = std::make_unique<io::http_client>();
   } catch (const std::exception& e) {
@@ -499,6 +540,7 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   bo.replay_capacity = std::max<std::size_t>(1, opts.event_history);
   bo.show_connection_id = p->show_id;
   p->bus = spawn_event_bus(sys, std::move(bo));
+  *p->egress_bus = p->bus;
   p->broker = spawn_call_broker(sys, opts.max_calls_per_server, p->bus, p->host_call_inbox);
   p->asker = sys.spawn(runtime_asker, p->asker_jobs);
   p->forwarders->set(sys.spawn(update_forwarder, p->bus));
@@ -526,10 +568,13 @@ caf::expected<std::unique_ptr<runtime>> runtime::start(caf::actor_system& sys, r
   // Without a host handler for it, `ask` has nobody to ask.
   bool can_ask = opts.host.answers_elicitation();
   bool can_sample = opts.host.answers_sampling();
+  auto sandbox_ctx = sandbox_context_for(opts, *prof);
   p->make = [io, cell = p->forwarders, supervisor = p->forwarding, roots = p->roots, default_elicitation = opts.elicitation,
-             can_ask, can_sample, host, registry = p->connections, bus = p->bus](caf::actor_system& s,
-                                                                              connection_config cc) {
+             can_ask, can_sample, host, registry = p->connections, bus = p->bus,
+             sandbox_ctx](caf::actor_system& s, connection_config cc) {
     cc.bus = bus;
+    if (cc.server.effective_sandbox.enabled && cc.server.transport() == transport_kind::stdio)
+      cc.sandbox = plan_sandbox(cc.server.effective_sandbox, sandbox_ctx, {});
     // Sessions sharing a connection filter its tools each on their own.
     cc.server.include_tools.reset();
     cc.server.exclude_tools.reset();

@@ -33,6 +33,9 @@ constexpr std::pair<event_kind, const char*> event_names[] = {
   {event_kind::auth_required, "auth_required"},
   {event_kind::server_log, "server_log"},
   {event_kind::disconnected, "disconnected"},
+  {event_kind::definitions_changed, "definitions_changed"},
+  {event_kind::sandbox_degraded, "sandbox_degraded"},
+  {event_kind::egress_refused, "egress_refused"},
 };
 
 /// Walks a payload through its inspect overloads and replaces invalid
@@ -290,6 +293,18 @@ void to_json(json& j, const server_log& x) {
 
 void to_json(json& j, const disconnected& x) {
   j = json{{"node", x.node}, {"reason", x.reason}};
+}
+
+void to_json(json& j, const definitions_changed& x) {
+  j = json{{"server", x.server}, {"changes", x.changes}, {"remedy", x.remedy}};
+}
+
+void to_json(json& j, const sandbox_degraded& x) {
+  j = json{{"server", x.server}, {"in_force", x.in_force}, {"missing", x.missing}};
+}
+
+void to_json(json& j, const egress_refused& x) {
+  j = json{{"server", x.server}, {"host", x.host}, {"port", x.port}, {"reason", x.reason}};
 }
 
 void to_json(json& j, const pool_entry_failed& x) {

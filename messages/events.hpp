@@ -53,6 +53,11 @@ enum class event_kind : uint8_t {
   server_log,
   // -- remote hosts --
   disconnected,
+  // -- definitions pinned at approval --
+  definitions_changed,
+  // -- the sandbox --
+  sandbox_degraded,
+  egress_refused,
 };
 
 /// Wire names: the SSE `event:` field (budget events carry the `mcp_`
@@ -542,6 +547,61 @@ typename Inspector::result_type inspect(Inspector& f, disconnected& x) {
 
 void to_json(nlohmann::json& j, const disconnected& x);
 
+// -- definitions pinned at approval -----------------------------------------
+
+/// {"server", "changes", "remedy"}: a server now offers tools (prompts,
+/// resources) other than those pinned at its approval; what differs is held
+/// back from every caller until `remedy` (`mcprt approve SERVER`). UNTRUSTED:
+/// `changes` quotes the server's new text, escaped and bounded
+/// (core/definition_pins describe_changes). Published once per listing.
+struct definitions_changed {
+  std::string server;
+  std::string changes;
+  std::string remedy;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, definitions_changed& x) {
+  return f(caf::meta::type_name("mcprt.events.definitions_changed"), x.server, x.changes, x.remedy);
+}
+
+void to_json(nlohmann::json& j, const definitions_changed& x);
+
+// -- the sandbox ----------------------------------------------------------------
+
+/// {"server", "in_force", "missing"}: a sandboxed server started without
+/// some of its protections (this machine lacks a mechanism). `missing`
+/// entries are "protection: why" (core/sandbox_policy).
+struct sandbox_degraded {
+  std::string server;
+  std::vector<std::string> in_force;
+  std::vector<std::string> missing;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_degraded& x) {
+  return f(caf::meta::type_name("mcprt.events.sandbox_degraded"), x.server, x.in_force, x.missing);
+}
+
+void to_json(nlohmann::json& j, const sandbox_degraded& x);
+
+/// {"server", "host", "port", "reason"}: the egress proxy refused a
+/// sandboxed server's connection. UNTRUSTED: `host` is what the server
+/// asked for (escaped and bounded by the proxy).
+struct egress_refused {
+  std::string server;
+  std::string host;
+  int32_t port = 0;
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, egress_refused& x) {
+  return f(caf::meta::type_name("mcprt.events.egress_refused"), x.server, x.host, x.port, x.reason);
+}
+
+void to_json(nlohmann::json& j, const egress_refused& x);
+
 // -- inspect ----------------------------------------------------------------------
 
 template <class Inspector>
@@ -662,9 +722,10 @@ using event_payload =
                events::budget_warning, events::child_refused_batch, events::pool_entry_restarted,
                events::pool_entry_failed, events::resource_updated, events::resource_list_changed,
                events::elicitation_requested, events::sampling_requested, events::host_request_ended,
-               events::call_progress, events::auth_required, events::server_log, events::disconnected>;
+               events::call_progress, events::auth_required, events::server_log, events::disconnected,
+               events::definitions_changed, events::sandbox_degraded, events::egress_refused>;
 
-static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::disconnected) + 1,
+static_assert(std::variant_size_v<event_payload> == static_cast<std::size_t>(event_kind::egress_refused) + 1,
               "one payload per event kind, in the same order");
 
 /// The kind of a payload.
@@ -778,4 +839,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_events, caf::id_block::mcprt::end)
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::auth_required))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::server_log))
   CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::disconnected))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::definitions_changed))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::sandbox_degraded))
+  CAF_ADD_TYPE_ID(mcprt_events, (mcprt::events::egress_refused))
 CAF_END_TYPE_ID_BLOCK(mcprt_events)

@@ -55,6 +55,8 @@ enum class errc : uint8_t {
   needs_auth,       // the server wants an authorization a person must give (mcprt auth)
   // -- remote hosts --
   disconnected,     // the remote workspace node went away (runtime::connect)
+  // -- definitions pinned at approval --
+  definitions_changed, // the tool differs from its definition pinned at approval (mcprt approve)
 };
 
 std::string to_string(errc x);
@@ -146,13 +148,20 @@ struct connection_info {
   std::string last_error;
   /// The server's `capabilities` from initialize (an object; empty before).
   json_value capabilities;
+  /// Tools the server offers that differ from the definitions pinned at its
+  /// approval (new or changed; not in `tools`): a call of one fails with
+  /// the reason and `mcprt approve SERVER`. The server's own names.
+  std::vector<std::string> held_tools;
+  /// A stdio server's sandbox as a JSON object text (policy, what is in
+  /// force, what is missing); "" for none.
+  std::string sandbox;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, connection_info& x) {
   return f(caf::meta::type_name("mcprt.connection_info"), x.server, x.connection_id, x.generation,
            x.status, x.pid, x.server_name, x.server_version, x.protocol, x.tools, x.prompts,
-           x.stderr_tail, x.last_error, x.capabilities);
+           x.stderr_tail, x.last_error, x.capabilities, x.held_tools, x.sandbox);
 }
 
 // -- requests for the host ------------------------------------------

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/client_features.hpp"
+#include "core/fingerprint.hpp"
+#include "core/sandbox_policy.hpp"
 #include "core/server_config.hpp"
 #include "messages/connection.hpp"
 #include "messages/event_bus.hpp"
@@ -39,7 +41,9 @@ typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>
 inspect(Inspector& f, server_config& x) {
   auto scope = to_string(x.scope);
   json_value spec{x.spec};
-  return f(caf::meta::type_name("mcprt.server_config"), x.name, scope, x.source, spec);
+  // The sandbox comes from the settings around the entry, not the entry.
+  json_value sandbox{x.effective_sandbox.to_json()};
+  return f(caf::meta::type_name("mcprt.server_config"), x.name, scope, x.source, spec, sandbox);
 }
 
 template <class Inspector>
@@ -47,6 +51,7 @@ typename std::enable_if<Inspector::writes_state, typename Inspector::result_type
 inspect(Inspector& f, server_config& x) {
   std::string scope;
   json_value spec;
+  json_value sandbox;
   auto load = [&]() -> caf::error {
     auto s = parse_config_scope(scope).value_or(config_scope::user);
     auto source = x.source;
@@ -54,9 +59,13 @@ inspect(Inspector& f, server_config& x) {
     if (!parsed.config) return make_error(errc::protocol_error, "bad server config in message");
     x = std::move(*parsed.config);
     x.source = std::move(source);
+    auto setting = sandbox_setting_from_json(sandbox.value);
+    if (!setting) return make_error(errc::protocol_error, "bad sandbox setting in message");
+    x.effective_sandbox = std::move(*setting);
+    if (!x.effective_sandbox.key().empty()) x.connection_id_cache = compute_connection_id(x);
     return caf::none;
   };
-  return f(caf::meta::type_name("mcprt.server_config"), x.name, scope, x.source, spec,
+  return f(caf::meta::type_name("mcprt.server_config"), x.name, scope, x.source, spec, sandbox,
            caf::meta::load_callback(load));
 }
 
@@ -76,6 +85,9 @@ struct connection_config {
   /// Where sampling and `ask` elicitations go (the runtime's host bridge);
   /// invalid: nobody answers, so `features` must not offer them.
   host_handler_actor host;
+  /// A stdio server's sandbox, paths resolved (core/sandbox_policy); unset:
+  /// none.
+  std::optional<sandbox_plan> sandbox;
 };
 
 /// Starts a connection for a config; the real one is

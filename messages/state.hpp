@@ -74,12 +74,13 @@ struct session_server {
   uint32_t tools = 0; // after the session's tool filter
   uint32_t prompts = 0;
   std::string last_error;
+  std::string sandbox; // connection_info::sandbox
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_server& x) {
   return f(caf::meta::type_name("mcprt.session_server"), x.name, x.scope, x.transport, x.connection_id, x.status,
-           x.pid, x.tools, x.prompts, x.last_error);
+           x.pid, x.tools, x.prompts, x.last_error, x.sandbox);
 }
 
 struct session_snapshot {

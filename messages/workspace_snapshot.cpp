@@ -95,6 +95,7 @@ workspace_snapshot assemble(snapshot_parts parts, const std::function<std::strin
       s.tools = ls.tools;
       s.prompts = ls.prompts;
       s.last_error = ls.last_error;
+      s.sandbox = ls.sandbox;
       if (auto r = restarts.find(ls.connection_id); r != restarts.end()) s.restarts = r->second;
     } else if (auto f = failed.find(name); f != failed.end()) {
       s.status = "error";
@@ -150,7 +151,8 @@ void to_json(json& j, const workspace_snapshot& x) {
                        {"last_error", snapshot_text(s.last_error)},
                        {"restarts", s.restarts},
                        {"reason", snapshot_text(s.reason)},
-                       {"approval", snapshot_text(s.approval)}});
+                       {"approval", snapshot_text(s.approval)},
+                       {"sandbox", s.sandbox.empty() ? json(nullptr) : json::parse(s.sandbox, nullptr, false)}});
   j["servers"] = std::move(servers);
   if (x.pool) {
     json entries = json::array();

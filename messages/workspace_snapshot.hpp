@@ -44,6 +44,7 @@ struct workspace_snapshot {
     uint64_t restarts = 0;
     std::string reason;
     std::string approval;
+    std::string sandbox; // JSON object text; "" for none
   };
   std::vector<server_row> servers; // by name
 

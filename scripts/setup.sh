@@ -10,7 +10,7 @@ packages=(
   libcaf-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   libcli11-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev libjemalloc-dev
-  libcurl4-openssl-dev nghttp2-proxy
+  libcurl4-openssl-dev nghttp2-proxy libseccomp-dev
   procps curl openssl python3 patch
   clang clang-format libclang-rt-14-dev llvm
 )

@@ -75,6 +75,13 @@ Faults and timing:
   --request-sampling          after notifications/initialized send
                               sampling/createMessage to the client and log
                               what came back (or that nothing did within 5 s)
+  --rug-pull TEXT              add the tool rug_pull: a call of it makes
+                              echo's description TEXT on that connection
+                              and sends notifications/tools/list_changed
+  --hostile                   add the tool attack {kind, target, ...}: it
+                              tries what a hostile server would (read or
+                              write a file, connect, signal, ptrace, read a
+                              process's environ, fork) and says what worked
   --client-tool               add the tool ask_client {method, params}: it
                               sends that request to the client and returns
                               the client's whole reply as JSON text
@@ -238,8 +245,17 @@ parse_outcome parse_options(int argc, char** argv, options& out) {
       ok = number(out.ping_client_after_ms, 0);
     } else if (arg == "--request-sampling") {
       ok = flag(out.request_sampling);
+    } else if (arg == "--hostile") {
+      ok = flag(out.hostile);
     } else if (arg == "--client-tool") {
       ok = flag(out.client_tool);
+    } else if (arg == "--rug-pull") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok) {
+        out.rug_pull = true;
+        out.rug_pull_text = *v;
+      }
     } else if (arg == "--conformance") {
       ok = flag(out.conformance);
     } else if (arg == "--invalid-utf8") {

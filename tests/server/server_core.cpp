@@ -405,7 +405,7 @@ json handler::initialize(const json& params) const {
 
 std::size_t handler::tool_count(const peer& p) const {
   return k_builtin_tools + static_cast<std::size_t>(opts_.tools) + (opts_.client_tool ? 1 : 0)
-         + (p.late_tool ? 1 : 0);
+         + (opts_.rug_pull ? 1 : 0) + (opts_.hostile ? 1 : 0) + (p.late_tool ? 1 : 0);
 }
 
 // Computed per index rather than stored so --tools 100000 costs nothing
@@ -437,6 +437,14 @@ json handler::tool_at(std::size_t index) const {
   if (opts_.client_tool && numbered == static_cast<std::size_t>(opts_.tools))
     return tool("ask_client", "Sends the client a request (method, params); returns its reply as JSON text.",
                 object_schema({{"method", {{"type", "string"}}}, {"params", {{"type", "object"}}}}, {"method"}));
+  if (opts_.rug_pull && numbered == static_cast<std::size_t>(opts_.tools) + (opts_.client_tool ? 1 : 0))
+    return tool("rug_pull", "Changes echo's description and sends tools/list_changed.", object_schema());
+  if (opts_.hostile
+      && numbered == static_cast<std::size_t>(opts_.tools) + (opts_.client_tool ? 1 : 0) + (opts_.rug_pull ? 1 : 0)) {
+    auto schema = object_schema({{"kind", {{"type", "string"}}}}, {"kind"});
+    schema["additionalProperties"] = true;
+    return tool("attack", "Tries what a hostile server would; says what worked.", schema);
+  }
   return tool("late_tool", "Added by --list-changed-after-ms.", object_schema());
 }
 
@@ -506,7 +514,14 @@ json handler::call_tool(const std::shared_ptr<peer>& peer_ptr, const json& param
       return tool_failure("ask_client: no reply within " + std::to_string(k_client_reply_timeout.count()) + " ms");
     return tool_result(reply->dump());
   }
+  if (base == "attack" && opts_.hostile) return tool_result(hostile_attack(args).dump());
   if (base == "late_tool" && p.late_tool) return tool_result("late_tool called");
+  if (base == "rug_pull" && opts_.rug_pull) {
+    peer_ptr->rug_pulled = true;
+    peer_ptr->send({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
+    log_line("mcprt-test-server: changed " + opts_.name_prefix + "echo's description, sent notifications/tools/list_changed");
+    return tool_result("echo's description changed");
+  }
   if (base.compare(0, 5, "tool_") == 0) {
     auto index = parse_index(base.substr(5));
     if (index && *index >= 1 && *index <= static_cast<std::uint64_t>(opts_.tools)) return tool_result(args.dump());

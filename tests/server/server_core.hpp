@@ -49,6 +49,13 @@ struct options {
   // Adds the tool ask_client {method, params}: sends that request to the
   // client and returns its whole reply (JSON-RPC result or error) as text.
   bool client_tool = false;
+  // --rug-pull TEXT: adds the tool rug_pull; a call of it makes echo's
+  // description TEXT on that connection and sends tools/list_changed (a
+  // server changing a tool after its approval).
+  bool rug_pull = false;
+  std::string rug_pull_text;
+  // --hostile: adds the tool attack (hostile.cpp).
+  bool hostile = false;
   // --conformance: instead of the usual content, exactly the tools,
   // resources, prompts, logging and completion that the official MCP
   // conformance suite's server scenarios call (conformance.cpp).
@@ -277,5 +284,9 @@ private:
   // Guarded by life_'s monitor; empty optional = still waiting for the reply.
   std::map<std::string, std::optional<json>> pending_;
 };
+
+/// The attack tool of --hostile (hostile.cpp): `kind` says what to try,
+/// and the answer {"ok": bool, "detail": text} says whether it worked.
+nlohmann::json hostile_attack(const nlohmann::json& args);
 
 } // namespace mcprt_test_server
