@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/definition_pin_store.hpp"
 #include "core/fingerprint.hpp"
 #include "core/untrusted_text.hpp"
 #include "core/workspace_gating.hpp"
@@ -35,6 +36,13 @@ struct gating_state {
   std::unique_ptr<approvals_store> approvals;
   std::unique_ptr<input_store> inputs;
   std::unique_ptr<workspace_gating> model;
+  std::unique_ptr<definition_pin_store> pin_store;
+  /// The pin state last sent to the sessions, by server; the warning last
+  /// logged for a setting not honoured; the held-back listing last
+  /// published, by server.
+  std::map<std::string, definition_pin_state> pin_states;
+  std::map<std::string, std::string> pin_warnings;
+  std::map<std::string, std::string> told_changes;
   // The variable problems last published, by server, so that one that
   // stays is reported once.
   std::map<std::string, std::string> published_problems;
@@ -140,6 +148,102 @@ std::vector<settings_content> contents_of(settings_update& u, const workspace_op
   return files;
 }
 
+// -- definitions pinned at approval ---------------------------------------------------
+
+bool same_pin_state(const definition_pin_state& a, const definition_pin_state& b) {
+  return a.server == b.server && a.hash == b.hash && a.on == b.on && a.pins == b.pins;
+}
+
+/// Whether each configured server's definitions are pinned, and what was
+/// pinned under its current approval hash.
+std::map<std::string, definition_pin_state> pin_states_of(gating_state& st) {
+  auto& model = *st.model;
+  std::optional<pin_mode> user_mode, workspace_mode;
+  for (auto& d : model.documents()) {
+    if (!d.pin_definitions) continue;
+    if (d.scope == config_scope::user) user_mode = d.pin_definitions;
+    else if (is_gated(d.scope)) workspace_mode = d.pin_definitions;
+  }
+  std::map<std::string, definition_pin_state> out;
+  std::map<std::string, std::string> warnings;
+  bool all = user_mode == pin_mode::all || workspace_mode == pin_mode::all;
+  for (auto& [name, cfg] : model.merged().servers) {
+    // The owner's own servers are pinned only when asked: an edit among
+    // 10,000 of them costs nothing here.
+    if (!is_gated(cfg.scope) && !cfg.pin_definitions && !all) continue;
+    auto policy = pinning_for(cfg.scope, cfg.pin_definitions, user_mode, workspace_mode);
+    if (!policy.warning.empty()) {
+      if (st.pin_warnings[name] != policy.warning)
+        spdlog::warn("settings: mcpServers.{}: {}", escape_for_display(name), policy.warning);
+      warnings[name] = policy.warning;
+    }
+    definition_pin_state s;
+    s.server = name;
+    s.on = policy.on;
+    if (s.on) {
+      s.hash = approval_hash(cfg);
+      if (auto r = st.pin_store->get(model.project_root(), name); r && r->hash == s.hash) s.pins = std::move(r->pins);
+    }
+    out.emplace(name, std::move(s));
+  }
+  st.pin_warnings = std::move(warnings);
+  return out;
+}
+
+/// Sends every session the pin states that changed.
+void push_pins(gating_self self) {
+  auto& st = self->state;
+  auto now = pin_states_of(st);
+  for (auto& w : st.pin_store->take_warnings())
+    spdlog::warn("definitions: {}", escape_for_display(w));
+  auto send_all = [&](const definition_pin_state& s) {
+    for (auto& [addr, session] : st.sessions)
+      self->send(session.reconciler, s);
+  };
+  for (auto& [name, s] : now)
+    if (auto old = st.pin_states.find(name); old == st.pin_states.end() || !same_pin_state(old->second, s))
+      send_all(s);
+  for (auto& [name, s] : st.pin_states)
+    if (!now.count(name) && s.on) send_all(definition_pin_state{name, {}, false, {}});
+  st.pin_states = std::move(now);
+}
+
+void definitions_seen(gating_self self, definitions_offered& o) {
+  auto& st = self->state;
+  auto s = st.pin_states.find(o.server);
+  // A listing of an earlier config, or of a server no longer pinned.
+  if (s == st.pin_states.end() || !s->second.on || s->second.hash != o.hash) return;
+  auto& root = st.model->project_root();
+  try {
+    if (!s->second.pins.count(o.kind)) {
+      auto kind = o.kind == "prompts" ? definition_kind::prompt
+                  : o.kind == "resources" ? definition_kind::resource : definition_kind::tool;
+      if (st.pin_store->pin(root, o.server, o.hash, kind, o.listing))
+        spdlog::info("definitions: pinned {} {} of {} as approved", o.listing.size(), o.kind,
+                     escape_for_display(o.server));
+      st.told_changes.erase(o.server);
+      push_pins(self);
+      return;
+    }
+    if (o.changes.empty()) {
+      st.told_changes.erase(o.server);
+      st.pin_store->hold(root, o.server, o.hash, {}, {});
+      return;
+    }
+    auto& told = st.told_changes[o.server];
+    if (told == o.digest) return;
+    told = o.digest;
+    st.pin_store->hold(root, o.server, o.hash, o.digest, o.changes);
+  } catch (const std::exception& e) {
+    spdlog::warn("definitions: {}", escape_for_display(e.what()));
+  }
+  // The changes were escaped and bounded where they were described.
+  auto remedy = "run mcprt approve " + o.server;
+  spdlog::warn("definitions: {} offers definitions other than those approved; held back: {} ({})",
+               escape_for_display(o.server), o.changes, escape_for_display(remedy));
+  publish(self, st.bus, events::definitions_changed{o.server, o.changes, remedy});
+}
+
 /// The store's problems (a symlinked lock file, a malformed store) reach
 /// the log; the store collects them, core has no output channel.
 void log_store_warnings(gating_self self) {
@@ -165,9 +269,11 @@ void reread_store(gating_self self) {
   auto before = decisions_of(model);
   model.approvals().reload();
   if (model.inputs()) model.inputs()->reload();
+  self->state.pin_store->reload();
   bool changed = model.refresh();
   log_store_warnings(self);
   if (changed || decisions_of(model) != before) push_all(self);
+  push_pins(self);
 }
 
 void start_store_watch(gating_self self, std::vector<std::filesystem::path> files) {
@@ -196,18 +302,37 @@ caf::result<bool> decide(gating_self self, const std::string& name, approval_sta
     if (auto j = s->second.servers.find(name); j != s->second.servers.end() && is_gated(j->second.scope))
       cfg = &j->second;
   if (!cfg) return make_error(errc::unknown_server, name + ": no server of that name is configured");
+  if (auto p = self->state.pin_states.find(name);
+      !is_gated(cfg->scope) && decision == approval_state::approved && p != self->state.pin_states.end()
+      && p->second.on) {
+    // The owner's own server needs no approval, but its pinned
+    // definitions do: what it offers now is pinned at its next listing.
+    try {
+      self->state.pin_store->forget(model.project_root(), name);
+    } catch (const std::exception& e) {
+      return make_error(errc::io_error, replace_invalid_utf8(e.what()));
+    }
+    self->state.told_changes.erase(name);
+    push_pins(self);
+    return true;
+  }
   if (!is_gated(cfg->scope))
     return make_error(errc::not_gated, name + ": comes from " + to_string(cfg->scope)
                                          + " settings, which need no approval");
   try {
     model.approvals().set(model.project_root(), name, approval_hash(*cfg), decision);
+    // A decision approves (or rejects) the definitions offered from now
+    // on: the next listing is pinned.
+    self->state.pin_store->forget(model.project_root(), name);
   } catch (const std::exception& e) {
     log_store_warnings(self);
     return make_error(errc::io_error, replace_invalid_utf8(e.what()));
   }
+  self->state.told_changes.erase(name);
   log_store_warnings(self);
   model.refresh();
   push_all(self);
+  push_pins(self);
   return true;
 }
 
@@ -249,10 +374,12 @@ gating_actor::behavior_type gating(gating_self self, gating_options opts, event_
   st.approvals = std::make_unique<approvals_store>(opts.approvals_file);
   if (!opts.inputs_file.empty()) st.inputs = std::make_unique<input_store>(opts.inputs_file);
   st.model = std::make_unique<workspace_gating>(std::move(opts.workspace), *st.approvals, st.inputs.get());
+  if (opts.pins_file.empty()) opts.pins_file = opts.approvals_file.parent_path() / "mcp-definitions.json";
+  st.pin_store = std::make_unique<definition_pin_store>(opts.pins_file);
   st.debounce = opts.debounce;
   log_store_warnings(self);
   if (opts.watch_approvals) {
-    std::vector<std::filesystem::path> watched{opts.approvals_file};
+    std::vector<std::filesystem::path> watched{opts.approvals_file, opts.pins_file};
     if (!opts.inputs_file.empty()) watched.push_back(opts.inputs_file);
     start_store_watch(self, std::move(watched));
   }
@@ -262,6 +389,7 @@ gating_actor::behavior_type gating(gating_self self, gating_options opts, event_
       auto& model = *self->state.model;
       bool changed = model.set_contents(contents_of(u, model.options()));
       if (changed || u.forced) push_all(self);
+      push_pins(self);
       model.release_replaced();
     },
     [self](atom::approve, const std::string& name) { return decide(self, name, approval_state::approved); },
@@ -292,6 +420,8 @@ gating_actor::behavior_type gating(gating_self self, gating_options opts, event_
       for (auto& c : servers)
         s.servers.insert_or_assign(c.name, c);
       push(self, s, false);
+      for (auto& [name, p] : st.pin_states)
+        if (p.on) self->send(r, p);
       if (st.started) self->send(r, atom::start_v);
     },
     [self](atom::detach, const reconciler_actor& r) {
@@ -317,6 +447,7 @@ gating_actor::behavior_type gating(gating_self self, gating_options opts, event_
       st.store_pending = false;
       reread_store(self);
     },
+    [self](definitions_offered& o) { definitions_seen(self, o); },
   };
 }
 

@@ -17,6 +17,9 @@ struct gating_options {
   /// Where the values of `${input:ID}` live (input_store::default_path);
   /// empty: no input has a value. Watched with the approvals file.
   std::filesystem::path inputs_file;
+  /// Where the definitions pinned at approval live; empty:
+  /// `mcp-definitions.json` beside the approvals file. Watched with it.
+  std::filesystem::path pins_file;
   /// Watch the store's directory with inotify, so that decisions written by
   /// another process (`mcprt approve --home`, another daemon) take effect
   /// (the runtime turns it on with `runtime_options::watch`). Off by
@@ -48,6 +51,14 @@ struct gating_options {
 /// reconcile. Its own writes therefore cost one re-read and nothing more. Sessions are monitored and forgotten
 /// when they die. A session attached before `start` gets its state but no
 /// pass runs until `start`.
+///
+/// Definitions pinned at approval (core/definition_pins): every session
+/// gets each server's `definition_pin_state` (whether it is pinned, and
+/// its pins) when it attaches and whenever it changes. A session reports
+/// the listings it sees (`definitions_offered`): the first after an
+/// approval is stored as the pins; one that differs is stored as held back
+/// and published once as `definitions_changed`. A decision forgets the
+/// server's pins, so that its next listing is pinned.
 gating_actor spawn_gating(caf::actor_system& sys, gating_options opts, event_bus_actor bus);
 
 } // namespace mcprt

@@ -798,6 +798,13 @@ reconciler_actor::behavior_type reconciler(reconciler_self self, reconciler_opti
         request_pass(self);
       }
     },
+    [self](definition_pin_state& p) {
+      auto& st = self->state;
+      auto name = p.server;
+      st.offered_told.erase(name);
+      st.pins.insert_or_assign(name, std::move(p));
+      relist(self, name, true);
+    },
     [self](atom::requeue) {
       self->state.requeue_armed = false;
       self->state.plan_all = true;

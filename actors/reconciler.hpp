@@ -23,6 +23,9 @@ struct reconciler_options {
   /// to hear when a slot frees. May be invalid.
   budget_actor budget;
   event_bus_actor bus;
+  /// Where the listings of servers whose definitions are pinned are
+  /// reported (definitions_offered). May be invalid: nothing is reported.
+  gating_actor gating;
   std::chrono::milliseconds acquire_timeout{120000};
   /// A server whose pool entry failed is acquired again after a backoff
   /// (backoff_delay(failures - 1, base, cap, jitter 0.1)).

@@ -188,6 +188,21 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
     return exit_usage;
   }
   auto& cfg = it->second;
+  definition_pin_store pins(definition_pin_store::default_path(opts->home, opts->settings_profile.dir_name));
+  if (!is_gated(cfg.scope) && decision == approval_state::approved) {
+    read_definition_pins(view, pins);
+    if (view.pins[name].policy.on) {
+      try {
+        pins.forget(view.workspace, name);
+      } catch (const std::exception& e) {
+        std::cerr << "mcprt: " << e.what() << "\n";
+        return exit_failure;
+      }
+      std::cout << "approved the definitions " << name << " offers now (" << to_string(cfg.scope)
+                << " settings: its next listing is pinned)\n";
+      return exit_ok;
+    }
+  }
   if (!is_gated(cfg.scope)) {
     std::cerr << "mcprt: server '" << name << "' comes from " << to_string(cfg.scope)
               << " settings, which are trusted; only servers from .mcp.json and workspace settings need approval\n";
@@ -196,6 +211,9 @@ int run_decision(const common_flags& f, const std::string& name, approval_state 
   auto hash = approval_hash(cfg);
   try {
     approvals.set(view.workspace, name, hash, decision);
+    // The decision is over what the server offers from now on: its next
+    // listing is pinned (core/definition_pins).
+    pins.forget(view.workspace, name);
   } catch (const std::exception& e) {
     std::cerr << "mcprt: " << e.what() << "\n";
     return exit_failure;

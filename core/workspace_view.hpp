@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/approvals_store.hpp"
+#include "core/definition_pin_store.hpp"
 #include "core/fingerprint_key.hpp"
 #include "core/input_store.hpp"
 #include "core/gating.hpp"
@@ -71,6 +72,11 @@ struct workspace_view {
 /// `inputs` holds the values of `${input:ID}`; without it none has a value.
 workspace_view load_workspace(const workspace_options& opts, approvals_store& approvals,
                               input_store* inputs = nullptr);
+
+/// Fills `v.pins`: for each server whether its definitions are pinned
+/// (pinning_for its scope, its entry and the files' mcp.pinDefinitions),
+/// and what the store holds under its current approval hash.
+void read_definition_pins(workspace_view& v, definition_pin_store& store);
 
 /// The variables of one workspace: its environment (opts.environment),
 /// folder, home and stored inputs.

@@ -46,6 +46,8 @@ reconciler_actor::behavior_type remote_session(reconciler_actor::pointer self, w
     },
     [](pool_entry_changed&) {},
     [](budget_slot_freed&) {},
+    // The node's own sessions filter by its pins.
+    [](definition_pin_state&) {},
     [](atom::requeue) {},
   };
 }
@@ -65,6 +67,7 @@ gating_actor::behavior_type remote_gating(gating_actor::pointer self, workspace_
     [](atom::fs_event, std::string&) {},
     [](atom::debounce, uint64_t) {},
     [self, node](atom::snapshot) { return self->delegate(node, atom::gating_v); },
+    [](definitions_offered&) {},
   };
 }
 

@@ -218,6 +218,7 @@ public:
     ro.bus = p.bus;
     session_entry entry;
     if (p.opts.pool) {
+    ro.gating = p.gating;
       ro.pool = p.pool;
       ro.budget = p.budget;
     } else {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/definition_pins.hpp"
 #include "messages/state.hpp"
 #include "messages/workspace.hpp"
 
@@ -97,6 +98,42 @@ typename Inspector::result_type inspect(Inspector& f, desired_state& x) {
            x.unavailable, x.promptable, x.has_allowed, x.allowed, x.excluded, x.pending);
 }
 
+// -- definitions pinned at approval (core/definition_pins) -------------------------
+
+/// gating → reconciler: whether `server`'s definitions are pinned, and
+/// what was pinned under its approval (config) hash so far. Sent to every
+/// session when it changes, and whole when a session attaches.
+struct definition_pin_state {
+  std::string server;
+  std::string hash;
+  bool on = false;
+  definition_pins pins;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, definition_pin_state& x) {
+  return f(caf::meta::type_name("mcprt.definition_pin_state"), x.server, x.hash, x.on, x.pins);
+}
+
+/// reconciler → gating: a listing of `server` as its connection offers it
+/// (one kind, `kind` a pins_key), compared with the pins under `hash`
+/// (`changes`: describe_changes, empty when it is what was pinned). Sent
+/// when a session sees a listing of that server it did not report yet.
+struct definitions_offered {
+  std::string server;
+  std::string hash;
+  std::string kind;
+  kind_pins listing;
+  std::string digest;
+  std::string changes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, definitions_offered& x) {
+  return f(caf::meta::type_name("mcprt.definitions_offered"), x.server, x.hash, x.kind, x.listing, x.digest,
+           x.changes);
+}
+
 } // namespace mcprt
 
 // -- atoms ---------------------------------------------------------------------------------
@@ -145,6 +182,8 @@ using reconciler_actor = caf::typed_actor<
   caf::reacts_to<pool_entry_changed>,
   // A budget slot went back: servers refused for budget are retried.
   caf::reacts_to<budget_slot_freed>,
+  // Whether a server's definitions are pinned, and its pins (from gating).
+  caf::reacts_to<definition_pin_state>,
   // INTERNAL: a server's backoff after a failure ran out.
   caf::reacts_to<atom::requeue>>;
 
@@ -173,7 +212,10 @@ using gating_actor = caf::typed_actor<
   // adapter, or injected by tests); INTERNAL: its debounce ran out.
   caf::reacts_to<atom::fs_event, std::string>,
   caf::reacts_to<atom::debounce, uint64_t>,
-  caf::replies_to<atom::snapshot>::with<gating_snapshot>>;
+  caf::replies_to<atom::snapshot>::with<gating_snapshot>,
+  // A session saw a listing of a pinned server: the first after its
+  // approval is pinned, a different one is held back and reported.
+  caf::reacts_to<definitions_offered>>;
 
 /// The WATCHER actor interface: it watches the settings files, debounces
 /// bursts of changes and forwards the last good content of every file.
@@ -201,6 +243,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(mcprt_hot_reload, caf::id_block::mcprt_workspace::end)
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::settings_update))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::desired_state))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (std::vector<mcprt::server_config>))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::definition_pin_state))
+  CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::definitions_offered))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::reconciler_actor))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::gating_actor))
   CAF_ADD_TYPE_ID(mcprt_hot_reload, (mcprt::watcher_actor))

@@ -39,6 +39,7 @@ std::string to_string(errc x) {
     case errc::cancelled: return "cancelled";
     case errc::needs_auth: return "needs_auth";
     case errc::disconnected: return "disconnected";
+    case errc::definitions_changed: return "definitions_changed";
   }
   return "unknown";
 }

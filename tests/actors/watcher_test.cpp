@@ -100,6 +100,7 @@ gating_actor::behavior_type recording_gate(gating_actor::pointer, recording_ptr 
     [](atom::snapshot) { return gating_snapshot{}; },
     [](atom::fs_event, const std::string&) {},
     [](atom::debounce, uint64_t) {},
+    [](const definitions_offered&) {},
   };
 }
 
