@@ -402,6 +402,15 @@ gateway_catalog gateway_catalog::build(std::vector<gateway_server_view> servers,
     add_uris(s, s.resource_templates, "resource_template", "uriTemplate", limits.max_template_bytes, c.templates_,
              c.template_owner_, true);
   }
+  // A set's session reaches only its set's tools: held ones are not routed.
+  for (auto& s : servers) {
+    if (set || !s.available) continue;
+    for (auto& own : s.held_tools) {
+      auto exposed = s.prefix + own;
+      if (!usable_name(&own) || exposed.size() > max_exposed_tool_name || c.tool_routes_.count(exposed)) continue;
+      c.held_routes_.emplace(std::move(exposed), gateway_route{s.name, own});
+    }
+  }
   std::sort(c.tools_.begin(), c.tools_.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a["name"].get_ref<const std::string&>() < b["name"].get_ref<const std::string&>();
   });
@@ -437,6 +446,12 @@ nlohmann::json gateway_catalog::resource_templates_list() const {
 std::optional<gateway_route> gateway_catalog::tool(std::string_view exposed) const {
   auto it = tool_routes_.find(exposed);
   if (it == tool_routes_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<gateway_route> gateway_catalog::held_tool(std::string_view exposed) const {
+  auto it = held_routes_.find(exposed);
+  if (it == held_routes_.end()) return std::nullopt;
   return it->second;
 }
 

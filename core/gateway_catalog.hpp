@@ -31,6 +31,10 @@ struct gateway_server_view {
   nlohmann::json capabilities = nlohmann::json::object(); // the server's initialize capabilities
   // Raw entries as the server listed them (tools after the session's filter).
   std::vector<nlohmann::json> tools, prompts, resources, resource_templates;
+  /// Tools the runtime holds back (their definitions changed since the
+  /// server's approval): never listed, but a call of one by its
+  /// `<prefix><name>` reaches the runtime, which refuses it saying why.
+  std::vector<std::string> held_tools;
 };
 
 /// An entry the catalog does not show, and why.
@@ -148,6 +152,9 @@ public:
   nlohmann::json resource_templates_list() const; // {"resourceTemplates": [...]}
 
   std::optional<gateway_route> tool(std::string_view exposed) const;
+  /// A held-back tool (gateway_server_view::held_tools) by the name it
+  /// would be shown under, when no shown tool has that name.
+  std::optional<gateway_route> held_tool(std::string_view exposed) const;
   /// The tool as tools/list shows it (its inputSchema among the rest), or
   /// null when the catalog has no such tool.
   const nlohmann::json* tool_object(std::string_view exposed) const;
@@ -203,7 +210,7 @@ private:
   std::vector<server_entry> servers_; // by name
   nlohmann::json tools_ = nlohmann::json::array(), prompts_ = nlohmann::json::array(),
                  resources_ = nlohmann::json::array(), templates_ = nlohmann::json::array();
-  std::map<std::string, gateway_route, std::less<>> tool_routes_, prompt_routes_;
+  std::map<std::string, gateway_route, std::less<>> tool_routes_, prompt_routes_, held_routes_;
   std::map<std::string, std::string, std::less<>> resource_owner_, template_owner_;
   std::vector<template_entry> template_order_; // valid templates, in matching order
   std::size_t max_uri_bytes_ = 0;

@@ -450,6 +450,10 @@ void gateway_session::on_request(const json& msg, const gateway_catalog& catalog
     if (auto route = catalog.tool(name->get_ref<const std::string&>())) {
       d.server = route->server;
       d.name = route->name;
+    } else if (auto held = catalog.held_tool(name->get_ref<const std::string&>())) {
+      // Not listed: the runtime refuses the call and says why.
+      d.server = held->server;
+      d.name = held->name;
     } else {
       d.stale = true;
       d.name = name->get<std::string>();

@@ -1170,6 +1170,7 @@ void gateway::impl::rebuild_lists(const std::shared_ptr<gateway_rebuild>& b) {
         v.tools.push_back(std::move(tool));
       }
     }
+    v.held_tools = info->held_tools;
     b->present.insert(v.name);
     auto connection = info->connection_id + "#" + std::to_string(info->generation);
     auto cached = lists_cache.find(v.name);

@@ -639,3 +639,23 @@ TEST(GatewayCatalog, DiffSeesAServerGoingAwayAndAPrefixChange) {
   renamed.prefix = "A_";
   EXPECT_TRUE(gateway_catalog::diff(before, gateway_catalog::build({renamed, b})).tools);
 }
+
+// ---- tools held back since their server's approval ------------------------------
+
+TEST(GatewayCatalog, AHeldBackToolIsNotListedButItsCallReachesTheRuntime) {
+  auto proj = server_view("proj", {"add"});
+  proj.held_tools = {"echo"};
+  auto c = gateway_catalog::build({proj});
+  EXPECT_EQ(catalog_names(c.tools_list(), "tools"), (std::vector<std::string>{"proj__add"}));
+  EXPECT_FALSE(c.tool("proj__echo"));
+  ASSERT_TRUE(c.held_tool("proj__echo"));
+  EXPECT_EQ(*c.held_tool("proj__echo"), (gateway_route{"proj", "echo"}));
+  // A name another server shows stays that server's.
+  auto user = server_view("a", {"x"});
+  user.prefix = "proj__";
+  auto held = server_view("proj", {});
+  held.held_tools = {"x"};
+  auto both = gateway_catalog::build({user, held});
+  EXPECT_FALSE(both.held_tool("proj__x"));
+  EXPECT_EQ(*both.tool("proj__x"), (gateway_route{"a", "x"}));
+}
