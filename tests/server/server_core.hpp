@@ -203,6 +203,8 @@ public:
   virtual void send(const json& msg) = 0;
 
   std::atomic<bool> late_tool{false};
+  // --rug-pull: rug_pull was called; echo's description is the new text.
+  std::atomic<bool> rug_pulled{false};
   // --conformance: test_trigger_tool_change / test_trigger_prompt_change
   // flip these, each adding or removing one entry of its list.
   std::atomic<bool> extra_tool{false};
