@@ -23,7 +23,7 @@
 //    why and names the host; then the connection is closed.
 //
 // The rules (entries, matching, the head) are core/egress_rules.hpp; the
-// design and its bounds are in docs/egress-proxy.md.
+// design and its bounds are in docs/sandbox.md, "Egress allow-list".
 
 #include <chrono>
 #include <cstddef>
