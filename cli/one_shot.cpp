@@ -119,6 +119,9 @@ std::optional<connection_config> make_config(const one_shot_target& t, const cha
   }
   connection_config cc;
   cc.server = *parsed.config;
+  // A command the owner typed: it runs with the owner's environment, as
+  // the shell would run it (never MCPRT_*, still).
+  cc.server.effective_sandbox.inherit_all_env = true;
   auto policy = parse_elicitation_policy(t.on_elicitation);
   // `ask` needs a host to ask; a one-shot command has none.
   if (!policy || *policy == elicitation_policy::ask) {

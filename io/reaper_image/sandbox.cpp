@@ -28,6 +28,7 @@
 //     prints what this machine allows, one line: "userns=1 mountns=1 ..."
 #include "io/reaper_image/sandbox.hpp"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -132,7 +133,10 @@ cgroup_dirs groups;
 [[noreturn]] void die(const char* what, int err) {
   // The server's stderr: the runtime keeps its last lines for the error.
   dprintf(2, "mcprt sandbox: %s: %s\n", what, strerror(err));
-  if (tmp_dir[0]) rmdir(tmp_dir);
+  if (tmp_dir[0]) {
+    umount2(tmp_dir, MNT_DETACH);
+    rmdir(tmp_dir);
+  }
   for (const char* dir : {groups.pids, groups.memory})
     if (dir[0]) rmdir(dir);
   _exit(126);
@@ -302,7 +306,31 @@ int remove_entry(const char* path, const struct stat*, int type, struct FTW*) {
 }
 
 void remove_tmp() {
-  if (tmp_dir[0]) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  if (!tmp_dir[0]) return;
+  if (umount2(tmp_dir, MNT_DETACH) == 0 && rmdir(tmp_dir) == 0) return;
+  nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+// What a sandbox killed with SIGKILL left: its private directory, empty
+// (the tmpfs on it died with the namespace). Only ours, only empty, only
+// when the process that made it is gone.
+void sweep_stale_tmp(const char* parent) {
+  DIR* d = opendir(parent);
+  if (!d) return;
+  int swept = 0;
+  while (dirent* e = readdir(d)) {
+    int pid = 0;
+    char rest[16];
+    if (sscanf(e->d_name, "mcprt-sandbox-%d-%15s", &pid, rest) != 2 || pid <= 0) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    rmdir(path); // fails, harmlessly, unless empty
+    if (++swept == 64) break;
+  }
+  closedir(d);
 }
 
 int status_code(int wstatus) {
@@ -543,7 +571,8 @@ int run_sandbox(int argc, char** argv, char** envp) {
   uid_t uid = getuid();
   gid_t gid = getgid();
   if (o.tmp_parent) {
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/mcprt-sandbox-XXXXXX", o.tmp_parent);
+    sweep_stale_tmp(o.tmp_parent);
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/mcprt-sandbox-%d-XXXXXX", o.tmp_parent, static_cast<int>(getpid()));
     if (!mkdtemp(tmp_dir)) {
       tmp_dir[0] = '\0';
       die("private temporary directory", errno);
@@ -578,6 +607,11 @@ int run_sandbox(int argc, char** argv, char** envp) {
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die("mount propagation", errno);
     for (int i = 0; i < o.hide_count; ++i)
       hide(o.hide[i]);
+    // The private directory is a tmpfs of the namespace: what the server
+    // leaves there is gone with it, even when this process is SIGKILLed
+    // (then only the empty directory remains).
+    if (tmp_dir[0] && mount("mcprt-tmp", tmp_dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1g,mode=0700") != 0)
+      die("private temporary directory", errno);
     // The host's /dev/shm is a channel to every other process: a private one.
     struct stat st;
     if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) {
