@@ -1,5 +1,7 @@
 #include "core/settings.hpp"
 
+#include "core/fingerprint.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>

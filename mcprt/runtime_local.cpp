@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 
