@@ -452,10 +452,19 @@ protected:
 
   /// Starts the daemon; false (with a test failure) when its first stdout
   /// line is not its URL.
-  bool start(std::vector<std::string> extra = {}, const std::map<std::string, std::string>& env = {}) {
+  /// `run_as`, when given, is a program and its arguments that exec the
+  /// daemon in place (`setpriv --reuid=nobody ... --`).
+  bool start(std::vector<std::string> extra = {}, const std::map<std::string, std::string>& env = {},
+             const std::vector<std::string>& run_as = {}) {
     std::vector<std::string> args{"serve", "--workspace", ws_.string(), "--home", home_.string(), "--debounce-ms", "50"};
     args.insert(args.end(), extra.begin(), extra.end());
-    daemon_ = std::make_unique<spawned>(args, home_, env);
+    std::string program = MCPRT_BIN;
+    if (!run_as.empty()) {
+      program = run_as.front();
+      args.insert(args.begin(), MCPRT_BIN);
+      args.insert(args.begin(), run_as.begin() + 1, run_as.end());
+    }
+    daemon_ = std::make_unique<spawned>(args, home_, env, program);
     auto first = daemon_->line(60s);
     if (!first || first->rfind("listening on http://", 0) != 0) {
       ADD_FAILURE() << "no 'listening on' line: " << first.value_or("<none>") << "\nstderr:\n" << daemon_->err();

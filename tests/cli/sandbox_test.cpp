@@ -126,20 +126,7 @@ protected:
   /// The daemon as nobody: setpriv execs it in place, so the pid the test
   /// holds is the daemon's.
   bool start_as_nobody(const std::map<std::string, std::string>& env = {}) {
-    std::vector<std::string> args{"--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", MCPRT_BIN,
-                                  "serve", "--workspace", ws_.string(), "--home", home_.string(),
-                                  "--debounce-ms", "50"};
-    daemon_ = std::make_unique<spawned>(args, home_, env, "/usr/bin/setpriv");
-    auto first = daemon_->line(60s);
-    if (!first || first->rfind("listening on http://", 0) != 0) {
-      ADD_FAILURE() << "no 'listening on' line: " << first.value_or("<none>") << "\nstderr:\n" << daemon_->err();
-      return false;
-    }
-    url_ = first->substr(std::string("listening on ").size());
-    port_ = std::stoi(url_.substr(url_.rfind(':') + 1));
-    token_ = slurp(home_ / ".mcprt" / "token").substr(0, 64);
-    daemon_tokens()[port_] = token_;
-    return true;
+    return start({}, env, {"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"});
   }
 
   void write_project_server(const json& extra = json::object()) {
@@ -305,12 +292,21 @@ TEST_F(sandbox_test, a_user_server_runs_as_written_and_may_opt_in_to_the_sandbox
   EXPECT_FALSE(attack("boxed", {{"kind", "read"}, {"target", (home_ / ".ssh" / "id_rsa").string()}}).ok);
 }
 
-TEST_F(sandbox_test, egress_reaches_only_the_allowed_destination) {
+class egress_test : public sandbox_test, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(egress_test, egress_reaches_only_the_allowed_destination) {
+  bool as_nobody = GetParam();
+  if (as_nobody && ::geteuid() != 0) GTEST_SKIP() << "the suite already runs unprivileged";
   counting_listener allowed, refused;
   json entry = test_server_config({"--hostile"});
   entry["sandbox"] = {{"network", json::array({"127.0.0.1:" + std::to_string(allowed.port())})}};
   write_file(user_settings(), json{{"mcpServers", {{"net", entry}}}}.dump(2));
-  ASSERT_TRUE(start());
+  if (as_nobody) {
+    hand_to_nobody();
+    ASSERT_TRUE(start_as_nobody());
+  } else {
+    ASSERT_TRUE(start());
+  }
   ASSERT_TRUE(connected("net", 60s)) << server("net").dump() << daemon_->err();
   sse_stream events(port_);
   ASSERT_EQ(events.status(), 200);
@@ -337,6 +333,9 @@ TEST_F(sandbox_test, egress_reaches_only_the_allowed_destination) {
   auto sb = sandbox_of("net");
   EXPECT_NE(std::find(sb["inForce"].begin(), sb["inForce"].end(), "egress-allow-list"), sb["inForce"].end()) << sb.dump();
 }
+
+INSTANTIATE_TEST_SUITE_P(owner, egress_test, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "nobody" : "suite_user"; });
 
 TEST_F(sandbox_test, a_sandbox_the_owner_requires_runs_when_this_machine_has_it_all) {
   json entry = test_server_config({"--hostile"});

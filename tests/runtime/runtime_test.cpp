@@ -114,6 +114,9 @@ TEST_F(Runtime, AProjectServerStaysUnspawnedUntilApproved) {
   ASSERT_TRUE(rt->approve("p"));
   auto after = wait_snapshot(connected({"a", "p"}));
   EXPECT_EQ((*find_server(after, "p"))["approval"], "approved");
+  // A project server runs sandboxed; a user server as written.
+  EXPECT_TRUE((*find_server(after, "p"))["sandbox"].is_object()) << after.dump();
+  EXPECT_TRUE((*find_server(after, "a"))["sandbox"].is_null()) << after.dump();
   EXPECT_EQ(pid_of(after, "a"), pid_of(snap, "a"));
   auto ok = rt->call_tool(session, "p", "echo", {{"text", "hi"}});
   ASSERT_TRUE(ok) << sys->render(ok.error());
