@@ -218,9 +218,9 @@ public:
     ro.session = id;
     ro.pool_session = number;
     ro.bus = p.bus;
+    ro.gating = p.gating;
     session_entry entry;
     if (p.opts.pool) {
-    ro.gating = p.gating;
       ro.pool = p.pool;
       ro.budget = p.budget;
     } else {
