@@ -187,6 +187,12 @@ std::string to_string(sandbox_default d) {
   return "project";
 }
 
+bool operator==(const sandbox_setting& a, const sandbox_setting& b) {
+  return a.enabled == b.enabled && a.required == b.required && a.read == b.read && a.write == b.write
+         && a.network == b.network && a.inherit_all_env == b.inherit_all_env && a.inherit_env == b.inherit_env
+         && a.notes == b.notes;
+}
+
 std::string sandbox_setting::key() const {
   if (!enabled && !inherit_all_env && inherit_env.empty()) return "";
   json k = json::object();
@@ -345,21 +351,27 @@ sandbox_plan plan_sandbox(const sandbox_setting& s, const sandbox_context& ctx, 
   for (auto& other : ctx.other_homes)
     if (!other.empty() && other[0] == '/') add_unique(deny, normal(other));
   for (auto& d : deny) {
-    // A server keeps what it runs from and works in, even when it lies in
-    // a denied place (a test's home under /tmp, say): hiding it would
-    // break the server, not protect anything the owner did not hand over.
-    bool needed = std::any_of(kept.begin(), kept.end(), [&](const std::string& k) { return within(k, d); });
     bool lifted = std::any_of(reads.begin(), reads.end(),
                               [&](const std::string& r) { return within(r, d) || within(d, r); });
-    if (lifted) plan.lifted.push_back(d);
-    else if (!needed) plan.hide.push_back(d);
+    (lifted ? plan.lifted : plan.hide).push_back(d);
   }
+  keep_visible(plan, kept);
   if (!ctx.workspace.empty()) add_unique(plan.write, normal(ctx.workspace));
   for (auto& w : s.write)
     add_unique(plan.write, expand_sandbox_path(w, ctx));
   for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"})
     add_unique(plan.write, dev);
   return plan;
+}
+
+void keep_visible(sandbox_plan& plan, const std::vector<std::string>& keep) {
+  // A server keeps what it runs from and works in, even when it lies in a
+  // denied place (a test's home under /tmp, say): hiding it would break the
+  // server, not protect anything the owner did not hand over.
+  auto needed = [&](const std::string& hidden) {
+    return std::any_of(keep.begin(), keep.end(), [&](const std::string& k) { return within(normal(k), hidden); });
+  };
+  plan.hide.erase(std::remove_if(plan.hide.begin(), plan.hide.end(), needed), plan.hide.end());
 }
 
 sandbox_support parse_sandbox_probe(std::string_view line) {

@@ -84,6 +84,13 @@ struct sandbox_setting {
   nlohmann::json to_json() const;
 };
 
+/// Field by field: what servers_equal asks on every reload, without
+/// writing key() out.
+bool operator==(const sandbox_setting& a, const sandbox_setting& b);
+inline bool operator!=(const sandbox_setting& a, const sandbox_setting& b) {
+  return !(a == b);
+}
+
 /// to_json's inverse (a setting that crossed to another node); nullopt
 /// for anything to_json does not write.
 std::optional<sandbox_setting> sandbox_setting_from_json(const nlohmann::json& j);
@@ -126,6 +133,11 @@ struct sandbox_plan {
 /// `keep` are paths the server needs (its cwd, its command): a deny entry
 /// that contains one is not hidden.
 sandbox_plan plan_sandbox(const sandbox_setting& s, const sandbox_context& ctx, const std::vector<std::string>& keep);
+
+/// Takes out of `plan.hide` every path that is or holds one of `keep`
+/// (absolute paths): what plan_sandbox does with its `keep`, for a path
+/// known only later (the command once resolved).
+void keep_visible(sandbox_plan& plan, const std::vector<std::string>& keep);
 
 /// What the machine offers, from the image's `sandbox-probe` line.
 struct sandbox_support {

@@ -327,7 +327,7 @@ std::string config_error::path_string() const {
 bool servers_equal(const server_config& a, const server_config& b) {
   // The sandbox comes from settings around the entry: the owner widening
   // one server changes it without touching the entry.
-  return a.scope == b.scope && a.spec == b.spec && a.effective_sandbox.key() == b.effective_sandbox.key();
+  return a.scope == b.scope && a.spec == b.spec && a.effective_sandbox == b.effective_sandbox;
 }
 
 bool servers_equal(const server_map& a, const server_map& b) {

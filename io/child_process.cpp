@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -123,20 +122,6 @@ std::string resolve_command(const spawn_options& o) {
     return path;
   }
   throw spawn_error("cannot run '" + o.command + "': " + std::strerror(last));
-}
-
-void drop_needed(std::vector<std::string>& hide, const std::vector<std::string>& keep) {
-  auto contains = [](const std::string& outer, const std::string& inner) {
-    return inner == outer
-           || (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/');
-  };
-  hide.erase(std::remove_if(hide.begin(), hide.end(),
-                            [&](const std::string& h) {
-                              for (auto& k : keep)
-                                if (contains(h, k)) return true;
-                              return false;
-                            }),
-             hide.end());
 }
 
 std::string exit_status::describe() const {

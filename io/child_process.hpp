@@ -47,10 +47,6 @@ exec_strings exec_strings_for(const spawn_options& opts);
 /// directory").
 std::string resolve_command(const spawn_options& opts);
 
-/// Removes from `hide` every path that is or contains one of `keep`: a
-/// sandbox must not hide what its server runs from.
-void drop_needed(std::vector<std::string>& hide, const std::vector<std::string>& keep);
-
 /// Why a child could not be started: command not found, not executable, bad
 /// cwd, or out of resources; the message names the command and the OS error.
 class spawn_error : public std::runtime_error {

@@ -339,7 +339,7 @@ struct reactor::impl {
     auto resolved = resolve_command(o);
     std::vector<std::string> keep{resolved};
     if (o.cwd) keep.push_back(*o.cwd);
-    drop_needed(plan.hide, keep);
+    keep_visible(plan, keep);
     sandboxed out;
     out.launch = plan_launch(plan, support);
     if (plan.required && !out.launch.complete()) {
